@@ -1,0 +1,116 @@
+"""Attending: scores -> masked softmax -> weighted sum of values.
+
+Shapes (one legend for the package): ``b`` batch, ``h`` heads, ``t`` queries
+(target positions), ``s`` keys (source positions), ``d`` per-head or model
+dimension. Masks are boolean, True = may attend, broadcastable to the scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .masks import causal_mask
+from .scores import scaled_dot
+
+
+@dataclass(slots=True)
+class AttentionOutput:
+    """What an attention call returns.
+
+    context: (..., t, d_v) the weighted sums of the values.
+    weights: (..., t, s) the attention weights, or None when not requested.
+    """
+
+    context: Tensor
+    weights: Tensor | None = None
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Softmax over the last (key) dimension with masked keys getting weight exactly 0.
+
+    A query whose keys are all masked gets all-zero weights, never NaN.
+    Computed in float32 at least, returned in the scores' dtype.
+    """
+    compute_dtype = torch.promote_types(scores.dtype, torch.float32)
+    if mask is None:
+        return torch.softmax(scores, dim=-1, dtype=compute_dtype).to(scores.dtype)
+    blocked = ~mask
+    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1, dtype=compute_dtype)
+    # Only rows with every key blocked are NaN here (exp(-inf) is exactly 0 elsewhere);
+    # masked_fill's backward drops their gradient, so no NaN reaches the scores.
+    return weights.masked_fill(blocked, 0.0).to(scores.dtype)
+
+
+def attend(
+    scores: Tensor,
+    values: Tensor,
+    mask: Tensor | None = None,
+    *,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> AttentionOutput:
+    """One attend step: masked softmax of ``scores`` (..., t, s), then mix ``values`` (..., s, d_v).
+
+    Dropout, when asked, is applied to the weights used for mixing; the
+    returned weights are the ones before dropout (what the model "looks at").
+    """
+    if scores.shape[-1] != values.shape[-2]:
+        raise ValueError(
+            f"scores have {scores.shape[-1]} keys but values have {values.shape[-2]} positions"
+        )
+    weights = masked_softmax(scores, mask)
+    mixing = F.dropout(weights, dropout, training) if dropout > 0.0 and training else weights
+    return AttentionOutput(context=mixing @ values, weights=weights)
+
+
+def dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    *,
+    bias: Tensor | None = None,
+    causal: bool = False,
+    need_weights: bool = False,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> AttentionOutput:
+    """Vaswani et al. 2017, eq. 1: softmax(Q K^T / sqrt(d_k) + bias) V.
+
+    Args:
+        q: (b, h, t, d); k: (b, h, s, d); v: (b, h, s, d_v).
+        mask: bool, broadcastable to (b, h, t, s), True = may attend.
+        bias: float, broadcastable to (b, h, t, s), added to the scaled scores
+            (ALiBi, T5 buckets, relative keys).
+        causal: also forbid keys after the query (bottom-right aligned, so it
+            is right for a query block at the end of a cached sequence).
+        need_weights: return (b, h, t, s) weights. Without them the fused
+            ``F.scaled_dot_product_attention`` kernel runs; with them an
+            explicit path computes the same numbers.
+    """
+    t, s = q.shape[-2], k.shape[-2]
+    p = dropout if training else 0.0
+    if causal:
+        if mask is None and bias is None and t == s and not need_weights:
+            return AttentionOutput(F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True))
+        causal_m = causal_mask(t, s, device=q.device)
+        mask = causal_m if mask is None else mask & causal_m
+
+    if not need_weights:
+        attn_mask: Tensor | None = mask
+        if bias is not None:
+            attn_mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype).masked_fill(~mask, float("-inf"))
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+        if mask is not None and not q.is_cpu:
+            # CPU kernels return 0 for a query with no visible key; make every backend agree.
+            context = context * mask.any(-1, keepdim=True).to(context.dtype)
+        return AttentionOutput(context)
+
+    scores = scaled_dot(q, k)  # (b, h, t, s)
+    if bias is not None:
+        scores = scores + bias
+    return attend(scores, v, mask, dropout=p, training=training)

@@ -1,0 +1,208 @@
+"""Vaswani et al. 2017, sec. 3.2.2: multi-head attention, self and cross, with a key/value cache.
+
+MultiHead(Q, K, V) = Concat(head_1 .. head_h) W^O,
+head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+Shapes: ``b`` batch, ``t`` queries, ``s`` keys, ``h`` heads, ``d`` = d_model / h.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..positions.base import AttentionPositions
+from .attend import AttentionOutput, dot_product_attention
+from .masks import as_attention_mask
+
+
+@dataclass(slots=True)
+class KVCache:
+    """Projected keys and values of one attention layer, kept across decoding steps.
+
+    Self-attention appends each step's keys/values. Cross-attention
+    (``static=True``) projects the encoder memory once and reuses it.
+    k, v: (b, h, s, d). Keys are stored after any rotary transform.
+    """
+
+    k: Tensor | None = None
+    v: Tensor | None = None
+    static: bool = False
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` (b',), e.g. the surviving hypotheses of a beam."""
+        if self.k is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention.
+
+    Args:
+        d_model: model width; must be divisible by ``num_heads``.
+        num_heads: h.
+        dropout: dropout on the attention weights (training only).
+        bias: whether the Q/K/V and output projections have biases.
+        positions: a scheme acting inside attention (RoPE, ALiBi, T5, Shaw);
+            used for self-attention, where queries and keys share positions.
+
+    The Q, K and V projections are stored as one (3 d_model, d_model) matrix
+    so self-attention runs one GEMM for all three (the same layout as
+    ``torch.nn.MultiheadAttention``'s ``in_proj_weight``).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        *,
+        bias: bool = True,
+        positions: AttentionPositions | None = None,
+    ) -> None:
+        super().__init__()
+        if d_model <= 0 or num_heads <= 0:
+            raise ValueError(f"d_model and num_heads must be positive, got {d_model}, {num_heads}")
+        if d_model % num_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}; "
+                f"valid head counts: {[h for h in range(1, d_model + 1) if d_model % h == 0]}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.head_dim = d_model // num_heads
+        self.dropout = dropout
+        self.positions = positions
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * d_model, d_model))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * d_model)) if bias else None
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            nn.init.zeros_(self.out_proj.bias)
+
+    def _project(self, x: Tensor, part: slice) -> Tensor:
+        w = self.in_proj_weight[part]
+        b = None if self.in_proj_bias is None else self.in_proj_bias[part]
+        return F.linear(x, w, b)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        """(b, t, n * d_model) -> n tensors (b, h, t, d)."""
+        b, t, _ = x.shape
+        return x.view(b, t, -1, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None,
+        value: Tensor | None,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        *,
+        causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> AttentionOutput:
+        """Attend from ``query`` (b, t, d_model) to ``key``/``value`` (b, s, d_model).
+
+        Args:
+            mask: bool, True = may attend; (t, s), (b, t|1, s) or (b, h|1, t|1, s).
+                With a cache, s counts the cached keys too.
+            need_weights: also return per-head weights (b, h, t, s).
+            causal: forbid attending to later positions (decoder self-attention).
+            cache: incremental decoding state; updated in place. For
+                self-attention pass only the new tokens as query/key/value;
+                once a static (cross-attention) cache is filled, key and value
+                are not used and may be None.
+
+        Returns:
+            AttentionOutput with context (b, t, d_model) and weights or None.
+        """
+        reuse = cache is not None and cache.static and cache.k is not None
+        self._check_inputs(query, None if reuse else key, None if reuse else value)
+        d = self.d_model
+        if reuse:  # cross-attention memory projected on an earlier step
+            (q,) = self._split_heads(self._project(query, slice(0, d)))
+            k, v = cache.k, cache.v
+        elif key is query and value is query:
+            q, k, v = self._split_heads(self._project(query, slice(None)))  # one GEMM for Q, K, V
+        else:
+            (q,) = self._split_heads(self._project(query, slice(0, d)))
+            if key is value:
+                k, v = self._split_heads(self._project(key, slice(d, None)))
+            else:
+                (k,) = self._split_heads(self._project(key, slice(d, 2 * d)))
+                (v,) = self._split_heads(self._project(value, slice(2 * d, None)))
+
+        # Relative schemes act on self-attention: queries sit after the cached keys.
+        positions = self.positions if not (cache is not None and cache.static) else None
+        offset = len(cache) if cache is not None and not cache.static else 0
+        q_pos = k_pos = None
+        if positions is not None:
+            q_pos = torch.arange(offset, offset + q.shape[-2], device=q.device)
+            q = positions.rotate(q, q_pos)
+            k = positions.rotate(k, torch.arange(offset, offset + k.shape[-2], device=q.device))
+
+        if cache is not None and not reuse:
+            if cache.k is not None:
+                k = torch.cat([cache.k, k], dim=-2)
+                v = torch.cat([cache.v, v], dim=-2)
+            cache.k, cache.v = k, v
+
+        bias = None
+        if positions is not None:
+            k_pos = torch.arange(k.shape[-2], device=q.device)
+            bias = positions.score_bias(q, q_pos, k_pos)
+        explicit = need_weights or (positions is not None and positions.needs_weights)
+        out = dot_product_attention(
+            q,
+            k,
+            v,
+            self._check_mask(mask, q.shape[-2], k.shape[-2]),
+            bias=bias,
+            causal=causal,
+            need_weights=explicit,
+            dropout=self.dropout,
+            training=self.training,
+        )
+        context = out.context  # (b, h, t, d)
+        if positions is not None and positions.needs_weights:
+            context = context + positions.value_term(out.weights, q_pos, k_pos)
+        b, _, t, _ = context.shape
+        context = self.out_proj(context.transpose(1, 2).reshape(b, t, d))
+        return AttentionOutput(context, out.weights if need_weights else None)
+
+    def _check_inputs(self, query: Tensor, key: Tensor | None, value: Tensor | None) -> None:
+        given = [x for x in (query, key, value) if x is not None]
+        if any(x.dim() != 3 for x in given):
+            raise ValueError(
+                f"query, key and value must be (b, t, d_model); got shapes {[tuple(x.shape) for x in given]}"
+            )
+        if any(x.shape[-1] != self.d_model for x in given):
+            raise ValueError(
+                f"expected last dimension d_model={self.d_model}; got {[x.shape[-1] for x in given]}"
+            )
+        if key is not None and (key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]):
+            raise ValueError(
+                f"batch/length mismatch: query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+            )
+
+    def _check_mask(self, mask: Tensor | None, t: int, s: int) -> Tensor | None:
+        mask = as_attention_mask(mask)
+        if mask is not None and (mask.shape[-1] != s or mask.shape[-2] not in (1, t)):
+            raise ValueError(
+                f"mask of shape {tuple(mask.shape)} does not fit {t} queries x {s} keys "
+                "(expected (..., t or 1, s))"
+            )
+        return mask
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, num_heads={self.num_heads}, dropout={self.dropout}"
+

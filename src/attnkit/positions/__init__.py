@@ -1,0 +1,69 @@
+"""Positional information: absolute (added to embeddings) and inside attention.
+
+``build_positions(name, ...)`` is the one place a scheme name becomes a module.
+"""
+
+from __future__ import annotations
+
+from ..errors import unknown_choice
+from .alibi import ALiBi, alibi_slopes
+from .base import AbsolutePositions, AttentionPositions, as_positions
+from .learned import LearnedPositionalEmbedding
+from .relative import RelativePositions
+from .rotary import RotaryPositions
+from .sinusoidal import SinusoidalPositionalEncoding, sinusoid_table
+from .t5 import T5RelativeBias, t5_bucket
+
+POSITION_SCHEMES = ("sinusoidal", "learned", "relative", "t5", "rope", "alibi", "none")
+
+
+def build_positions(
+    name: str,
+    *,
+    d_model: int,
+    num_heads: int,
+    max_len: int = 1024,
+    max_distance: int | None = None,
+    causal: bool = False,
+) -> AbsolutePositions | AttentionPositions | None:
+    """Build a positional scheme by name; "none" gives None (no position information).
+
+    ``max_distance`` is Shaw's clipping distance (default 16) or T5's largest
+    bucketed distance (default 128); ``causal`` makes T5 buckets one-directional.
+    """
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    head_dim = d_model // num_heads
+    if name == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model, max_len)
+    if name == "learned":
+        return LearnedPositionalEmbedding(d_model, max_len)
+    if name == "relative":
+        return RelativePositions(head_dim, max_distance or 16)
+    if name == "t5":
+        return T5RelativeBias(num_heads, max_distance=max_distance or 128, bidirectional=not causal)
+    if name == "rope":
+        return RotaryPositions(head_dim)
+    if name == "alibi":
+        return ALiBi(num_heads)
+    if name == "none":
+        return None
+    raise unknown_choice("positional scheme", name, POSITION_SCHEMES)
+
+
+__all__ = [
+    "ALiBi",
+    "AbsolutePositions",
+    "AttentionPositions",
+    "LearnedPositionalEmbedding",
+    "POSITION_SCHEMES",
+    "RelativePositions",
+    "RotaryPositions",
+    "SinusoidalPositionalEncoding",
+    "T5RelativeBias",
+    "alibi_slopes",
+    "as_positions",
+    "build_positions",
+    "sinusoid_table",
+    "t5_bucket",
+]
