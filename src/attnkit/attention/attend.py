@@ -33,16 +33,19 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
     """Softmax over the last (key) dimension with masked keys getting weight exactly 0.
 
     A query whose keys are all masked gets all-zero weights, never NaN.
-    Computed in float32 at least, returned in the scores' dtype.
+    (PyTorch's softmax accumulates half-precision inputs in float32 itself.)
     """
-    compute_dtype = torch.promote_types(scores.dtype, torch.float32)
     if mask is None:
-        return torch.softmax(scores, dim=-1, dtype=compute_dtype).to(scores.dtype)
+        return torch.softmax(scores, dim=-1)
     blocked = ~mask
-    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1, dtype=compute_dtype)
-    # Only rows with every key blocked are NaN here (exp(-inf) is exactly 0 elsewhere);
-    # masked_fill's backward drops their gradient, so no NaN reaches the scores.
-    return weights.masked_fill(blocked, 0.0).to(scores.dtype)
+    weights = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1)
+    # exp(-inf) makes masked weights exactly 0; only rows with every key blocked
+    # are NaN. Checking the (small, broadcast) mask first saves a full pass over
+    # the weights on CPU; on accelerators we skip the check to avoid a host sync.
+    if weights.is_cpu and bool(mask.any(-1).all()):
+        return weights
+    # masked_fill's backward drops those rows' gradient, so no NaN reaches the scores.
+    return weights.masked_fill(blocked, 0.0)
 
 
 def attend(

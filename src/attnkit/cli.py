@@ -1,0 +1,76 @@
+"""The ``attnkit`` command. Each subcommand parses its arguments and calls one
+library function; user mistakes become one line on stderr and exit status 1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import __version__
+
+
+FIGURE_FORMATS = (".png", ".svg", ".pdf")
+
+
+def figure_path(path: str) -> Path:
+    """Check a figure path's format before any work is done."""
+    out = Path(path)
+    if out.suffix.lower() not in FIGURE_FORMATS:
+        raise ValueError(f"figure {path!r} must end in one of {', '.join(FIGURE_FORMATS)}")
+    return out
+
+
+def cmd_positions(args: argparse.Namespace) -> None:
+    """Print and plot a sinusoidal positional encoding (seed 003)."""
+    import numpy as np
+
+    from .plots import plot_positional_encoding
+    from .positions import SinusoidalPositionalEncoding
+
+    out = figure_path(args.out)
+    pe = SinusoidalPositionalEncoding(args.d_model, max_len=args.length)(args.length).numpy()
+    np.set_printoptions(precision=3, suppress=True, linewidth=120)
+    print(f"sinusoidal positional encoding, d_model={args.d_model}, positions 0..{args.length - 1}")
+    print("PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))\n")
+    for pos in (0, 1, 2, args.length - 1):
+        print(f"PE({pos:>3})[:8] = {pe[pos, :8]}")
+    sim = pe @ pe.T
+    print("\nsimilarity PE(i) . PE(i + k) depends on the offset k, not on i:")
+    print("   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40)))
+    for k in (0, 1, 2, 5, 10, 20):
+        if k + 40 < args.length:
+            print(f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40)))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={args.d_model}").savefig(out, dpi=110)
+    print(f"\nfigure: {out}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnkit", description="Attention mechanisms, models and views.")
+    parser.add_argument("--version", action="version", version=f"attnkit {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("positions", help="print and plot the sinusoidal positional encoding")
+    p.add_argument("--d-model", type=int, default=128, help="encoding width (default 128)")
+    p.add_argument("--length", type=int, default=100, help="number of positions (default 100)")
+    p.add_argument("--out", default="positional_encoding.png", help="figure path (.png, .svg or .pdf)")
+    p.set_defaults(func=cmd_positions)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as err:
+        print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"attnkit {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""Figures. Every function takes arrays (and labels) and returns a matplotlib Figure;
+nothing here touches pyplot or global matplotlib state."""
+
+from .positions import plot_positional_encoding
+
+__all__ = ["plot_positional_encoding"]
