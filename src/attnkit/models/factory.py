@@ -1,0 +1,116 @@
+"""The one place a model config becomes a model."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from ..attention import build_recurrent_attention
+from ..config import ModelConfig
+from ..errors import unknown_choice
+from ..positions import AbsolutePositions, AttentionPositions, build_positions
+from .rnn import CELLS, RNNEncoder, RNNSeq2Seq
+from .transformer import (
+    DecoderLayer,
+    EncoderLayer,
+    TokenEmbedding,
+    TransformerEncoder,
+    TransformerEncoderModel,
+    TransformerSeq2Seq,
+)
+
+ARCHS = ("transformer", "rnn", "encoder")
+
+
+def _embedding(vocab: int, dim: int, pad_id: int) -> nn.Embedding:
+    emb = nn.Embedding(vocab, dim, padding_idx=pad_id)
+    nn.init.normal_(emb.weight, std=dim**-0.5)
+    nn.init.zeros_(emb.weight[pad_id]) if pad_id >= 0 else None
+    return emb
+
+
+def _positions(cfg: ModelConfig, *, causal: bool) -> AbsolutePositions | AttentionPositions | None:
+    return build_positions(cfg.positions, d_model=cfg.d_model, num_heads=cfg.heads, max_len=cfg.max_positions, causal=causal)
+
+
+def _attention_positions(cfg: ModelConfig, count: int, *, causal: bool) -> list[AttentionPositions | None]:
+    """One scheme per layer for Shaw's relative positions (learned per layer in the paper);
+    one shared by all layers for the others (T5 shares its bias table; RoPE and ALiBi have no parameters)."""
+    first = _positions(cfg, causal=causal)
+    if not isinstance(first, AttentionPositions):
+        return [None] * count
+    if cfg.positions == "relative":
+        return [first] + [_positions(cfg, causal=causal) for _ in range(count - 1)]
+    return [first] * count
+
+
+def _encoder(cfg: ModelConfig) -> TransformerEncoder:
+    layers = [
+        EncoderLayer(
+            cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+            norm_first=cfg.norm_first, positions=p,
+        )
+        for p in _attention_positions(cfg, cfg.encoder_layers, causal=False)
+    ]
+    return TransformerEncoder(layers, d_model=cfg.d_model, norm_first=cfg.norm_first)
+
+
+def _token_embedding(cfg: ModelConfig, embedding: nn.Embedding, *, causal: bool) -> TokenEmbedding:
+    absolute = _positions(cfg, causal=causal)
+    return TokenEmbedding(
+        embedding, positions=absolute if isinstance(absolute, AbsolutePositions) else None, dropout=cfg.dropout
+    )
+
+
+def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int, shared_vocab: bool) -> nn.Module:
+    """Build the model ``cfg.arch`` names; ``shared_vocab`` allows tying source and target embeddings."""
+    if cfg.arch not in ARCHS:
+        raise unknown_choice("model.arch", cfg.arch, ARCHS)
+    if cfg.tie_embeddings and not shared_vocab and cfg.arch != "encoder":
+        raise ValueError(
+            "model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)"
+        )
+    if cfg.arch in ("transformer", "encoder"):
+        if cfg.d_model % cfg.heads:
+            raise ValueError(f"model.d_model={cfg.d_model} is not divisible by model.heads={cfg.heads}")
+        src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
+        if cfg.arch == "encoder":
+            return TransformerEncoderModel(embed=_token_embedding(cfg, src_emb, causal=False), encoder=_encoder(cfg))
+        tgt_emb = src_emb if cfg.tie_embeddings else _embedding(tgt_vocab, cfg.d_model, pad_id)
+        decoder_layers = [
+            DecoderLayer(
+                cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+                norm_first=cfg.norm_first, positions=p,
+            )
+            for p in _attention_positions(cfg, cfg.decoder_layers, causal=True)
+        ]
+        return TransformerSeq2Seq(
+            src_embed=_token_embedding(cfg, src_emb, causal=False),
+            tgt_embed=_token_embedding(cfg, tgt_emb, causal=True),
+            encoder=_encoder(cfg),
+            decoder_layers=decoder_layers,
+            d_model=cfg.d_model,
+            vocab_size=tgt_vocab,
+            norm_first=cfg.norm_first,
+            tie_output=cfg.tie_embeddings,
+        )
+
+    if cfg.cell not in CELLS:
+        raise unknown_choice("model.cell", cfg.cell, CELLS)
+    src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
+    tgt_emb = src_emb if cfg.tie_embeddings else _embedding(tgt_vocab, cfg.d_model, pad_id)
+    attention = build_recurrent_attention(
+        cfg.attention, query_dim=cfg.hidden, key_dim=cfg.hidden, score=cfg.score, window=cfg.window,
+        dropout=cfg.attention_dropout,
+    )
+    return RNNSeq2Seq(
+        encoder=RNNEncoder(src_emb, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.encoder_layers, dropout=cfg.dropout),
+        tgt_embedding=tgt_emb,
+        attention=attention,
+        cell=cfg.cell,
+        hidden=cfg.hidden,
+        layers=cfg.decoder_layers,
+        vocab_size=tgt_vocab,
+        dropout=cfg.dropout,
+        input_feeding=cfg.input_feeding,
+        tie_output=cfg.tie_embeddings and cfg.d_model == cfg.hidden,
+    )

@@ -1,0 +1,182 @@
+"""Luong, Pham & Manning 2015: an RNN encoder-decoder with attention.
+
+    src -> embeddings -> bidirectional LSTM/GRU -> h̄_s (b, s, H)
+    step t: h_t = RNN([emb(y_{t-1}); h̃_{t-1}], h_{t-1})      (input feeding, sec. 3.3)
+            c_t = attention(h_t, h̄)                           (global, local-m or local-p)
+            h̃_t = tanh(W_c [c_t; h_t])                        (eq. 5)
+            p(y_t) = softmax(W_s h̃_t)                         (eq. 6)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from ..attention import GlobalAttention, LocalAttention
+from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
+
+CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
+Hidden = Tensor | tuple[Tensor, Tensor]
+
+
+class RNNEncoder(nn.Module):
+    """Bidirectional LSTM/GRU; each direction has H/2 units so states are H wide."""
+
+    def __init__(self, embedding: nn.Embedding, *, cell: str, hidden: int, layers: int, dropout: float) -> None:
+        super().__init__()
+        if hidden % 2:
+            raise ValueError(f"the bidirectional encoder needs an even hidden size, got {hidden}")
+        self.embedding = embedding
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = CELLS[cell](
+            embedding.embedding_dim, hidden // 2, layers, batch_first=True, bidirectional=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
+        self.layers = layers
+
+    def forward(self, src: Tensor, mask: Tensor) -> tuple[Tensor, Hidden]:
+        """src (b, s), mask (b, s) -> states (b, s, H), final state per layer (layers, b, H)."""
+        x = self.dropout(self.embedding(src))
+        lengths = mask.sum(1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, final = self.rnn(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+
+        def join(h: Tensor) -> Tensor:  # (layers * 2, b, H/2) -> (layers, b, H): forward ++ backward
+            h = h.view(self.layers, 2, *h.shape[1:])
+            return torch.cat([h[:, 0], h[:, 1]], dim=-1)
+
+        final = tuple(join(h) for h in final) if isinstance(final, tuple) else join(final)
+        return out, final
+
+
+@dataclass
+class RNNState:
+    """Decoding state: encoder output, prepared keys, RNN state, the fed-back h̃_{t-1}, step count."""
+
+    encoder: EncoderOutput
+    prepared: Tensor
+    hidden: Hidden
+    feed: Tensor  # (b, H)
+    step: int = 0
+
+    def reorder(self, index: Tensor) -> None:
+        enc = self.encoder
+        self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
+        self.prepared = self.prepared.index_select(0, index)
+        if isinstance(self.hidden, tuple):
+            self.hidden = tuple(h.index_select(1, index) for h in self.hidden)
+        else:
+            self.hidden = self.hidden.index_select(1, index)
+        self.feed = self.feed.index_select(0, index)
+
+
+class RNNSeq2Seq(nn.Module):
+    """Encoder-decoder with Luong attention; ``encode``, ``init_state``, ``decode_step``, ``forward``."""
+
+    def __init__(
+        self,
+        *,
+        encoder: RNNEncoder,
+        tgt_embedding: nn.Embedding,
+        attention: GlobalAttention | LocalAttention,
+        cell: str,
+        hidden: int,
+        layers: int,
+        vocab_size: int,
+        dropout: float,
+        input_feeding: bool = True,
+        tie_output: bool = False,
+    ) -> None:
+        super().__init__()
+        if encoder.layers != layers:
+            raise ValueError(
+                f"the RNN decoder starts from the encoder's final states, so model.encoder_layers "
+                f"({encoder.layers}) must equal model.decoder_layers ({layers})"
+            )
+        self.encoder = encoder
+        self.tgt_embedding = tgt_embedding
+        self.attention = attention
+        self.input_feeding = input_feeding
+        self.hidden_size = hidden
+        emb = tgt_embedding.embedding_dim
+        self.rnn = CELLS[cell](
+            emb + (hidden if input_feeding else 0), hidden, layers, batch_first=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
+        self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
+        self.dropout = nn.Dropout(dropout)
+        self.output = nn.Linear(hidden, vocab_size, bias=False)  # W_s
+        if tie_output:
+            if emb != hidden:
+                raise ValueError(f"tying output and target embeddings needs d_model == hidden, got {emb} and {hidden}")
+            self.output.weight = tgt_embedding.weight
+
+    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+        memory, final = self.encoder(src, src_mask)
+        return EncoderOutput(memory, src_mask, AttentionMaps() if need_weights else None, final)
+
+    def init_state(self, encoder_out: EncoderOutput) -> RNNState:
+        memory = encoder_out.memory
+        final = encoder_out.final
+        if final is None:  # an EncoderOutput built elsewhere: start from zeros
+            zeros = memory.new_zeros(self.rnn.num_layers, memory.shape[0], self.hidden_size)
+            final = (zeros, zeros) if isinstance(self.rnn, nn.LSTM) else zeros
+        return RNNState(
+            encoder=EncoderOutput(memory, encoder_out.mask),
+            prepared=self.attention.prepare_keys(memory),
+            hidden=final,
+            feed=memory.new_zeros(memory.shape[0], self.hidden_size),
+        )
+
+    def _attend(self, h: Tensor, state: RNNState, need_weights: bool, positions: Tensor):
+        enc = state.encoder
+        if isinstance(self.attention, LocalAttention):
+            return self.attention(h, enc.memory, enc.memory, enc.mask, need_weights, positions=positions, prepared=state.prepared)
+        return self.attention(h, enc.memory, enc.memory, enc.mask, need_weights, prepared=state.prepared)
+
+    def _output(self, h: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
+        attentional = torch.tanh(self.combine(torch.cat([context, h], dim=-1)))  # h̃_t, eq. 5
+        return self.output(self.dropout(attentional)), attentional
+
+    def decode_step(self, state: RNNState, prev_tokens: Tensor, need_weights: bool = False) -> DecoderOutput:
+        """Feed target tokens (b, n) one at a time (input feeding needs h̃ of the previous step)."""
+        logits, weights, centres = [], [], []
+        emb = self.dropout(self.tgt_embedding(prev_tokens))  # (b, n, e)
+        for i in range(prev_tokens.shape[1]):
+            x = emb[:, i : i + 1]
+            if self.input_feeding:
+                x = torch.cat([x, state.feed[:, None]], dim=-1)
+            h, state.hidden = self.rnn(x, state.hidden)  # (b, 1, H)
+            att = self._attend(h, state, need_weights, torch.tensor([state.step], device=h.device))
+            step_logits, attentional = self._output(h, att.context)
+            state.feed = attentional[:, 0]
+            state.step += 1
+            logits.append(step_logits)
+            if need_weights:
+                weights.append(att.weights)
+                centres.append(getattr(att, "p_t", None))
+        return DecoderOutput(torch.cat(logits, 1), self._maps(weights, centres) if need_weights else None)
+
+    @staticmethod
+    def _maps(weights: list[Tensor], centres: list[Tensor | None]) -> AttentionMaps:
+        cross = torch.cat(weights, 1)[:, None]  # (b, 1, t, s): one "head"
+        p_t = torch.cat(centres, 1) if centres and centres[0] is not None else None
+        return AttentionMaps(cross=[cross], p_t=p_t)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False) -> DecoderOutput:
+        """Teacher forcing over all target positions."""
+        state = self.init_state(self.encode(src, src_mask))
+        if self.input_feeding:
+            return self.decode_step(state, tgt_in, need_weights)
+        # Without input feeding the RNN runs over the whole target at once, then attention for all t.
+        h, _ = self.rnn(self.dropout(self.tgt_embedding(tgt_in)), state.hidden)  # (b, t, H)
+        att = self._attend(h, state, need_weights, torch.arange(tgt_in.shape[1], device=h.device))
+        logits, _ = self._output(h, att.context)
+        maps = None
+        if need_weights:
+            maps = AttentionMaps(cross=[att.weights[:, None]], p_t=getattr(att, "p_t", None))
+        return DecoderOutput(logits, maps)

@@ -1,0 +1,278 @@
+"""Vaswani et al. 2017: the Transformer encoder-decoder, and the encoder alone (BERT-style).
+
+    src tokens -> embeddings (* sqrt(d_model)) + absolute positions -> N x EncoderLayer -> memory
+    tgt tokens -> embeddings + positions -> N x DecoderLayer(self-attn, cross-attn to memory) -> logits
+
+Layers are pre-norm (x + f(LN(x)), a final LayerNorm per stack) or post-norm
+(LN(x + f(x)), as in the paper). Positional schemes that act inside attention
+(relative, t5, rope, alibi) are passed to the self-attention of every layer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..attention import KVCache, MultiHeadAttention
+from ..positions import AbsolutePositions, AttentionPositions
+from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
+
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+
+class TokenEmbedding(nn.Module):
+    """Token vectors scaled by sqrt(d_model) (sec. 3.4), plus absolute positions, then dropout."""
+
+    def __init__(
+        self,
+        embedding: nn.Embedding,
+        *,
+        positions: AbsolutePositions | None,
+        dropout: float,
+        scale: bool = True,
+    ) -> None:
+        super().__init__()
+        self.embedding = embedding
+        self.positions = positions
+        self.scale = math.sqrt(embedding.embedding_dim) if scale else 1.0
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        """tokens (b, t) at positions offset .. offset+t-1 -> (b, t, d_model)."""
+        x = self.embedding(tokens) * self.scale
+        if self.positions is not None:
+            t = tokens.shape[1]
+            pe = self.positions(t) if offset == 0 else self.positions(torch.arange(offset, offset + t, device=tokens.device))
+            x = x + pe.to(x.dtype)
+        return self.dropout(x)
+
+
+class FeedForward(nn.Module):
+    """Sec. 3.3: FFN(x) = W_2 act(W_1 x + b_1) + b_2."""
+
+    def __init__(self, d_model: int, ffn: int, *, dropout: float, activation: str = "relu") -> None:
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r} (valid: {', '.join(ACTIVATIONS)})")
+        self.w_1 = nn.Linear(d_model, ffn)
+        self.w_2 = nn.Linear(ffn, d_model)
+        self.act = ACTIVATIONS[activation]
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(self.act(self.w_1(x))))
+
+
+class _Sublayers(nn.Module):
+    """Residual connections around sublayers, pre-norm (x + f(LN(x))) or post-norm (LN(x + f(x)))."""
+
+    def __init__(self, d_model: int, count: int, *, dropout: float, norm_first: bool, eps: float) -> None:
+        super().__init__()
+        self.norms = nn.ModuleList(nn.LayerNorm(d_model, eps=eps) for _ in range(count))
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def _enter(self, x: Tensor, i: int) -> Tensor:
+        return self.norms[i](x) if self.norm_first else x
+
+    def _leave(self, x: Tensor, y: Tensor, i: int) -> Tensor:
+        x = x + self.dropout(y)
+        return x if self.norm_first else self.norms[i](x)
+
+
+class EncoderLayer(_Sublayers):
+    """Self-attention then feed-forward, each with a residual connection and LayerNorm."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        ffn: int,
+        *,
+        dropout: float,
+        attention_dropout: float = 0.0,
+        norm_first: bool = True,
+        activation: str = "relu",
+        positions: AttentionPositions | None = None,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__(d_model, 2, dropout=dropout, norm_first=norm_first, eps=eps)
+        self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout, positions=positions)
+        self.feed_forward = FeedForward(d_model, ffn, dropout=dropout, activation=activation)
+
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x (b, s, d), mask (b, 1, 1, s) -> (b, s, d), weights (b, h, s, s) or None."""
+        h = self._enter(x, 0)
+        attn = self.self_attn(h, h, h, mask, need_weights)
+        x = self._leave(x, attn.context, 0)
+        x = self._leave(x, self.feed_forward(self._enter(x, 1)), 1)
+        return x, attn.weights
+
+
+class DecoderLayer(_Sublayers):
+    """Masked self-attention, cross-attention to the encoder memory, feed-forward."""
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        ffn: int,
+        *,
+        dropout: float,
+        attention_dropout: float = 0.0,
+        norm_first: bool = True,
+        activation: str = "relu",
+        positions: AttentionPositions | None = None,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__(d_model, 3, dropout=dropout, norm_first=norm_first, eps=eps)
+        self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout, positions=positions)
+        self.cross_attn = MultiHeadAttention(d_model, heads, attention_dropout)
+        self.feed_forward = FeedForward(d_model, ffn, dropout=dropout, activation=activation)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        memory_mask: Tensor,
+        *,
+        need_weights: bool = False,
+        self_cache: KVCache | None = None,
+        cross_cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x (b, t, d) -> (b, t, d), self weights (b, h, t, t'), cross weights (b, h, t, s)."""
+        h = self._enter(x, 0)
+        self_attn = self.self_attn(h, h, h, None, need_weights, causal=True, cache=self_cache)
+        x = self._leave(x, self_attn.context, 0)
+        h = self._enter(x, 1)
+        cross = self.cross_attn(h, memory, memory, memory_mask, need_weights, cache=cross_cache)
+        x = self._leave(x, cross.context, 1)
+        x = self._leave(x, self.feed_forward(self._enter(x, 2)), 2)
+        return x, self_attn.weights, cross.weights
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of encoder layers over embedded tokens (shared by seq2seq and BERT-style models)."""
+
+    def __init__(self, layers: list[EncoderLayer], *, d_model: int, norm_first: bool, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
+
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """x (b, s, d), mask (b, s) -> (b, s, d), per-layer weights (empty unless asked)."""
+        attn_mask = mask[:, None, None, :]
+        maps = []
+        for layer in self.layers:
+            x, w = layer(x, attn_mask, need_weights)
+            if need_weights:
+                maps.append(w)
+        return self.final_norm(x), maps
+
+
+@dataclass
+class TransformerState:
+    """Incremental decoding state: the encoder output, one self- and one cross-attention cache per layer."""
+
+    encoder: EncoderOutput
+    self_caches: list[KVCache]
+    cross_caches: list[KVCache]
+    step: int = 0  # target tokens consumed so far
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index``: beam search's surviving hypotheses."""
+        for c in (*self.self_caches, *self.cross_caches):
+            c.reorder(index)
+        enc = self.encoder
+        self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
+
+
+class TransformerSeq2Seq(nn.Module):
+    """Encoder-decoder Transformer with ``encode``, ``init_state``, ``decode_step``, ``forward``."""
+
+    def __init__(
+        self,
+        *,
+        src_embed: TokenEmbedding,
+        tgt_embed: TokenEmbedding,
+        encoder: TransformerEncoder,
+        decoder_layers: list[DecoderLayer],
+        d_model: int,
+        vocab_size: int,
+        norm_first: bool,
+        tie_output: bool,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.src_embed = src_embed
+        self.tgt_embed = tgt_embed
+        self.encoder = encoder
+        self.decoder_layers = nn.ModuleList(decoder_layers)
+        self.decoder_norm = nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
+        self.output = nn.Linear(d_model, vocab_size, bias=False)
+        if tie_output:
+            self.output.weight = tgt_embed.embedding.weight
+
+    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+        """src (b, s) token ids, src_mask (b, s) True on real tokens."""
+        memory, maps = self.encoder(self.src_embed(src), src_mask, need_weights)
+        return EncoderOutput(memory, src_mask, AttentionMaps(encoder=maps) if need_weights else None)
+
+    def init_state(self, encoder_out: EncoderOutput) -> TransformerState:
+        n = len(self.decoder_layers)
+        return TransformerState(encoder_out, [KVCache() for _ in range(n)], [KVCache(static=True) for _ in range(n)])
+
+    def _decode(
+        self, x: Tensor, enc: EncoderOutput, need_weights: bool, state: TransformerState | None
+    ) -> DecoderOutput:
+        memory_mask = enc.mask[:, None, None, :]
+        maps = AttentionMaps() if need_weights else None
+        for i, layer in enumerate(self.decoder_layers):
+            x, self_w, cross_w = layer(
+                x,
+                enc.memory,
+                memory_mask,
+                need_weights=need_weights,
+                self_cache=None if state is None else state.self_caches[i],
+                cross_cache=None if state is None else state.cross_caches[i],
+            )
+            if maps is not None:
+                maps.decoder.append(self_w)
+                maps.cross.append(cross_w)
+        return DecoderOutput(self.output(self.decoder_norm(x)), maps)
+
+    def decode_step(self, state: TransformerState, prev_tokens: Tensor, need_weights: bool = False) -> DecoderOutput:
+        """Feed the next target tokens (b, n) (usually n = 1); the caches hold the prefix."""
+        x = self.tgt_embed(prev_tokens, offset=state.step)
+        out = self._decode(x, state.encoder, need_weights, state)
+        state.step += prev_tokens.shape[1]
+        return out
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False) -> DecoderOutput:
+        """Teacher forcing: logits (b, t, V) for every target position at once."""
+        enc = self.encode(src, src_mask, need_weights)
+        out = self._decode(self.tgt_embed(tgt_in), enc, need_weights, None)
+        if need_weights:
+            out.attention.encoder = enc.attention.encoder
+        return out
+
+
+class TransformerEncoderModel(nn.Module):
+    """The encoder alone (BERT-style): contextual vectors for every token."""
+
+    def __init__(self, *, embed: TokenEmbedding, encoder: TransformerEncoder) -> None:
+        super().__init__()
+        self.embed = embed
+        self.encoder = encoder
+
+    def encode(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+        memory, maps = self.encoder(self.embed(tokens), mask, need_weights)
+        return EncoderOutput(memory, mask, AttentionMaps(encoder=maps) if need_weights else None)
+
+    def forward(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+        return self.encode(tokens, mask, need_weights)
