@@ -46,10 +46,36 @@ def cmd_positions(args: argparse.Namespace) -> None:
     print(f"\nfigure: {out}")
 
 
+def cmd_demo(args: argparse.Namespace) -> None:
+    from .demo import run_demo
+
+    run_demo(args.out, arch=args.arch, max_steps=args.steps, seed=args.seed)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    from .config import load_config
+    from .training.trainer import train
+
+    train(load_config(args.config, args.overrides), resume=args.resume)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnkit", description="Attention mechanisms, models and views.")
     parser.add_argument("--version", action="version", version=f"attnkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="train a small attention model on a built-in date task and draw its attention")
+    p.add_argument("--out", default="runs/demo", help="demo directory (default runs/demo; an earlier demo there is replaced)")
+    p.add_argument("--arch", choices=["transformer", "rnn"], default="transformer", help="model to train (default transformer)")
+    p.add_argument("--steps", type=int, default=800, help="training steps (default 800)")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("train", help="train a model from a YAML config")
+    p.add_argument("config", help="YAML config (see configs/)")
+    p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model.encoder_layers=2 train.bf16=true")
+    p.add_argument("--resume", action="store_true", help="continue the run in the config's out_dir where it stopped")
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("positions", help="print and plot the sinusoidal positional encoding")
     p.add_argument("--d-model", type=int, default=128, help="encoding width (default 128)")

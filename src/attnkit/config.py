@@ -38,6 +38,7 @@ class TokenizerConfig:
     vocab_size: int = 8000
     joint: bool = True  # one vocabulary for both sides (needed for tied source/target embeddings)
     character_coverage: float = 1.0
+    split_digits: bool = False  # every digit its own piece (numbers, dates)
 
 
 @dataclass
@@ -61,6 +62,7 @@ class ModelConfig:
     score: str = "general"  # dot, scaled_dot, general, concat, additive
     window: int = 10  # local attention half-width D
     input_feeding: bool = True
+    init_hidden: str = "last"  # decoder start state: "last" (encoder's final states) or "zero" (all from attention)
 
 
 @dataclass
@@ -82,6 +84,7 @@ class TrainConfig:
     bf16: bool = False  # bfloat16 autocast
     eval_every: int = 1000  # steps between validations
     bleu_every: int = 1  # compute greedy BLEU at every n-th validation (0 = never)
+    bleu_tokenize: str = "13a"  # sacreBLEU tokenizer for dev BLEU; "none" for pre-tokenized text (Multi30k tok)
     early_stop_metric: str = "bleu"  # "bleu" or "loss"
     patience: int = 0  # validations without improvement before stopping; 0 = never stop early
     keep_last: int = 10  # last-K checkpoints kept (for averaging)

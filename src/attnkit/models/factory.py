@@ -112,5 +112,6 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
         vocab_size=tgt_vocab,
         dropout=cfg.dropout,
         input_feeding=cfg.input_feeding,
+        init_hidden=cfg.init_hidden,
         tie_output=cfg.tie_embeddings and cfg.d_model == cfg.hidden,
     )

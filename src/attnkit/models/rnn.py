@@ -16,9 +16,11 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..attention import GlobalAttention, LocalAttention
+from ..errors import unknown_choice
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
+INIT_HIDDEN = ("last", "zero")
 Hidden = Tensor | tuple[Tensor, Tensor]
 
 
@@ -89,9 +91,13 @@ class RNNSeq2Seq(nn.Module):
         vocab_size: int,
         dropout: float,
         input_feeding: bool = True,
+        init_hidden: str = "last",
         tie_output: bool = False,
     ) -> None:
         super().__init__()
+        if init_hidden not in INIT_HIDDEN:
+            raise unknown_choice("model.init_hidden", init_hidden, INIT_HIDDEN)
+        self.init_hidden = init_hidden
         if encoder.layers != layers:
             raise ValueError(
                 f"the RNN decoder starts from the encoder's final states, so model.encoder_layers "
@@ -121,8 +127,8 @@ class RNNSeq2Seq(nn.Module):
 
     def init_state(self, encoder_out: EncoderOutput) -> RNNState:
         memory = encoder_out.memory
-        final = encoder_out.final
-        if final is None:  # an EncoderOutput built elsewhere: start from zeros
+        final = encoder_out.final if self.init_hidden == "last" else None
+        if final is None:
             zeros = memory.new_zeros(self.rnn.num_layers, memory.shape[0], self.hidden_size)
             final = (zeros, zeros) if isinstance(self.rnn, nn.LSTM) else zeros
         return RNNState(

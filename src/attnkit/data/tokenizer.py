@@ -1,0 +1,94 @@
+"""Subword tokenization with sentencepiece (Kudo & Richardson 2018), BPE or unigram.
+
+A joint model serves both languages (needed to tie source and target
+embeddings); otherwise one model per side. Ids: 0 pad, 1 unk, 2 bos, 3 eos.
+The model files live in the model directory so the model can be used later.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import sentencepiece as spm
+
+from ..config import TokenizerConfig
+from ..errors import unknown_choice
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+KINDS = ("bpe", "unigram")
+
+
+def _train_one(lines: list[str], cfg: TokenizerConfig, prefix: Path) -> spm.SentencePieceProcessor:
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        model_type=cfg.kind,
+        vocab_size=cfg.vocab_size,
+        character_coverage=cfg.character_coverage,
+        split_digits=cfg.split_digits,
+        pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+        hard_vocab_limit=False,  # small corpora get a smaller vocabulary instead of an error
+        num_threads=2,
+        minloglevel=2,
+    )
+    path = prefix.parent / f"{prefix.name}.model"
+    tmp = prefix.parent / f".{prefix.name}.model.tmp"
+    tmp.write_bytes(model.getvalue())
+    tmp.replace(path)
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+class Tokenizer:
+    """Source and target subword models (the same object when joint)."""
+
+    def __init__(self, src: spm.SentencePieceProcessor, tgt: spm.SentencePieceProcessor, *, joint: bool) -> None:
+        self.src, self.tgt, self.joint = src, tgt, joint
+
+    @property
+    def src_vocab(self) -> int:
+        return self.src.get_piece_size()
+
+    @property
+    def tgt_vocab(self) -> int:
+        return self.tgt.get_piece_size()
+
+    def encode_src(self, lines: list[str]) -> list[list[int]]:
+        return self.src.encode(lines)
+
+    def encode_tgt(self, lines: list[str]) -> list[list[int]]:
+        return self.tgt.encode(lines)
+
+    def decode_tgt(self, ids: list[list[int]]) -> list[str]:
+        return self.tgt.decode(ids)
+
+    def src_pieces(self, line: str) -> list[str]:
+        return self.src.encode(line, out_type=str)
+
+    def tgt_pieces(self, ids: list[int]) -> list[str]:
+        return [self.tgt.id_to_piece(i) for i in ids]
+
+    @classmethod
+    def train(cls, cfg: TokenizerConfig, src_lines: list[str], tgt_lines: list[str], out_dir: str | Path) -> Tokenizer:
+        if cfg.kind not in KINDS:
+            raise unknown_choice("tokenizer.kind", cfg.kind, KINDS)
+        if cfg.vocab_size < 8:
+            raise ValueError(f"tokenizer.vocab_size must be at least 8, got {cfg.vocab_size}")
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        if cfg.joint:
+            model = _train_one(src_lines + tgt_lines, cfg, out / "spm.joint")
+            return cls(model, model, joint=True)
+        return cls(_train_one(src_lines, cfg, out / "spm.src"), _train_one(tgt_lines, cfg, out / "spm.tgt"), joint=False)
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> Tokenizer:
+        d = Path(model_dir)
+        if (d / "spm.joint.model").is_file():
+            model = spm.SentencePieceProcessor(model_file=str(d / "spm.joint.model"))
+            return cls(model, model, joint=True)
+        src, tgt = d / "spm.src.model", d / "spm.tgt.model"
+        if not (src.is_file() and tgt.is_file()):
+            raise FileNotFoundError(f"no tokenizer in {d} (expected spm.joint.model or spm.src.model + spm.tgt.model)")
+        return cls(spm.SentencePieceProcessor(model_file=str(src)), spm.SentencePieceProcessor(model_file=str(tgt)), joint=False)

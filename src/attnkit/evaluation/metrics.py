@@ -1,0 +1,42 @@
+"""sacreBLEU (Post 2018) corpus BLEU and chrF with the signature that makes them comparable.
+
+Two conventions (see ../shared/data/multi30k/README.md):
+* tokenized + lowercased references (Multi30k tok files): ``tokenize="none"``,
+  comparable to published Multi30k figures;
+* detokenized, cased text: sacreBLEU's default ``13a`` tokenizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sacrebleu.metrics import BLEU, CHRF
+
+
+@dataclass
+class Score:
+    name: str
+    score: float
+    signature: str
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.score:.2f}  ({self.signature})"
+
+
+def _check(hyps: list[str], refs: list[str]) -> None:
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+
+
+def bleu(hyps: list[str], refs: list[str], *, tokenize: str = "13a", lowercase: bool = False) -> Score:
+    _check(hyps, refs)
+    # force: with tokenize="none" the text is tokenized on purpose (Multi30k tok files)
+    metric = BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none")
+    result = metric.corpus_score(hyps, [refs])
+    return Score("BLEU", result.score, str(metric.get_signature()))
+
+
+def chrf(hyps: list[str], refs: list[str]) -> Score:
+    _check(hyps, refs)
+    metric = CHRF()
+    return Score("chrF2", metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))

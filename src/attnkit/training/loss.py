@@ -1,0 +1,32 @@
+"""Szegedy et al. 2016: label-smoothed cross-entropy, summed over non-padding target tokens.
+
+loss = (1 - eps) * NLL(y) + eps * mean_v(-log p(v)): the target distribution puts
+1 - eps on the reference and spreads eps uniformly over the vocabulary. The
+caller divides by the number of target tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class LossSums:
+    loss: Tensor  # summed smoothed loss (differentiable)
+    nll: Tensor  # summed negative log-likelihood (for perplexity)
+    tokens: int
+
+
+def label_smoothed_loss(logits: Tensor, target: Tensor, *, smoothing: float, pad_id: int) -> LossSums:
+    """logits (b, t, V), target (b, t) -> sums over tokens where target != pad_id."""
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
+    keep = target != pad_id  # (b, t)
+    lprobs = torch.log_softmax(logits[keep].float(), dim=-1)  # (n, V): padding never reaches the softmax
+    gold = target[keep]
+    nll = -lprobs.gather(-1, gold[:, None]).squeeze(-1)  # (n,)
+    loss = nll if smoothing == 0.0 else (1.0 - smoothing) * nll - smoothing * lprobs.mean(-1)
+    return LossSums(loss.sum(), nll.detach().sum(), int(gold.numel()))

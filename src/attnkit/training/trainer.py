@@ -1,0 +1,378 @@
+"""Training loop: batches -> model -> label-smoothed loss -> optimizer, with
+validation (loss and greedy BLEU), early stopping, checkpoints and resume.
+
+The loop knows nothing about the model beyond ``forward(src, src_mask, tgt_in)``
+and the search interface used for validation. Resuming restores the model,
+optimizer, schedule, RNG states and the data position (epoch, batch), so a run
+killed at any moment and resumed ends with the same parameters as one that
+never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..config import Config, config_from_dict, save_config
+from ..data import BucketBatcher, ParallelText, Tokenizer, collate, inference_batches, read_parallel
+from ..data import multi30k
+from ..data.tokenizer import PAD
+from ..evaluation import bleu
+from ..model_dir import ModelDir
+from ..models import build_model
+from ..search import greedy_search
+from . import checkpoint
+from .loss import label_smoothed_loss
+from .schedule import build_optimizer, build_scheduler
+
+EARLY_STOP_METRICS = ("bleu", "loss")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"train.device must be auto, cpu or cuda, got {name!r}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("train.device=cuda but no CUDA device is available")
+    return torch.device(name)
+
+
+def load_corpora(cfg: Config) -> tuple[ParallelText, ParallelText]:
+    """Training and dev pairs: explicit files if data.train_src is set, else Multi30k."""
+    d = cfg.data
+    if d.train_src or d.train_tgt:
+        missing = [k for k in ("train_src", "train_tgt", "dev_src", "dev_tgt") if not getattr(d, k)]
+        if missing:
+            raise ValueError(f"data.{missing[0]} is not set (file corpora need train_src, train_tgt, dev_src, dev_tgt)")
+        train = read_parallel(d.train_src, d.train_tgt)
+        dev = read_parallel(d.dev_src, d.dev_tgt)
+    else:
+        loc = lambda split, lang: multi30k.locate(split, lang, root=d.multi30k, variant=d.multi30k_variant)  # noqa: E731
+        train = read_parallel(loc("train", d.src_lang), loc("train", d.tgt_lang))
+        dev = read_parallel(loc("val", d.src_lang), loc("val", d.tgt_lang))
+    if d.max_dev_sentences > 0:
+        dev = ParallelText(dev.src[: d.max_dev_sentences], dev.tgt[: d.max_dev_sentences], dev.skipped_empty)
+    return train, dev
+
+
+class RunLog:
+    """Machine-readable log (JSON lines, always) plus TensorBoard (optional)."""
+
+    def __init__(self, path: Path, tensorboard_dir: Path | None) -> None:
+        self.file = open(path, "a", encoding="utf-8")
+        self.tb = None
+        if tensorboard_dir is not None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise ValueError("train.tensorboard=true needs the tensorboard package: pip install tensorboard") from None
+            self.tb = SummaryWriter(str(tensorboard_dir))
+
+    def write(self, kind: str, step: int, **values: Any) -> None:
+        record = {"kind": kind, "step": step, "time": round(time.time(), 3), **values}
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        if self.tb is not None:
+            for k, v in values.items():
+                if isinstance(v, (int, float)):
+                    self.tb.add_scalar(f"{kind}/{k}", v, step)
+
+    def close(self) -> None:
+        self.file.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+@dataclass
+class Progress:
+    """Where training is: saved in every full checkpoint."""
+
+    step: int = 0
+    epoch: int = 0
+    batch: int = 0  # next batch index within the epoch
+    best: float | None = None
+    bad_evals: int = 0
+    train_seconds: float = 0.0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _StopRequest:
+    """SIGINT/SIGTERM ask the loop to stop after the current update and save."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopRequest:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:  # a second signal: stop now
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False) -> None:
+        self.md = ModelDir(Path(cfg.out_dir))
+        if resume:
+            if not self.md.has_run():
+                raise FileNotFoundError(f"nothing to resume in {self.md.path} (no checkpoints/last.pt)")
+            saved = checkpoint.load(self.md.last)
+            # the saved configuration wins, except for how long to train
+            merged = saved["config"]
+            merged["train"].update({k: getattr(cfg.train, k) for k in ("max_steps", "max_minutes", "patience")})
+            cfg = config_from_dict(merged)
+        elif self.md.has_run():
+            raise ValueError(
+                f"{self.md.path} already holds a training run; continue it with --resume or choose another out_dir"
+            )
+        self.cfg = cfg
+        self.resume_state = saved if resume else None
+        self.quiet = quiet
+        self.progress_bar = sys.stderr.isatty() if progress_bar is None else progress_bar
+        if cfg.train.early_stop_metric not in EARLY_STOP_METRICS:
+            raise ValueError(f"train.early_stop_metric must be one of {', '.join(EARLY_STOP_METRICS)}")
+        if cfg.train.accumulate < 1:
+            raise ValueError(f"train.accumulate must be >= 1, got {cfg.train.accumulate}")
+        self.device = resolve_device(cfg.train.device)
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    # ----------------------------------------------------------------- setup
+    def _prepare(self) -> None:
+        cfg = self.cfg
+        torch.manual_seed(cfg.train.seed)
+        train, dev = load_corpora(cfg)
+        self.md.path.mkdir(parents=True, exist_ok=True)
+        self.md.checkpoints.mkdir(exist_ok=True)
+        if self.resume_state is None:
+            self.tok = Tokenizer.train(cfg.tokenizer, train.src, train.tgt, self.md.path)
+            save_config(cfg, self.md.config_path)
+        else:
+            self.tok = Tokenizer.load(self.md.path)
+        src, tgt = self.tok.encode_src(train.src), self.tok.encode_tgt(train.tgt)
+        keep = [i for i in range(len(src)) if 0 < len(src[i]) <= cfg.data.max_len and 0 < len(tgt[i]) <= cfg.data.max_len]
+        if not keep:
+            raise ValueError(f"every training pair is longer than data.max_len={cfg.data.max_len} subwords")
+        dropped = len(src) - len(keep)
+        self.say(
+            f"data: {len(keep)} training pairs ({dropped} longer than {cfg.data.max_len} subwords dropped, "
+            f"{train.skipped_empty} with an empty side skipped), {len(dev)} dev pairs; "
+            f"vocabulary {self.tok.src_vocab}{' joint' if self.tok.joint else f'/{self.tok.tgt_vocab}'}"
+        )
+        self.batcher = BucketBatcher(
+            [src[i] for i in keep], [tgt[i] for i in keep], batch_tokens=cfg.train.batch_tokens, seed=cfg.train.seed
+        )
+        self.dev = dev
+        self.dev_src = self.tok.encode_src(dev.src)
+        self.dev_tgt = self.tok.encode_tgt(dev.tgt)
+
+        self.model = build_model(
+            cfg.model, src_vocab=self.tok.src_vocab, tgt_vocab=self.tok.tgt_vocab, pad_id=PAD, shared_vocab=self.tok.joint
+        ).to(self.device)
+        self.optimizer = build_optimizer(cfg.train, self.model.parameters())
+        self.scheduler = build_scheduler(cfg.train, self.optimizer)
+        self.state = Progress()
+        if self.resume_state is not None:
+            s = self.resume_state
+            self.model.load_state_dict(s["model"])
+            self.optimizer.load_state_dict(s["optimizer"])
+            self.scheduler.load_state_dict(s["scheduler"])
+            self.state = Progress(**s["progress"])
+            torch.set_rng_state(s["rng"]["torch"])
+            if torch.cuda.is_available() and s["rng"].get("cuda"):
+                torch.cuda.set_rng_state_all(s["rng"]["cuda"])
+            self.say(f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})")
+        n_params = sum(p.numel() for p in self.model.parameters())
+        self.say(f"model: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, device {self.device}")
+
+    # ------------------------------------------------------------ checkpoints
+    def _save(self) -> None:
+        s = self.state
+        rng = {"torch": torch.get_rng_state()}
+        if torch.cuda.is_available():
+            rng["cuda"] = torch.cuda.get_rng_state_all()
+        full = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "progress": vars(s).copy(),
+            "rng": rng,
+            "config": self.cfg.to_dict(),
+        }
+        checkpoint.save_atomic(full, self.md.last)
+
+    def _save_step(self, improved: bool) -> None:
+        weights = {"model": self.model.state_dict(), "step": self.state.step}
+        checkpoint.save_atomic(weights, self.md.checkpoints / f"step_{self.state.step}.pt")
+        for old in self.md.step_checkpoints()[: -self.cfg.train.keep_last or None]:
+            old.unlink(missing_ok=True)
+        if improved or not self.md.best.is_file():
+            checkpoint.save_atomic(weights, self.md.best)
+
+    # ------------------------------------------------------------- validation
+    @torch.inference_mode()
+    def validate(self) -> dict[str, Any]:
+        model, cfg = self.model, self.cfg
+        was_training = model.training
+        model.eval()
+        loss_sum = nll_sum = 0.0
+        tokens = 0
+        hyps: list[list[int]] = [[] for _ in self.dev_src]
+        want_bleu = cfg.train.bleu_every > 0 and (len(self.state.history) % cfg.train.bleu_every == 0)
+        for idx in inference_batches(self.dev_src, cfg.train.batch_tokens):
+            batch = collate([self.dev_src[i] for i in idx], [self.dev_tgt[i] for i in idx], idx).to(self.device)
+            with self._autocast():
+                logits = model(batch.src, batch.src_mask, batch.tgt_in).logits
+                sums = label_smoothed_loss(logits, batch.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD)
+                if want_bleu:
+                    out = greedy_search(model, batch.src, batch.src_mask)
+                    for i, toks in zip(idx, out.tokens):
+                        hyps[i] = toks
+            loss_sum += float(sums.loss)
+            nll_sum += float(sums.nll)
+            tokens += sums.tokens
+        result: dict[str, Any] = {"dev_loss": loss_sum / tokens, "dev_ppl": math.exp(min(nll_sum / tokens, 50))}
+        if want_bleu:
+            score = bleu(self.tok.decode_tgt(hyps), self.dev.tgt, tokenize=cfg.train.bleu_tokenize)
+            result.update(dev_bleu=score.score, bleu_signature=score.signature)
+        model.train(was_training)
+        return result
+
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.bf16)
+
+    # -------------------------------------------------------------- training
+    def train(self) -> dict[str, Any]:
+        self._prepare()
+        cfg, tc, s = self.cfg, self.cfg.train, self.state
+        log = RunLog(self.md.log, self.md.path / "tensorboard" if tc.tensorboard else None)
+        bar = None
+        if self.progress_bar and not self.quiet:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, smoothing=0.1)
+        self.model.train()
+        window_loss = window_nll = 0.0
+        window_tokens = 0
+        window_start = time.perf_counter()
+        started = time.perf_counter() - s.train_seconds
+        stop_reason = "max_steps"
+        batches = self.batcher.epoch(s.epoch)
+        with _StopRequest() as stop:
+            while s.step < tc.max_steps:
+                if s.batch >= len(batches):
+                    s.epoch, s.batch = s.epoch + 1, 0
+                    batches = self.batcher.epoch(s.epoch)
+                group = [self.batcher.collate(i) for i in batches[s.batch : s.batch + tc.accumulate]]
+                n_tokens = sum(b.n_tgt_tokens for b in group)
+                for b in group:
+                    b = b.to(self.device)
+                    with self._autocast():
+                        logits = self.model(b.src, b.src_mask, b.tgt_in).logits
+                    sums = label_smoothed_loss(logits, b.tgt_out, smoothing=tc.label_smoothing, pad_id=PAD)
+                    (sums.loss / n_tokens).backward()
+                    window_loss = window_loss + sums.loss.detach()  # stays on the device: no sync per batch
+                    window_nll = window_nll + sums.nll
+                if tc.clip_norm > 0:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                s.step += 1
+                s.batch += len(group)
+                window_tokens += n_tokens
+
+                if s.step % tc.log_every == 0 or s.step == tc.max_steps:
+                    elapsed = time.perf_counter() - window_start
+                    rec = dict(
+                        epoch=s.epoch, loss=float(window_loss) / window_tokens,
+                        ppl=math.exp(min(float(window_nll) / window_tokens, 50)),
+                        lr=self.scheduler.get_last_lr()[0], tgt_tokens_per_s=window_tokens / elapsed,
+                        elapsed_s=time.perf_counter() - started,
+                    )
+                    log.write("train", s.step, **rec)
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tgt_tokens_per_s']:.0f}")
+                    else:
+                        self.say(
+                            f"step {s.step:>6}/{tc.max_steps}  epoch {s.epoch}  loss {rec['loss']:.3f}  "
+                            f"lr {rec['lr']:.2e}  {rec['tgt_tokens_per_s']:.0f} tgt tok/s"
+                        )
+                    window_loss = window_nll = 0.0
+                    window_tokens = 0
+                    window_start = time.perf_counter()
+                if bar is not None:
+                    bar.update(1)
+
+                out_of_time = tc.max_minutes > 0 and time.perf_counter() - started > tc.max_minutes * 60
+                if s.step % tc.eval_every == 0 or s.step == tc.max_steps or out_of_time or stop.requested:
+                    s.train_seconds = time.perf_counter() - started
+                    if stop.requested:
+                        self._save()
+                        stop_reason = "interrupted"
+                        break
+                    if self._evaluate_and_save(log):
+                        stop_reason = "early_stopping"
+                        break
+                    window_start = time.perf_counter()  # validation time is not training throughput
+                    if out_of_time:
+                        stop_reason = "max_minutes"
+                        break
+        if bar is not None:
+            bar.close()
+        log.write("end", s.step, reason=stop_reason, train_seconds=s.train_seconds)
+        log.close()
+        if stop_reason == "interrupted":
+            self.say(f"interrupted at step {s.step}; saved {self.md.last}; continue with --resume")
+        else:
+            self.say(f"finished at step {s.step} ({stop_reason}); best {tc.early_stop_metric}: {s.best}")
+        return {"step": s.step, "reason": stop_reason, "best": s.best, "history": s.history, "train_seconds": s.train_seconds}
+
+    def _evaluate_and_save(self, log: RunLog) -> bool:
+        """Validate, update best/patience, write checkpoints; True when early stopping triggers."""
+        s, tc = self.state, self.cfg.train
+        result = self.validate()
+        metric = result.get("dev_bleu") if tc.early_stop_metric == "bleu" else result["dev_loss"]
+        improved = False
+        if metric is not None:
+            better = (lambda a, b: a > b) if tc.early_stop_metric == "bleu" else (lambda a, b: a < b)
+            improved = s.best is None or better(metric, s.best)
+            if improved:
+                s.best, s.bad_evals = metric, 0
+            else:
+                s.bad_evals += 1
+        s.history.append({"step": s.step, **{k: v for k, v in result.items() if k != "bleu_signature"}})
+        log.write("valid", s.step, **result)
+        bleu_txt = f"  BLEU {result['dev_bleu']:.2f}" if "dev_bleu" in result else ""
+        self.say(f"valid step {s.step}: loss {result['dev_loss']:.3f}  ppl {result['dev_ppl']:.2f}{bleu_txt}{'  *best*' if improved else ''}")
+        self._save_step(improved)
+        self._save()
+        return tc.patience > 0 and s.bad_evals >= tc.patience
+
+
+def train(cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False) -> dict[str, Any]:
+    """Train the model ``cfg`` describes into ``cfg.out_dir``; returns a summary."""
+    return Trainer(cfg, resume=resume, progress_bar=progress_bar, quiet=quiet).train()
