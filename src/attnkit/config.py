@@ -45,6 +45,7 @@ class TokenizerConfig:
 class ModelConfig:
     arch: str = "transformer"  # "transformer", "rnn" or "encoder" (BERT-style, no decoder)
     d_model: int = 128  # embedding / model width
+    layers: int | None = None  # shorthand: sets encoder_layers and decoder_layers together
     encoder_layers: int = 4
     decoder_layers: int = 4
     heads: int = 4
@@ -63,6 +64,10 @@ class ModelConfig:
     window: int = 10  # local attention half-width D
     input_feeding: bool = True
     init_hidden: str = "last"  # decoder start state: "last" (encoder's final states) or "zero" (all from attention)
+
+    def __post_init__(self) -> None:
+        if self.layers is not None:
+            self.encoder_layers = self.decoder_layers = self.layers
 
 
 @dataclass
@@ -135,6 +140,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ValueError(f"config key {key!r} must be an integer, got {value!r}")
         return value
     if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads "1e-3" as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f"config key {key!r} must be a number, got {value!r}")
         return float(value)

@@ -28,13 +28,46 @@ from ..data import multi30k
 from ..data.tokenizer import PAD
 from ..evaluation import bleu
 from ..model_dir import ModelDir
-from ..models import build_model
+from ..attention import ATTENTION_TYPES, SCORES
+from ..data.tokenizer import KINDS as TOKENIZER_KINDS
+from ..errors import unknown_choice
+from ..models import ARCHS, build_model
+from ..models.rnn import CELLS, INIT_HIDDEN
+from ..positions import POSITION_SCHEMES
 from ..search import greedy_search
 from . import checkpoint
 from .loss import label_smoothed_loss
-from .schedule import build_optimizer, build_scheduler
+from .schedule import OPTIMIZERS, SCHEDULES, build_optimizer, build_scheduler
 
 EARLY_STOP_METRICS = ("bleu", "loss")
+
+
+def check_choices(cfg: Config) -> None:
+    """Every named choice in the config, checked before any data is read or model built."""
+    m, t = cfg.model, cfg.train
+    choices = [
+        ("model.arch", m.arch, ARCHS),
+        ("model.positions", m.positions, POSITION_SCHEMES),
+        ("model.cell", m.cell, tuple(CELLS)),
+        ("model.attention", m.attention, ATTENTION_TYPES),
+        ("model.score", m.score, tuple(SCORES)),
+        ("model.init_hidden", m.init_hidden, INIT_HIDDEN),
+        ("tokenizer.kind", cfg.tokenizer.kind, TOKENIZER_KINDS),
+        ("train.schedule", t.schedule, SCHEDULES),
+        ("train.optimizer", t.optimizer, OPTIMIZERS),
+        ("train.early_stop_metric", t.early_stop_metric, EARLY_STOP_METRICS),
+        ("data.multi30k_variant", cfg.data.multi30k_variant, multi30k.VARIANTS),
+    ]
+    for key, value, valid in choices:
+        if value not in valid:
+            raise unknown_choice(key, value, valid)
+    if m.arch != "rnn" and m.d_model % m.heads:
+        raise ValueError(f"model.d_model={m.d_model} is not divisible by model.heads={m.heads}")
+    if t.accumulate < 1:
+        raise ValueError(f"train.accumulate must be >= 1, got {t.accumulate}")
+    for key in ("max_steps", "eval_every", "log_every", "batch_tokens"):
+        if getattr(t, key) < 1:
+            raise ValueError(f"train.{key} must be >= 1, got {getattr(t, key)}")
 
 
 def resolve_device(name: str) -> torch.device:
@@ -146,18 +179,20 @@ class Trainer:
             raise ValueError(
                 f"{self.md.path} already holds a training run; continue it with --resume or choose another out_dir"
             )
+        check_choices(cfg)
+        self._bar = None
         self.cfg = cfg
         self.resume_state = saved if resume else None
         self.quiet = quiet
         self.progress_bar = sys.stderr.isatty() if progress_bar is None else progress_bar
-        if cfg.train.early_stop_metric not in EARLY_STOP_METRICS:
-            raise ValueError(f"train.early_stop_metric must be one of {', '.join(EARLY_STOP_METRICS)}")
-        if cfg.train.accumulate < 1:
-            raise ValueError(f"train.accumulate must be >= 1, got {cfg.train.accumulate}")
         self.device = resolve_device(cfg.train.device)
 
     def say(self, msg: str) -> None:
-        if not self.quiet:
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.write(msg, file=sys.stderr)  # above the live bar, not through it
+        else:
             print(msg, file=sys.stderr, flush=True)
 
     # ----------------------------------------------------------------- setup
@@ -274,6 +309,7 @@ class Trainer:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, smoothing=0.1)
+            self._bar = bar
         self.model.train()
         window_loss = window_nll = 0.0
         window_tokens = 0
@@ -343,6 +379,7 @@ class Trainer:
                         break
         if bar is not None:
             bar.close()
+            self._bar = None
         log.write("end", s.step, reason=stop_reason, train_seconds=s.train_seconds)
         log.close()
         if stop_reason == "interrupted":

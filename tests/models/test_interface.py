@@ -1,0 +1,89 @@
+"""The model interface that search and visualisation rely on, for every architecture."""
+
+import pytest
+import torch
+
+from attnkit.config import ModelConfig
+from attnkit.models import build_model
+
+V = 40
+VARIANTS = {
+    "transformer-sinusoidal": dict(arch="transformer", positions="sinusoidal"),
+    "transformer-learned-prenorm": dict(arch="transformer", positions="learned", norm_first=True),
+    "transformer-rope": dict(arch="transformer", positions="rope"),
+    "transformer-alibi": dict(arch="transformer", positions="alibi"),
+    "transformer-t5": dict(arch="transformer", positions="t5"),
+    "transformer-relative": dict(arch="transformer", positions="relative"),
+    "rnn-global-lstm": dict(arch="rnn", attention="global", score="general"),
+    "rnn-local-m-gru": dict(arch="rnn", attention="local-m", cell="gru", score="dot", window=2),
+    "rnn-local-p-concat": dict(arch="rnn", attention="local-p", score="concat", window=2),
+    "rnn-no-feeding": dict(arch="rnn", input_feeding=False, score="additive"),
+}
+
+
+def make(name):
+    cfg = ModelConfig(d_model=32, hidden=32, heads=4, ffn=64, layers=2, dropout=0.0, **VARIANTS[name])
+    torch.manual_seed(0)
+    return build_model(cfg, src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=True).eval()
+
+
+def batch():
+    src = torch.randint(4, V, (3, 7))
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    mask[1, 5:] = False
+    src[~mask] = 0
+    return src, mask, torch.randint(4, V, (3, 6))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_step_by_step_decoding_equals_teacher_forcing(name):
+    model = make(name)
+    src, mask, tgt = batch()
+    full = model(src, mask, tgt, need_weights=True)
+    assert full.logits.shape == (3, 6, V)
+    state = model.init_state(model.encode(src, mask))
+    steps = [model.decode_step(state, tgt[:, i : i + 1], need_weights=True) for i in range(6)]
+    torch.testing.assert_close(torch.cat([s.logits for s in steps], 1), full.logits, rtol=0, atol=1e-5)
+    # the alignment of the last step equals the last row of the teacher-forced one
+    torch.testing.assert_close(steps[-1].attention.cross[-1][:, :, 0], full.attention.cross[-1][:, :, -1], rtol=0, atol=1e-5)
+    # attention never goes to padding
+    assert (full.attention.cross[-1][1, ..., 5:] == 0).all()
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_attention_maps_shapes(name):
+    model = make(name)
+    src, mask, tgt = batch()
+    maps = model(src, mask, tgt, need_weights=True).attention
+    if name.startswith("transformer"):
+        assert [w.shape for w in maps.encoder] == [(3, 4, 7, 7)] * 2
+        assert [w.shape for w in maps.decoder] == [(3, 4, 6, 6)] * 2
+        assert [w.shape for w in maps.cross] == [(3, 4, 6, 7)] * 2
+    else:
+        assert [w.shape for w in maps.cross] == [(3, 1, 6, 7)]
+        assert (maps.p_t is not None) == ("local" in name)
+    assert model(src, mask, tgt).attention is None
+
+
+@pytest.mark.parametrize("name", ["transformer-rope", "rnn-local-p-concat"])
+def test_state_reorder_selects_hypotheses(name):
+    model = make(name)
+    src, mask, tgt = batch()
+    state = model.init_state(model.encode(src, mask))
+    model.decode_step(state, tgt[:, :2])
+    state.reorder(torch.tensor([2, 0]))
+    got = model.decode_step(state, tgt[[2, 0], 2:3]).logits
+    alone = model.init_state(model.encode(src[[2, 0]], mask[[2, 0]]))
+    model.decode_step(alone, tgt[[2, 0], :2])
+    torch.testing.assert_close(got, model.decode_step(alone, tgt[[2, 0], 2:3]).logits, rtol=0, atol=1e-5)
+
+
+def test_encoder_only_and_factory_errors():
+    enc = build_model(ModelConfig(arch="encoder", d_model=32, heads=4, layers=2), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=False)
+    src, mask, _ = batch()
+    out = enc(src, mask, need_weights=True)
+    assert out.memory.shape == (3, 7, 32) and len(out.attention.encoder) == 2
+    with pytest.raises(ValueError, match="tie_embeddings=true needs one vocabulary"):
+        build_model(ModelConfig(), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=False)
+    with pytest.raises(ValueError, match=r"model.encoder_layers \(2\) must equal model.decoder_layers \(1\)"):
+        build_model(ModelConfig(arch="rnn", encoder_layers=2, decoder_layers=1), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=True)

@@ -1,0 +1,67 @@
+"""`attnkit train` on bad input: one line on stderr, exit status 1, nothing lost."""
+
+import re
+
+import pytest
+import yaml
+
+from attnkit.cli import main
+
+
+def corpus(tmp_path, src: bytes, tgt: bytes):
+    (tmp_path / "a.src").write_bytes(src)
+    (tmp_path / "a.tgt").write_bytes(tgt)
+    cfg = {
+        "out_dir": str(tmp_path / "model"),
+        "data": {"train_src": str(tmp_path / "a.src"), "train_tgt": str(tmp_path / "a.tgt"),
+                 "dev_src": str(tmp_path / "a.src"), "dev_tgt": str(tmp_path / "a.tgt")},
+        "tokenizer": {"vocab_size": 20},
+        "model": {"arch": "transformer", "d_model": 16, "ffn": 16, "heads": 2, "layers": 1},
+        "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 200, "warmup": 1},
+    }
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def one_line_error(capsys, argv, pattern):
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("attnkit train: error: ")
+    assert re.search(pattern, err), err
+
+
+GOOD = b"a b c\nd e f\ng h i\n"
+
+
+@pytest.mark.parametrize(
+    "src,tgt,pattern",
+    [
+        (GOOD, b"a b\nc d\n", r"a.src has 3 lines, .*a.tgt has 2 \(line 3 has no partner\)"),
+        (GOOD, b"x\n\xff\xfe\ny\n", r"a.tgt: line 2 is not valid UTF-8"),
+        (b"\n\n", b"\n\n", r"no sentence pairs"),
+    ],
+)
+def test_bad_corpora(tmp_path, capsys, src, tgt, pattern):
+    one_line_error(capsys, ["train", str(corpus(tmp_path, src, tgt))], pattern)
+    assert not (tmp_path / "model").exists()  # nothing half-made
+
+
+def test_missing_file_and_config_errors(tmp_path, capsys):
+    cfg = corpus(tmp_path, GOOD, GOOD)
+    (tmp_path / "a.tgt").unlink()
+    one_line_error(capsys, ["train", str(cfg)], r"file not found: .*a.tgt")
+    one_line_error(capsys, ["train", str(tmp_path / "none.yaml")], r"config file not found")
+    one_line_error(capsys, ["train", str(cfg), "model.layrs=2"], r"unknown config key 'model.layrs'; did you mean 'model.layers'")
+    one_line_error(capsys, ["train", str(cfg), "model.arch=lstm"], r"unknown model.arch 'lstm'")
+    one_line_error(capsys, ["train", str(cfg), "model.score=dott"], r"unknown model.score 'dott'; did you mean 'dot'")
+
+
+def test_existing_run_is_not_overwritten_and_resume_needs_a_run(tmp_path, capsys):
+    cfg = corpus(tmp_path, GOOD * 5, GOOD * 5)
+    one_line_error(capsys, ["train", str(cfg), "--resume"], r"nothing to resume in .*model")
+    assert main(["train", str(cfg)]) == 0
+    capsys.readouterr()
+    one_line_error(capsys, ["train", str(cfg)], r"already holds a training run; continue it with --resume")
+    assert main(["train", str(cfg), "--resume", "train.max_steps=4"]) == 0

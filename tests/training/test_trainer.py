@@ -1,0 +1,118 @@
+"""End to end on a toy task: both model families learn it; the model directory is
+complete; a run killed mid-way and resumed ends with the same parameters."""
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnkit.config import config_from_dict, save_config
+from attnkit.evaluation import bleu
+from attnkit.model_dir import ModelDir, load_model
+from attnkit.training import checkpoint
+from attnkit.training.trainer import train
+from attnkit.translate import translate
+
+MODELS = {
+    "transformer": ({"arch": "transformer", "d_model": 32, "ffn": 64, "heads": 2, "layers": 1, "dropout": 0.0}, 0.01, 400),
+    "rnn": ({"arch": "rnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0, "tie_embeddings": False}, 0.005, 600),
+}
+
+
+@pytest.fixture(scope="module")
+def reversal(tmp_path_factory):
+    """Reverse a sequence of letters: 'a c b' -> 'b c a'."""
+    d = tmp_path_factory.mktemp("reversal")
+    rng = random.Random(0)
+    words = [[rng.choice("abcdefgh") for _ in range(rng.randint(3, 7))] for _ in range(3000)]
+    src, tgt = [" ".join(w) for w in words], [" ".join(reversed(w)) for w in words]
+    for name, lines in (("train.src", src[:2800]), ("train.tgt", tgt[:2800]), ("dev.src", src[2800:]), ("dev.tgt", tgt[2800:])):
+        (d / name).write_text("\n".join(lines) + "\n")
+    return d
+
+
+def toy_config(data: Path, out: Path, arch: str, **train) -> dict:
+    model, lr, steps = MODELS[arch]
+    return {
+        "out_dir": str(out),
+        "data": {"train_src": str(data / "train.src"), "train_tgt": str(data / "train.tgt"),
+                 "dev_src": str(data / "dev.src"), "dev_tgt": str(data / "dev.tgt")},
+        "tokenizer": {"vocab_size": 30},
+        "model": model,
+        "train": {"max_steps": steps, "batch_tokens": 600, "lr": lr, "warmup": 50, "eval_every": 100,
+                  "log_every": 50, "label_smoothing": 0.0, **train},
+    }
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_both_models_learn_the_toy_task(reversal, tmp_path, arch):
+    out = tmp_path / arch
+    summary = train(config_from_dict(toy_config(reversal, out, arch)), quiet=True)
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if r["kind"] == "train"]
+    assert losses[-1] < 0.25 * losses[0]  # the loss falls
+    model, tok, _ = load_model(out)
+    dev_src = (reversal / "dev.src").read_text().splitlines()
+    dev_tgt = (reversal / "dev.tgt").read_text().splitlines()
+    outputs = [t.output for t in translate(model, tok, dev_src)]
+    accuracy = sum(o == r for o, r in zip(outputs, dev_tgt)) / len(dev_tgt)
+    assert accuracy >= 0.8, accuracy  # the task is solved
+    assert summary["best"] > 80  # dev BLEU
+
+    md = ModelDir(out)
+    assert md.config_path.is_file() and (out / "spm.joint.model").is_file()
+    assert md.last.is_file() and md.best.is_file() and len(md.step_checkpoints()) == min(10, summary["step"] // 100)
+    valid = [r for r in records if r["kind"] == "valid"]
+    assert {"dev_loss", "dev_ppl", "dev_bleu", "bleu_signature"} <= valid[-1].keys()
+    assert {"loss", "lr", "tgt_tokens_per_s", "ppl"} <= records[0].keys()
+
+    # the averaged checkpoint loads and scores
+    averaged, tok, _ = load_model(out, checkpoint_name="average", average_last=3)
+    score = bleu([t.output for t in translate(averaged, tok, dev_src)], dev_tgt)
+    assert score.score > 50 and "tok:13a" in score.signature
+
+
+def _run_cli(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "attnkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _params(path):
+    return checkpoint.load(path)["model"]
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_killed_and_resumed_equals_uninterrupted(reversal, tmp_path, how):
+    steps = {"max_steps": 120, "eval_every": 20, "log_every": 20}
+    reference = tmp_path / "reference"
+    train(config_from_dict(toy_config(reversal, reference, "transformer", **steps)), quiet=True)
+
+    out = tmp_path / "interrupted"
+    cfg_path = tmp_path / "cfg.yaml"
+    save_config(config_from_dict(toy_config(reversal, out, "transformer", **steps)), cfg_path)
+    proc = _run_cli("train", str(cfg_path))
+    deadline = time.time() + 120
+    while not (out / "checkpoints" / "step_40.pt").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    proc.send_signal(getattr(signal, how))
+    _, err = proc.communicate(timeout=120)
+    if how == "SIGTERM":
+        assert proc.returncode == 0 and "continue with --resume" in err
+    stopped_at = checkpoint.load(out / "checkpoints" / "last.pt")["progress"]["step"]
+    assert 40 <= stopped_at < 120
+
+    done = _run_cli("train", str(cfg_path), "--resume")
+    _, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err
+    assert "resumed from" in err
+    ours, ref = _params(out / "checkpoints" / "last.pt"), _params(reference / "checkpoints" / "last.pt")
+    assert ours.keys() == ref.keys()
+    for k in ref:
+        assert torch.equal(ours[k], ref[k]), k
