@@ -106,7 +106,8 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, tmp_path, how):
     if how == "SIGTERM":
         assert proc.returncode == 0 and "continue with --resume" in err
     stopped_at = checkpoint.load(out / "checkpoints" / "last.pt")["progress"]["step"]
-    assert 40 <= stopped_at < 120
+    # SIGTERM saves at the current step; SIGKILL may even land between step_40.pt and last.pt
+    assert 20 <= stopped_at < 120
 
     done = _run_cli("train", str(cfg_path), "--resume")
     _, err = done.communicate(timeout=300)
