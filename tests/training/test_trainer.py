@@ -117,3 +117,12 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, tmp_path, how):
     assert ours.keys() == ref.keys()
     for k in ref:
         assert torch.equal(ours[k], ref[k]), k
+
+
+def test_bf16_autocast_and_accumulation_train(reversal, tmp_path):
+    out = tmp_path / "bf16"
+    cfg = toy_config(reversal, out, "transformer", max_steps=80, eval_every=80, log_every=20, bf16=True, accumulate=2)
+    summary = train(config_from_dict(cfg), quiet=True)
+    losses = [json.loads(line)["loss"] for line in (out / "log.jsonl").read_text().splitlines() if '"train"' in line]
+    assert all(map(lambda x: x == x, losses)) and losses[-1] < 0.6 * losses[0]
+    assert summary["history"][-1]["dev_loss"] < losses[0]
