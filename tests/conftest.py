@@ -1,7 +1,61 @@
+import random
+from pathlib import Path
+
 import pytest
 import torch
+
+# toy models that learn to reverse a letter sequence in a few seconds: (model section, lr, steps)
+TOY_MODELS = {
+    "transformer": ({"arch": "transformer", "d_model": 32, "ffn": 64, "heads": 2, "layers": 1, "dropout": 0.0}, 0.01, 400),
+    "rnn": ({"arch": "rnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0, "tie_embeddings": False}, 0.005, 600),
+}
 
 
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def reversal(tmp_path_factory) -> Path:
+    """Reverse a sequence of letters: 'a c b' -> 'b c a'; train.* and dev.* files."""
+    d = tmp_path_factory.mktemp("reversal")
+    rng = random.Random(0)
+    words = [[rng.choice("abcdefgh") for _ in range(rng.randint(3, 7))] for _ in range(3000)]
+    src, tgt = [" ".join(w) for w in words], [" ".join(reversed(w)) for w in words]
+    for name, lines in (("train.src", src[:2800]), ("train.tgt", tgt[:2800]), ("dev.src", src[2800:]), ("dev.tgt", tgt[2800:])):
+        (d / name).write_text("\n".join(lines) + "\n")
+    return d
+
+
+def _toy_config(data: Path, out: Path, arch: str, **train) -> dict:
+    model, lr, steps = TOY_MODELS[arch]
+    return {
+        "out_dir": str(out),
+        "data": {"train_src": str(data / "train.src"), "train_tgt": str(data / "train.tgt"),
+                 "dev_src": str(data / "dev.src"), "dev_tgt": str(data / "dev.tgt")},
+        "tokenizer": {"vocab_size": 30},
+        "model": model,
+        "train": {"max_steps": steps, "batch_tokens": 600, "lr": lr, "warmup": 50, "eval_every": 100,
+                  "log_every": 50, "label_smoothing": 0.0, **train},
+    }
+
+
+@pytest.fixture(scope="session")
+def toy_config():
+    """toy_config(data_dir, out_dir, arch, **train_overrides) -> config dict."""
+    return _toy_config
+
+
+@pytest.fixture(scope="session")
+def trained_toys(reversal, tmp_path_factory) -> dict[str, Path]:
+    """Model directories of a trained toy Transformer and RNN (trained once per session)."""
+    from attnkit.config import config_from_dict
+    from attnkit.training.trainer import train
+
+    dirs = {}
+    for arch in TOY_MODELS:
+        out = tmp_path_factory.mktemp(f"toy_{arch}")
+        train(config_from_dict(_toy_config(reversal, out, arch)), quiet=True)
+        dirs[arch] = out
+    return dirs

@@ -1,16 +1,15 @@
 """Translate sentences with a trained model: tokenize -> batch -> search -> detokenize,
-keeping each sentence's cross-attention (alignment) when asked."""
+keeping each output's cross-attention (alignment) when asked."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from torch import nn
 
 from .data import Tokenizer, collate, inference_batches
-from .search import greedy_search
+from .search import beam_search, greedy_search
 
 EOS_LABEL = "</s>"
 
@@ -18,14 +17,19 @@ EOS_LABEL = "</s>"
 @dataclass
 class Translation:
     """One output. ``alignment`` is (layers, heads, t, s) over ``out_pieces`` x ``src_pieces``
-    (both ending in </s>); ``p_t`` the local-attention window centres (t,), if any."""
+    (the source ends in </s>; the output too unless it hit the length limit);
+    ``p_t`` the local-attention window centres (t,), if any. ``nbest`` holds
+    (text, score) of the alternatives, best first, when more than one was asked for."""
 
     source: str
     output: str
+    score: float
     src_pieces: list[str]
     out_pieces: list[str]
     alignment: np.ndarray | None = None
     p_t: np.ndarray | None = None
+    nbest: list[tuple[str, float]] = field(default_factory=list)
+    truncated: bool = False
 
 
 def translate(
@@ -33,37 +37,48 @@ def translate(
     tok: Tokenizer,
     sentences: list[str],
     *,
+    beam: int = 1,
+    alpha: float = 0.6,
+    n_best: int = 1,
     batch_tokens: int = 4096,
     need_weights: bool = False,
     max_len_ratio: float = 1.5,
     max_len_extra: int = 10,
+    max_src_len: int | None = None,
 ) -> list[Translation]:
+    """Translate ``sentences``; empty strings give empty outputs. Sources longer than
+    ``max_src_len`` subwords are cut (``Translation.truncated`` says so)."""
     device = next(model.parameters()).device
     src_ids = tok.encode_src(sentences)
+    truncated = [max_src_len is not None and len(ids) > max_src_len for ids in src_ids]
+    if max_src_len is not None:
+        src_ids = [ids[:max_src_len] for ids in src_ids]
     results: list[Translation | None] = [None] * len(sentences)
-    for idx in inference_batches(src_ids, batch_tokens):
-        batch = collate([src_ids[i] for i in idx], None, idx).to(device)
-        hyp = greedy_search(
-            model, batch.src, batch.src_mask, need_weights=need_weights,
-            max_len_ratio=max_len_ratio, max_len_extra=max_len_extra,
-        )
-        outputs = tok.decode_tgt(hyp.tokens)
-        if need_weights:
-            # per layer: (b, h, T, s) over all decoding steps
-            cross = [torch.cat([m.cross[layer] for m in hyp.attention], dim=2) for layer in range(len(hyp.attention[0].cross))]
-            centres = torch.cat([m.p_t for m in hyp.attention], dim=1) if hyp.attention[0].p_t is not None else None
+    todo = [i for i, ids in enumerate(src_ids) if ids]
+    for i in set(range(len(sentences))) - set(todo):
+        results[i] = Translation(sentences[i], "", 0.0, [], [])
+    for batch_idx in inference_batches([src_ids[i] for i in todo], batch_tokens) if todo else []:
+        idx = [todo[j] for j in batch_idx]
+        batch = collate([src_ids[i] for i in idx], None, batch_idx).to(device)
+        common = dict(max_len_ratio=max_len_ratio, max_len_extra=max_len_extra, need_weights=need_weights)
+        if beam == 1 and n_best == 1:
+            found = greedy_search(model, batch.src, batch.src_mask, **common)
+        else:
+            found = beam_search(model, batch.src, batch.src_mask, beam=beam, alpha=alpha, n_best=n_best, **common)
         for row, i in enumerate(idx):
-            out_ids = hyp.tokens[row]
-            tr = Translation(
+            hyps = found.nbest[row]
+            texts = tok.decode_tgt([h.tokens for h in hyps])
+            best = hyps[0]
+            out_pieces = tok.tgt_pieces(best.tokens) + ([EOS_LABEL] if best.finished else [])
+            results[i] = Translation(
                 source=sentences[i],
-                output=outputs[row],
-                src_pieces=tok.src.encode(sentences[i], out_type=str) + [EOS_LABEL],
-                out_pieces=tok.tgt_pieces(out_ids) + [EOS_LABEL],
+                output=texts[0],
+                score=best.score,
+                src_pieces=tok.src.id_to_piece(src_ids[i]) + [EOS_LABEL],
+                out_pieces=out_pieces,
+                alignment=None if best.attention is None else best.attention[..., : len(src_ids[i]) + 1],
+                p_t=best.p_t,
+                nbest=list(zip(texts, [h.score for h in hyps])) if n_best > 1 else [],
+                truncated=truncated[i],
             )
-            if need_weights:
-                t, s = len(out_ids) + 1, len(src_ids[i]) + 1
-                tr.alignment = torch.stack([c[row, :, :t, :s] for c in cross]).float().cpu().numpy()
-                if centres is not None:
-                    tr.p_t = centres[row, :t].float().cpu().numpy()
-            results[i] = tr
     return results  # type: ignore[return-value]

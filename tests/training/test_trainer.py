@@ -2,12 +2,10 @@
 complete; a run killed mid-way and resumed ends with the same parameters."""
 
 import json
-import random
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,39 +17,8 @@ from attnkit.training import checkpoint
 from attnkit.training.trainer import train
 from attnkit.translate import translate
 
-MODELS = {
-    "transformer": ({"arch": "transformer", "d_model": 32, "ffn": 64, "heads": 2, "layers": 1, "dropout": 0.0}, 0.01, 400),
-    "rnn": ({"arch": "rnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0, "tie_embeddings": False}, 0.005, 600),
-}
-
-
-@pytest.fixture(scope="module")
-def reversal(tmp_path_factory):
-    """Reverse a sequence of letters: 'a c b' -> 'b c a'."""
-    d = tmp_path_factory.mktemp("reversal")
-    rng = random.Random(0)
-    words = [[rng.choice("abcdefgh") for _ in range(rng.randint(3, 7))] for _ in range(3000)]
-    src, tgt = [" ".join(w) for w in words], [" ".join(reversed(w)) for w in words]
-    for name, lines in (("train.src", src[:2800]), ("train.tgt", tgt[:2800]), ("dev.src", src[2800:]), ("dev.tgt", tgt[2800:])):
-        (d / name).write_text("\n".join(lines) + "\n")
-    return d
-
-
-def toy_config(data: Path, out: Path, arch: str, **train) -> dict:
-    model, lr, steps = MODELS[arch]
-    return {
-        "out_dir": str(out),
-        "data": {"train_src": str(data / "train.src"), "train_tgt": str(data / "train.tgt"),
-                 "dev_src": str(data / "dev.src"), "dev_tgt": str(data / "dev.tgt")},
-        "tokenizer": {"vocab_size": 30},
-        "model": model,
-        "train": {"max_steps": steps, "batch_tokens": 600, "lr": lr, "warmup": 50, "eval_every": 100,
-                  "log_every": 50, "label_smoothing": 0.0, **train},
-    }
-
-
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
-def test_both_models_learn_the_toy_task(reversal, tmp_path, arch):
+def test_both_models_learn_the_toy_task(reversal, toy_config, tmp_path, arch):
     out = tmp_path / arch
     summary = train(config_from_dict(toy_config(reversal, out, arch)), quiet=True)
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
@@ -87,7 +54,7 @@ def _params(path):
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
-def test_killed_and_resumed_equals_uninterrupted(reversal, tmp_path, how):
+def test_killed_and_resumed_equals_uninterrupted(reversal, toy_config, tmp_path, how):
     steps = {"max_steps": 120, "eval_every": 20, "log_every": 20}
     reference = tmp_path / "reference"
     train(config_from_dict(toy_config(reversal, reference, "transformer", **steps)), quiet=True)
@@ -119,7 +86,7 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, tmp_path, how):
         assert torch.equal(ours[k], ref[k]), k
 
 
-def test_bf16_autocast_and_accumulation_train(reversal, tmp_path):
+def test_bf16_autocast_and_accumulation_train(reversal, toy_config, tmp_path):
     out = tmp_path / "bf16"
     cfg = toy_config(reversal, out, "transformer", max_steps=80, eval_every=80, log_every=20, bf16=True, accumulate=2)
     summary = train(config_from_dict(cfg), quiet=True)

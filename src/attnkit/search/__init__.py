@@ -1,5 +1,8 @@
-"""Search: from a trained model to output tokens (greedy; beam search comes with issue 4)."""
+"""Search: from a trained model to output tokens. Greedy and beam search use only
+the model interface (encode, init_state, decode_step, state.reorder)."""
 
-from .greedy import Hypotheses, greedy_search
+from .beam import beam_search
+from .greedy import greedy_search
+from .hypotheses import Hypothesis, SearchResult, length_penalty
 
-__all__ = ["Hypotheses", "greedy_search"]
+__all__ = ["Hypothesis", "SearchResult", "beam_search", "greedy_search", "length_penalty"]

@@ -284,7 +284,7 @@ class Trainer:
                 sums = label_smoothed_loss(logits, batch.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD)
                 if want_bleu:
                     out = greedy_search(model, batch.src, batch.src_mask)
-                    for i, toks in zip(idx, out.tokens):
+                    for i, toks in zip(idx, out.best):
                         hyps[i] = toks
             loss_sum += float(sums.loss)
             nll_sum += float(sums.nll)

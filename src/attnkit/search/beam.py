@@ -1,0 +1,176 @@
+"""Batched beam search with length penalty and n-best output.
+
+Every sentence keeps ``beam`` live hypotheses. Each step scores all
+continuations, keeps the best ``2 * beam`` candidates, finishes those that end
+in EOS (ranked by log P / lp(|Y|), GNMT's length penalty) and continues the best
+``beam`` others. A sentence is done when it has ``beam`` finished hypotheses or
+reaches its length limit; done sentences leave the batch, so later steps only
+compute what is still needed.
+
+Only the model interface is used (encode, init_state, decode_step, and the
+state's ``reorder``), so the RNN and the Transformer share this code. With
+``use_cache=True`` each step feeds one token and the Transformer's key/value
+caches hold the prefix; ``use_cache=False`` recomputes the whole prefix every
+step (the baseline the cache is measured against).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import Tensor, nn
+
+from ..data.tokenizer import BOS, EOS
+from .hypotheses import Hypothesis, SearchResult, length_penalty, max_lengths, stack_cross
+
+
+class _Pending:
+    """Finished hypotheses of one sentence (tokens as tensors until the end)."""
+
+    __slots__ = ("hyps",)
+
+    def __init__(self) -> None:
+        self.hyps: list[tuple[float, float, Tensor, bool, Tensor | None, Tensor | None]] = []
+
+    def add(
+        self, score: float, log_prob: float, tokens: Tensor, ended: bool, attn: Tensor | None, p_t: Tensor | None
+    ) -> None:
+        self.hyps.append((score, log_prob, tokens, ended, attn, p_t))
+
+
+@torch.inference_mode()
+def beam_search(
+    model: nn.Module,
+    src: Tensor,
+    src_mask: Tensor,
+    *,
+    beam: int = 5,
+    alpha: float = 0.6,
+    n_best: int = 1,
+    max_len_ratio: float = 1.5,
+    max_len_extra: int = 10,
+    need_weights: bool = False,
+    use_cache: bool = True,
+) -> SearchResult:
+    """Decode a batch; src (b, s), src_mask (b, s). Returns the ``n_best`` best per sentence."""
+    if beam < 1:
+        raise ValueError(f"beam size must be >= 1, got {beam}")
+    if not 1 <= n_best <= beam:
+        raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
+    device = src.device
+    b, k = src.shape[0], beam
+    limits = max_lengths(src_mask, max_len_ratio, max_len_extra).tolist()
+
+    state = model.init_state(model.encode(src, src_mask))
+    expand = torch.arange(b, device=device).repeat_interleave(k)
+    state.reorder(expand)  # (b * k) rows: k beams per sentence
+    base = copy.deepcopy(state) if not use_cache else None  # a clean state to replay prefixes from
+
+    scores = torch.full((b, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # the first step expands one beam per sentence
+    tokens = torch.full((b * k, 1), BOS, dtype=torch.long, device=device)
+    attn_hist: Tensor | None = None  # (n * k, layers, heads, t, s)
+    pt_hist: Tensor | None = None  # (n * k, t)
+    active = list(range(b))  # sentence ids still decoding, in batch order
+    pending = [_Pending() for _ in range(b)]
+
+    step = 0
+    while active:
+        n = len(active)
+        if use_cache:
+            out = model.decode_step(state, tokens[:, -1:], need_weights=need_weights)
+        else:
+            replay = copy.deepcopy(base)
+            out = model.decode_step(replay, tokens, need_weights=need_weights)
+        lprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (n * k, V)
+        vocab = lprobs.shape[-1]
+        if need_weights:
+            cross, p_t = stack_cross(out.attention)
+            cross = cross[..., None, :]  # (n * k, L, h, 1, s)
+            attn_hist = cross if attn_hist is None else torch.cat([attn_hist, cross], dim=3)
+            if p_t is not None:
+                pt_hist = p_t[:, None] if pt_hist is None else torch.cat([pt_hist, p_t[:, None]], dim=1)
+
+        cand = (scores[:, :, None] + lprobs.view(n, k, vocab)).view(n, k * vocab)
+        top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2k)
+        origin = top_idx // vocab  # which live beam each candidate extends
+        word = top_idx % vocab
+        rows = torch.arange(n, device=device)[:, None] * k + origin  # (n, 2k) flat beam rows
+        length = step + 1
+
+        # finish EOS candidates that rank within the top k
+        eos = (word == EOS) & (torch.arange(2 * k, device=device) < k)
+        if bool(eos.any()):
+            lp = length_penalty(length, alpha)
+            for i, j in eos.nonzero().tolist():
+                r = int(rows[i, j])
+                raw = float(top_scores[i, j])
+                pending[active[i]].add(
+                    raw / lp, raw, tokens[r, 1:], True,
+                    attn_hist[r] if attn_hist is not None else None,
+                    pt_hist[r] if pt_hist is not None else None,
+                )
+
+        # continue the best k non-EOS candidates
+        keep = word != EOS
+        rank = keep.cumsum(1)
+        chosen = keep & (rank <= k)  # exactly k per sentence: at most k candidates are EOS
+        sel = chosen.nonzero()[:, 1].view(n, k)
+        new_scores = top_scores.gather(1, sel)
+        new_rows = rows.gather(1, sel).view(-1)
+        new_words = word.gather(1, sel).view(-1, 1)
+
+        # sentences that are done: enough finished hypotheses, or out of length
+        done = []
+        for i, sid in enumerate(active):
+            if len(pending[sid].hyps) >= k:
+                done.append(i)
+            elif length >= limits[sid]:
+                lp = length_penalty(length, alpha)
+                for j in range(k):
+                    r = int(new_rows[i * k + j])
+                    raw = float(new_scores[i, j])
+                    seq = torch.cat([tokens[r, 1:], new_words[i * k + j]])
+                    pending[sid].add(
+                        raw / lp, raw, seq, False,
+                        attn_hist[r] if attn_hist is not None else None,
+                        pt_hist[r] if pt_hist is not None else None,
+                    )
+                done.append(i)
+
+        tokens = torch.cat([tokens.index_select(0, new_rows), new_words], dim=1)
+        reorder = new_rows
+        scores = new_scores
+        if done:
+            finished_now = set(done)
+            still = [i for i in range(n) if i not in finished_now]
+            active = [active[i] for i in still]
+            if not active:
+                break
+            keep_rows = (torch.tensor(still, device=device)[:, None] * k + torch.arange(k, device=device)).view(-1)
+            reorder = new_rows.index_select(0, keep_rows)
+            tokens = tokens.index_select(0, keep_rows)
+            scores = scores.index_select(0, torch.tensor(still, device=device))
+        if use_cache:
+            state.reorder(reorder)
+        else:
+            base.reorder(reorder)
+        if attn_hist is not None:
+            attn_hist = attn_hist.index_select(0, reorder)
+        if pt_hist is not None:
+            pt_hist = pt_hist.index_select(0, reorder)
+        step += 1
+
+    nbest = []
+    for p in pending:
+        ranked = sorted(p.hyps, key=lambda h: h[0], reverse=True)[:n_best]
+        nbest.append([
+            Hypothesis(
+                tokens=seq.tolist(), score=score, log_prob=raw, finished=ended,
+                attention=None if attn is None else attn.float().cpu().numpy(),
+                p_t=None if pt is None else pt.float().cpu().numpy(),
+            )
+            for score, raw, seq, ended, attn, pt in ranked
+        ])
+    return SearchResult(nbest)

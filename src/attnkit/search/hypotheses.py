@@ -1,0 +1,52 @@
+"""What search returns, and the length penalty that ranks hypotheses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """Wu et al. 2016 (GNMT), eq. 14: lp(Y) = ((5 + |Y|) / 6)^alpha; alpha = 0 ranks by log-probability."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@dataclass
+class Hypothesis:
+    """One output: token ids (no BOS/EOS), its length-normalised score, its log-probability,
+    whether it ended with EOS (False: cut at the length limit), and, when asked,
+    cross-attention (layers, heads, t, s) and local-attention centres p_t (t,),
+    where t counts the tokens plus the EOS step when there is one."""
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+    finished: bool = True
+    attention: np.ndarray | None = None
+    p_t: np.ndarray | None = None
+
+
+@dataclass
+class SearchResult:
+    """n-best lists, one per input sentence in input order, best first."""
+
+    nbest: list[list[Hypothesis]]
+
+    @property
+    def best(self) -> list[list[int]]:
+        return [hyps[0].tokens for hyps in self.nbest]
+
+
+def max_lengths(src_mask: Tensor, ratio: float, extra: int) -> Tensor:
+    """Per-sentence output limit: ratio * source length + extra tokens (b,)."""
+    return (src_mask.sum(1).float() * ratio).long() + extra
+
+
+def stack_cross(maps: object) -> tuple[Tensor, Tensor | None]:
+    """One decoding step's attention maps -> cross (b, layers, heads, s), p_t (b,) or None."""
+    cross = torch.stack([w[:, :, -1] for w in maps.cross], dim=1)
+    p_t = maps.p_t[:, -1] if maps.p_t is not None else None
+    return cross, p_t

@@ -1,0 +1,96 @@
+"""Search invariants on trained toy models: beam 1 == greedy, cached == uncached,
+batched == one by one, input order kept, n-best ranked by the GNMT length penalty."""
+
+import pytest
+import torch
+
+from attnkit.data import collate
+from attnkit.model_dir import load_model
+from attnkit.search import beam_search, greedy_search, length_penalty
+from attnkit.translate import translate
+
+ARCHS = ["transformer", "rnn"]
+
+
+@pytest.fixture(scope="module")
+def models(trained_toys):
+    return {arch: load_model(path)[:2] for arch, path in trained_toys.items()}
+
+
+@pytest.fixture(scope="module")
+def sources(reversal):
+    return (reversal / "dev.src").read_text().splitlines()[:24]
+
+
+def encode(tok, sentences):
+    ids = tok.encode_src(sentences)
+    return collate(ids, None, list(range(len(ids))))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_beam_one_equals_greedy(models, sources, arch):
+    model, tok = models[arch]
+    b = encode(tok, sources)
+    greedy = greedy_search(model, b.src, b.src_mask)
+    beam = beam_search(model, b.src, b.src_mask, beam=1)
+    assert beam.best == greedy.best
+    for g, h in zip(greedy.nbest, beam.nbest):
+        assert h[0].log_prob == pytest.approx(g[0].log_prob, abs=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_cached_equals_recomputed_prefix(models, sources, arch):
+    model, tok = models[arch]
+    b = encode(tok, sources[:8])
+    cached = beam_search(model, b.src, b.src_mask, beam=4, n_best=4)
+    uncached = beam_search(model, b.src, b.src_mask, beam=4, n_best=4, use_cache=False)
+    for c, u in zip(cached.nbest, uncached.nbest):
+        assert [h.tokens for h in c] == [h.tokens for h in u]
+        assert [h.score for h in c] == pytest.approx([h.score for h in u], abs=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_batched_equals_one_by_one_and_order_is_kept(models, sources, arch):
+    model, tok = models[arch]
+    together = translate(model, tok, sources, beam=5, batch_tokens=120)  # several length-sorted batches
+    for s, t in zip(sources, together):
+        alone = translate(model, tok, [s], beam=5)[0]
+        assert t.source == s and t.output == alone.output
+        assert t.score == pytest.approx(alone.score, abs=1e-4)
+
+
+def test_nbest_ranked_with_gnmt_length_penalty(models, sources):
+    model, tok = models["transformer"]
+    b = encode(tok, sources[:6])
+    for alpha in (0.0, 1.0):
+        result = beam_search(model, b.src, b.src_mask, beam=5, n_best=5, alpha=alpha)
+        for hyps in result.nbest:
+            assert len(hyps) == 5
+            scores = [h.score for h in hyps]
+            assert scores == sorted(scores, reverse=True)
+            assert len({tuple(h.tokens) for h in hyps}) == 5
+            for h in hyps:  # score = log P / ((5 + |Y|) / 6)^alpha, |Y| counting EOS
+                assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + h.finished, alpha), abs=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_attention_per_output_token(models, sources, arch):
+    model, tok = models[arch]
+    for beam in (1, 3):
+        t = translate(model, tok, sources[:3], beam=beam, need_weights=True)
+        for tr in t:
+            layers, heads, rows, cols = tr.alignment.shape
+            assert (rows, cols) == (len(tr.out_pieces), len(tr.src_pieces))
+            assert torch.allclose(torch.from_numpy(tr.alignment).sum(-1), torch.ones(layers, heads, rows), atol=1e-4)
+
+
+def test_length_limit_and_bad_arguments(models, sources):
+    model, tok = models["transformer"]
+    b = encode(tok, sources[:4])
+    short = beam_search(model, b.src, b.src_mask, beam=3, max_len_ratio=0.0, max_len_extra=2)
+    assert all(len(h[0].tokens) <= 2 for h in short.nbest)
+    assert greedy_search(model, b.src, b.src_mask, max_len_ratio=0.0, max_len_extra=2).nbest[0][0].finished is False
+    with pytest.raises(ValueError, match="n_best must be between 1 and the beam size 2, got 3"):
+        beam_search(model, b.src, b.src_mask, beam=2, n_best=3)
+    with pytest.raises(ValueError, match="beam size must be >= 1, got 0"):
+        beam_search(model, b.src, b.src_mask, beam=0)
