@@ -59,6 +59,88 @@ def cmd_train(args: argparse.Namespace) -> None:
     train(load_config(args.config, args.overrides), resume=args.resume)
 
 
+def _load(args: argparse.Namespace):
+    from .model_dir import load_model
+    from .training.trainer import resolve_device
+
+    return load_model(args.model_dir, checkpoint_name=args.checkpoint, average_last=args.average_last,
+                      device=resolve_device(args.device))
+
+
+def _read_input(path: str | None) -> list[str]:
+    from .data.text import decode_lines, read_lines
+
+    return read_lines(path) if path else decode_lines(sys.stdin.buffer.read(), "<stdin>")
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    """Translate stdin or --input, one output line per input line (or n-best lines)."""
+    from .translate import translate
+
+    model, tok, cfg = _load(args)
+    max_src = args.max_src_len or cfg.model.max_positions - 1
+    options = dict(beam=args.beam, alpha=args.alpha, n_best=args.n_best, batch_tokens=args.batch_tokens, max_src_len=max_src)
+    if args.input is None and sys.stdin.isatty():
+        print(f"attnkit translate: {args.model_dir} ({cfg.model.arch}), beam {args.beam}. One sentence per line; Ctrl-D ends.",
+              file=sys.stderr)
+        while True:
+            try:
+                line = input("> ")
+            except EOFError:
+                print(file=sys.stderr)
+                return
+            for t in translate(model, tok, [line], **options):
+                _write_translation(t, 0, args.n_best, sys.stdout)
+            sys.stdout.flush()
+    lines = _read_input(args.input)
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for i, t in enumerate(translate(model, tok, lines, **options)):
+            if t.truncated:
+                print(f"attnkit translate: warning: line {i + 1} is longer than {max_src} subwords; "
+                      "translated its beginning only", file=sys.stderr)
+            _write_translation(t, i, args.n_best, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _write_translation(t, index: int, n_best: int, out) -> None:
+    if n_best > 1:
+        for text, score in t.nbest or [("", 0.0)]:
+            out.write(f"{index} ||| {text} ||| {score:.4f}\n")
+    else:
+        out.write(t.output + "\n")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    """Translate --src and score it against --ref: BLEU, chrF, signatures, speed."""
+    from .data import read_lines
+    from .evaluation import evaluate
+
+    src, ref = read_lines(args.src), read_lines(args.ref)
+    model, tok, cfg = _load(args)
+    result = evaluate(
+        model, tok, src, ref, beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens,
+        tokenize=args.tokenize, lowercase=args.lowercase, detokenize_lang=args.detokenize,
+        max_src_len=cfg.model.max_positions - 1,
+    )
+    print(result.report())
+    if args.output:
+        Path(args.output).write_text("\n".join(result.hypotheses) + "\n", encoding="utf-8")
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_dir", help="a model directory made by `attnkit train`")
+    p.add_argument("--checkpoint", choices=["best", "last", "average"], default="best",
+                   help="which weights: best dev score, last, or the average of the last step checkpoints")
+    p.add_argument("--average-last", type=int, default=0, metavar="N", help="with --checkpoint average: the last N (0 = all kept)")
+    p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
+    p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty alpha (default 0.6)")
+    p.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per decoding batch")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnkit", description="Attention mechanisms, models and views.")
     parser.add_argument("--version", action="version", version=f"attnkit {__version__}")
@@ -76,6 +158,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model.encoder_layers=2 train.bf16=true")
     p.add_argument("--resume", action="store_true", help="continue the run in the config's out_dir where it stopped")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("translate", help="translate stdin or a file with a trained model")
+    _model_options(p)
+    p.add_argument("--input", "-i", help="input file (plain or .gz); default stdin (interactive on a terminal)")
+    p.add_argument("--output", "-o", help="output file; default stdout")
+    p.add_argument("--n-best", type=int, default=1, help="write the N best as 'line ||| text ||| score'")
+    p.add_argument("--max-src-len", type=int, default=0, help="longer inputs are truncated (default: the model's limit)")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", help="translate a test set and print BLEU, chrF and speed")
+    _model_options(p)
+    p.add_argument("--src", required=True, help="source file")
+    p.add_argument("--ref", required=True, help="reference file, one line per source line")
+    p.add_argument("--tokenize", default="13a", help="sacreBLEU tokenizer: 13a for raw text, none for tokenized text")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument("--detokenize", metavar="LANG", help="Moses-detokenize outputs first (model trained on tokenized text)")
+    p.add_argument("--output", "-o", help="also write the translations here")
+    p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("positions", help="print and plot the sinusoidal positional encoding")
     p.add_argument("--d-model", type=int, default=128, help="encoding width (default 128)")

@@ -23,11 +23,16 @@ def read_lines(path: str | Path) -> list[str]:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as err:
             raise ValueError(f"{path}: not a readable gzip file ({err})") from None
+    return decode_lines(raw, str(path))
+
+
+def decode_lines(raw: bytes, name: str) -> list[str]:
+    """Strict UTF-8 bytes -> lines; the error names ``name`` and the line number."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line = raw.count(b"\n", 0, err.start) + 1
-        raise ValueError(f"{path}: line {line} is not valid UTF-8 (byte {raw[err.start]:#04x})") from None
+        raise ValueError(f"{name}: line {line} is not valid UTF-8 (byte {raw[err.start]:#04x})") from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

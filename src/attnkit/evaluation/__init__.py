@@ -1,5 +1,6 @@
-"""Metrics: sacreBLEU BLEU and chrF, always with their signatures."""
+"""Metrics (sacreBLEU BLEU and chrF, always with signatures) and test-set evaluation."""
 
+from .evaluate import Evaluation, evaluate, moses_detokenize
 from .metrics import Score, bleu, chrf
 
-__all__ = ["Score", "bleu", "chrf"]
+__all__ = ["Evaluation", "Score", "bleu", "chrf", "evaluate", "moses_detokenize"]

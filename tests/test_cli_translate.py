@@ -1,0 +1,89 @@
+"""`attnkit translate` and `attnkit evaluate` on a trained toy model."""
+
+import io
+import re
+import shutil
+import sys
+
+import pytest
+import yaml
+
+from attnkit.cli import main
+
+
+@pytest.fixture
+def model_dir(trained_toys):
+    return str(trained_toys["transformer"])
+
+
+def run(capsys, monkeypatch, argv, stdin: bytes = b""):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_translate_stdin_keeps_empty_lines_and_order(capsys, monkeypatch, model_dir):
+    code, out, err = run(capsys, monkeypatch, ["translate", model_dir], b"a b c\n\nd e f g\n")
+    assert code == 0, err
+    assert out.splitlines() == ["c b a", "", "g f e d"]
+
+
+def test_translate_files_nbest_and_checkpoints(capsys, monkeypatch, model_dir, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\nh g\n")
+    dst = tmp_path / "out.txt"
+    assert main(["translate", model_dir, "-i", str(src), "-o", str(dst), "--beam", "1"]) == 0
+    assert dst.read_text().splitlines() == ["c b a", "g h"]
+    code, out, _ = run(capsys, monkeypatch, ["translate", model_dir, "-i", str(src), "--n-best", "3"])
+    lines = out.splitlines()
+    assert len(lines) == 6 and lines[0].startswith("0 ||| c b a ||| -")
+    scores = [float(l.split(" ||| ")[2]) for l in lines[:3]]
+    assert scores == sorted(scores, reverse=True)
+    for ckpt in (["--checkpoint", "last"], ["--checkpoint", "average", "--average-last", "2"]):
+        code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "-i", str(src), *ckpt])
+        assert code == 0 and out.splitlines() == ["c b a", "g h"], err
+
+
+def test_overlong_input_is_truncated_with_a_warning(capsys, monkeypatch, model_dir):
+    code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "--max-src-len", "3"], b"a b\na b c d e f g h\n")
+    assert code == 0 and len(out.splitlines()) == 2
+    assert re.search(r"warning: line 2 is longer than 3 subwords", err) and "line 1" not in err
+
+
+def one_line_error(capsys, monkeypatch, argv, pattern, stdin=b"a b\n"):
+    code, out, err = run(capsys, monkeypatch, argv, stdin)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert re.search(pattern, err), err
+
+
+def test_bad_input_and_bad_model_dirs(capsys, monkeypatch, model_dir, tmp_path):
+    one_line_error(capsys, monkeypatch, ["translate", model_dir], r"<stdin>: line 2 is not valid UTF-8", b"a b\nc\xe9\n")
+    one_line_error(capsys, monkeypatch, ["translate", str(tmp_path / "none")], r"model directory not found")
+    one_line_error(capsys, monkeypatch, ["translate", str(tmp_path)], r"is not a model directory \(no config.yaml\)")
+
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(model_dir, corrupt)
+    (corrupt / "checkpoints" / "best.pt").write_bytes(b"\x00" * 100)
+    one_line_error(capsys, monkeypatch, ["translate", str(corrupt)], r"best.pt is not a readable checkpoint")
+
+    other = tmp_path / "other"
+    shutil.copytree(model_dir, other)
+    cfg = yaml.safe_load((other / "config.yaml").read_text())
+    cfg["model"]["d_model"] = 48
+    (other / "config.yaml").write_text(yaml.safe_dump(cfg))
+    one_line_error(capsys, monkeypatch, ["translate", str(other)], r"checkpoint does not fit the model in .*config.yaml")
+
+
+def test_evaluate_prints_scores_signatures_and_speed(capsys, monkeypatch, model_dir, reversal, tmp_path):
+    code, out, err = run(capsys, monkeypatch, ["evaluate", model_dir, "--src", str(reversal / "dev.src"),
+                                               "--ref", str(reversal / "dev.tgt"), "--beam", "3", "-o", str(tmp_path / "hyp")])
+    assert code == 0, err
+    assert re.search(r"^BLEU = \d+\.\d\d  \(nrefs:1\|case:mixed\|eff:no\|tok:13a\|", out, re.M)
+    assert re.search(r"^chrF2 = \d+\.\d\d  \(nrefs:1\|", out, re.M)
+    assert re.search(r"^200 sentences in [\d.]+ s = [\d.]+ sentences/s$", out, re.M)
+    assert len((tmp_path / "hyp").read_text().splitlines()) == 200
+    short = tmp_path / "short"
+    short.write_text("a b\n")
+    one_line_error(capsys, monkeypatch, ["evaluate", model_dir, "--src", str(reversal / "dev.src"), "--ref", str(short)],
+                   r"200 source lines but 1 reference lines")
