@@ -1,0 +1,139 @@
+"""The Multi30k En->De result (issue 4): train the example configs, evaluate on
+test_2016_flickr, measure decoding speed, and append a dated row to BENCHMARKS.md.
+
+    python benchmarks/multi30k.py                                   # both configs, 90-minute budget each
+    python benchmarks/multi30k.py --configs configs/multi30k_en_de_transformer_tiny.yaml --max-minutes 90
+    python benchmarks/multi30k.py --model-dir runs/bench/multi30k_en_de_transformer_tiny   # evaluate only
+    python benchmarks/multi30k.py --smoke                           # minutes, tiny numbers: checks the script
+
+Conventions (see ../shared/data/multi30k/README.md):
+* tok: outputs of the model (trained on the lowercased, tokenized files) against
+  the tok references, sacreBLEU tokenize=none: comparable to the published 41.02;
+* detok: outputs Moses-detokenized against the raw references, sacreBLEU 13a.
+  A model trained on lowercased text cannot restore case, so this is reported
+  case-insensitive (the signature says case:lc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from attnkit.config import load_config
+from attnkit.data import collate, read_lines
+from attnkit.data import multi30k
+from attnkit.evaluation import bleu, evaluate, moses_detokenize
+from attnkit.model_dir import load_model
+from attnkit.search import beam_search
+from attnkit.training.trainer import train
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = [ROOT / "configs/multi30k_en_de_transformer_tiny.yaml", ROOT / "configs/multi30k_en_de_rnn_luong.yaml"]
+
+
+def train_throughput(model_dir: Path) -> tuple[float, float, int]:
+    """(training seconds, mean target tokens/s, steps) from the run's log."""
+    records = [json.loads(line) for line in (model_dir / "log.jsonl").read_text().splitlines()]
+    speeds = [r["tgt_tokens_per_s"] for r in records if r["kind"] == "train"][1:]  # skip the warm-up window
+    end = [r for r in records if r["kind"] == "end"][-1]
+    return end["train_seconds"], sum(speeds) / max(1, len(speeds)), end["step"]
+
+
+def cache_speedup(model, tok, sources: list[str], beam: int = 5) -> tuple[float, float]:
+    """Seconds for beam search over ``sources`` with the key/value cache and recomputing the prefix."""
+    ids = tok.encode_src(sources)
+    batch = collate(ids, None, list(range(len(ids))))
+    times = []
+    for use_cache in (True, False):
+        start = time.perf_counter()
+        beam_search(model, batch.src, batch.src_mask, beam=beam, use_cache=use_cache)
+        times.append(time.perf_counter() - start)
+    return times[0], times[1]
+
+
+def run(model_dir: Path, data: str, test_limit: int, checkpoint: str) -> dict:
+    cfg = load_config(model_dir / "config.yaml")
+    model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
+    loc = lambda lang, variant: multi30k.locate("test_2016_flickr", lang, root=data, variant=variant)  # noqa: E731
+    src_tok = read_lines(loc("en", "tok"))[:test_limit]
+    ref_tok = read_lines(loc("de", "tok"))[:test_limit]
+    ref_raw = read_lines(loc("de", "raw"))[:test_limit]
+
+    beam5 = evaluate(model, tok, src_tok, ref_tok, beam=5, tokenize="none")
+    greedy = evaluate(model, tok, src_tok, ref_tok, beam=1, tokenize="none")
+    detok = moses_detokenize(beam5.hypotheses, "de")
+    detok_bleu = bleu(detok, ref_raw, tokenize="13a", lowercase=True)
+    cached, uncached = cache_speedup(model, tok, src_tok[:200])
+    seconds, tok_s, steps = train_throughput(model_dir)
+    return {
+        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint, "steps": steps,
+        "train_minutes": seconds / 60, "train_tok_s": tok_s,
+        "bleu_tok": beam5.bleu.score, "bleu_tok_sig": beam5.bleu.signature,
+        "bleu_detok_lc": detok_bleu.score, "bleu_detok_sig": detok_bleu.signature,
+        "chrf": beam5.chrf.score, "chrf_sig": beam5.chrf.signature, "greedy_bleu_tok": greedy.bleu.score,
+        "beam5_s": beam5.seconds, "beam5_sent_s": beam5.sentences_per_s,
+        "greedy_s": greedy.seconds, "greedy_sent_s": greedy.sentences_per_s,
+        "cache_speedup": uncached / cached, "sentences": len(src_tok),
+    }
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+
+
+def append_rows(rows: list[dict], path: Path) -> None:
+    lines = [
+        f"\n### Multi30k En→De test_2016_flickr — {time.strftime('%Y-%m-%d')} — {machine()}\n",
+        "| model | ckpt | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok (lc) | chrF tok-lc | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['config']} | {r['checkpoint']} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
+            f"| {r['bleu_tok']:.2f} | {r['bleu_detok_lc']:.2f} | {r['chrf']:.2f} | {r['greedy_bleu_tok']:.2f} "
+            f"| {r['beam5_s']:.1f} ({r['beam5_sent_s']:.0f}) | {r['greedy_s']:.1f} ({r['greedy_sent_s']:.0f}) "
+            f"| {r['cache_speedup']:.1f}x |"
+        )
+    lines.append(f"\nSignatures: tok `{rows[0]['bleu_tok_sig']}`; detok `{rows[0]['bleu_detok_sig']}`; "
+                 f"chrF `{rows[0]['chrf_sig']}`. "
+                 f"{rows[0]['sentences']} test sentences.\n")
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--configs", nargs="+", type=Path, default=CONFIGS)
+    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
+    parser.add_argument("--max-minutes", type=float, default=90.0, help="training budget per config")
+    parser.add_argument("--model-dir", type=Path, nargs="*", help="evaluate these trained models instead of training")
+    parser.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
+    parser.add_argument("--smoke", action="store_true", help="1-minute training, 100 test sentences, no BENCHMARKS.md row")
+    parser.add_argument("--benchmarks-md", type=Path, default=ROOT / "BENCHMARKS.md")
+    args = parser.parse_args()
+
+    dirs = list(args.model_dir or [])
+    if not dirs:
+        for cfg_path in args.configs:
+            out = args.out / cfg_path.stem
+            overrides = [f"out_dir={out}", f"data.multi30k={args.data}", f"train.max_minutes={1 if args.smoke else args.max_minutes}"]
+            if args.smoke:
+                overrides += ["train.eval_every=20", "train.bleu_every=0", "train.warmup=20"]
+            train(load_config(cfg_path, overrides), resume=(out / "checkpoints" / "last.pt").is_file())
+            dirs.append(out)
+    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint) for d in dirs]
+    for r in rows:
+        print(json.dumps(r, indent=1))
+    if not args.smoke:
+        append_rows(rows, args.benchmarks_md)
+        print(f"appended to {args.benchmarks_md}")
+
+
+if __name__ == "__main__":
+    main()
