@@ -17,6 +17,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..attention import GlobalAttention, LocalAttention
 from ..errors import unknown_choice
+from .dropout import Dropout
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
@@ -32,7 +33,7 @@ class RNNEncoder(nn.Module):
         if hidden % 2:
             raise ValueError(f"the bidirectional encoder needs an even hidden size, got {hidden}")
         self.embedding = embedding
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = CELLS[cell](
             embedding.embedding_dim, hidden // 2, layers, batch_first=True, bidirectional=True,
             dropout=dropout if layers > 1 else 0.0,
@@ -114,7 +115,7 @@ class RNNSeq2Seq(nn.Module):
             dropout=dropout if layers > 1 else 0.0,
         )
         self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output = nn.Linear(hidden, vocab_size, bias=False)  # W_s
         if tie_output:
             if emb != hidden:

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 
 from ..attention import KVCache, MultiHeadAttention
 from ..positions import AbsolutePositions, AttentionPositions
+from .dropout import Dropout
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
@@ -40,7 +41,7 @@ class TokenEmbedding(nn.Module):
         self.embedding = embedding
         self.positions = positions
         self.scale = math.sqrt(embedding.embedding_dim) if scale else 1.0
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
         """tokens (b, t) at positions offset .. offset+t-1 -> (b, t, d_model)."""
@@ -62,7 +63,7 @@ class FeedForward(nn.Module):
         self.w_1 = nn.Linear(d_model, ffn)
         self.w_2 = nn.Linear(ffn, d_model)
         self.act = ACTIVATIONS[activation]
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(self.dropout(self.act(self.w_1(x))))
@@ -74,7 +75,7 @@ class _Sublayers(nn.Module):
     def __init__(self, d_model: int, count: int, *, dropout: float, norm_first: bool, eps: float) -> None:
         super().__init__()
         self.norms = nn.ModuleList(nn.LayerNorm(d_model, eps=eps) for _ in range(count))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def _enter(self, x: Tensor, i: int) -> Tensor:

@@ -25,8 +25,12 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, *, smoothing: float, pad
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
     keep = target != pad_id  # (b, t)
-    lprobs = torch.log_softmax(logits[keep].float(), dim=-1)  # (n, V): padding never reaches the softmax
-    gold = target[keep]
-    nll = -lprobs.gather(-1, gold[:, None]).squeeze(-1)  # (n,)
-    loss = nll if smoothing == 0.0 else (1.0 - smoothing) * nll - smoothing * lprobs.mean(-1)
-    return LossSums(loss.sum(), nll.detach().sum(), int(gold.numel()))
+    # Padding is masked by multiplication: boolean-indexing the (b, t, V) logits
+    # would copy them forward and scatter them back in the backward pass.
+    lprobs = torch.log_softmax(logits.float(), dim=-1)  # (b, t, V)
+    nll = -lprobs.gather(-1, target[..., None]).squeeze(-1) * keep  # (b, t)
+    if smoothing == 0.0:
+        loss = nll
+    else:  # sum * (eps / V) rather than mean: mean's backward divides the whole (b, t, V) gradient
+        loss = (1.0 - smoothing) * nll - (lprobs.sum(-1) * (smoothing / lprobs.shape[-1])) * keep
+    return LossSums(loss.sum(), nll.detach().sum(), int(keep.sum()))
