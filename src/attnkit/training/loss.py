@@ -17,7 +17,7 @@ from torch import Tensor
 class LossSums:
     loss: Tensor  # summed smoothed loss (differentiable)
     nll: Tensor  # summed negative log-likelihood (for perplexity)
-    tokens: int
+    tokens: Tensor  # number of target tokens (a tensor: no host sync in the training step)
 
 
 def label_smoothed_loss(logits: Tensor, target: Tensor, *, smoothing: float, pad_id: int) -> LossSums:
@@ -33,4 +33,4 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, *, smoothing: float, pad
         loss = nll
     else:  # sum * (eps / V) rather than mean: mean's backward divides the whole (b, t, V) gradient
         loss = (1.0 - smoothing) * nll - (lprobs.sum(-1) * (smoothing / lprobs.shape[-1])) * keep
-    return LossSums(loss.sum(), nll.detach().sum(), int(keep.sum()))
+    return LossSums(loss.sum(), nll.detach().sum(), keep.sum())

@@ -288,7 +288,7 @@ class Trainer:
                         hyps[i] = toks
             loss_sum += float(sums.loss)
             nll_sum += float(sums.nll)
-            tokens += sums.tokens
+            tokens += int(sums.tokens)
         result: dict[str, Any] = {"dev_loss": loss_sum / tokens, "dev_ppl": math.exp(min(nll_sum / tokens, 50))}
         if want_bleu:
             score = bleu(self.tok.decode_tgt(hyps), self.dev.tgt, tokenize=cfg.train.bleu_tokenize)
