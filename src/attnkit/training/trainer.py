@@ -65,7 +65,7 @@ def check_choices(cfg: Config) -> None:
         raise ValueError(f"model.d_model={m.d_model} is not divisible by model.heads={m.heads}")
     if t.accumulate < 1:
         raise ValueError(f"train.accumulate must be >= 1, got {t.accumulate}")
-    for key in ("max_steps", "eval_every", "log_every", "batch_tokens"):
+    for key in ("max_steps", "eval_every", "log_every", "batch_tokens", "keep_last"):
         if getattr(t, key) < 1:
             raise ValueError(f"train.{key} must be >= 1, got {getattr(t, key)}")
 
@@ -262,21 +262,22 @@ class Trainer:
     def _save_step(self, improved: bool) -> None:
         weights = {"model": self.model.state_dict(), "step": self.state.step}
         checkpoint.save_atomic(weights, self.md.checkpoints / f"step_{self.state.step}.pt")
-        for old in self.md.step_checkpoints()[: -self.cfg.train.keep_last or None]:
+        for old in self.md.step_checkpoints()[: -self.cfg.train.keep_last]:
             old.unlink(missing_ok=True)
         if improved or not self.md.best.is_file():
             checkpoint.save_atomic(weights, self.md.best)
 
     # ------------------------------------------------------------- validation
     @torch.inference_mode()
-    def validate(self) -> dict[str, Any]:
+    def validate(self, final: bool = False) -> dict[str, Any]:
+        """Dev loss and perplexity; greedy BLEU at every ``bleu_every``-th validation and the final one."""
         model, cfg = self.model, self.cfg
         was_training = model.training
         model.eval()
         loss_sum = nll_sum = 0.0
         tokens = 0
         hyps: list[list[int]] = [[] for _ in self.dev_src]
-        want_bleu = cfg.train.bleu_every > 0 and (len(self.state.history) % cfg.train.bleu_every == 0)
+        want_bleu = cfg.train.bleu_every > 0 and (final or len(self.state.history) % cfg.train.bleu_every == 0)
         for idx in inference_batches(self.dev_src, cfg.train.batch_tokens):
             batch = collate([self.dev_src[i] for i in idx], [self.dev_tgt[i] for i in idx], idx).to(self.device)
             with self._autocast():
@@ -370,7 +371,8 @@ class Trainer:
                         self._save()
                         stop_reason = "interrupted"
                         break
-                    if self._evaluate_and_save(log):
+                    final = s.step == tc.max_steps or out_of_time
+                    if self._evaluate_and_save(log, final):
                         stop_reason = "early_stopping"
                         break
                     window_start = time.perf_counter()  # validation time is not training throughput
@@ -388,10 +390,10 @@ class Trainer:
             self.say(f"finished at step {s.step} ({stop_reason}); best {tc.early_stop_metric}: {s.best}")
         return {"step": s.step, "reason": stop_reason, "best": s.best, "history": s.history, "train_seconds": s.train_seconds}
 
-    def _evaluate_and_save(self, log: RunLog) -> bool:
+    def _evaluate_and_save(self, log: RunLog, final: bool) -> bool:
         """Validate, update best/patience, write checkpoints; True when early stopping triggers."""
         s, tc = self.state, self.cfg.train
-        result = self.validate()
+        result = self.validate(final)
         metric = result.get("dev_bleu") if tc.early_stop_metric == "bleu" else result["dev_loss"]
         improved = False
         if metric is not None:
