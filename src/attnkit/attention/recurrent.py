@@ -52,9 +52,13 @@ class GlobalAttention(nn.Module):
         key_mask: Tensor | None = None,
         need_weights: bool = False,
         *,
+        positions: Tensor | None = None,
         prepared: Tensor | None = None,
     ) -> AttentionOutput:
-        """Context (b, t, d_v) and, when asked, weights (b, t, s)."""
+        """Context (b, t, d_v) and, when asked, weights (b, t, s).
+
+        ``positions`` (decoder step indices) is accepted for the same call
+        signature as local attention and ignored: global attention sees every key."""
         prepared = self.score.prepare_keys(keys) if prepared is None else prepared
         scores = self.score.score(query, prepared)  # (b, t, s)
         mask = None if key_mask is None else key_mask[:, None, :]

@@ -30,12 +30,10 @@ class Batch:
     n_tgt_tokens: int = 0
 
     def to(self, device: torch.device) -> Batch:
-        move = lambda x: None if x is None else x.to(device, non_blocking=True)  # noqa: E731
-        return Batch(move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out), self.indices, self.n_tgt_tokens)
+        def move(x: Tensor | None) -> Tensor | None:
+            return None if x is None else x.to(device, non_blocking=True)
 
-    @property
-    def size(self) -> int:
-        return len(self.indices)
+        return Batch(move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out), self.indices, self.n_tgt_tokens)
 
 
 def _pad(seqs: list[list[int]], prefix: int | None, suffix: int | None) -> np.ndarray:

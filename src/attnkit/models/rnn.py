@@ -141,9 +141,7 @@ class RNNSeq2Seq(nn.Module):
 
     def _attend(self, h: Tensor, state: RNNState, need_weights: bool, positions: Tensor):
         enc = state.encoder
-        if isinstance(self.attention, LocalAttention):
-            return self.attention(h, enc.memory, enc.memory, enc.mask, need_weights, positions=positions, prepared=state.prepared)
-        return self.attention(h, enc.memory, enc.memory, enc.mask, need_weights, prepared=state.prepared)
+        return self.attention(h, enc.memory, enc.memory, enc.mask, need_weights, positions=positions, prepared=state.prepared)
 
     def _output(self, h: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
         attentional = torch.tanh(self.combine(torch.cat([context, h], dim=-1)))  # h̃_t, eq. 5

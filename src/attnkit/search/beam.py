@@ -25,20 +25,6 @@ from ..data.tokenizer import BOS, EOS
 from .hypotheses import Hypothesis, SearchResult, length_penalty, max_lengths, stack_cross
 
 
-class _Pending:
-    """Finished hypotheses of one sentence (tokens as tensors until the end)."""
-
-    __slots__ = ("hyps",)
-
-    def __init__(self) -> None:
-        self.hyps: list[tuple[float, float, Tensor, bool, Tensor | None, Tensor | None]] = []
-
-    def add(
-        self, score: float, log_prob: float, tokens: Tensor, ended: bool, attn: Tensor | None, p_t: Tensor | None
-    ) -> None:
-        self.hyps.append((score, log_prob, tokens, ended, attn, p_t))
-
-
 @torch.inference_mode()
 def beam_search(
     model: nn.Module,
@@ -73,7 +59,8 @@ def beam_search(
     attn_hist: Tensor | None = None  # (n * k, layers, heads, t, s)
     pt_hist: Tensor | None = None  # (n * k, t)
     active = list(range(b))  # sentence ids still decoding, in batch order
-    pending = [_Pending() for _ in range(b)]
+    # finished hypotheses per sentence: (score, log_prob, tokens, ended_with_eos, attention, p_t)
+    pending: list[list[tuple]] = [[] for _ in range(b)]
 
     step = 0
     while active:
@@ -106,11 +93,11 @@ def beam_search(
             for i, j in eos.nonzero().tolist():
                 r = int(rows[i, j])
                 raw = float(top_scores[i, j])
-                pending[active[i]].add(
+                pending[active[i]].append((
                     raw / lp, raw, tokens[r, 1:], True,
                     attn_hist[r] if attn_hist is not None else None,
                     pt_hist[r] if pt_hist is not None else None,
-                )
+                ))
 
         # continue the best k non-EOS candidates
         keep = word != EOS
@@ -124,7 +111,7 @@ def beam_search(
         # sentences that are done: enough finished hypotheses, or out of length
         done = []
         for i, sid in enumerate(active):
-            if len(pending[sid].hyps) >= k:
+            if len(pending[sid]) >= k:
                 done.append(i)
             elif length >= limits[sid]:
                 lp = length_penalty(length, alpha)
@@ -132,11 +119,11 @@ def beam_search(
                     r = int(new_rows[i * k + j])
                     raw = float(new_scores[i, j])
                     seq = torch.cat([tokens[r, 1:], new_words[i * k + j]])
-                    pending[sid].add(
+                    pending[sid].append((
                         raw / lp, raw, seq, False,
                         attn_hist[r] if attn_hist is not None else None,
                         pt_hist[r] if pt_hist is not None else None,
-                    )
+                    ))
                 done.append(i)
 
         tokens = torch.cat([tokens.index_select(0, new_rows), new_words], dim=1)
@@ -163,8 +150,8 @@ def beam_search(
         step += 1
 
     nbest = []
-    for p in pending:
-        ranked = sorted(p.hyps, key=lambda h: h[0], reverse=True)[:n_best]
+    for hyps in pending:
+        ranked = sorted(hyps, key=lambda h: h[0], reverse=True)[:n_best]
         nbest.append([
             Hypothesis(
                 tokens=seq.tolist(), score=score, log_prob=raw, finished=ended,
