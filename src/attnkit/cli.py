@@ -130,6 +130,155 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         Path(args.output).write_text("\n".join(result.hypotheses) + "\n", encoding="utf-8")
 
 
+def _sentences(args: argparse.Namespace) -> list[str]:
+    lines = list(args.sentences or [])
+    if getattr(args, "input", None):
+        from .data import read_lines
+
+        lines += [line for line in read_lines(args.input) if line.strip()]
+    if not lines:
+        raise ValueError("give at least one sentence (as an argument or with --input FILE)")
+    return lines
+
+
+def _records(args: argparse.Namespace):
+    """Attention records and model info: from a saved .npz, or by running a model directory."""
+    from .inspection import capture, load_records, model_info
+
+    if str(args.source).endswith(".npz"):
+        if args.sentences or getattr(args, "input", None):
+            raise ValueError("sentences are given with a model directory, not with a saved .npz")
+        return load_records(args.source)
+    args.model_dir = args.source
+    model, tok, cfg = _load(args)
+    targets = args.target or None
+    window = cfg.model.window if cfg.model.arch == "rnn" and cfg.model.attention.startswith("local") else None
+    records = capture(model, tok, _sentences(args), targets=targets, beam=args.beam,
+                      max_src_len=cfg.model.max_positions - 1, window=window)
+    return records, model_info(model, cfg)
+
+
+def cmd_capture(args: argparse.Namespace) -> None:
+    """Run a model on sentences and save every attention map to one .npz file."""
+    from .inspection import save_records
+
+    records, info = _records(args)
+    path = save_records(args.out, records, info)
+    kinds = ", ".join(f"{k} {tuple(v.shape)}" for k, v in records[0].maps.items())
+    print(f"{len(records)} sentence(s) -> {path}  (first: {kinds}; layers, heads, queries, keys)")
+
+
+def _head_arg(value: str) -> int | str:
+    if value in ("mean", "all"):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"head must be an index, 'mean' or 'all', got {value!r}") from None
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    """Static figure(s) of attention: one map, or every layer and head as a grid."""
+    from .inspection.capture import LABELS
+    from .plots import plot_alignment, plot_attention_grid
+
+    out = figure_path(args.out)
+    records, info = _records(args)
+    paths = []
+    for i, r in enumerate(records):
+        kind = args.kind or ("cross" if "cross" in r.maps else r.kinds[0])
+        q, k = r.queries(kind), r.keys(kind)
+        name = f"{LABELS[kind]}: {r.source[:70]}"
+        if args.head == "all":
+            fig = plot_attention_grid(r.get(kind), q, k, title=name)
+        else:
+            w = r.select(kind, args.layer, args.head)
+            layers = r.get(kind).shape[0]
+            which = "head average" if args.head == "mean" else f"head {args.head}"
+            show_pt = kind == "cross" and r.p_t is not None
+            fig = plot_alignment(w, k, q, title=f"{name}\nlayer {args.layer % layers}, {which}",
+                                 p_t=r.p_t if show_pt else None, window=r.window if show_pt else None,
+                                 xlabel="source" if kind == "cross" else "key", ylabel="output" if kind == "cross" else "query")
+        path = out if len(records) == 1 else out.with_name(f"{out.stem}_{i + 1}{out.suffix}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=args.dpi)
+        paths.append(path)
+        if r.output:
+            print(f"{r.source}\n  -> {r.output}")
+    print("figure(s): " + ", ".join(map(str, paths)))
+
+
+def cmd_view(args: argparse.Namespace) -> None:
+    """Write the interactive viewer: one self-contained HTML file."""
+    from .viewer import write_html
+
+    records, info = _records(args)
+    path = write_html(args.out, records, info, title=args.title or f"attnkit attention: {Path(str(args.source)).name}")
+    print(f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {len(records)} sentence(s)); open it in a browser")
+
+
+def cmd_explain(args: argparse.Namespace) -> None:
+    """The Q/K/V walk-through for one query token of one head."""
+    from .inspection import explain, prepare
+    from .plots.inspection import plot_walkthrough
+
+    out = figure_path(args.out) if args.out else None
+    args.model_dir = args.source
+    model, tok, cfg = _load(args)
+    prepared = prepare(model, tok, [args.sentence], targets=[args.target] if args.target else None,
+                       beam=args.beam, max_src_len=cfg.model.max_positions - 1)[0]
+    kind = args.kind
+    tokens = prepared.src_tokens if kind == "encoder" else prepared.tgt_in_tokens
+    query = _query_index(args.query, tokens)
+    if prepared.output:
+        print(f"{prepared.source}\n  -> {prepared.output}\n")
+    walk = explain(model, prepared, kind=kind, layer=args.layer, head=args.head, query=query)
+    print(walk.report())
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        plot_walkthrough(walk).savefig(out, dpi=args.dpi)
+        print(f"\nfigure: {out}")
+
+
+def _query_index(query: str, tokens: list[str]) -> int:
+    """--query as a position or as a token string (its first occurrence)."""
+    try:
+        return int(query)
+    except ValueError:
+        pass
+    if query in tokens:
+        return tokens.index(query)
+    raise ValueError(f"query {query!r} is neither a position nor one of the tokens {tokens}")
+
+
+def cmd_heads(args: argparse.Namespace) -> None:
+    """Per-head entropy and concentration over a set of sentences."""
+    from .inspection import head_statistics
+    from .plots.inspection import plot_head_statistics
+
+    out = figure_path(args.out) if args.out else None
+    records, info = _records(args)
+    stats = [head_statistics(records, kind) for kind in records[0].kinds]
+    print("\n\n".join(st.report() for st in stats))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        plot_head_statistics(stats, title=f"{len(records)} sentence(s)").savefig(out, dpi=args.dpi)
+        print(f"\nfigure: {out}")
+
+
+def _source_options(p: argparse.ArgumentParser, *, many: bool = True) -> None:
+    p.add_argument("source", help="a model directory, or a .npz written by `attnkit capture`")
+    if many:
+        p.add_argument("sentences", nargs="*", help="source sentences (with a model directory)")
+        p.add_argument("--input", "-i", help="also read sentences from this file, one a line")
+        p.add_argument("--target", action="append", help="force this target (reference) for the sentence instead "
+                       "of the model's translation; repeat once per sentence")
+    p.add_argument("--checkpoint", choices=["best", "last", "average"], default="best", help="which weights (default best)")
+    p.add_argument("--average-last", type=int, default=0, metavar="N", help=argparse.SUPPRESS)
+    p.add_argument("--beam", type=int, default=1, help="beam size of the translation that is shown (default 1: greedy)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+
+
 def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model_dir", help="a model directory made by `attnkit train`")
     p.add_argument("--checkpoint", choices=["best", "last", "average"], default="best",
@@ -176,6 +325,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detokenize", metavar="LANG", help="Moses-detokenize outputs first (model trained on tokenized text)")
     p.add_argument("--output", "-o", help="also write the translations here")
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("capture", help="save every attention map of a model on sentences to one .npz file")
+    _source_options(p)
+    p.add_argument("--out", "-o", required=True, help="output .npz")
+    p.set_defaults(func=cmd_capture)
+
+    p = sub.add_parser("plot", help="attention heatmap(s) with the tokens on the axes")
+    _source_options(p)
+    p.add_argument("--kind", choices=["encoder", "decoder", "cross"], help="which attention (default: cross if the model has it)")
+    p.add_argument("--layer", type=int, default=-1, help="layer index, negative from the top (default -1: the last)")
+    p.add_argument("--head", type=_head_arg, default="mean", help="head index, 'mean' (default) or 'all' (grid of every layer and head)")
+    p.add_argument("--out", "-o", default="attention.png", help="figure (.png, .svg or .pdf); several sentences get _1, _2, ...")
+    p.add_argument("--dpi", type=int, default=130)
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("view", help="write an interactive HTML attention viewer (self-contained, works offline)")
+    _source_options(p)
+    p.add_argument("--out", "-o", default="attention.html", help="output .html (default attention.html)")
+    p.add_argument("--title", help="page title")
+    p.set_defaults(func=cmd_view)
+
+    p = sub.add_parser("explain", help="Q/K/V walk-through of one query token of one head")
+    _source_options(p, many=False)
+    p.add_argument("sentence", help="the source sentence")
+    p.add_argument("--target", help="force this target instead of the model's translation")
+    p.add_argument("--kind", choices=["encoder", "decoder", "cross"], default="encoder", help="which attention (default encoder)")
+    p.add_argument("--layer", type=int, default=0, help="layer index, negative from the top (default 0)")
+    p.add_argument("--head", type=int, default=0, help="head index (default 0)")
+    p.add_argument("--query", default="0", help="the query: a position or a token as printed (default 0)")
+    p.add_argument("--out", "-o", help="also draw the walk-through to this figure")
+    p.add_argument("--dpi", type=int, default=130)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("heads", help="per-head attention entropy and concentration over sentences")
+    _source_options(p)
+    p.add_argument("--out", "-o", help="also plot the statistics to this figure")
+    p.add_argument("--dpi", type=int, default=130)
+    p.set_defaults(func=cmd_heads)
 
     p = sub.add_parser("positions", help="print and plot the sinusoidal positional encoding")
     p.add_argument("--d-model", type=int, default=128, help="encoding width (default 128)")

@@ -31,8 +31,11 @@ def plot_alignment(
     title: str = "",
     p_t: np.ndarray | None = None,
     window: int | None = None,
+    xlabel: str = "source",
+    ylabel: str = "output",
 ) -> Figure:
-    """Heatmap of a (t, s) attention matrix; optionally local attention's p_t and window [p_t - D, p_t + D]."""
+    """Heatmap of a (t, s) attention matrix, rows ``tgt_tokens`` and columns ``src_tokens``;
+    optionally local attention's p_t and window [p_t - D, p_t + D]."""
     t, s = weights.shape
     if len(src_tokens) != s or len(tgt_tokens) != t:
         raise ValueError(f"weights are {t}x{s} but got {len(tgt_tokens)} target and {len(src_tokens)} source tokens")
@@ -40,10 +43,11 @@ def plot_alignment(
     fig = Figure(figsize=(max(4.0, 1.8 + cell * s), max(3.0, 1.4 + cell * t)), layout="constrained")
     ax = fig.subplots()
     im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(weights.max())), aspect="equal")
-    ax.set_xticks(range(s), readable(src_tokens), rotation=60, ha="right", rotation_mode="anchor")
-    ax.set_yticks(range(t), readable(tgt_tokens))
-    ax.set_xlabel("source")
-    ax.set_ylabel("output")
+    fs = _fontsize(max(t, s))
+    ax.set_xticks(range(s), readable(src_tokens), rotation=60, ha="right", rotation_mode="anchor", fontsize=fs)
+    ax.set_yticks(range(t), readable(tgt_tokens), fontsize=fs)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     if p_t is not None:
         rows = np.arange(t)
         ax.plot(p_t, rows, color="white", marker="o", ms=3, lw=1, label="p_t")
@@ -55,4 +59,46 @@ def plot_alignment(
     fig.colorbar(im, ax=ax, shrink=0.8, label="attention weight")
     if title:
         ax.set_title(title, fontsize=10)
+    return fig
+
+
+def _fontsize(n: int) -> float:
+    return 9.0 if n <= 20 else 7.0 if n <= 35 else 5.0
+
+
+def plot_attention_grid(
+    maps: np.ndarray,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    title: str = "",
+    with_mean: bool = True,
+) -> Figure:
+    """A grid of (layers, heads) attention maps: one row per layer, one column per
+    head, and a last column with the head average. Tokens label the outer axes."""
+    layers, heads, t, s = maps.shape
+    if len(query_tokens) != t or len(key_tokens) != s:
+        raise ValueError(f"maps are {t}x{s} but got {len(query_tokens)} query and {len(key_tokens)} key tokens")
+    cols = heads + (1 if with_mean and heads > 1 else 0)
+    size = max(1.6, min(3.2, 0.13 * max(t, s)))
+    fig = Figure(figsize=(0.9 + cols * size, 0.6 + layers * size), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(layers, cols, squeeze=False))
+    fs = _fontsize(max(t, s))
+    for li in range(layers):
+        for ci in range(cols):
+            ax = axes[li, ci]
+            w = maps[li, ci] if ci < heads else maps[li].mean(0)
+            ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto", interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if li == 0:
+                ax.set_title("mean" if ci >= heads else f"head {ci}", fontsize=9)
+            if ci == 0:
+                ax.set_ylabel(f"layer {li}", fontsize=9)
+                if layers * t <= 60:  # token labels only where they can be read
+                    ax.set_yticks(range(t), readable(query_tokens), fontsize=fs)
+            if li == layers - 1 and cols * s <= 160:
+                ax.set_xticks(range(s), readable(key_tokens), rotation=90, fontsize=fs)
+    if title:
+        fig.suptitle(title, fontsize=11)
     return fig

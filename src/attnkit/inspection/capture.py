@@ -1,0 +1,249 @@
+"""Every attention map of one forward pass, with its token strings, in one file.
+
+``capture`` runs a model once per sentence with ``need_weights=True`` (nothing
+is recorded during training or plain decoding): a sequence-to-sequence model
+is fed its own translation (or a given target) by teacher forcing, so one pass
+yields encoder self-attention, decoder self-attention and cross-attention for
+every layer and head, plus p_t for local attention.
+
+Maps, per example (``layers, heads, queries, keys``):
+
+    encoder  (L, h, s, s)  rows and columns: src_tokens
+    decoder  (L, h, t, t)  rows and columns: tgt_in_tokens (<s> y1 .. y_t-1), causal
+    cross    (L, h, t, s)  row j is the decoder state at tgt_in_tokens[j], which
+                           predicts tgt_out_tokens[j]; columns: src_tokens
+An RNN has one cross "layer" with one head and, for local attention, ``p_t`` (t,).
+
+File format (``save_records`` / ``load_records``): a NumPy ``.npz`` archive,
+readable with ``numpy.load`` alone:
+
+    meta         0-d string array holding JSON: {"format": "attnkit-attention",
+                 "version": 1, "model": {...}, "examples": [{"source", "output",
+                 "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds"}, ...]}
+    {i}/{kind}   float32 array of example i, kind in encoder | decoder | cross | p_t
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..data.tokenizer import BOS, EOS, Tokenizer
+from ..plots.attention import readable
+
+FORMAT = "attnkit-attention"
+VERSION = 1
+KINDS = ("encoder", "decoder", "cross")
+LABELS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
+BOS_LABEL, EOS_LABEL = "<s>", "</s>"
+
+
+@dataclass
+class AttentionRecord:
+    """The attention maps of one sentence (see the module docstring for shapes)."""
+
+    source: str
+    src_tokens: list[str]
+    maps: dict[str, np.ndarray]
+    output: str = ""
+    tgt_in_tokens: list[str] = field(default_factory=list)
+    tgt_out_tokens: list[str] = field(default_factory=list)
+    p_t: np.ndarray | None = None
+    window: int | None = None
+
+    @property
+    def kinds(self) -> list[str]:
+        return [k for k in KINDS if k in self.maps]
+
+    def queries(self, kind: str) -> list[str]:
+        """Row labels of ``kind``: what each query position is."""
+        return {"encoder": self.src_tokens, "decoder": self.tgt_in_tokens, "cross": self.tgt_out_tokens}[kind]
+
+    def keys(self, kind: str) -> list[str]:
+        """Column labels of ``kind``."""
+        return {"encoder": self.src_tokens, "decoder": self.tgt_in_tokens, "cross": self.src_tokens}[kind]
+
+    def get(self, kind: str) -> np.ndarray:
+        if kind not in self.maps:
+            have = ", ".join(self.kinds) or "none"
+            raise ValueError(f"this model has no {LABELS.get(kind, kind)} maps (it has: {have})")
+        return self.maps[kind]
+
+    def select(self, kind: str, layer: int, head: int | str) -> np.ndarray:
+        """One (queries, keys) matrix: ``head`` an index or "mean" (head average).
+        Negative layers count from the top, as in Python."""
+        maps = self.get(kind)
+        layers, heads = maps.shape[:2]
+        if not -layers <= layer < layers:
+            raise ValueError(f"layer {layer} out of range: the {LABELS[kind]} has {layers} layer(s) (0..{layers - 1})")
+        if head == "mean":
+            return maps[layer].mean(0)
+        if not isinstance(head, int) or not -heads <= head < heads:
+            raise ValueError(f"head {head!r} out of range: {heads} head(s) (0..{heads - 1}) or 'mean'")
+        return maps[layer, head]
+
+
+def model_info(model: nn.Module, cfg=None) -> dict:
+    """What a viewer needs to label a model."""
+    info = {"class": type(model).__name__}
+    if cfg is not None:
+        m = cfg.model
+        info.update(arch=m.arch, d_model=m.d_model, heads=m.heads, positions=m.positions)
+        if m.arch == "rnn":
+            info.update(attention=m.attention, score=m.score, window=m.window, cell=m.cell)
+    return info
+
+
+@torch.no_grad()
+def capture_ids(model: nn.Module, src_ids: list[int], tgt_in_ids: list[int] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """All maps of one forward pass over ``src_ids`` (and ``tgt_in_ids`` for a seq2seq model):
+    {kind: (L, h, q, k)} and p_t or None. The model is put in eval mode."""
+    model.eval()
+    device = next(model.parameters()).device
+    src = torch.tensor([src_ids], device=device)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    if tgt_in_ids is None:
+        maps = model.encode(src, mask, need_weights=True).attention
+    else:
+        maps = model(src, mask, torch.tensor([tgt_in_ids], device=device), need_weights=True).attention
+    out = {}
+    for kind in KINDS:
+        layers = getattr(maps, kind)
+        if layers:
+            out[kind] = torch.stack([w[0] for w in layers]).float().cpu().numpy()
+    p_t = None if maps.p_t is None else maps.p_t[0].float().cpu().numpy()
+    return out, p_t
+
+
+@dataclass
+class Prepared:
+    """One sentence ready for a forward pass: ids and their readable tokens."""
+
+    source: str
+    src_ids: list[int]  # ends in </s>
+    src_tokens: list[str]
+    tgt_in_ids: list[int] | None = None  # <s> y1 .. y_t-1, for a seq2seq model
+    tgt_in_tokens: list[str] = field(default_factory=list)
+    tgt_out_tokens: list[str] = field(default_factory=list)
+    output: str = ""
+
+
+def prepare(
+    model: nn.Module,
+    tok: Tokenizer,
+    sentences: list[str],
+    *,
+    targets: list[str] | None = None,
+    beam: int = 1,
+    max_src_len: int | None = None,
+) -> list[Prepared]:
+    """Token ids for each sentence; a seq2seq model's target side is its own
+    translation (greedy or beam) unless ``targets`` gives one (forced alignment)."""
+    from ..translate import translate
+
+    if targets is not None and len(targets) != len(sentences):
+        raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
+    if not sentences or any(not s.strip() for s in sentences):
+        raise ValueError("cannot show attention for an empty sentence")
+    src_ids = [ids[:max_src_len] if max_src_len else ids for ids in tok.encode_src(sentences)]
+    out = [
+        Prepared(s, ids + [EOS], readable(tok.src.id_to_piece(ids)) + [EOS_LABEL])
+        for s, ids in zip(sentences, src_ids)
+    ]
+    if not hasattr(model, "decode_step"):
+        return out
+    if targets is None:
+        found = translate(model, tok, sentences, beam=beam, max_src_len=max_src_len)
+        texts = [t.output for t in found]
+        tgt_ids = [[tok.tgt.piece_to_id(p) for p in t.out_pieces if p != EOS_LABEL] for t in found]
+    else:
+        texts, tgt_ids = list(targets), tok.encode_tgt(targets)
+    for p, text, ids in zip(out, texts, tgt_ids):
+        pieces = readable(tok.tgt_pieces(ids))
+        p.tgt_in_ids = [BOS] + ids
+        p.tgt_in_tokens = [BOS_LABEL] + pieces
+        p.tgt_out_tokens = pieces + [EOS_LABEL]
+        p.output = text
+    return out
+
+
+def capture(
+    model: nn.Module,
+    tok: Tokenizer,
+    sentences: list[str],
+    *,
+    targets: list[str] | None = None,
+    beam: int = 1,
+    max_src_len: int | None = None,
+    window: int | None = None,
+) -> list[AttentionRecord]:
+    """Attention maps of ``model`` on each sentence (see ``prepare`` for the target side).
+    ``window`` is local attention's D, kept to draw p_t's window."""
+    records = []
+    for p in prepare(model, tok, sentences, targets=targets, beam=beam, max_src_len=max_src_len):
+        maps, p_t = capture_ids(model, p.src_ids, p.tgt_in_ids)
+        records.append(AttentionRecord(
+            source=p.source, src_tokens=p.src_tokens, maps=maps, output=p.output,
+            tgt_in_tokens=p.tgt_in_tokens, tgt_out_tokens=p.tgt_out_tokens,
+            p_t=p_t, window=window if p_t is not None else None,
+        ))
+    return records
+
+
+def save_records(path: str | Path, records: list[AttentionRecord], model: dict | None = None) -> Path:
+    """Write records to ``path`` (.npz); see the module docstring for the layout."""
+    path = Path(path)
+    if path.suffix != ".npz":
+        raise ValueError(f"attention maps are saved as .npz, got {str(path)!r}")
+    meta = {"format": FORMAT, "version": VERSION, "model": model or {}, "examples": []}
+    arrays: dict[str, np.ndarray] = {}
+    for i, r in enumerate(records):
+        meta["examples"].append({
+            "source": r.source, "output": r.output, "src_tokens": r.src_tokens,
+            "tgt_in_tokens": r.tgt_in_tokens, "tgt_out_tokens": r.tgt_out_tokens,
+            "window": r.window, "kinds": r.kinds,
+        })
+        for kind, a in r.maps.items():
+            arrays[f"{i}/{kind}"] = a.astype(np.float32)
+        if r.p_t is not None:
+            arrays[f"{i}/p_t"] = r.p_t.astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez_compressed(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
+    tmp.replace(path)
+    return path
+
+
+def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
+    """Read a file written by ``save_records``: (records, model info)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no attention file at {path}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {name: z[name] for name in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+    except (zipfile.BadZipFile, KeyError, ValueError, EOFError, OSError) as err:
+        reason = "no metadata" if isinstance(err, KeyError) else str(err).split(".")[0]
+        raise ValueError(f"{path} is not a readable attnkit attention file ({reason})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise ValueError(f"{path} is not an attnkit attention file (format {meta.get('format') if isinstance(meta, dict) else None!r})")
+    if meta.get("version", 0) > VERSION:
+        raise ValueError(f"{path} has format version {meta['version']}; this attnkit reads up to {VERSION}")
+    records = []
+    try:
+        for i, ex in enumerate(meta["examples"]):
+            records.append(AttentionRecord(
+                source=ex["source"], src_tokens=ex["src_tokens"], maps={k: arrays[f"{i}/{k}"] for k in ex["kinds"]},
+                output=ex["output"], tgt_in_tokens=ex["tgt_in_tokens"], tgt_out_tokens=ex["tgt_out_tokens"],
+                p_t=arrays.get(f"{i}/p_t"), window=ex["window"],
+            ))
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"{path} is an incomplete attnkit attention file (missing {err})") from None
+    return records, meta.get("model", {})

@@ -1,0 +1,60 @@
+"""Render attention records into one HTML file: the data goes in as JSON, the
+drawing code (template.html, plain JavaScript and SVG) is inlined; nothing is
+fetched, so the file opens offline and can be mailed or committed."""
+
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..inspection.capture import AttentionRecord
+
+DIGITS = 4  # weights are rounded to this many decimals: the file stays small, the picture is the same
+
+
+def _rounded(a: np.ndarray) -> list:
+    return np.round(a.astype(np.float64), DIGITS).tolist()
+
+
+def viewer_data(records: list[AttentionRecord], model: dict | None = None) -> dict:
+    """The JSON document the viewer draws."""
+    if not records:
+        raise ValueError("nothing to view: no sentences")
+    return {
+        "model": model or {},
+        "examples": [
+            {
+                "source": r.source, "output": r.output, "src_tokens": r.src_tokens,
+                "tgt_in_tokens": r.tgt_in_tokens, "tgt_out_tokens": r.tgt_out_tokens,
+                "window": r.window, "p_t": None if r.p_t is None else _rounded(r.p_t),
+                "maps": {kind: _rounded(a) for kind, a in r.maps.items()},
+            }
+            for r in records
+        ],
+    }
+
+
+def _script_safe(text: str) -> str:
+    """JSON inside <script>: no '<', '>' or '&' can end the element or open a comment."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def render_html(records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> str:
+    template = resources.files("attnkit.viewer").joinpath("template.html").read_text(encoding="utf-8")
+    data = _script_safe(json.dumps(viewer_data(records, model), ensure_ascii=False, separators=(",", ":")))
+    return (template.replace("__TITLE__", html.escape(title)).replace("__VERSION__", __version__)
+            .replace("__DATA__", data))
+
+
+def write_html(path: str | Path, records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(records, model, title=title), encoding="utf-8")
+    return path

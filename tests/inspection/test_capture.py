@@ -1,0 +1,124 @@
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from attnkit.config import config_from_dict
+from attnkit.data import Tokenizer
+from attnkit.data.tokenizer import PAD
+from attnkit.inspection import capture, head_statistics, load_records, model_info, save_records
+from attnkit.model_dir import load_model
+from attnkit.models import build_model
+from attnkit.translate import translate
+
+SENTENCES = ["a b c d", "h g f e d c b"]
+
+
+def _fresh(toy_dir, **model):
+    """An untrained model with the toy tokenizer and other model settings."""
+    tok = Tokenizer.load(toy_dir)
+    cfg = config_from_dict({"model": model})
+    net = build_model(cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint)
+    return net.eval(), tok, cfg
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_shapes_tokens_and_distributions(trained_toys, arch):
+    model, tok, cfg = load_model(trained_toys[arch])
+    records = capture(model, tok, SENTENCES)
+    for r, sentence in zip(records, SENTENCES):
+        s, t = len(r.src_tokens), len(r.tgt_in_tokens)
+        assert r.src_tokens[-1] == "</s>" and r.tgt_in_tokens[0] == "<s>" and r.tgt_out_tokens[-1] == "</s>"
+        assert r.tgt_in_tokens[1:] == r.tgt_out_tokens[:-1]
+        assert r.output and set(r.output.split()) <= set("abcdefgh")  # a (toy) translation
+        expected = {"cross": (t, s)} if arch == "rnn" else {"encoder": (s, s), "decoder": (t, t), "cross": (t, s)}
+        assert set(r.maps) == set(expected)
+        for kind, shape in expected.items():
+            maps = r.maps[kind]
+            assert maps.shape[2:] == shape and maps.dtype == np.float32
+            np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-5)
+        if arch == "transformer":  # decoder self-attention is causal
+            dec = r.maps["decoder"]
+            assert np.all(np.triu(np.ones((t, t)), 1)[None, None] * dec == 0)
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_teacher_forced_maps_equal_the_decoders_own(trained_toys, arch):
+    """One forward pass over the translation gives the cross-attention the search saw step by step."""
+    model, tok, _ = load_model(trained_toys[arch])
+    found = translate(model, tok, SENTENCES, need_weights=True)
+    for r, tr in zip(capture(model, tok, SENTENCES), found):
+        np.testing.assert_allclose(r.maps["cross"], tr.alignment, atol=1e-5)
+
+
+def test_forced_target_and_local_p_centres(trained_toys):
+    model, tok, cfg = _fresh(trained_toys["rnn"], arch="rnn", d_model=16, hidden=32, attention="local-p", window=2,
+                             tie_embeddings=False)
+    [r] = capture(model, tok, ["a b c d e f"], targets=["f e d"], window=cfg.model.window)
+    assert r.output == "f e d" and r.tgt_out_tokens[-1] == "</s>"
+    assert r.p_t is not None and r.p_t.shape == (len(r.tgt_in_tokens),) and r.window == 2
+    assert np.all((r.p_t >= 0) & (r.p_t <= len(r.src_tokens) - 1))
+    w = r.maps["cross"][0, 0]
+    cols = np.arange(w.shape[1])
+    for row, centre in zip(w, r.p_t):  # local-p: nothing outside [p_t - D, p_t + D]
+        assert np.all(row[np.abs(cols - centre) > 2 + 1e-6] == 0)
+
+
+def test_encoder_only_model(trained_toys):
+    model, tok, _ = _fresh(trained_toys["transformer"], arch="encoder", d_model=16, heads=2, layers=3, ffn=32)
+    [r] = capture(model, tok, ["a b c"])
+    assert set(r.maps) == {"encoder"} and r.maps["encoder"].shape[:2] == (3, 2)
+    assert r.output == "" and r.tgt_in_tokens == []
+
+
+def test_save_load_round_trip(trained_toys, tmp_path):
+    model, tok, cfg = load_model(trained_toys["transformer"])
+    records = capture(model, tok, SENTENCES)
+    path = save_records(tmp_path / "maps.npz", records, model_info(model, cfg))
+    back, info = load_records(path)
+    assert info["arch"] == "transformer" and info["heads"] == cfg.model.heads
+    for a, b in zip(records, back):
+        assert dataclasses.replace(a, maps={}) == dataclasses.replace(b, maps={})
+        for kind in a.maps:
+            np.testing.assert_array_equal(a.maps[kind], b.maps[kind])
+    with np.load(path) as z:  # readable without attnkit
+        assert z["0/cross"].shape == records[0].maps["cross"].shape
+
+
+def test_bad_files_and_arguments(trained_toys, tmp_path):
+    model, tok, _ = load_model(trained_toys["transformer"])
+    with pytest.raises(ValueError, match="empty sentence"):
+        capture(model, tok, ["a b", "  "])
+    with pytest.raises(ValueError, match="2 sentences but 1 targets"):
+        capture(model, tok, ["a b", "c d"], targets=["b a"])
+    with pytest.raises(ValueError, match=".npz"):
+        save_records(tmp_path / "maps.json", [], {})
+    with pytest.raises(FileNotFoundError):
+        load_records(tmp_path / "missing.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not a readable attnkit attention file"):
+        load_records(tmp_path / "junk.npz")
+    np.savez(tmp_path / "other.npz", meta=np.array('{"format": "something else"}'))
+    with pytest.raises(ValueError, match="not an attnkit attention file"):
+        load_records(tmp_path / "other.npz")
+    [r] = capture(model, tok, ["a b"])
+    with pytest.raises(ValueError, match="layer 5 out of range"):
+        r.select("cross", 5, 0)
+    with pytest.raises(ValueError, match="head 7 out of range"):
+        r.select("cross", 0, 7)
+
+
+def test_head_statistics_extremes():
+    from attnkit.inspection import AttentionRecord
+
+    s = 5
+    uniform = np.full((1, 2, s, s), 1 / s, dtype=np.float32)
+    onehot = np.broadcast_to(np.eye(s, dtype=np.float32), (1, 2, s, s)).copy()
+    maps = np.concatenate([uniform, onehot], 0)  # layer 0 uniform, layer 1 one-hot
+    st = head_statistics([AttentionRecord("x", ["t"] * s, {"encoder": maps})], "encoder")
+    np.testing.assert_allclose(st.normalised[0], 1.0, atol=1e-5)
+    np.testing.assert_allclose(st.entropy[0], np.log(s), atol=1e-5)
+    np.testing.assert_allclose(st.normalised[1], 0.0, atol=1e-5)
+    np.testing.assert_allclose(st.max_weight[1], 1.0)
+    assert "most focused: layer 1" in st.report()
