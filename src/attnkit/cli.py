@@ -22,28 +22,76 @@ def figure_path(path: str) -> Path:
 
 
 def cmd_positions(args: argparse.Namespace) -> None:
-    """Print and plot a sinusoidal positional encoding (seed 003)."""
+    """Print and plot positional schemes (seed 003 and the relative ones), untrained or from a model."""
+    out = figure_path(args.out)
+    schemes = POSITION_FIGURES if args.scheme == "all" else (args.scheme,)
+    args.model_dir = args.model
+    model = _load(args)[0] if args.model else None
+    for scheme in schemes:
+        path = out if len(schemes) == 1 else out.with_name(f"{out.stem}_{scheme}{out.suffix}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text, fig = _position_figure(scheme, args, model)
+        print(text)
+        fig.savefig(path, dpi=110)
+        print(f"figure: {path}\n")
+
+
+POSITION_FIGURES = ("sinusoidal", "learned", "relative", "t5", "rope", "alibi")
+
+
+def _position_figure(scheme: str, args: argparse.Namespace, model):
     import numpy as np
 
-    from .plots import plot_positional_encoding
-    from .positions import SinusoidalPositionalEncoding
+    from .inspection import positions as P
+    from .plots import plot_positional_encoding, plot_relative_index, plot_rotary, plot_score_bias
+    from .positions import LearnedPositionalEmbedding, T5RelativeBias
 
-    out = figure_path(args.out)
-    pe = SinusoidalPositionalEncoding(args.d_model, max_len=args.length)(args.length).numpy()
     np.set_printoptions(precision=3, suppress=True, linewidth=120)
-    print(f"sinusoidal positional encoding, d_model={args.d_model}, positions 0..{args.length - 1}")
-    print("PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))\n")
-    for pos in (0, 1, 2, args.length - 1):
-        print(f"PE({pos:>3})[:8] = {pe[pos, :8]}")
-    sim = pe @ pe.T
-    print("\nsimilarity PE(i) . PE(i + k) depends on the offset k, not on i:")
-    print("   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40)))
-    for k in (0, 1, 2, 5, 10, 20):
-        if k + 40 < args.length:
-            print(f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40)))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={args.d_model}").savefig(out, dpi=110)
-    print(f"\nfigure: {out}")
+    n, d, h = args.length, args.d_model, args.heads
+    if scheme == "sinusoidal":
+        pe = P.sinusoidal_matrix(n, d)
+        lines = [f"sinusoidal positional encoding, d_model={d}, positions 0..{n - 1}",
+                 "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))", ""]
+        lines += [f"PE({pos:>3})[:8] = {pe[pos, :8]}" for pos in (0, 1, 2, n - 1)]
+        sim = pe @ pe.T
+        lines += ["", "similarity PE(i) . PE(i + k) depends on the offset k, not on i:",
+                  "   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40))]
+        lines += [f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40)) for k in (0, 1, 2, 5, 10, 20) if k + 40 < n]
+        return "\n".join(lines), plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={d}")
+    if scheme == "learned":
+        module = P.find_scheme(model, LearnedPositionalEmbedding) if model is not None else None
+        if module is None:
+            return ("learned positions: a trained table (give --model with model.positions=learned); "
+                    "showing the untrained table: random noise, no structure"), plot_positional_encoding(
+                        LearnedPositionalEmbedding(d, n)(n).detach().numpy(), title="learned positions (untrained)")
+        table = module(min(n, module.max_len)).detach().float().cpu().numpy()
+        return f"learned positions of {args.model}: {table.shape}", plot_positional_encoding(table, title=f"learned positions ({args.model})")
+    if scheme == "alibi":
+        bias = P.alibi_bias(h, min(n, 64))
+        from .positions import alibi_slopes
+
+        text = f"ALiBi, {h} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(h).numpy()}"
+        return text, plot_score_bias(bias, title="ALiBi: a fixed linear distance penalty per head")
+    if scheme == "t5":
+        module = P.find_scheme(model, T5RelativeBias) if model is not None else None
+        if module is not None:
+            return (f"T5 relative bias of {args.model}: {module.num_buckets} buckets, max distance {module.max_distance}",
+                    plot_score_bias(P.t5_bias(module, min(n, 64)), title=f"T5 bias learned by {args.model}"))
+        buckets = P.t5_buckets(n)
+        text = ("T5 buckets (32, max distance 128, bidirectional): offset -> bucket\n  " +
+                "  ".join(f"{o:+d}:{buckets[n // 2, n // 2 + o]}" for o in (-40, -20, -8, -4, -1, 0, 1, 4, 8, 20, 40) if 0 <= n // 2 + o < n))
+        return text, plot_relative_index(buckets, 128, buckets=True, title="T5 relative-position buckets (one learned scalar per head and bucket)")
+    if scheme == "relative":
+        index = P.shaw_index(min(n, 48), 16)
+        return ("Shaw et al. relative positions: a_ij = w[clip(j - i, -16, 16)] added to keys (and values)",
+                plot_relative_index(index, 16, title="Shaw relative positions: which learned vector each pair uses"))
+    if scheme == "rope":
+        angles, scores = P.rotary_views(d // h, n)
+        spread = float(np.abs(scores - scores[0]).max())
+        text = (f"RoPE, head_dim={d // h}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
+                f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}")
+        return text, plot_rotary(angles, scores, title="rotary position embedding")
+    raise ValueError(f"unknown scheme {scheme!r}")
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -364,10 +412,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dpi", type=int, default=130)
     p.set_defaults(func=cmd_heads)
 
-    p = sub.add_parser("positions", help="print and plot the sinusoidal positional encoding")
+    p = sub.add_parser("positions", help="print and plot positional encodings and relative-position biases")
+    p.add_argument("--scheme", choices=[*POSITION_FIGURES, "all"], default="sinusoidal",
+                   help="which scheme (default sinusoidal); all writes one figure each, OUT_<scheme>")
+    p.add_argument("--model", help="a model directory: show its learned table / T5 bias instead of an untrained one")
     p.add_argument("--d-model", type=int, default=128, help="encoding width (default 128)")
+    p.add_argument("--heads", type=int, default=8, help="heads, for ALiBi and RoPE's head_dim (default 8)")
     p.add_argument("--length", type=int, default=100, help="number of positions (default 100)")
     p.add_argument("--out", default="positional_encoding.png", help="figure path (.png, .svg or .pdf)")
+    p.add_argument("--checkpoint", default="best", help=argparse.SUPPRESS)
+    p.add_argument("--average-last", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_positions)
     return parser
 

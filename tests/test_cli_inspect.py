@@ -1,0 +1,100 @@
+"""`attnkit capture | plot | view | explain | heads | positions` on the trained toy models."""
+
+import numpy as np
+import pytest
+
+from attnkit.cli import main
+from attnkit.inspection import load_records
+
+
+def run(capsys, argv):
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_capture_then_plot_and_view_from_the_file(capsys, trained_toys, tmp_path, arch):
+    model = str(trained_toys[arch])
+    maps = tmp_path / "maps.npz"
+    code, out, err = run(capsys, ["capture", model, "a b c", "d e f g", "-o", str(maps)])
+    assert code == 0, err
+    records, info = load_records(maps)
+    assert len(records) == 2 and info["arch"] == arch
+    code, out, err = run(capsys, ["plot", str(maps), "-o", str(tmp_path / "a.svg")])
+    assert code == 0, err
+    assert (tmp_path / "a_1.svg").read_text().startswith("<?xml") and (tmp_path / "a_2.svg").is_file()
+    code, out, err = run(capsys, ["view", str(maps), "-o", str(tmp_path / "v.html")])
+    assert code == 0 and "2 sentence(s)" in out
+
+
+def test_plot_kinds_heads_and_grid(capsys, trained_toys, tmp_path):
+    model = str(trained_toys["transformer"])
+    for extra in (["--kind", "encoder", "--head", "1"], ["--kind", "decoder", "--layer", "0"], ["--head", "all"]):
+        out = tmp_path / f"{extra[-1]}.png"
+        code, stdout, err = run(capsys, ["plot", model, "a b c d", "-o", str(out), *extra])
+        assert code == 0, err
+        assert out.read_bytes()[:4] == b"\x89PNG" and "->" in stdout
+
+
+def test_forced_target(capsys, trained_toys, tmp_path):
+    maps = tmp_path / "m.npz"
+    assert main(["capture", str(trained_toys["transformer"]), "a b c", "--target", "c b a", "-o", str(maps)]) == 0
+    [r], _ = load_records(maps)
+    assert r.output == "c b a" and r.tgt_out_tokens[-1] == "</s>"
+
+
+def test_explain_prints_and_draws(capsys, trained_toys, tmp_path):
+    fig = tmp_path / "explain.pdf"
+    code, out, err = run(capsys, ["explain", str(trained_toys["transformer"]), "a b c d", "--query", "c",
+                                  "--head", "1", "-o", str(fig)])
+    assert code == 0, err
+    assert "query 2 'c'" in out and "sqrt" in out and "saturates" in out and "match the model's forward pass" in out
+    assert fig.read_bytes()[:4] == b"%PDF"
+    code, out, err = run(capsys, ["explain", str(trained_toys["transformer"]), "a b", "--kind", "cross", "--query", "-1"])
+    assert code == 0, err
+
+
+def test_heads_statistics(capsys, trained_toys, tmp_path):
+    src = tmp_path / "s.txt"
+    src.write_text("a b c\n\nh g f e\n")
+    code, out, err = run(capsys, ["heads", str(trained_toys["transformer"]), "-i", str(src), "-o", str(tmp_path / "h.png")])
+    assert code == 0, err
+    assert out.count("most focused") == 3 and (tmp_path / "h.png").is_file()
+
+
+def test_positions_every_scheme(capsys, tmp_path):
+    code, out, err = run(capsys, ["positions", "--scheme", "all", "--heads", "4", "--length", "60", "--out",
+                                  str(tmp_path / "pe.png")])
+    assert code == 0, err
+    for scheme in ("sinusoidal", "learned", "relative", "t5", "rope", "alibi"):
+        assert (tmp_path / f"pe_{scheme}.png").is_file()
+    rope = float(out.split("largest difference across m = ")[1].split()[0])
+    assert rope < 1e-4  # RoPE scores depend on the offset only
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["plot", "{model}"], "give at least one sentence"),
+        (["plot", "{model}", "a b", "--layer", "7"], "layer 7 out of range"),
+        (["plot", "{model}", "a b", "--head", "5"], "head 5 out of range"),
+        (["plot", "{model}", "a b", "-o", "x.gif"], "must end in one of"),
+        (["view", "{tmp}/missing.npz"], "no attention file"),
+        (["view", "{tmp}/missing_model", "a"], "model directory not found"),
+        (["explain", "{model}", "a b", "--query", "zz"], "neither a position nor one of the tokens"),
+        (["capture", "{model}", "a b", "-o", "{tmp}/m.json"], ".npz"),
+        (["explain", "{rnn}", "a b", "--kind", "cross"], "needs a Transformer"),
+    ],
+)
+def test_one_line_errors(capsys, trained_toys, tmp_path, argv, message):
+    argv = [a.format(model=trained_toys["transformer"], rnn=trained_toys["rnn"], tmp=tmp_path) for a in argv]
+    code, out, err = run(capsys, argv)
+    assert code == 1 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_corrupt_maps_file(capsys, tmp_path):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, something=np.zeros(3))
+    code, out, err = run(capsys, ["view", str(bad)])
+    assert code == 1 and "not a readable attnkit attention file" in err

@@ -1,0 +1,52 @@
+import json
+import re
+
+import numpy as np
+import pytest
+
+from attnkit.inspection import AttentionRecord
+from attnkit.viewer import render_html, write_html
+from attnkit.viewer.html import viewer_data
+
+
+def _data(page: str) -> dict:
+    blob = re.search(r'<script type="application/json" id="attnkit-data">(.*?)</script>', page, re.S).group(1)
+    return json.loads(blob)
+
+
+def test_self_contained(toy_records):
+    records, info = toy_records["transformer"]
+    page = render_html(records, info, title="toy")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)  # nothing fetched
+    assert "<script src" not in page and "<link" not in page and "@import" not in page
+    data = _data(page)
+    assert len(data["examples"]) == 2 and data["model"]["arch"] == "transformer"
+    ex = data["examples"][0]
+    assert set(ex["maps"]) == {"encoder", "decoder", "cross"}
+    np.testing.assert_allclose(np.array(ex["maps"]["cross"]), records[0].maps["cross"], atol=1e-4)
+
+
+def test_tokens_cannot_break_out_of_the_page():
+    evil = ["</script><script>alert(1)</script>", "<!--", "a & b", "</s>"]
+    rec = AttentionRecord("x </script>", evil, {"encoder": np.full((1, 1, 4, 4), 0.25, np.float32)})
+    page = render_html([rec], {}, title="<b>title</b>")
+    assert page.count("</script>") == 2  # the data block's and the code's own
+    assert "<b>title</b>" not in page and "&lt;b&gt;title&lt;/b&gt;" in page
+    assert _data(page)["examples"][0]["src_tokens"] == evil
+
+
+def test_rnn_local_attention_carries_p_t(toy_records):
+    records, info = toy_records["rnn"]
+    rec = records[0]
+    rec.p_t, rec.window = np.linspace(0, 3, len(rec.tgt_in_tokens)).astype(np.float32), 2
+    ex = viewer_data([rec], info)["examples"][0]
+    assert set(ex["maps"]) == {"cross"} and ex["window"] == 2 and len(ex["p_t"]) == len(rec.tgt_in_tokens)
+
+
+def test_write_checks_suffix_and_needs_records(tmp_path, toy_records):
+    records, info = toy_records["rnn"]
+    assert write_html(tmp_path / "v.html", records, info).stat().st_size > 1000
+    with pytest.raises(ValueError, match=".html"):
+        write_html(tmp_path / "v.png", records, info)
+    with pytest.raises(ValueError, match="no sentences"):
+        render_html([], {})
