@@ -97,7 +97,7 @@ def _position_figure(scheme: str, args: argparse.Namespace, model):
 def cmd_demo(args: argparse.Namespace) -> None:
     from .demo import run_demo
 
-    run_demo(args.out, arch=args.arch, max_steps=args.steps, seed=args.seed)
+    run_demo(args.out, arch=args.arch, max_steps=args.steps, seed=args.seed, attention=args.attention)
 
 
 def cmd_train(args: argparse.Namespace) -> None:
@@ -260,9 +260,14 @@ def cmd_view(args: argparse.Namespace) -> None:
     """Write the interactive viewer: one self-contained HTML file."""
     from .viewer import write_html
 
+    shot = figure_path(args.screenshot) if args.screenshot else None
     records, info = _records(args)
     path = write_html(args.out, records, info, title=args.title or f"attnkit attention: {Path(str(args.source)).name}")
     print(f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {len(records)} sentence(s)); open it in a browser")
+    if shot:
+        from .viewer.screenshot import screenshot
+
+        print(f"screenshot: {screenshot(path, shot)}")
 
 
 def cmd_explain(args: argparse.Namespace) -> None:
@@ -346,6 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="train a small attention model on a built-in date task and draw its attention")
     p.add_argument("--out", default="runs/demo", help="demo directory (default runs/demo; an earlier demo there is replaced)")
     p.add_argument("--arch", choices=["transformer", "rnn"], default="transformer", help="model to train (default transformer)")
+    p.add_argument("--attention", choices=["global", "local-m", "local-p"], default="global",
+                   help="the RNN's Luong attention (default global; local-p draws p_t and its window)")
     p.add_argument("--steps", type=int, default=800, help="training steps (default 800)")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_demo)
@@ -392,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     _source_options(p)
     p.add_argument("--out", "-o", default="attention.html", help="output .html (default attention.html)")
     p.add_argument("--title", help="page title")
+    p.add_argument("--screenshot", metavar="PNG", help="also save a picture of the page as chromium draws it (needs playwright)")
     p.set_defaults(func=cmd_view)
 
     p = sub.add_parser("explain", help="Q/K/V walk-through of one query token of one head")

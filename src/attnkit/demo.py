@@ -13,19 +13,21 @@ from typing import Any
 from .config import config_from_dict
 from .data.dates import date_pairs
 from .model_dir import load_model
-from .plots import plot_alignment
+from .inspection import capture, model_info
+from .plots import plot_alignment, readable
 from .training.trainer import train
 from .translate import translate
+from .viewer import write_html
 
 MARKER = "demo.json"
 EXAMPLES = ["22 november 2026", "sunday, 3 march 1985", "jul 4, 1976", "the 9 of october 2041"]
 
 
-def demo_config(out_dir: Path, arch: str, max_steps: int) -> dict[str, Any]:
+def demo_config(out_dir: Path, arch: str, max_steps: int, attention: str = "global") -> dict[str, Any]:
     data = out_dir / "data"
     model = (
         {"arch": "rnn", "cell": "lstm", "d_model": 128, "hidden": 128, "encoder_layers": 1, "decoder_layers": 1,
-         "attention": "global", "score": "general", "dropout": 0.1,
+         "attention": attention, "score": "general", "window": 3, "dropout": 0.1,
          "init_hidden": "zero"}
         if arch == "rnn"
         else {"arch": "transformer", "d_model": 64, "ffn": 128, "heads": 4, "encoder_layers": 2, "decoder_layers": 2,
@@ -42,7 +44,14 @@ def demo_config(out_dir: Path, arch: str, max_steps: int) -> dict[str, Any]:
     }
 
 
-def run_demo(out_dir: str | Path = "runs/demo", *, arch: str = "transformer", max_steps: int = 800, seed: int = 1) -> dict[str, Any]:
+def run_demo(
+    out_dir: str | Path = "runs/demo", *, arch: str = "transformer", max_steps: int = 800, seed: int = 1,
+    attention: str = "global",
+) -> dict[str, Any]:
+    """Train, report exact match on held-out dates, and write attention.png and the
+    interactive attention.html. ``attention`` picks the RNN's global, local-m or local-p attention."""
+    if attention != "global" and arch != "rnn":
+        raise ValueError(f"--attention {attention} is an RNN (Luong) attention; use it with --arch rnn")
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).is_file():
@@ -55,7 +64,8 @@ def run_demo(out_dir: str | Path = "runs/demo", *, arch: str = "transformer", ma
     (out / MARKER).write_text(json.dumps({"arch": arch, "seed": seed}), encoding="utf-8")
 
     started = time.perf_counter()
-    summary = train(config_from_dict(demo_config(out, arch, max_steps), [f"train.seed={seed}"]))
+    cfg = config_from_dict(demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"])
+    summary = train(cfg)
     model, tok, _ = load_model(out, checkpoint_name="best")
     dev_src, dev_tgt = src[20_000:], tgt[20_000:]
     dev_out = translate(model, tok, dev_src)
@@ -69,11 +79,16 @@ def run_demo(out_dir: str | Path = "runs/demo", *, arch: str = "transformer", ma
     print(f"\nexact match on {len(dev_tgt)} held-out dates: {accuracy:.1%}   (wall time {seconds:.0f} s)")
     first = examples[0]
     weights = first.alignment.mean(axis=(0, 1))  # average over layers and heads
-    fig = plot_alignment(weights, first.src_pieces, first.out_pieces, title=f"{arch} attention: '{first.source}' -> '{first.output}'")
+    local = first.p_t is not None
+    fig = plot_alignment(weights, readable(first.src_pieces), readable(first.out_pieces),
+                         title=f"{arch} {attention if arch == 'rnn' else ''} attention: '{first.source}' -> '{first.output}'",
+                         p_t=first.p_t, window=cfg.model.window if local else None)
     png = out / "attention.png"
     fig.savefig(png, dpi=120)
-    print(f"attention heatmap: {png}", file=sys.stdout)
-    result = {"accuracy": accuracy, "seconds": seconds, "steps": summary["step"], "heatmap": str(png),
+    records = capture(model, tok, EXAMPLES, window=cfg.model.window if local else None)
+    html = write_html(out / "attention.html", records, model_info(model, cfg), title=f"attnkit demo: {arch} on dates")
+    print(f"attention heatmap: {png}\ninteractive viewer: {html}  (open it in a browser)", file=sys.stdout)
+    result = {"accuracy": accuracy, "seconds": seconds, "steps": summary["step"], "heatmap": str(png), "viewer": str(html),
               "examples": {t.source: t.output for t in examples}}
-    (out / MARKER).write_text(json.dumps({"arch": arch, "seed": seed, **result}, indent=1), encoding="utf-8")
+    (out / MARKER).write_text(json.dumps({"arch": arch, "attention": attention, "seed": seed, **result}, indent=1), encoding="utf-8")
     return result

@@ -1,0 +1,40 @@
+"""A PNG of the viewer as a browser draws it (Playwright driving an installed chromium)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def find_browser() -> str | None:
+    return next((p for p in map(shutil.which, BROWSERS) if p), None)
+
+
+def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: int = 820) -> Path:
+    """Open ``html`` in headless chromium and save what it shows; console errors are raised."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise ValueError("--screenshot needs playwright (pip install playwright) and a chromium") from None
+    exe = find_browser()
+    if exe is None:
+        raise ValueError("--screenshot needs a chromium browser (e.g. apt-get install chromium)")
+    png = Path(png)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(Path(html).resolve().as_uri())
+            page.wait_for_selector("#lines line")
+            page.hover("#lines text[data-side='q'][data-i='1']")  # show the hover highlight
+            page.screenshot(path=str(png), full_page=True)
+        finally:
+            browser.close()
+    if errors:
+        raise ValueError(f"the viewer reported an error in the browser: {errors[0]}")
+    return png
