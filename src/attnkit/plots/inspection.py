@@ -77,3 +77,40 @@ def plot_head_statistics(stats: Sequence, *, title: str = "") -> Figure:
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def plot_contextual(v, words: Sequence[str], *, title: str = "") -> Figure:
+    """Seed 000 as a figure. Top: cosine similarity of every token's vector with every
+    other's, static token vectors beside the last layer's. Bottom: a 2-D projection
+    (PCA) of all token vectors at each depth, the occurrences of ``words`` marked."""
+    from ..inspection.contextual import cosine_matrix, pca_2d
+
+    labels = [f"{t} ({s + 1})" for s, _, t in v.labels]
+    n = len(labels)
+    depth = v.layers.shape[0]
+    panels = [("static (token table)", v.static)] + [("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(depth)]
+    fig = Figure(figsize=(max(12, 2.3 * len(panels)), 6.4 + 0.12 * n), layout="constrained")
+    top, bottom = fig.subfigures(2, 1, height_ratios=[1.4 + 0.02 * n, 1])
+    fs = 8 if n <= 30 else 6
+    for ax, (name, x) in zip(top.subplots(1, 2), (panels[0], panels[-1])):
+        im = ax.imshow(cosine_matrix(x), cmap="viridis", vmin=-0.2, vmax=1)
+        ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
+        ax.set_yticks(range(n), labels, fontsize=fs)
+        ax.set_title(f"cosine similarity: {name}", fontsize=10)
+    top.colorbar(im, ax=top.axes, shrink=0.8)
+    marked = {i for w in words for i in v.find(w)}
+    colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
+    for ax, (name, x) in zip(bottom.subplots(1, len(panels)), panels):
+        xy = pca_2d(x)
+        ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
+        for i in sorted(marked):
+            s, _, t = v.labels[i]
+            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[s % len(colours)])
+            ax.annotate(f"{t} ({s + 1})", xy[i], fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    bottom.suptitle("2-D projection (PCA) of all token vectors; marked: " + ", ".join(words) + "  (n) = sentence", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig

@@ -15,6 +15,7 @@ def find_browser() -> str | None:
 def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: int = 820) -> Path:
     """Open ``html`` in headless chromium and save what it shows; console errors are raised."""
     try:
+        from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise ValueError("--screenshot needs playwright (pip install playwright) and a chromium") from None
@@ -24,17 +25,20 @@ def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: 
     png = Path(png)
     png.parent.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(Path(html).resolve().as_uri())
-            page.wait_for_selector("#lines line")
-            page.hover("#lines text[data-side='q'][data-i='1']")  # show the hover highlight
-            page.screenshot(path=str(png), full_page=True)
-        finally:
-            browser.close()
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page(viewport={"width": width, "height": height})
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(Path(html).resolve().as_uri())
+                page.wait_for_selector("#lines line", state="attached", timeout=15_000)
+                page.hover("#lines text[data-side='q'][data-i='1']", timeout=5_000)  # show the hover highlight
+                page.screenshot(path=str(png), full_page=True)
+            finally:
+                browser.close()
+    except PlaywrightError as err:
+        raise ValueError(f"screenshot failed in {exe}: {str(err).splitlines()[0]}") from None
     if errors:
         raise ValueError(f"the viewer reported an error in the browser: {errors[0]}")
     return png

@@ -1,0 +1,96 @@
+"""Contextual word vectors (seed 000): a static embedding gives a word one vector
+wherever it appears; after self-attention every occurrence carries its context.
+And without position information, self-attention cannot tell repeated words
+apart: the same token gets the same output wherever it stands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..pretrained.bert import PretrainedEncoder
+
+SPECIAL = ("[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>")
+
+
+@dataclass
+class TokenVectors:
+    """Vectors of every (non-special) token of several sentences, at every depth.
+
+    labels[i] = (sentence index, position, token); static (N, d) token-table rows;
+    layers (L + 1, N, d): the embedding layer output, then each encoder layer's."""
+
+    labels: list[tuple[int, int, str]]
+    static: np.ndarray
+    layers: np.ndarray
+
+    def find(self, word: str) -> list[int]:
+        """Indices of the tokens spelled ``word`` (case-insensitive; WordPiece '##' ignored)."""
+        w = word.lower()
+        return [i for i, (_, _, t) in enumerate(self.labels) if t.lower().removeprefix("##") == w]
+
+    def repeated(self) -> list[tuple[int, int]]:
+        """Pairs of indices whose tokens are spelled the same."""
+        out = []
+        for i in range(len(self.labels)):
+            for j in range(i + 1, len(self.labels)):
+                if self.labels[i][2] == self.labels[j][2]:
+                    out.append((i, j))
+        return out
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of a (..., d) and b (..., d)."""
+    num = (a * b).sum(-1)
+    return num / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
+
+
+def cosine_matrix(x: np.ndarray) -> np.ndarray:
+    n = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return n @ n.T
+
+
+@torch.no_grad()
+def token_vectors(encoder: PretrainedEncoder, sentences: list[str], *, positions: bool = True) -> TokenVectors:
+    """Run ``encoder`` on ``sentences`` (with or without its position embeddings)."""
+    embed = encoder.model.embed
+    before = embed.use_positions
+    embed.use_positions = positions
+    try:
+        batch = encoder.encode(sentences)
+        states, _ = encoder.hidden_states(batch)
+    finally:
+        embed.use_positions = before
+    labels, rows = [], []
+    for b, toks in enumerate(batch.tokens):
+        for p, t in enumerate(toks):
+            if t not in SPECIAL:
+                labels.append((b, p, t))
+                rows.append((b, p))
+    idx_b = torch.tensor([r[0] for r in rows])
+    idx_p = torch.tensor([r[1] for r in rows])
+    layers = torch.stack([s[idx_b, idx_p] for s in states]).float().cpu().numpy()
+    static = embed.word(batch.ids[idx_b, idx_p]).float().cpu().numpy()
+    return TokenVectors(labels, static, layers)
+
+
+def pair_report(v: TokenVectors, pairs: list[tuple[int, int]]) -> str:
+    """Cosine similarity of each pair: static vectors, then after each layer."""
+    depth = v.layers.shape[0]
+    head = f"{'pair':<40} {'static':>7} " + " ".join(f"{('emb' if k == 0 else f'L{k}'):>6}" for k in range(depth))
+    lines = [head]
+    for i, j in pairs:
+        (si, pi, ti), (sj, pj, tj) = v.labels[i], v.labels[j]
+        name = f"{ti!r} s{si + 1}:{pi} ~ {tj!r} s{sj + 1}:{pj}"
+        sims = cosine(v.layers[:, i], v.layers[:, j])
+        lines.append(f"{name:<40} {float(cosine(v.static[i], v.static[j])):7.3f} " + " ".join(f"{s:6.3f}" for s in sims))
+    return "\n".join(lines)
+
+
+def pca_2d(x: np.ndarray) -> np.ndarray:
+    """(N, d) -> (N, 2) projection on the two main principal components."""
+    centred = x - x.mean(0, keepdims=True)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    return centred @ vt[:2].T

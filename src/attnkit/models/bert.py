@@ -1,0 +1,54 @@
+"""BERT's input layer (Devlin et al. 2019, sec. 3): token + learned position +
+segment embeddings, LayerNorm, dropout. The rest of a BERT-style encoder is
+attnkit's TransformerEncoder with post-norm layers and GELU."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .dropout import Dropout
+
+
+class BertEmbedding(nn.Module):
+    """x_i = LayerNorm(E_tok[w_i] + E_pos[i] + E_seg[s_i]).
+
+    ``use_positions`` can be switched off to see what self-attention does
+    without position information (seed 000: repeated words become identical).
+    """
+
+    def __init__(
+        self, vocab: int, d_model: int, *, max_positions: int = 512, segments: int = 2, pad_id: int = 0,
+        eps: float = 1e-12, dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        self.word = nn.Embedding(vocab, d_model, padding_idx=pad_id)
+        self.position = nn.Embedding(max_positions, d_model)
+        self.segment = nn.Embedding(segments, d_model) if segments > 0 else None
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = Dropout(dropout)
+        self.max_positions = max_positions
+        self.use_positions = True
+
+    def forward(self, tokens: Tensor, segments: Tensor | None = None) -> Tensor:
+        """tokens (b, s) -> (b, s, d_model); segments (b, s) default all 0."""
+        s = tokens.shape[1]
+        if s > self.max_positions:
+            raise ValueError(f"input of {s} tokens is longer than the model's {self.max_positions} positions")
+        x = self.word(tokens)
+        if self.use_positions:
+            x = x + self.position.weight[:s]
+        if self.segment is not None:
+            x = x + (self.segment.weight[0] if segments is None else self.segment(segments))
+        return self.dropout(self.norm(x))
+
+    @property
+    def embedding(self) -> nn.Embedding:
+        """The token table (the name TokenEmbedding uses)."""
+        return self.word
+
+
+def static_vectors(embed: BertEmbedding, tokens: Tensor) -> Tensor:
+    """The context-free input vectors of ``tokens``: token table rows only (no positions)."""
+    with torch.no_grad():
+        return embed.word(tokens)
