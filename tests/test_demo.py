@@ -1,0 +1,26 @@
+"""`attnkit demo` end to end with a few steps (CI runs the full demo)."""
+
+import json
+
+import pytest
+
+from attnkit.demo import MARKER, run_demo
+
+
+def test_local_p_rnn_demo_writes_heatmap_and_viewer(tmp_path):
+    out = tmp_path / "demo"
+    result = run_demo(out, arch="rnn", attention="local-p", max_steps=20)
+    assert (out / "attention.png").stat().st_size > 10_000
+    html = (out / "attention.html").read_text()
+    assert '"p_t":[' in html and '"window":3' in html  # local-p centres and window reach the viewer
+    assert json.loads((out / MARKER).read_text())["attention"] == "local-p"
+    assert 0.0 <= result["accuracy"] <= 1.0 and result["steps"] == 20
+
+
+def test_demo_refuses_what_it_did_not_make(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not an attnkit demo directory"):
+        run_demo(tmp_path, max_steps=10)
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+    with pytest.raises(ValueError, match="RNN"):
+        run_demo(tmp_path / "x", arch="transformer", attention="local-p")
