@@ -24,6 +24,10 @@ def figure_path(path: str) -> Path:
 def cmd_positions(args: argparse.Namespace) -> None:
     """Print and plot positional schemes (seed 003 and the relative ones), untrained or from a model."""
     out = figure_path(args.out)
+    if args.length < 2:
+        raise ValueError(f"--length must be at least 2, got {args.length}")
+    if args.heads <= 0 or args.d_model % args.heads or (args.d_model // args.heads) % 2:
+        raise ValueError(f"--heads {args.heads} must divide --d-model {args.d_model} into an even head size")
     schemes = POSITION_FIGURES if args.scheme == "all" else (args.scheme,)
     args.model_dir = args.model
     model = _load(args)[0] if args.model else None

@@ -16,6 +16,8 @@ def sinusoid_table(positions: Tensor, d_model: int, base: float = 10000.0) -> Te
     Computed in float64 so every position gets the same float32 vector however
     it is reached. Returns (t, d_model) float32.
     """
+    if d_model <= 0:
+        raise ValueError(f"d_model must be positive, got {d_model}")
     pos = positions.to(torch.float64)[:, None]  # (t, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)  # (ceil(d/2),)
     angle = pos * torch.exp(-two_i * (math.log(base) / d_model))  # (t, ceil(d/2))
