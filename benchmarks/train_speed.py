@@ -1,0 +1,168 @@
+"""Training throughput of the Multi30k Transformer-tiny config (issue 7), against a
+plain eager PyTorch baseline in the same run.
+
+    python benchmarks/train_speed.py                       # all variants, 100 timed steps each
+    python benchmarks/train_speed.py --variants eager bf16 --steps 50
+
+Each variant runs in its own process (so peak memory is its own): it tokenizes
+the Multi30k training set with a sentencepiece model trained for the run,
+builds the model, runs warm-up steps, then times --steps optimizer steps of
+4,096-token batches and reports target (non-padding) tokens/s, the padding
+fraction and the peak resident memory.
+
+Variants:
+  eager     attnkit as trained by `attnkit train` (fp32)
+  bf16      + bfloat16 autocast
+  compile   + torch.compile(dynamic=True)
+  compile_bf16
+  baseline  torch.nn.Transformer of the same sizes, fp32 eager, nn.CrossEntropyLoss
+            with label smoothing, torch's own dropout, batches of a fixed number
+            of shuffled sentences (no length bucketing)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ("baseline", "eager", "bf16", "compile", "compile_bf16")
+
+
+def _data(data_dir: str, workdir: Path):
+    from attnkit.config import load_config
+    from attnkit.data import Tokenizer, multi30k, read_lines
+
+    cfg = load_config(ROOT / "configs/multi30k_en_de_transformer_tiny.yaml")
+    src = read_lines(multi30k.locate("train", "en", root=data_dir, variant="tok"))
+    tgt = read_lines(multi30k.locate("train", "de", root=data_dir, variant="tok"))
+    tok = Tokenizer.load(workdir) if (workdir / "spm.joint.model").is_file() else Tokenizer.train(cfg.tokenizer, src, tgt, workdir)
+    return cfg, tok, tok.encode_src(src), tok.encode_tgt(tgt)
+
+
+class _Baseline(torch.nn.Module):
+    """The same sizes with torch's own modules: nn.Transformer (post-norm), shared embeddings."""
+
+    def __init__(self, vocab: int, d: int, heads: int, ffn: int, layers: int, dropout: float) -> None:
+        super().__init__()
+        from attnkit.positions import sinusoid_table
+
+        self.embed = torch.nn.Embedding(vocab, d, padding_idx=0)
+        self.register_buffer("pe", sinusoid_table(torch.arange(1024), d))
+        self.net = torch.nn.Transformer(d, heads, layers, layers, ffn, dropout, batch_first=True)
+        self.drop = torch.nn.Dropout(dropout)
+        self.scale = math.sqrt(d)
+
+    def forward(self, src, tgt_in):
+        e = lambda x: self.drop(self.embed(x) * self.scale + self.pe[: x.shape[1]])  # noqa: E731
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1])
+        h = self.net(e(src), e(tgt_in), tgt_mask=causal, src_key_padding_mask=src == 0,
+                     tgt_key_padding_mask=tgt_in == 0, memory_key_padding_mask=src == 0)
+        return h @ self.embed.weight.T
+
+
+def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: int) -> dict:
+    from attnkit.data.batching import BucketBatcher, collate
+    from attnkit.data.tokenizer import PAD
+    from attnkit.models import build_model
+    from attnkit.training.loss import label_smoothed_loss
+    from attnkit.training.schedule import build_optimizer
+
+    cfg, tok, src, tgt = _data(data_dir, workdir)
+    torch.manual_seed(0)
+    m = cfg.model
+    if variant == "baseline":
+        model = _Baseline(tok.src_vocab, m.d_model, m.heads, m.ffn, m.encoder_layers, m.dropout)
+        rng = random.Random(0)
+        order = list(range(len(src)))
+        rng.shuffle(order)
+        per_batch = 4096 // max(len(s) + 1 for s in src[:2000])  # naive: a fixed count sized for long sentences
+        per_batch = max(per_batch, 128)
+        batches = [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
+        make = lambda idx: collate([src[i] for i in idx], [tgt[i] for i in idx], idx)  # noqa: E731
+        criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=cfg.train.label_smoothing, reduction="sum")
+    else:
+        model = build_model(m, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint)
+        batcher = BucketBatcher(src, tgt, batch_tokens=cfg.train.batch_tokens, seed=1)
+        batches = batcher.epoch(0)
+        make = batcher.collate
+    model.train()
+    opt = build_optimizer(cfg.train, model.parameters())
+    fwd = torch.compile(model, dynamic=True) if "compile" in variant else model
+    bf16 = variant.endswith("bf16")
+
+    def step(i: int) -> tuple[int, int]:
+        b = make(batches[i % len(batches)])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            if variant == "baseline":
+                logits = fwd(b.src, b.tgt_in)
+                loss = criterion(logits.reshape(-1, logits.shape[-1]), b.tgt_out.reshape(-1))
+            else:
+                logits = fwd(b.src, b.src_mask, b.tgt_in).logits
+                loss = label_smoothed_loss(logits, b.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD).loss
+        (loss / b.n_tgt_tokens).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return b.n_tgt_tokens, b.tgt_out.numel()
+
+    t0 = time.perf_counter()
+    for i in range(warmup):
+        step(i)
+    t1 = time.perf_counter()
+    real = padded = 0
+    for i in range(warmup, warmup + steps):
+        r, p = step(i)
+        real, padded = real + r, padded + p
+    t2 = time.perf_counter()
+    return {
+        "variant": variant, "tgt_tok_s": real / (t2 - t1), "warmup_s": t1 - t0, "steps": steps,
+        "padding": 1 - real / padded, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps first (compiled variants use 4x)")
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    p.add_argument("--one", help=argparse.SUPPRESS)  # run a single variant in this process
+    p.add_argument("--workdir", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.one:
+        warm = args.warmup * (4 if "compile" in args.one else 1)
+        print(json.dumps(run_variant(args.one, args.data, Path(args.workdir), args.steps, warm)))
+        return
+    with tempfile.TemporaryDirectory() as work:
+        rows = []
+        for v in args.variants:
+            out = subprocess.run([sys.executable, __file__, "--one", v, "--workdir", work, "--steps", str(args.steps),
+                                  "--warmup", str(args.warmup), "--data", args.data], capture_output=True, text=True)
+            if out.returncode:
+                print(f"{v}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
+                continue
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            r = rows[-1]
+            print(f"{v:<13} {r['tgt_tok_s']:7.0f} tgt tok/s  padding {r['padding']:.1%}  peak RSS {r['peak_rss_mib']:.0f} MiB  "
+                  f"warm-up {r['warmup_s']:.0f} s", flush=True)
+    base = next((r for r in rows if r["variant"] == "baseline"), None)
+    print(f"\n{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print("| variant | tgt tok/s | vs baseline | padding | peak RSS MiB | warm-up s |\n|---|---|---|---|---|---|")
+    for r in rows:
+        rel = f"{r['tgt_tok_s'] / base['tgt_tok_s']:.2f}x" if base else "-"
+        print(f"| {r['variant']} | {r['tgt_tok_s']:.0f} | {rel} | {r['padding']:.1%} | {r['peak_rss_mib']:.0f} | {r['warmup_s']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
