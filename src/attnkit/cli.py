@@ -254,7 +254,7 @@ def cmd_plot(args: argparse.Namespace) -> None:
     from .plots import plot_alignment, plot_attention_grid
 
     out = figure_path(args.out)
-    records, info = _records(args)
+    records, _ = _records(args)
     paths = []
     for i, r in enumerate(records):
         kind = args.kind or ("cross" if "cross" in r.maps else r.kinds[0])
@@ -340,7 +340,7 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from .plots.inspection import plot_head_statistics
 
     out = figure_path(args.out) if args.out else None
-    records, info = _records(args)
+    records, _ = _records(args)
     stats = [head_statistics(records, kind) for kind in records[0].kinds]
     print("\n\n".join(st.report() for st in stats))
     if out:
