@@ -4,20 +4,13 @@ Skipped where no browser is installed, unless ATTNKIT_REQUIRE_BROWSER=1 (CI sets
 after `apt-get install chromium`), in which case a missing browser fails."""
 
 import os
-import shutil
 
 import pytest
 
 from attnkit.viewer import write_html
+from attnkit.viewer.screenshot import find_browser
 
 REQUIRED = os.environ.get("ATTNKIT_REQUIRE_BROWSER") == "1"
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if path := shutil.which(name):
-            return path
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +21,7 @@ def browser():
         if REQUIRED:
             pytest.fail("playwright is not installed (pip install -e '.[test]')")
         pytest.skip("playwright is not installed")
-    exe = _chromium()
+    exe = find_browser()
     if exe is None:
         if REQUIRED:
             pytest.fail("no chromium found (apt-get install chromium)")

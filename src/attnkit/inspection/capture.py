@@ -134,6 +134,11 @@ class Prepared:
     output: str = ""
 
 
+def _check_sentences(sentences: list[str]) -> None:
+    if not sentences or any(not s.strip() for s in sentences):
+        raise ValueError("cannot show attention for an empty sentence")
+
+
 def prepare(
     model: nn.Module,
     tok: Tokenizer,
@@ -149,8 +154,7 @@ def prepare(
 
     if targets is not None and len(targets) != len(sentences):
         raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
-    if not sentences or any(not s.strip() for s in sentences):
-        raise ValueError("cannot show attention for an empty sentence")
+    _check_sentences(sentences)
     src_ids = [ids[:max_src_len] if max_src_len else ids for ids in tok.encode_src(sentences)]
     out = [
         Prepared(s, ids + [EOS], readable(tok.src.id_to_piece(ids)) + [EOS_LABEL])
@@ -251,8 +255,7 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
 
 def prepare_pretrained(encoder, sentences: list[str]) -> list[Prepared]:
     """Token ids of a pretrained encoder's own tokenizer ([CLS] ... [SEP]), one sentence each."""
-    if not sentences or any(not s.strip() for s in sentences):
-        raise ValueError("cannot show attention for an empty sentence")
+    _check_sentences(sentences)
     out = []
     for s in sentences:
         batch = encoder.encode([s])

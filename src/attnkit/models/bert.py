@@ -4,7 +4,6 @@ attnkit's TransformerEncoder with post-norm layers and GELU."""
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from .dropout import Dropout
@@ -42,13 +41,3 @@ class BertEmbedding(nn.Module):
             x = x + (self.segment.weight[0] if segments is None else self.segment(segments))
         return self.dropout(self.norm(x))
 
-    @property
-    def embedding(self) -> nn.Embedding:
-        """The token table (the name TokenEmbedding uses)."""
-        return self.word
-
-
-def static_vectors(embed: BertEmbedding, tokens: Tensor) -> Tensor:
-    """The context-free input vectors of ``tokens``: token table rows only (no positions)."""
-    with torch.no_grad():
-        return embed.word(tokens)
