@@ -76,7 +76,7 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
     from attnkit.data.batching import BucketBatcher, collate
     from attnkit.data.tokenizer import PAD
     from attnkit.models import build_model
-    from attnkit.training.loss import label_smoothed_loss
+    from attnkit.training.loss import projected_label_smoothed_loss
     from attnkit.training.schedule import build_optimizer
 
     cfg, tok, src, tgt = _data(data_dir, workdir)
@@ -108,9 +108,11 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
             if variant == "baseline":
                 logits = fwd(b.src, b.tgt_in)
                 loss = criterion(logits.reshape(-1, logits.shape[-1]), b.tgt_out.reshape(-1))
-            else:
-                logits = fwd(b.src, b.src_mask, b.tgt_in).logits
-                loss = label_smoothed_loss(logits, b.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD).loss
+            else:  # as `attnkit train` does it: output projection fused into the loss
+                out = fwd(b.src, b.src_mask, b.tgt_in, project=False)
+                loss = projected_label_smoothed_loss(
+                    out.hidden, model.output.weight, b.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD
+                ).loss
         (loss / b.n_tgt_tokens).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

@@ -83,6 +83,7 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.98)
     weight_decay: float = 0.0
     schedule: str = "inverse_sqrt"  # "inverse_sqrt", "constant", "linear", "cosine"
+    time_schedule: bool = False  # linear/cosine decay to 0 at max_minutes (or max_steps if sooner)
     warmup: int = 2000
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping

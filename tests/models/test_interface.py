@@ -87,3 +87,15 @@ def test_encoder_only_and_factory_errors():
         build_model(ModelConfig(), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=False)
     with pytest.raises(ValueError, match=r"model.encoder_layers \(2\) must equal model.decoder_layers \(1\)"):
         build_model(ModelConfig(arch="rnn", encoder_layers=2, decoder_layers=1), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=True)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_features_without_projection_give_the_same_logits(name):
+    """project=False (the fused training loss) returns what model.output projects to the logits."""
+    model = make(name)
+    src, mask, tgt = batch()
+    full = model(src, mask, tgt)
+    feats = model(src, mask, tgt, project=False)
+    assert feats.logits is None and feats.hidden.shape[:2] == (3, 6)
+    torch.testing.assert_close(model.output(feats.hidden), full.logits, rtol=0, atol=1e-5)
+    assert model.output.bias is None

@@ -33,3 +33,25 @@ def test_scheduler_drives_the_optimizer_and_names_errors():
         build_scheduler(TrainConfig(schedule="noam"), opt)
     with pytest.raises(ValueError, match="unknown train.optimizer 'sgd'"):
         build_optimizer(TrainConfig(optimizer="sgd"), [p])
+
+
+def test_time_fraction_drives_decay_when_ahead_of_the_steps():
+    f = lambda s, t: lr_multiplier(s, schedule="cosine", warmup=10, max_steps=10_000, time_fraction=t)  # noqa: E731
+    assert f(5, 0.9) == pytest.approx(0.5)  # still warming up: warm-up is in steps
+    assert f(100, 0.5) == pytest.approx(0.5)  # half the budget: half-way down the cosine
+    assert f(100, 1.2) == pytest.approx(0.0, abs=1e-12)
+    assert f(9_000, 0.0) == pytest.approx(lr_multiplier(9_000, schedule="cosine", warmup=10, max_steps=10_000))
+
+
+def test_time_schedule_follows_the_clock_and_needs_a_budget():
+    cfg = TrainConfig(lr=1.0, warmup=0, schedule="linear", max_steps=10**6, max_minutes=1.0, time_schedule=True)
+    seconds = [0.0]
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = build_optimizer(cfg, [p])
+    sched = build_scheduler(cfg, opt, clock=lambda: seconds[0])
+    seconds[0] = 45.0
+    opt.step()
+    sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="time_schedule needs train.max_minutes > 0"):
+        build_scheduler(TrainConfig(time_schedule=True), opt, clock=lambda: 0.0)

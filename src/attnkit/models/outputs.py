@@ -36,7 +36,12 @@ class EncoderOutput:
 
 @dataclass(slots=True)
 class DecoderOutput:
-    """logits (b, t, V) for the next tokens; attention when asked."""
+    """logits (b, t, V) for the next tokens; attention when asked.
 
-    logits: Tensor
+    hidden (b, t, d): the features the output layer (``model.output``, a Linear
+    without bias) projects to the logits. With ``project=False`` a model returns
+    only these (logits None), so the training loss can fuse the projection."""
+
+    logits: Tensor | None
     attention: AttentionMaps | None = None
+    hidden: Tensor | None = None

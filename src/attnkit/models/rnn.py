@@ -143,13 +143,19 @@ class RNNSeq2Seq(nn.Module):
         enc = state.encoder
         return self.attention(h, enc.memory, enc.memory, enc.mask, need_weights, positions=positions, prepared=state.prepared)
 
-    def _output(self, h: Tensor, context: Tensor) -> tuple[Tensor, Tensor]:
-        attentional = torch.tanh(self.combine(torch.cat([context, h], dim=-1)))  # h̃_t, eq. 5
-        return self.output(self.dropout(attentional)), attentional
+    def _attentional(self, h: Tensor, context: Tensor) -> Tensor:
+        return torch.tanh(self.combine(torch.cat([context, h], dim=-1)))  # h̃_t, eq. 5
 
-    def decode_step(self, state: RNNState, prev_tokens: Tensor, need_weights: bool = False) -> DecoderOutput:
+    def _project(self, attentional: Tensor, maps: AttentionMaps | None, project: bool) -> DecoderOutput:
+        """One output GEMM over every position (not one per step); dropout before W_s."""
+        features = self.dropout(attentional)
+        return DecoderOutput(self.output(features) if project else None, maps, features)
+
+    def decode_step(
+        self, state: RNNState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
         """Feed target tokens (b, n) one at a time (input feeding needs h̃ of the previous step)."""
-        logits, weights, centres = [], [], []
+        outputs, weights, centres = [], [], []
         emb = self.dropout(self.tgt_embedding(prev_tokens))  # (b, n, e)
         for i in range(prev_tokens.shape[1]):
             x = emb[:, i : i + 1]
@@ -157,14 +163,15 @@ class RNNSeq2Seq(nn.Module):
                 x = torch.cat([x, state.feed[:, None]], dim=-1)
             h, state.hidden = self.rnn(x, state.hidden)  # (b, 1, H)
             att = self._attend(h, state, need_weights, torch.tensor([state.step], device=h.device))
-            step_logits, attentional = self._output(h, att.context)
+            attentional = self._attentional(h, att.context)
             state.feed = attentional[:, 0]
             state.step += 1
-            logits.append(step_logits)
+            outputs.append(attentional)
             if need_weights:
                 weights.append(att.weights)
                 centres.append(getattr(att, "p_t", None))
-        return DecoderOutput(torch.cat(logits, 1), self._maps(weights, centres) if need_weights else None)
+        maps = self._maps(weights, centres) if need_weights else None
+        return self._project(outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1), maps, project)
 
     @staticmethod
     def _maps(weights: list[Tensor], centres: list[Tensor | None]) -> AttentionMaps:
@@ -172,16 +179,17 @@ class RNNSeq2Seq(nn.Module):
         p_t = torch.cat(centres, 1) if centres and centres[0] is not None else None
         return AttentionMaps(cross=[cross], p_t=p_t)
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False) -> DecoderOutput:
-        """Teacher forcing over all target positions."""
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
+        """Teacher forcing over all target positions (``project=False``: features only)."""
         state = self.init_state(self.encode(src, src_mask))
         if self.input_feeding:
-            return self.decode_step(state, tgt_in, need_weights)
+            return self.decode_step(state, tgt_in, need_weights, project)
         # Without input feeding the RNN runs over the whole target at once, then attention for all t.
         h, _ = self.rnn(self.dropout(self.tgt_embedding(tgt_in)), state.hidden)  # (b, t, H)
         att = self._attend(h, state, need_weights, torch.arange(tgt_in.shape[1], device=h.device))
-        logits, _ = self._output(h, att.context)
         maps = None
         if need_weights:
             maps = AttentionMaps(cross=[att.weights[:, None]], p_t=getattr(att, "p_t", None))
-        return DecoderOutput(logits, maps)
+        return self._project(self._attentional(h, att.context), maps, project)

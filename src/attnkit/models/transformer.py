@@ -229,7 +229,7 @@ class TransformerSeq2Seq(nn.Module):
         return TransformerState(encoder_out, [KVCache() for _ in range(n)], [KVCache(static=True) for _ in range(n)])
 
     def _decode(
-        self, x: Tensor, enc: EncoderOutput, need_weights: bool, state: TransformerState | None
+        self, x: Tensor, enc: EncoderOutput, need_weights: bool, state: TransformerState | None, project: bool = True
     ) -> DecoderOutput:
         memory_mask = enc.mask[:, None, None, :]
         maps = AttentionMaps() if need_weights else None
@@ -245,7 +245,8 @@ class TransformerSeq2Seq(nn.Module):
             if maps is not None:
                 maps.decoder.append(self_w)
                 maps.cross.append(cross_w)
-        return DecoderOutput(self.output(self.decoder_norm(x)), maps)
+        x = self.decoder_norm(x)
+        return DecoderOutput(self.output(x) if project else None, maps, x)
 
     def decode_step(self, state: TransformerState, prev_tokens: Tensor, need_weights: bool = False) -> DecoderOutput:
         """Feed the next target tokens (b, n) (usually n = 1); the caches hold the prefix."""
@@ -254,10 +255,13 @@ class TransformerSeq2Seq(nn.Module):
         state.step += prev_tokens.shape[1]
         return out
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False) -> DecoderOutput:
-        """Teacher forcing: logits (b, t, V) for every target position at once."""
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
+        """Teacher forcing: logits (b, t, V) for every target position at once
+        (with ``project=False`` only the features before the output layer)."""
         enc = self.encode(src, src_mask, need_weights)
-        out = self._decode(self.tgt_embed(tgt_in), enc, need_weights, None)
+        out = self._decode(self.tgt_embed(tgt_in), enc, need_weights, None, project)
         if need_weights:
             out.attention.encoder = enc.attention.encoder
         return out

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ..config import Config, config_from_dict, save_config
-from ..data import BucketBatcher, ParallelText, Tokenizer, collate, inference_batches, read_parallel
+from ..data import Batch, BucketBatcher, ParallelText, Tokenizer, collate, inference_batches, read_parallel
 from ..data import multi30k
 from ..data.tokenizer import PAD
 from ..evaluation import bleu
@@ -36,7 +36,7 @@ from ..models.rnn import CELLS, INIT_HIDDEN
 from ..positions import POSITION_SCHEMES
 from ..search import greedy_search
 from . import checkpoint
-from .loss import label_smoothed_loss
+from .loss import LossSums, projected_label_smoothed_loss
 from .schedule import OPTIMIZERS, SCHEDULES, build_optimizer, build_scheduler
 
 EARLY_STOP_METRICS = ("bleu", "loss")
@@ -228,7 +228,7 @@ class Trainer:
             cfg.model, src_vocab=self.tok.src_vocab, tgt_vocab=self.tok.tgt_vocab, pad_id=PAD, shared_vocab=self.tok.joint
         ).to(self.device)
         self.optimizer = build_optimizer(cfg.train, self.model.parameters())
-        self.scheduler = build_scheduler(cfg.train, self.optimizer)
+        self.scheduler = build_scheduler(cfg.train, self.optimizer, clock=self._train_seconds)
         self.state = Progress()
         if self.resume_state is not None:
             s = self.resume_state
@@ -280,10 +280,9 @@ class Trainer:
         want_bleu = cfg.train.bleu_every > 0 and (final or len(self.state.history) % cfg.train.bleu_every == 0)
         for idx in inference_batches(self.dev_src, cfg.train.batch_tokens):
             batch = collate([self.dev_src[i] for i in idx], [self.dev_tgt[i] for i in idx], idx).to(self.device)
-            with self._autocast():
-                logits = model(batch.src, batch.src_mask, batch.tgt_in).logits
-                sums = label_smoothed_loss(logits, batch.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD)
-                if want_bleu:
+            sums = self._loss(model, batch)
+            if want_bleu:
+                with self._autocast():
                     out = greedy_search(model, batch.src, batch.src_mask)
                     for i, toks in zip(idx, out.best):
                         hyps[i] = toks
@@ -296,6 +295,19 @@ class Trainer:
             result.update(dev_bleu=score.score, bleu_signature=score.signature)
         model.train(was_training)
         return result
+
+    def _loss(self, model: torch.nn.Module, batch: Batch) -> LossSums:
+        """Teacher-forced loss with the output projection fused into it (see training/loss.py)."""
+        with self._autocast():
+            out = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
+            return projected_label_smoothed_loss(
+                out.hidden, model.output.weight, batch.tgt_out, smoothing=self.cfg.train.label_smoothing, pad_id=PAD
+            )
+
+    def _train_seconds(self) -> float:
+        """Training time so far (validation excluded), for a time-budgeted schedule."""
+        started = getattr(self, "_started", None)
+        return self.state.train_seconds if started is None else time.perf_counter() - started
 
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.bf16)
@@ -315,7 +327,7 @@ class Trainer:
         window_loss = window_nll = 0.0
         window_tokens = 0
         window_start = time.perf_counter()
-        started = time.perf_counter() - s.train_seconds
+        started = self._started = time.perf_counter() - s.train_seconds
         stop_reason = "max_steps"
         batches = self.batcher.epoch(s.epoch)
         with _StopRequest() as stop:
@@ -327,9 +339,7 @@ class Trainer:
                 n_tokens = sum(b.n_tgt_tokens for b in group)
                 for b in group:
                     b = b.to(self.device)
-                    with self._autocast():
-                        logits = self.model(b.src, b.src_mask, b.tgt_in).logits
-                    sums = label_smoothed_loss(logits, b.tgt_out, smoothing=tc.label_smoothing, pad_id=PAD)
+                    sums = self._loss(self.model, b)
                     (sums.loss / n_tokens).backward()
                     window_loss = window_loss + sums.loss.detach()  # stays on the device: no sync per batch
                     window_nll = window_nll + sums.nll
