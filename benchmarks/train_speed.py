@@ -8,7 +8,9 @@ Each variant runs in its own process (so peak memory is its own): it tokenizes
 the Multi30k training set with a sentencepiece model trained for the run,
 builds the model, runs warm-up steps, then times --steps optimizer steps of
 4,096-token batches and reports target (non-padding) tokens/s, the padding
-fraction and the peak resident memory.
+fraction, the peak resident memory, and the model FLOPs utilisation: matmul
+FLOPs of the step (``step_flops``) per second against a large square matmul
+measured in the same process (fp32, or bf16 for the bf16 variants).
 
 Variants:
   eager     attnkit as trained by `attnkit train` (fp32)
@@ -72,6 +74,33 @@ class _Baseline(torch.nn.Module):
         return h @ self.embed.weight.T
 
 
+def step_flops(m, batch_size: int, src_len: int, tgt_len: int, projected_rows: int, vocab: int) -> float:
+    """Matmul FLOPs of one training step (forward + backward = 3 x forward, 2 FLOPs per
+    multiply-add) of the encoder-decoder Transformer on a (batch, src_len) / (batch,
+    tgt_len) padded batch, counting what is computed: attention over the padded
+    lengths, the output layer over ``projected_rows`` rows."""
+    d, f, b = m.d_model, m.ffn, batch_size
+    s_tok, t_tok = b * src_len, b * tgt_len
+    enc = m.encoder_layers * (s_tok * (4 * d * d + 2 * d * f) + 2 * b * src_len * src_len * d)
+    dec = m.decoder_layers * (
+        t_tok * (4 * d * d + 2 * d * d + 2 * d * f) + s_tok * 2 * d * d  # self Q,K,V,O; cross Q,O; FFN; cross K,V
+        + 2 * b * tgt_len * tgt_len * d + 2 * b * tgt_len * src_len * d  # self- and cross-attention
+    )
+    return 3 * 2 * (enc + dec + projected_rows * d * vocab)
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
+    """Measured FLOP/s of a large square matmul: the ceiling MFU is taken against."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
+
+
 def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: int) -> dict:
     from attnkit.data.batching import BucketBatcher, collate
     from attnkit.data.tokenizer import PAD
@@ -116,19 +145,23 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         (loss / b.n_tgt_tokens).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return b.n_tgt_tokens, b.tgt_out.numel()
+        rows = b.tgt_out.numel() if variant == "baseline" else b.n_tgt_tokens
+        flops = step_flops(m, b.src.shape[0], b.src.shape[1], b.tgt_in.shape[1], rows, tok.tgt_vocab)
+        return b.n_tgt_tokens, b.tgt_out.numel(), flops
 
     t0 = time.perf_counter()
     for i in range(warmup):
         step(i)
     t1 = time.perf_counter()
-    real = padded = 0
+    real = padded = flops = 0
     for i in range(warmup, warmup + steps):
-        r, p = step(i)
-        real, padded = real + r, padded + p
+        r, p, f = step(i)
+        real, padded, flops = real + r, padded + p, flops + f
     t2 = time.perf_counter()
+    peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
     return {
         "variant": variant, "tgt_tok_s": real / (t2 - t1), "warmup_s": t1 - t0, "steps": steps,
+        "tflops": flops / (t2 - t1) / 1e12, "peak_tflops": peak / 1e12, "mfu": flops / (t2 - t1) / peak,
         "padding": 1 - real / padded, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
@@ -157,13 +190,16 @@ def main() -> None:
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             r = rows[-1]
             print(f"{v:<13} {r['tgt_tok_s']:7.0f} tgt tok/s  padding {r['padding']:.1%}  peak RSS {r['peak_rss_mib']:.0f} MiB  "
-                  f"warm-up {r['warmup_s']:.0f} s", flush=True)
+                  f"warm-up {r['warmup_s']:.0f} s  {r['tflops']:.3f} TFLOP/s = MFU {r['mfu']:.1%} of {r['peak_tflops']:.2f}",
+                  flush=True)
     base = next((r for r in rows if r["variant"] == "baseline"), None)
     print(f"\n{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
-    print("| variant | tgt tok/s | vs baseline | padding | peak RSS MiB | warm-up s |\n|---|---|---|---|---|---|")
+    print("| variant | tgt tok/s | vs baseline | padding | peak RSS MiB | warm-up s | TFLOP/s | MFU (of matmul peak) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         rel = f"{r['tgt_tok_s'] / base['tgt_tok_s']:.2f}x" if base else "-"
-        print(f"| {r['variant']} | {r['tgt_tok_s']:.0f} | {rel} | {r['padding']:.1%} | {r['peak_rss_mib']:.0f} | {r['warmup_s']:.0f} |")
+        print(f"| {r['variant']} | {r['tgt_tok_s']:.0f} | {rel} | {r['padding']:.1%} | {r['peak_rss_mib']:.0f} | "
+              f"{r['warmup_s']:.0f} | {r['tflops']:.3f} | {r['mfu']:.1%} of {r['peak_tflops']:.2f} |")
 
 
 if __name__ == "__main__":

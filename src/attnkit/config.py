@@ -88,6 +88,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     clip_norm: float = 0.0  # 0 = no clipping
     bf16: bool = False  # bfloat16 autocast
+    compile: bool = False  # torch.compile the training forward
     eval_every: int = 1000  # steps between validations
     bleu_every: int = 1  # compute greedy BLEU at every n-th validation (0 = never)
     bleu_tokenize: str = "13a"  # sacreBLEU tokenizer for dev BLEU; "none" for pre-tokenized text (Multi30k tok)

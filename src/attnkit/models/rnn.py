@@ -66,10 +66,12 @@ class RNNState:
     feed: Tensor  # (b, H)
     step: int = 0
 
-    def reorder(self, index: Tensor) -> None:
-        enc = self.encoder
-        self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
-        self.prepared = self.prepared.index_select(0, index)
+    def reorder(self, index: Tensor, same_sources: bool = False) -> None:
+        """Keep batch rows ``index``; same_sources: see ``TransformerState.reorder``."""
+        if not same_sources:
+            enc = self.encoder
+            self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
+            self.prepared = self.prepared.index_select(0, index)
         if isinstance(self.hidden, tuple):
             self.hidden = tuple(h.index_select(1, index) for h in self.hidden)
         else:

@@ -185,12 +185,17 @@ class TransformerState:
     cross_caches: list[KVCache]
     step: int = 0  # target tokens consumed so far
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index``: beam search's surviving hypotheses."""
-        for c in (*self.self_caches, *self.cross_caches):
+    def reorder(self, index: Tensor, same_sources: bool = False) -> None:
+        """Keep batch rows ``index``: beam search's surviving hypotheses.
+
+        same_sources: every row keeps a row decoding the same source sentence
+        (beams reordered within their sentence), so the encoder memory and the
+        cross-attention caches are unchanged and are not copied."""
+        for c in self.self_caches if same_sources else (*self.self_caches, *self.cross_caches):
             c.reorder(index)
-        enc = self.encoder
-        self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
+        if not same_sources:
+            enc = self.encoder
+            self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
 
 
 class TransformerSeq2Seq(nn.Module):

@@ -70,8 +70,8 @@ def beam_search(
         else:
             replay = copy.deepcopy(base)
             out = model.decode_step(replay, tokens, need_weights=need_weights)
-        lprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # (n * k, V)
-        vocab = lprobs.shape[-1]
+        logits = out.logits[:, -1].float()  # (n * k, V)
+        vocab = logits.shape[-1]
         if need_weights:
             cross, p_t = stack_cross(out.attention)
             cross = cross[..., None, :]  # (n * k, L, h, 1, s)
@@ -79,10 +79,15 @@ def beam_search(
             if p_t is not None:
                 pt_hist = p_t[:, None] if pt_hist is None else torch.cat([pt_hist, p_t[:, None]], dim=1)
 
-        cand = (scores[:, :, None] + lprobs.view(n, k, vocab)).view(n, k * vocab)
+        # The sentence's best 2k continuations are among each beam's best 2k words, so
+        # rank those (n * k, 2k) instead of adding the score to all (n, k * V) log-probs.
+        width = min(2 * k, vocab)
+        best_logits, best_words = logits.topk(width, dim=1)  # (n * k, 2k)
+        lse = torch.logsumexp(logits, dim=1, keepdim=True)
+        cand = (scores.view(n * k, 1) + (best_logits - lse)).view(n, k * width)
         top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2k)
-        origin = top_idx // vocab  # which live beam each candidate extends
-        word = top_idx % vocab
+        origin = top_idx // width  # which live beam each candidate extends
+        word = best_words.view(n, k * width).gather(1, top_idx)
         rows = torch.arange(n, device=device)[:, None] * k + origin  # (n, 2k) flat beam rows
         length = step + 1
 
@@ -139,10 +144,9 @@ def beam_search(
             reorder = new_rows.index_select(0, keep_rows)
             tokens = tokens.index_select(0, keep_rows)
             scores = scores.index_select(0, torch.tensor(still, device=device))
-        if use_cache:
-            state.reorder(reorder)
-        else:
-            base.reorder(reorder)
+        # beams move only within their sentence unless sentences left: then the
+        # encoder side (memory, cross-attention caches) needs no copy
+        (state if use_cache else base).reorder(reorder, same_sources=not done)
         if attn_hist is not None:
             attn_hist = attn_hist.index_select(0, reorder)
         if pt_hist is not None:

@@ -34,8 +34,9 @@ def greedy_search(
     centres: list[Tensor] = []
     for step in range(int(limits.max())):
         out = model.decode_step(state, prev, need_weights=need_weights)
-        lprobs = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
-        best_lp, nxt = lprobs.max(-1)
+        logits = out.logits[:, -1].float()
+        best, nxt = logits.max(-1)
+        best_lp = best - torch.logsumexp(logits, dim=-1)  # the log-probability without a log-softmax pass
         nxt = nxt.masked_fill(finished, EOS)
         log_prob += best_lp.masked_fill(finished, 0.0)
         if need_weights:

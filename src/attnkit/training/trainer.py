@@ -10,6 +10,7 @@ never stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import signal
@@ -35,7 +36,7 @@ from ..models import ARCHS, build_model
 from ..models.rnn import CELLS, INIT_HIDDEN
 from ..positions import POSITION_SCHEMES
 from ..search import greedy_search
-from . import checkpoint
+from . import checkpoint, distributed
 from .loss import LossSums, projected_label_smoothed_loss
 from .schedule import OPTIMIZERS, SCHEDULES, build_optimizer, build_scheduler
 
@@ -184,8 +185,9 @@ class Trainer:
         self.cfg = cfg
         self.resume_state = saved if resume else None
         self.quiet = quiet
+        self.world, self.device = distributed.setup(resolve_device(cfg.train.device))
+        self.quiet = quiet or not self.world.main  # one voice: rank 0's
         self.progress_bar = sys.stderr.isatty() if progress_bar is None else progress_bar
-        self.device = resolve_device(cfg.train.device)
 
     def say(self, msg: str) -> None:
         if self.quiet:
@@ -200,12 +202,14 @@ class Trainer:
         cfg = self.cfg
         torch.manual_seed(cfg.train.seed)
         train, dev = load_corpora(cfg)
-        self.md.path.mkdir(parents=True, exist_ok=True)
-        self.md.checkpoints.mkdir(exist_ok=True)
-        if self.resume_state is None:
+        if self.world.main:
+            self.md.path.mkdir(parents=True, exist_ok=True)
+            self.md.checkpoints.mkdir(exist_ok=True)
+        if self.resume_state is None and self.world.main:
             self.tok = Tokenizer.train(cfg.tokenizer, train.src, train.tgt, self.md.path)
             save_config(cfg, self.md.config_path)
-        else:
+        self.world.barrier()  # the other ranks read the tokenizer rank 0 trained
+        if self.resume_state is not None or not self.world.main:
             self.tok = Tokenizer.load(self.md.path)
         src, tgt = self.tok.encode_src(train.src), self.tok.encode_tgt(train.tgt)
         keep = [i for i in range(len(src)) if 0 < len(src[i]) <= cfg.data.max_len and 0 < len(tgt[i]) <= cfg.data.max_len]
@@ -240,8 +244,13 @@ class Trainer:
             if torch.cuda.is_available() and s["rng"].get("cuda"):
                 torch.cuda.set_rng_state_all(s["rng"]["cuda"])
             self.say(f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})")
+        self.ddp = distributed.wrap(self.model, self.world, self.device)  # the model, or DDP around it
+        self.trained = self.ddp  # what the training step calls
+        if cfg.train.compile:  # compiled graphs are cached on disk by inductor, so a resumed run starts faster
+            self.trained = torch.compile(self.ddp, dynamic=True)
         n_params = sum(p.numel() for p in self.model.parameters())
-        self.say(f"model: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, device {self.device}")
+        where = f", {self.world.size} processes" if self.world.distributed else ""
+        self.say(f"model: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, device {self.device}{where}")
 
     # ------------------------------------------------------------ checkpoints
     def _save(self) -> None:
@@ -297,17 +306,21 @@ class Trainer:
         return result
 
     def _loss(self, model: torch.nn.Module, batch: Batch) -> LossSums:
-        """Teacher-forced loss with the output projection fused into it (see training/loss.py)."""
+        """Teacher-forced loss with the output projection fused into it (see training/loss.py).
+        ``model`` is the bare model or its DistributedDataParallel wrapper."""
         with self._autocast():
             out = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
             return projected_label_smoothed_loss(
-                out.hidden, model.output.weight, batch.tgt_out, smoothing=self.cfg.train.label_smoothing, pad_id=PAD
+                out.hidden, self.model.output.weight, batch.tgt_out, smoothing=self.cfg.train.label_smoothing, pad_id=PAD
             )
 
     def _train_seconds(self) -> float:
         """Training time so far (validation excluded), for a time-budgeted schedule."""
         started = getattr(self, "_started", None)
-        return self.state.train_seconds if started is None else time.perf_counter() - started
+        if started is not None:
+            return time.perf_counter() - started
+        state = getattr(self, "state", None)  # the scheduler asks once while it is being built
+        return 0.0 if state is None else state.train_seconds
 
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.bf16)
@@ -315,10 +328,10 @@ class Trainer:
     # -------------------------------------------------------------- training
     def train(self) -> dict[str, Any]:
         self._prepare()
-        cfg, tc, s = self.cfg, self.cfg.train, self.state
-        log = RunLog(self.md.log, self.md.path / "tensorboard" if tc.tensorboard else None)
+        cfg, tc, s, world = self.cfg, self.cfg.train, self.state, self.world
+        log = RunLog(self.md.log, self.md.path / "tensorboard" if tc.tensorboard else None) if world.main else None
         bar = None
-        if self.progress_bar and not self.quiet:
+        if self.progress_bar and not self.quiet and world.main:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, smoothing=0.1)
@@ -332,15 +345,19 @@ class Trainer:
         batches = self.batcher.epoch(s.epoch)
         with _StopRequest() as stop:
             while s.step < tc.max_steps:
-                if s.batch >= len(batches):
+                if len(batches) - s.batch < world.size:  # every rank needs a batch
                     s.epoch, s.batch = s.epoch + 1, 0
                     batches = self.batcher.epoch(s.epoch)
-                group = [self.batcher.collate(i) for i in batches[s.batch : s.batch + tc.accumulate]]
-                n_tokens = sum(b.n_tgt_tokens for b in group)
-                for b in group:
-                    b = b.to(self.device)
-                    sums = self._loss(self.model, b)
-                    (sums.loss / n_tokens).backward()
+                update = batches[s.batch : s.batch + tc.accumulate * world.size]
+                n_tokens = sum(int(self.batcher.tgt_len[i].sum()) for i in update)  # of all ranks: no communication
+                mine = update[world.rank :: world.size]
+                for k, idx in enumerate(mine):
+                    b = self.batcher.collate(idx).to(self.device)
+                    last = k == len(mine) - 1
+                    with contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync():
+                        sums = self._loss(self.trained, b)
+                        # DDP averages gradients over ranks: x world makes the update the sum over all batches / n_tokens
+                        (sums.loss * (world.size / n_tokens)).backward()
                     window_loss = window_loss + sums.loss.detach()  # stays on the device: no sync per batch
                     window_nll = window_nll + sums.nll
                 if tc.clip_norm > 0:
@@ -349,18 +366,20 @@ class Trainer:
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 s.step += 1
-                s.batch += len(group)
+                s.batch += len(update)
                 window_tokens += n_tokens
 
                 if s.step % tc.log_every == 0 or s.step == tc.max_steps:
                     elapsed = time.perf_counter() - window_start
+                    window_loss, window_nll = world.sum(window_loss, window_nll)
                     rec = dict(
                         epoch=s.epoch, loss=float(window_loss) / window_tokens,
                         ppl=math.exp(min(float(window_nll) / window_tokens, 50)),
                         lr=self.scheduler.get_last_lr()[0], tgt_tokens_per_s=window_tokens / elapsed,
                         elapsed_s=time.perf_counter() - started,
                     )
-                    log.write("train", s.step, **rec)
+                    if log is not None:
+                        log.write("train", s.step, **rec)
                     if bar is not None:
                         bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tgt_tokens_per_s']:.0f}")
                     else:
@@ -375,14 +394,18 @@ class Trainer:
                     bar.update(1)
 
                 out_of_time = tc.max_minutes > 0 and time.perf_counter() - started > tc.max_minutes * 60
-                if s.step % tc.eval_every == 0 or s.step == tc.max_steps or out_of_time or stop.requested:
+                out_of_time, stop_requested = world.flags_from_main(out_of_time, stop.requested)
+                if s.step % tc.eval_every == 0 or s.step == tc.max_steps or out_of_time or stop_requested:
                     s.train_seconds = time.perf_counter() - started
-                    if stop.requested:
-                        self._save()
+                    if stop_requested:
+                        if world.main:
+                            self._save()
                         stop_reason = "interrupted"
                         break
                     final = s.step == tc.max_steps or out_of_time
-                    if self._evaluate_and_save(log, final):
+                    early_stop = self._evaluate_and_save(log, final) if world.main else False
+                    (early_stop,) = world.flags_from_main(early_stop)
+                    if early_stop:
                         stop_reason = "early_stopping"
                         break
                     window_start = time.perf_counter()  # validation time is not training throughput
@@ -392,8 +415,10 @@ class Trainer:
         if bar is not None:
             bar.close()
             self._bar = None
-        log.write("end", s.step, reason=stop_reason, train_seconds=s.train_seconds)
-        log.close()
+        if log is not None:
+            log.write("end", s.step, reason=stop_reason, train_seconds=s.train_seconds)
+            log.close()
+        world.close()
         if stop_reason == "interrupted":
             self.say(f"interrupted at step {s.step}; saved {self.md.last}; continue with --resume")
         else:

@@ -1,0 +1,98 @@
+"""Data-parallel training over several processes, started by torchrun.
+
+    torchrun --nproc_per_node=2 -m attnkit train config.yaml            # one machine
+    torchrun --nnodes=2 --node_rank=R --rdzv_endpoint=HOST:PORT \\
+             --nproc_per_node=8 -m attnkit train config.yaml            # several
+
+torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; without them (or with
+WORLD_SIZE=1) training is the ordinary single process and nothing here is used.
+The backend is gloo on CPU and nccl on CUDA (one GPU per local rank).
+
+How the work is split (``Trainer.train``): every rank builds the same epoch of
+batches from the same seed; an update takes the next ``accumulate x world``
+batches and rank r trains on every world-th of them. The loss is divided by the
+target tokens of the whole update (known to every rank from the batch lengths,
+no communication), then DistributedDataParallel averages the gradients, so an
+update equals one process training on the union of the batches. Rank 0 alone
+validates, logs and writes checkpoints; its decisions to stop (time budget,
+SIGTERM, early stopping) are broadcast so every rank leaves the loop together.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        """The rank that logs, validates and writes files."""
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.size > 1
+
+    def barrier(self) -> None:
+        if self.distributed:
+            dist.barrier()
+
+    def flags_from_main(self, *flags: bool) -> tuple[bool, ...]:
+        """Rank 0's booleans, on every rank (so all ranks take the same branch)."""
+        if not self.distributed:
+            return flags
+        t = torch.tensor([int(f) for f in flags], dtype=torch.int32, device=_comm_device())
+        dist.broadcast(t, src=0)
+        return tuple(bool(v) for v in t.tolist())
+
+    def sum(self, *values: float | torch.Tensor) -> list[float]:
+        """Sums over ranks of a few scalars (for logging)."""
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=_comm_device())
+        if self.distributed:
+            dist.all_reduce(t)
+        return t.tolist()
+
+    def close(self) -> None:
+        if self.distributed and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _comm_device() -> torch.device:
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def setup(device: torch.device) -> tuple[World, torch.device]:
+    """Join the process group torchrun describes (if any); returns the world and this rank's device."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    if size <= 1:
+        return World(), device
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if device.type == "cuda":
+        if local_rank >= torch.cuda.device_count():
+            raise ValueError(f"local rank {local_rank} has no GPU: this machine has {torch.cuda.device_count()}")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return World(rank, size, local_rank), device
+
+
+def wrap(model: torch.nn.Module, world: World, device: torch.device) -> torch.nn.Module:
+    """DistributedDataParallel around the model when there is more than one rank."""
+    if not world.distributed:
+        return model
+    from torch.nn.parallel import DistributedDataParallel
+
+    ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids, output_device=ids[0] if ids else None)

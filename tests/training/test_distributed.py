@@ -1,0 +1,66 @@
+"""torchrun data parallelism: 2 CPU processes (gloo) for a few updates end with the
+parameters of 1 process training on the union of their batches; rank 0 alone
+logs and writes; a run started with 2 processes resumes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from attnkit.config import config_from_dict, save_config
+from attnkit.training import checkpoint
+from attnkit.training.trainer import train
+
+STEPS = {"max_steps": 6, "eval_every": 3, "log_every": 2, "bleu_every": 0}
+
+
+def _torchrun(cfg_path, *extra, nproc=2):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "attnkit", "train", str(cfg_path), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def _params(out):
+    return checkpoint.load(out / "checkpoints" / "last.pt")["model"]
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_two_processes_equal_one_process_on_the_combined_batches(reversal, toy_config, tmp_path, arch):
+    single = tmp_path / "single"
+    train(config_from_dict(toy_config(reversal, single, arch, accumulate=2, **STEPS)), quiet=True)
+
+    double = tmp_path / "double"
+    cfg_path = tmp_path / "cfg.yaml"
+    save_config(config_from_dict(toy_config(reversal, double, arch, accumulate=1, **STEPS)), cfg_path)
+    run = _torchrun(cfg_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "2 processes" in run.stderr
+
+    ours, ref = _params(double), _params(single)
+    assert ours.keys() == ref.keys()
+    for k in ref:
+        torch.testing.assert_close(ours[k], ref[k], rtol=0, atol=1e-5, msg=k)
+    # rank 0 alone writes the log, with the whole update's tokens and loss
+    log = lambda d: [json.loads(x) for x in (d / "log.jsonl").read_text().splitlines()]  # noqa: E731
+    ours_log, ref_log = log(double), log(single)
+    assert [r["kind"] for r in ours_log] == [r["kind"] for r in ref_log]
+    for a, b in zip(ours_log, ref_log):
+        if a["kind"] == "train":
+            assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
+
+
+def test_two_process_run_resumes(reversal, toy_config, tmp_path):
+    out = tmp_path / "run"
+    cfg_path = tmp_path / "cfg.yaml"
+    save_config(config_from_dict(toy_config(reversal, out, "transformer", **STEPS)), cfg_path)
+    first = _torchrun(cfg_path, "train.max_steps=3")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert checkpoint.load(out / "checkpoints" / "last.pt")["progress"]["step"] == 3
+    second = _torchrun(cfg_path, "--resume")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resumed from" in second.stderr
+    assert checkpoint.load(out / "checkpoints" / "last.pt")["progress"]["step"] == 6
