@@ -43,6 +43,12 @@ def test_two_processes_equal_one_process_on_the_combined_batches(reversal, toy_c
     ours, ref = _params(double), _params(single)
     assert ours.keys() == ref.keys()
     for k in ref:
+        if k.endswith("attn.in_proj_bias"):
+            # The key bias adds the same q.b_k to every score of a query, so softmax cancels it and its
+            # true gradient is 0: what it gets is rounding noise, which Adam divides by its own size.
+            d = ref[k].shape[0] // 3
+            torch.testing.assert_close(ours[k][d : 2 * d], ref[k][d : 2 * d], rtol=0, atol=1e-4, msg=k)
+            ours[k][d : 2 * d] = ref[k][d : 2 * d]
         torch.testing.assert_close(ours[k], ref[k], rtol=0, atol=1e-5, msg=k)
     # rank 0 alone writes the log, with the whole update's tokens and loss
     log = lambda d: [json.loads(x) for x in (d / "log.jsonl").read_text().splitlines()]  # noqa: E731
