@@ -154,6 +154,8 @@ class MultiHeadAttention(nn.Module):
             if cache.k is not None:
                 k = torch.cat([cache.k, k], dim=-2)
                 v = torch.cat([cache.v, v], dim=-2)
+            if cache.static:  # kept for every later step: contiguous once, not copied by each matmul
+                k, v = k.contiguous(), v.contiguous()
             cache.k, cache.v = k, v
 
         bias = None

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data.tokenizer import BOS, EOS
-from .hypotheses import Hypothesis, SearchResult, length_penalty, max_lengths, stack_cross
+from .hypotheses import Hypothesis, SearchResult, length_penalty, logsumexp_, max_lengths, stack_cross
 
 
 @torch.inference_mode()
@@ -83,7 +83,7 @@ def beam_search(
         # rank those (n * k, 2k) instead of adding the score to all (n, k * V) log-probs.
         width = min(2 * k, vocab)
         best_logits, best_words = logits.topk(width, dim=1)  # (n * k, 2k)
-        lse = torch.logsumexp(logits, dim=1, keepdim=True)
+        lse = logsumexp_(logits, best_logits[:, :1])
         cand = (scores.view(n * k, 1) + (best_logits - lse)).view(n, k * width)
         top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2k)
         origin = top_idx // width  # which live beam each candidate extends

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data.tokenizer import BOS, EOS
-from .hypotheses import Hypothesis, SearchResult, max_lengths, stack_cross
+from .hypotheses import Hypothesis, SearchResult, logsumexp_, max_lengths, stack_cross
 
 
 @torch.inference_mode()
@@ -24,41 +24,60 @@ def greedy_search(
 ) -> SearchResult:
     """Decode a batch; src (b, s), src_mask (b, s). Scores are summed log-probabilities."""
     b = src.shape[0]
+    device = src.device
     state = model.init_state(model.encode(src, src_mask))
     limits = max_lengths(src_mask, max_len_ratio, max_len_extra)
-    prev = torch.full((b, 1), BOS, dtype=torch.long, device=src.device)
-    finished = torch.zeros(b, dtype=torch.bool, device=src.device)
-    log_prob = torch.zeros(b, device=src.device)
-    steps: list[Tensor] = []
-    cross: list[Tensor] = []
-    centres: list[Tensor] = []
+    prev = torch.full((b, 1), BOS, dtype=torch.long, device=device)
+    finished = torch.zeros(b, dtype=torch.bool, device=device)
+    ended = torch.zeros(b, dtype=torch.bool, device=device)  # produced EOS (not cut by the length limit)
+    log_prob = torch.zeros(b, device=device)
+    rows = torch.arange(b, device=device)  # the sentence each row of the state decodes
+    out_ids = torch.full((b, int(limits.max())), EOS, dtype=torch.long, device=device)
+    cross: list[tuple[Tensor, Tensor]] = []  # (rows, weights) per step
+    centres: list[tuple[Tensor, Tensor]] = []
     for step in range(int(limits.max())):
         out = model.decode_step(state, prev, need_weights=need_weights)
         logits = out.logits[:, -1].float()
-        best, nxt = logits.max(-1)
-        best_lp = best - torch.logsumexp(logits, dim=-1)  # the log-probability without a log-softmax pass
-        nxt = nxt.masked_fill(finished, EOS)
-        log_prob += best_lp.masked_fill(finished, 0.0)
+        best, nxt = logits.max(-1, keepdim=True)
+        best_lp = (best - logsumexp_(logits, best)).squeeze(1)  # log-probability, no log-softmax pass
+        done = finished[rows]  # finished, not yet dropped from the batch
+        nxt = nxt.squeeze(1).masked_fill(done, EOS)
+        log_prob[rows] += best_lp.masked_fill(done, 0.0)
+        ended[rows] |= nxt == EOS
+        out_ids[rows, step] = nxt
         if need_weights:
             c, p = stack_cross(out.attention)
-            cross.append(c)
+            cross.append((rows, c))
             if p is not None:
-                centres.append(p)
-        steps.append(nxt)
-        finished |= (nxt == EOS) | (step + 1 >= limits)
-        if bool(finished.all()):
+                centres.append((rows, p))
+        finished[rows] = (nxt == EOS) | (step + 1 >= limits[rows])
+        alive = ~finished[rows]
+        n_alive = int(alive.sum())
+        if n_alive == 0:
             break
+        if n_alive <= 0.75 * len(rows):  # drop finished sentences from the batch (copies the caches once)
+            keep = alive.nonzero().squeeze(1)
+            state.reorder(keep)
+            rows, nxt = rows[keep], nxt[keep]
         prev = nxt[:, None]
-    ids = torch.stack(steps, 1).tolist()  # (b, T)
+    ids = out_ids[:, : step + 1].tolist()  # (b, T): EOS after each sentence's end
     nbest = []
-    for i, row in enumerate(ids):
-        ended = EOS in row
-        tokens = row[: row.index(EOS)] if ended else row
-        hyp = Hypothesis(tokens, float(log_prob[i]), float(log_prob[i]), finished=ended)
+    for i, (row, eos, limit) in enumerate(zip(ids, ended.tolist(), limits.tolist())):
+        tokens = row[: row.index(EOS)] if eos else row[:limit]
+        hyp = Hypothesis(tokens, float(log_prob[i]), float(log_prob[i]), finished=eos)
         if need_weights:
-            t = len(tokens) + 1 if ended else len(tokens)
-            hyp.attention = torch.stack([c[i] for c in cross[:t]], dim=2).float().cpu().numpy()  # (L, h, t, s)
+            t = len(tokens) + 1 if eos else len(tokens)
+            hyp.attention = _row_history(cross, i, t).float().cpu().numpy()  # (L, h, t, s)
             if centres:
-                hyp.p_t = torch.stack([p[i] for p in centres[:t]]).float().cpu().numpy()
+                hyp.p_t = _row_history(centres, i, t, dim=0).float().cpu().numpy()
         nbest.append([hyp])
     return SearchResult(nbest)
+
+
+def _row_history(history: list[tuple[Tensor, Tensor]], sentence: int, t: int, dim: int = 2) -> Tensor:
+    """Stack sentence ``sentence``'s slices of the first ``t`` steps (rows shrink as sentences finish)."""
+    parts = []
+    for rows, values in history[:t]:
+        (where,) = (rows == sentence).nonzero(as_tuple=True)
+        parts.append(values[int(where[0])])
+    return torch.stack(parts, dim=dim)
