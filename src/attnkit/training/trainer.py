@@ -184,7 +184,6 @@ class Trainer:
         self._bar = None
         self.cfg = cfg
         self.resume_state = saved if resume else None
-        self.quiet = quiet
         self.world, self.device = distributed.setup(resolve_device(cfg.train.device))
         self.quiet = quiet or not self.world.main  # one voice: rank 0's
         self.progress_bar = sys.stderr.isatty() if progress_bar is None else progress_bar
@@ -315,7 +314,8 @@ class Trainer:
             )
 
     def _train_seconds(self) -> float:
-        """Training time so far (validation excluded), for a time-budgeted schedule."""
+        """Seconds since training started (across resumes; validation pauses included, as in
+        train.max_minutes), for a time-budgeted schedule."""
         started = getattr(self, "_started", None)
         if started is not None:
             return time.perf_counter() - started
@@ -331,7 +331,7 @@ class Trainer:
         cfg, tc, s, world = self.cfg, self.cfg.train, self.state, self.world
         log = RunLog(self.md.log, self.md.path / "tensorboard" if tc.tensorboard else None) if world.main else None
         bar = None
-        if self.progress_bar and not self.quiet and world.main:
+        if self.progress_bar and not self.quiet:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, smoothing=0.1)
