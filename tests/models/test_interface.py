@@ -99,3 +99,7 @@ def test_features_without_projection_give_the_same_logits(name):
     assert feats.logits is None and feats.hidden.shape[:2] == (3, 6)
     torch.testing.assert_close(model.output(feats.hidden), full.logits, rtol=0, atol=1e-5)
     assert model.output.bias is None
+    state = model.init_state(model.encode(src, mask))
+    step = model.decode_step(state, tgt[:, :1], project=False)
+    assert step.logits is None
+    torch.testing.assert_close(model.output(step.hidden), full.logits[:, :1], rtol=0, atol=1e-5)

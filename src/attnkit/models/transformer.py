@@ -253,10 +253,12 @@ class TransformerSeq2Seq(nn.Module):
         x = self.decoder_norm(x)
         return DecoderOutput(self.output(x) if project else None, maps, x)
 
-    def decode_step(self, state: TransformerState, prev_tokens: Tensor, need_weights: bool = False) -> DecoderOutput:
+    def decode_step(
+        self, state: TransformerState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
         """Feed the next target tokens (b, n) (usually n = 1); the caches hold the prefix."""
         x = self.tgt_embed(prev_tokens, offset=state.step)
-        out = self._decode(x, state.encoder, need_weights, state)
+        out = self._decode(x, state.encoder, need_weights, state, project)
         state.step += prev_tokens.shape[1]
         return out
 
