@@ -103,9 +103,10 @@ def dot_product_attention(
         causal_m = causal_mask(t, s, device=q.device)
         mask = causal_m if mask is None else mask & causal_m
 
-    if not need_weights and t == 1 and q.is_cpu and p == 0.0 and not q.requires_grad:
-        return AttentionOutput(_single_query_cpu(q, k, v, mask, bias))
-    if not need_weights:
+    # Incremental decoding (one query per row) on CPU: two small matmuls and a softmax
+    # run about 2x faster than the flash kernel, whose blocking targets long queries.
+    single_query = t == 1 and q.is_cpu and p == 0.0 and not q.requires_grad
+    if not (need_weights or single_query):
         attn_mask: Tensor | None = mask
         if bias is not None:
             attn_mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype).masked_fill(~mask, float("-inf"))
@@ -118,13 +119,5 @@ def dot_product_attention(
     scores = scaled_dot(q, k)  # (b, h, t, s)
     if bias is not None:
         scores = scores + bias
-    return attend(scores, v, mask, dropout=p, training=training)
-
-
-def _single_query_cpu(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None) -> Tensor:
-    """Incremental decoding (one query per row) on CPU: two small matmuls and a softmax
-    run about 2x faster than the flash kernel, whose blocking targets long queries."""
-    scores = scaled_dot(q, k)
-    if bias is not None:
-        scores = scores + bias
-    return attend(scores, v, mask).context
+    out = attend(scores, v, mask, dropout=p, training=training)
+    return out if need_weights else AttentionOutput(out.context)

@@ -185,6 +185,7 @@ class Trainer:
         self.cfg = cfg
         self.resume_state = saved if resume else None
         self.world, self.device = distributed.setup(resolve_device(cfg.train.device))
+        self._started: float | None = None  # perf_counter() at which training time began
         self.quiet = quiet or not self.world.main  # one voice: rank 0's
         self.progress_bar = sys.stderr.isatty() if progress_bar is None else progress_bar
 
@@ -231,8 +232,8 @@ class Trainer:
             cfg.model, src_vocab=self.tok.src_vocab, tgt_vocab=self.tok.tgt_vocab, pad_id=PAD, shared_vocab=self.tok.joint
         ).to(self.device)
         self.optimizer = build_optimizer(cfg.train, self.model.parameters())
-        self.scheduler = build_scheduler(cfg.train, self.optimizer, clock=self._train_seconds)
         self.state = Progress()
+        self.scheduler = build_scheduler(cfg.train, self.optimizer, clock=self._train_seconds)
         if self.resume_state is not None:
             s = self.resume_state
             self.model.load_state_dict(s["model"])
@@ -316,11 +317,9 @@ class Trainer:
     def _train_seconds(self) -> float:
         """Seconds since training started (across resumes; validation pauses included, as in
         train.max_minutes), for a time-budgeted schedule."""
-        started = getattr(self, "_started", None)
-        if started is not None:
-            return time.perf_counter() - started
-        state = getattr(self, "state", None)  # the scheduler asks once while it is being built
-        return 0.0 if state is None else state.train_seconds
+        if self._started is None:  # not training yet (the scheduler asks while it is built)
+            return self.state.train_seconds
+        return time.perf_counter() - self._started
 
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.train.bf16)
