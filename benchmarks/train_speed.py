@@ -1,8 +1,9 @@
 """Training throughput of the Multi30k Transformer-tiny config (issue 7), against a
-plain eager PyTorch baseline in the same run.
+plain eager PyTorch baseline in the same run; and of the RNN config.
 
     python benchmarks/train_speed.py                       # all variants, 100 timed steps each
     python benchmarks/train_speed.py --variants eager bf16 --steps 50
+    python benchmarks/train_speed.py --variants rnn_baseline rnn rnn_bf16
 
 Each variant runs in its own process (so peak memory is its own): it tokenizes
 the Multi30k training set with a sentencepiece model trained for the run,
@@ -20,6 +21,11 @@ Variants:
   baseline  torch.nn.Transformer of the same sizes, fp32 eager, nn.CrossEntropyLoss
             with label smoothing, torch's own dropout, batches of a fixed number
             of shuffled sentences (no length bucketing)
+  rnn       the RNN config (configs/multi30k_en_de_rnn_luong.yaml: bi-LSTM + Luong
+            attention, 1,024-token batches) as `attnkit train` runs it
+  rnn_bf16  + bfloat16 autocast
+  rnn_baseline  the same RNN model and batches, but the plain way: full logits
+            (rows x vocabulary, padding included) and nn.CrossEntropyLoss
 """
 
 from __future__ import annotations
@@ -39,14 +45,15 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("baseline", "eager", "bf16", "compile", "compile_bf16")
+VARIANTS = ("baseline", "eager", "bf16", "compile", "compile_bf16", "rnn_baseline", "rnn", "rnn_bf16")
+CONFIGS = {"transformer": "configs/multi30k_en_de_transformer_tiny.yaml", "rnn": "configs/multi30k_en_de_rnn_luong.yaml"}
 
 
-def _data(data_dir: str, workdir: Path):
+def _data(data_dir: str, workdir: Path, arch: str):
     from attnkit.config import load_config
     from attnkit.data import Tokenizer, multi30k, read_lines
 
-    cfg = load_config(ROOT / "configs/multi30k_en_de_transformer_tiny.yaml")
+    cfg = load_config(ROOT / CONFIGS[arch])
     src = read_lines(multi30k.locate("train", "en", root=data_dir, variant="tok"))
     tgt = read_lines(multi30k.locate("train", "de", root=data_dir, variant="tok"))
     tok = Tokenizer.load(workdir) if (workdir / "spm.joint.model").is_file() else Tokenizer.train(cfg.tokenizer, src, tgt, workdir)
@@ -89,6 +96,19 @@ def step_flops(m, batch_size: int, src_len: int, tgt_len: int, projected_rows: i
     return 3 * 2 * (enc + dec + projected_rows * d * vocab)
 
 
+def rnn_step_flops(m, batch_size: int, src_len: int, tgt_len: int, projected_rows: int, vocab: int) -> float:
+    """The same count for the RNN: LSTM gates (4 per cell) of the bidirectional encoder
+    (H/2 per direction) and the decoder (input feeding: embedding + H inputs on the
+    first layer), the "general" score's key projection, scores and context, W_c, W_s."""
+    e, h, b = m.d_model, m.hidden, batch_size
+    s_tok, t_tok = b * src_len, b * tgt_len
+    gates = 4 if m.cell == "lstm" else 3
+    enc = sum(2 * gates * (h // 2) * ((e if i == 0 else h) + h // 2) for i in range(m.encoder_layers)) * s_tok
+    dec = sum(gates * h * ((e + h if i == 0 else h) + h) for i in range(m.decoder_layers)) * t_tok
+    att = s_tok * h * h + 2 * b * tgt_len * src_len * h + t_tok * 2 * h * h
+    return 3 * 2 * (enc + dec + att + projected_rows * h * vocab)
+
+
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
     """Measured FLOP/s of a large square matmul: the ceiling MFU is taken against."""
     a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
@@ -108,9 +128,12 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
     from attnkit.training.loss import projected_label_smoothed_loss
     from attnkit.training.schedule import build_optimizer
 
-    cfg, tok, src, tgt = _data(data_dir, workdir)
+    rnn = variant.startswith("rnn")
+    cfg, tok, src, tgt = _data(data_dir, workdir, "rnn" if rnn else "transformer")
     torch.manual_seed(0)
     m = cfg.model
+    plain = variant in ("baseline", "rnn_baseline")  # full logits + nn.CrossEntropyLoss
+    criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=cfg.train.label_smoothing, reduction="sum")
     if variant == "baseline":
         model = _Baseline(tok.src_vocab, m.d_model, m.heads, m.ffn, m.encoder_layers, m.dropout)
         rng = random.Random(0)
@@ -120,7 +143,6 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         per_batch = max(per_batch, 128)
         batches = [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
         make = lambda idx: collate([src[i] for i in idx], [tgt[i] for i in idx], idx)  # noqa: E731
-        criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=cfg.train.label_smoothing, reduction="sum")
     else:
         model = build_model(m, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint)
         batcher = BucketBatcher(src, tgt, batch_tokens=cfg.train.batch_tokens, seed=1)
@@ -134,8 +156,8 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
     def step(i: int) -> tuple[int, int]:
         b = make(batches[i % len(batches)])
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            if variant == "baseline":
-                logits = fwd(b.src, b.tgt_in)
+            if plain:
+                logits = fwd(b.src, b.tgt_in) if variant == "baseline" else fwd(b.src, b.src_mask, b.tgt_in).logits
                 loss = criterion(logits.reshape(-1, logits.shape[-1]), b.tgt_out.reshape(-1))
             else:  # as `attnkit train` does it: output projection fused into the loss
                 out = fwd(b.src, b.src_mask, b.tgt_in, project=False)
@@ -145,8 +167,8 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         (loss / b.n_tgt_tokens).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        rows = b.tgt_out.numel() if variant == "baseline" else b.n_tgt_tokens
-        flops = step_flops(m, b.src.shape[0], b.src.shape[1], b.tgt_in.shape[1], rows, tok.tgt_vocab)
+        rows = b.tgt_out.numel() if plain else b.n_tgt_tokens
+        flops = (rnn_step_flops if rnn else step_flops)(m, b.src.shape[0], b.src.shape[1], b.tgt_in.shape[1], rows, tok.tgt_vocab)
         return b.n_tgt_tokens, b.tgt_out.numel(), flops
 
     t0 = time.perf_counter()
@@ -192,11 +214,12 @@ def main() -> None:
             print(f"{v:<13} {r['tgt_tok_s']:7.0f} tgt tok/s  padding {r['padding']:.1%}  peak RSS {r['peak_rss_mib']:.0f} MiB  "
                   f"warm-up {r['warmup_s']:.0f} s  {r['tflops']:.3f} TFLOP/s = MFU {r['mfu']:.1%} of {r['peak_tflops']:.2f}",
                   flush=True)
-    base = next((r for r in rows if r["variant"] == "baseline"), None)
+    bases = {r["variant"]: r for r in rows if r["variant"] in ("baseline", "rnn_baseline")}
     print(f"\n{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     print("| variant | tgt tok/s | vs baseline | padding | peak RSS MiB | warm-up s | TFLOP/s | MFU (of matmul peak) |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        base = bases.get("rnn_baseline" if r["variant"].startswith("rnn") else "baseline")
         rel = f"{r['tgt_tok_s'] / base['tgt_tok_s']:.2f}x" if base else "-"
         print(f"| {r['variant']} | {r['tgt_tok_s']:.0f} | {rel} | {r['padding']:.1%} | {r['peak_rss_mib']:.0f} | "
               f"{r['warmup_s']:.0f} | {r['tflops']:.3f} | {r['mfu']:.1%} of {r['peak_tflops']:.2f} |")
