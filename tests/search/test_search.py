@@ -1,5 +1,6 @@
 """Search invariants on trained toy models: beam 1 == greedy, cached == uncached,
-batched == one by one, input order kept, n-best ranked by the GNMT length penalty."""
+batched == one by one, input order kept, n-best ranked by the GNMT length penalty,
+early stopping of settled sentences exact."""
 
 import pytest
 import torch
@@ -71,6 +72,32 @@ def test_nbest_ranked_with_gnmt_length_penalty(models, sources):
             assert len({tuple(h.tokens) for h in hyps}) == 5
             for h in hyps:  # score = log P / ((5 + |Y|) / 6)^alpha, |Y| counting EOS
                 assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + h.finished, alpha), abs=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_settled_sentences_stop_early_with_the_same_nbest(models, sources, arch, monkeypatch):
+    """Stopping a sentence once no live hypothesis can reach its n-best list is exact:
+    the same hypotheses and scores as running until beam-many have finished."""
+    import attnkit.search.beam as beam_module
+
+    model, tok = models[arch]
+    b = encode(tok, sources[:12])
+    settle = beam_module._settled
+    fired = []
+
+    def counting(*args):
+        fired.append(settle(*args))
+        return fired[-1]
+
+    for n_best, alpha in ((1, 0.6), (3, 0.0), (2, 1.0)):
+        monkeypatch.setattr(beam_module, "_settled", counting)
+        early = beam_search(model, b.src, b.src_mask, beam=5, n_best=n_best, alpha=alpha)
+        monkeypatch.setattr(beam_module, "_settled", lambda *args: False)
+        full = beam_search(model, b.src, b.src_mask, beam=5, n_best=n_best, alpha=alpha)
+        for e, f in zip(early.nbest, full.nbest):
+            assert [h.tokens for h in e] == [h.tokens for h in f]
+            assert [h.score for h in e] == pytest.approx([h.score for h in f], abs=1e-5)
+    assert any(fired)  # the rule did stop sentences early
 
 
 @pytest.mark.parametrize("arch", ARCHS)

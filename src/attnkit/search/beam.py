@@ -7,6 +7,13 @@ in EOS (ranked by log P / lp(|Y|), GNMT's length penalty) and continues the best
 reaches its length limit; done sentences leave the batch, so later steps only
 compute what is still needed.
 
+A sentence also stops as soon as it provably cannot change its n-best list:
+extending a hypothesis only lowers its log-probability, and lp grows with the
+length (alpha >= 0), so no live hypothesis can ever score above
+best_live_log_prob / lp(length limit). Once the n-th best finished score beats
+that bound, the remaining steps would only add hypotheses ranked below it: the
+output is the same, without computing them.
+
 Only the model interface is used (encode, init_state, decode_step, and the
 state's ``reorder``), so the RNN and the Transformer share this code. With
 ``use_cache=True`` each step feeds one token and the Transformer's key/value
@@ -113,10 +120,11 @@ def beam_search(
         new_rows = rows.gather(1, sel).view(-1)
         new_words = word.gather(1, sel).view(-1, 1)
 
-        # sentences that are done: enough finished hypotheses, or out of length
+        # sentences that are done: enough finished hypotheses, out of length, or settled
         done = []
+        best_live = new_scores[:, 0].tolist()  # candidates are ranked, so column 0 is each sentence's best
         for i, sid in enumerate(active):
-            if len(pending[sid]) >= k:
+            if len(pending[sid]) >= k or _settled(pending[sid], n_best, best_live[i], limits[sid], alpha):
                 done.append(i)
             elif length >= limits[sid]:
                 lp = length_penalty(length, alpha)
@@ -165,3 +173,12 @@ def beam_search(
             for score, raw, seq, ended, attn, pt in ranked
         ])
     return SearchResult(nbest)
+
+
+def _settled(finished: list[tuple], n_best: int, best_live: float, limit: int, alpha: float) -> bool:
+    """True when no live hypothesis (log-probability ``best_live`` at best) can finish above
+    the ``n_best``-th finished one, at any length up to ``limit`` (see the module docstring)."""
+    if alpha < 0 or len(finished) < n_best:
+        return False
+    nth = sorted((h[0] for h in finished), reverse=True)[n_best - 1]
+    return nth > best_live / length_penalty(limit, alpha)
