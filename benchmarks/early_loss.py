@@ -19,7 +19,6 @@ It is not a test: the numbers depend on the machine and are noisy at the start.
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -27,17 +26,21 @@ from pathlib import Path
 import torch
 
 from attnkit.config import load_config
+from attnkit.training.schedule import build_optimizer
 from attnkit.training.trainer import Trainer
 
 
 def run_variant(config: str, overrides: list[str], steps: int, every: int, name: str) -> list[tuple[int, float, float]]:
-    out = Path(tempfile.mkdtemp(prefix=f"early_loss_{name}_"))
-    shutil.rmtree(out)
-    cfg = load_config(config, [f"out_dir={out}", *overrides])
-    trainer = Trainer(cfg, quiet=True)
-    trainer._prepare()  # data, tokenizer, model and optimizer exactly as `attnkit train` builds them
-    model, tc = trainer.model, cfg.train
-    optimizer = torch.optim.Adam(model.parameters(), lr=tc.lr, betas=tc.betas, foreach=True)
+    with tempfile.TemporaryDirectory(prefix=f"early_loss_{name}_") as work:
+        cfg = load_config(config, [f"out_dir={Path(work) / 'run'}", *overrides])
+        trainer = Trainer(cfg, quiet=True)
+        trainer._prepare()  # data, tokenizer and model exactly as `attnkit train` builds them
+        return _train(trainer, steps, every, name)
+
+
+def _train(trainer: Trainer, steps: int, every: int, name: str) -> list[tuple[int, float, float]]:
+    model, tc = trainer.model, trainer.cfg.train
+    optimizer = build_optimizer(tc, model.parameters())  # the run's optimizer, without its schedule
     model.train()
     batches = trainer.batcher.epoch(0)
     rows, window = [], []
@@ -55,7 +58,6 @@ def run_variant(config: str, overrides: list[str], steps: int, every: int, name:
             rows.append((i + 1, sum(window) / len(window), time.perf_counter() - start))
             print(f"{name:>12}  update {i + 1:5d}  train nll {rows[-1][1]:.3f}  {rows[-1][2]:6.1f} s", flush=True)
             window = []
-    shutil.rmtree(out, ignore_errors=True)
     return rows
 
 
