@@ -53,3 +53,23 @@ def test_decoder_layer_matches_torch(norm_first):
     expected = ref(x, memory, tgt_mask=causal, memory_key_padding_mask=~keep)
     got, _, _ = ours(x, memory, keep[:, None, None, :])
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
+def test_activation_dropout_only_where_asked():
+    """The paper and fairseq drop sublayer outputs, not the FFN's hidden units: off unless configured."""
+    from attnkit.config import ModelConfig
+    from attnkit.models.factory import build_model
+
+    def ffn_rates(**kw):
+        model = build_model(ModelConfig(d_model=D, heads=H, ffn=F, layers=2, **kw),
+                            src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True)
+        layers = list(model.encoder.layers) + list(model.decoder_layers)
+        return {layer.feed_forward.dropout.p for layer in layers}, {layer.dropout.p for layer in layers}
+
+    assert ffn_rates(dropout=0.3) == ({0.0}, {0.3})
+    assert ffn_rates(dropout=0.3, activation_dropout=0.1) == ({0.1}, {0.3})
+
+    # with residual dropout 0 and no activation dropout, a layer in training mode is deterministic
+    layer = EncoderLayer(D, H, F, dropout=0.0).train()
+    x, keep = torch.randn(2, 5, D), torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    torch.testing.assert_close(layer(x, keep)[0], layer(x, keep)[0], rtol=0, atol=0)

@@ -47,6 +47,7 @@ def _encoder(cfg: ModelConfig) -> TransformerEncoder:
     layers = [
         EncoderLayer(
             cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+            activation_dropout=cfg.activation_dropout,
             norm_first=cfg.norm_first, positions=p,
         )
         for p in _attention_positions(cfg, cfg.encoder_layers, causal=False)
@@ -79,6 +80,7 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
         decoder_layers = [
             DecoderLayer(
                 cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+                activation_dropout=cfg.activation_dropout,
                 norm_first=cfg.norm_first, positions=p,
             )
             for p in _attention_positions(cfg, cfg.decoder_layers, causal=True)

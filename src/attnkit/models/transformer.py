@@ -54,9 +54,14 @@ class TokenEmbedding(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Sec. 3.3: FFN(x) = W_2 act(W_1 x + b_1) + b_2."""
+    """Sec. 3.3: FFN(x) = W_2 act(W_1 x + b_1) + b_2.
 
-    def __init__(self, d_model: int, ffn: int, *, dropout: float, activation: str = "relu") -> None:
+    ``dropout`` acts on the hidden activation (fairseq's ``--activation-dropout``,
+    tensor2tensor's ``relu_dropout``). The paper has none there (sec. 5.4), nor do
+    fairseq's and BERT's defaults: 0 unless asked for.
+    """
+
+    def __init__(self, d_model: int, ffn: int, *, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r} (valid: {', '.join(ACTIVATIONS)})")
@@ -97,6 +102,7 @@ class EncoderLayer(_Sublayers):
         *,
         dropout: float,
         attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         norm_first: bool = True,
         activation: str = "relu",
         positions: AttentionPositions | None = None,
@@ -104,7 +110,7 @@ class EncoderLayer(_Sublayers):
     ) -> None:
         super().__init__(d_model, 2, dropout=dropout, norm_first=norm_first, eps=eps)
         self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout, positions=positions)
-        self.feed_forward = FeedForward(d_model, ffn, dropout=dropout, activation=activation)
+        self.feed_forward = FeedForward(d_model, ffn, dropout=activation_dropout, activation=activation)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (b, s, d), mask (b, 1, 1, s) -> (b, s, d), weights (b, h, s, s) or None."""
@@ -126,6 +132,7 @@ class DecoderLayer(_Sublayers):
         *,
         dropout: float,
         attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
         norm_first: bool = True,
         activation: str = "relu",
         positions: AttentionPositions | None = None,
@@ -134,7 +141,7 @@ class DecoderLayer(_Sublayers):
         super().__init__(d_model, 3, dropout=dropout, norm_first=norm_first, eps=eps)
         self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout, positions=positions)
         self.cross_attn = MultiHeadAttention(d_model, heads, attention_dropout)
-        self.feed_forward = FeedForward(d_model, ffn, dropout=dropout, activation=activation)
+        self.feed_forward = FeedForward(d_model, ffn, dropout=activation_dropout, activation=activation)
 
     def forward(
         self,
