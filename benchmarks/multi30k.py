@@ -4,6 +4,7 @@ test_2016_flickr, measure decoding speed, and append a dated row to BENCHMARKS.m
     python benchmarks/multi30k.py                                   # both configs, 90-minute budget each
     python benchmarks/multi30k.py --configs configs/multi30k_en_de_transformer_tiny.yaml --max-minutes 90
     python benchmarks/multi30k.py --model-dir runs/bench/multi30k_en_de_transformer_tiny   # evaluate only
+    python benchmarks/multi30k.py --model-dir DIR --alpha dev       # length penalty chosen on val, then test
     python benchmarks/multi30k.py --smoke                           # minutes, tiny numbers: checks the script
 
 Conventions (see ../shared/data/multi30k/README.md):
@@ -56,7 +57,20 @@ def cache_speedup(model, tok, sources: list[str], beam: int = 5) -> tuple[float,
     return times[0], times[1]
 
 
-def run(model_dir: Path, data: str, test_limit: int, checkpoint: str) -> dict:
+ALPHA_GRID = (0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0)
+
+
+def dev_alpha(model_dir: Path, data: str, limit: int, checkpoint: str) -> float:
+    """The length penalty with the best beam-5 BLEU on the val set (ties: the smaller alpha)."""
+    model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
+    src = read_lines(multi30k.locate("val", "en", root=data, variant="tok"))[:limit]
+    ref = read_lines(multi30k.locate("val", "de", root=data, variant="tok"))[:limit]
+    scores = {a: evaluate(model, tok, src, ref, beam=5, alpha=a, tokenize="none").bleu.score for a in ALPHA_GRID}
+    print("val BLEU by alpha: " + ", ".join(f"{a:g}: {b:.2f}" for a, b in scores.items()), flush=True)
+    return max(ALPHA_GRID, key=lambda a: (scores[a], -a))
+
+
+def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float = 0.6) -> dict:
     cfg = load_config(model_dir / "config.yaml")
     model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
     loc = lambda lang, variant: multi30k.locate("test_2016_flickr", lang, root=data, variant=variant)  # noqa: E731
@@ -64,14 +78,14 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str) -> dict:
     ref_tok = read_lines(loc("de", "tok"))[:test_limit]
     ref_raw = read_lines(loc("de", "raw"))[:test_limit]
 
-    beam5 = evaluate(model, tok, src_tok, ref_tok, beam=5, tokenize="none")
+    beam5 = evaluate(model, tok, src_tok, ref_tok, beam=5, alpha=alpha, tokenize="none")
     greedy = evaluate(model, tok, src_tok, ref_tok, beam=1, tokenize="none")
     detok = moses_detokenize(beam5.hypotheses, "de")
     detok_bleu = bleu(detok, ref_raw, tokenize="13a", lowercase=True)
     cached, uncached = cache_speedup(model, tok, src_tok[:200])
     seconds, tok_s, steps = train_throughput(model_dir)
     return {
-        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint, "steps": steps,
+        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint, "alpha": alpha, "steps": steps,
         "train_minutes": seconds / 60, "train_tok_s": tok_s,
         "bleu_tok": beam5.bleu.score, "bleu_tok_sig": beam5.bleu.signature,
         "bleu_detok_lc": detok_bleu.score, "bleu_detok_sig": detok_bleu.signature,
@@ -89,12 +103,12 @@ def machine() -> str:
 def append_rows(rows: list[dict], path: Path) -> None:
     lines = [
         f"\n### Multi30k En→De test_2016_flickr — {time.strftime('%Y-%m-%d')} — {machine()}\n",
-        "| model | ckpt | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok (lc) | chrF tok-lc | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | ckpt | beam α | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok (lc) | chrF tok-lc | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['config']} | {r['checkpoint']} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
+            f"| {r['config']} | {r['checkpoint']} | {r['alpha']:g} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
             f"| {r['bleu_tok']:.2f} | {r['bleu_detok_lc']:.2f} | {r['chrf']:.2f} | {r['greedy_bleu_tok']:.2f} "
             f"| {r['beam5_s']:.1f} ({r['beam5_sent_s']:.0f}) | {r['greedy_s']:.1f} ({r['greedy_sent_s']:.0f}) "
             f"| {r['cache_speedup']:.1f}x |"
@@ -114,6 +128,9 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=90.0, help="training budget per config")
     parser.add_argument("--model-dir", type=Path, nargs="*", help="evaluate these trained models instead of training")
     parser.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
+    parser.add_argument("--alpha", default="0.6",
+                        help="GNMT length penalty for beam 5: a number, or 'dev' to pick it on the val set from "
+                             f"{ALPHA_GRID} (the test set is never used to choose)")
     parser.add_argument("--smoke", action="store_true", help="1-minute training, 100 test sentences, no BENCHMARKS.md row")
     parser.add_argument("--benchmarks-md", type=Path, default=ROOT / "BENCHMARKS.md")
     args = parser.parse_args()
@@ -127,7 +144,11 @@ def main() -> None:
                 overrides += ["train.eval_every=20", "train.bleu_every=0", "train.warmup=20"]
             train(load_config(cfg_path, overrides), resume=(out / "checkpoints" / "last.pt").is_file())
             dirs.append(out)
-    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint) for d in dirs]
+    limit = 100 if args.smoke else 1000
+    rows = []
+    for d in dirs:
+        alpha = dev_alpha(d, args.data, limit, args.checkpoint) if args.alpha == "dev" else float(args.alpha)
+        rows.append(run(d, args.data, limit, args.checkpoint, alpha))
     for r in rows:
         print(json.dumps(r, indent=1))
     if not args.smoke:

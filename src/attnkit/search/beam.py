@@ -29,7 +29,8 @@ import torch
 from torch import Tensor, nn
 
 from ..data.tokenizer import BOS, EOS
-from .hypotheses import Hypothesis, SearchResult, length_penalty, logsumexp_, max_lengths, stack_cross
+from .hypotheses import Hypothesis, SearchResult, length_penalty, max_lengths, stack_cross
+from .scoring import best_tokens
 
 
 @torch.inference_mode()
@@ -73,12 +74,10 @@ def beam_search(
     while active:
         n = len(active)
         if use_cache:
-            out = model.decode_step(state, tokens[:, -1:], need_weights=need_weights)
+            out = model.decode_step(state, tokens[:, -1:], need_weights=need_weights, project=False)
         else:
             replay = copy.deepcopy(base)
-            out = model.decode_step(replay, tokens, need_weights=need_weights)
-        logits = out.logits[:, -1].float()  # (n * k, V)
-        vocab = logits.shape[-1]
+            out = model.decode_step(replay, tokens, need_weights=need_weights, project=False)
         if need_weights:
             cross, p_t = stack_cross(out.attention)
             cross = cross[..., None, :]  # (n * k, L, h, 1, s)
@@ -88,9 +87,8 @@ def beam_search(
 
         # The sentence's best 2k continuations are among each beam's best 2k words, so
         # rank those (n * k, 2k) instead of adding the score to all (n, k * V) log-probs.
-        width = min(2 * k, vocab)
-        best_logits, best_words = logits.topk(width, dim=1)  # (n * k, 2k)
-        lse = logsumexp_(logits, best_logits[:, :1])
+        best_logits, best_words, lse = best_tokens(model.output, out.hidden[:, -1], 2 * k)  # (n * k, 2k)
+        width = best_logits.shape[1]
         cand = (scores.view(n * k, 1) + (best_logits - lse)).view(n, k * width)
         top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2k)
         origin = top_idx // width  # which live beam each candidate extends

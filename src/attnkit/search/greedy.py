@@ -9,7 +9,8 @@ import torch
 from torch import Tensor, nn
 
 from ..data.tokenizer import BOS, EOS
-from .hypotheses import Hypothesis, SearchResult, logsumexp_, max_lengths, stack_cross
+from .hypotheses import Hypothesis, SearchResult, max_lengths, stack_cross
+from .scoring import best_tokens
 
 
 @torch.inference_mode()
@@ -36,10 +37,9 @@ def greedy_search(
     cross: list[tuple[Tensor, Tensor]] = []  # (rows, weights) per step
     centres: list[tuple[Tensor, Tensor]] = []
     for step in range(int(limits.max())):
-        out = model.decode_step(state, prev, need_weights=need_weights)
-        logits = out.logits[:, -1].float()
-        best, nxt = logits.max(-1, keepdim=True)
-        best_lp = (best - logsumexp_(logits, best)).squeeze(1)  # log-probability, no log-softmax pass
+        out = model.decode_step(state, prev, need_weights=need_weights, project=False)
+        best, nxt, lse = best_tokens(model.output, out.hidden[:, -1], 1)
+        best_lp = (best - lse).squeeze(1)  # log-probability, no log-softmax pass
         done = finished[rows]  # finished, not yet dropped from the batch
         nxt = nxt.squeeze(1).masked_fill(done, EOS)
         log_prob[rows] += best_lp.masked_fill(done, 0.0)

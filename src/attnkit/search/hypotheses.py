@@ -51,9 +51,3 @@ def stack_cross(maps: object) -> tuple[Tensor, Tensor | None]:
     p_t = maps.p_t[:, -1] if maps.p_t is not None else None
     return cross, p_t
 
-
-def logsumexp_(logits: Tensor, top: Tensor) -> Tensor:
-    """log sum exp over the last dim given each row's maximum ``top`` (rows, 1), computed
-    in the logits' own memory, which it overwrites: decoding does not need them again,
-    and allocating (rows, V) temporaries every step costs more than the arithmetic."""
-    return top + logits.sub_(top).exp_().sum(dim=-1, keepdim=True).log_()
