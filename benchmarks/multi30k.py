@@ -60,9 +60,8 @@ def cache_speedup(model, tok, sources: list[str], beam: int = 5) -> tuple[float,
 ALPHA_GRID = (0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0)
 
 
-def dev_alpha(model_dir: Path, data: str, limit: int, checkpoint: str) -> float:
+def dev_alpha(model, tok, data: str, limit: int) -> float:
     """The length penalty with the best beam-5 BLEU on the val set (ties: the smaller alpha)."""
-    model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
     src = read_lines(multi30k.locate("val", "en", root=data, variant="tok"))[:limit]
     ref = read_lines(multi30k.locate("val", "de", root=data, variant="tok"))[:limit]
     scores = {a: evaluate(model, tok, src, ref, beam=5, alpha=a, tokenize="none").bleu.score for a in ALPHA_GRID}
@@ -70,9 +69,12 @@ def dev_alpha(model_dir: Path, data: str, limit: int, checkpoint: str) -> float:
     return max(ALPHA_GRID, key=lambda a: (scores[a], -a))
 
 
-def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float = 0.6) -> dict:
+def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float | None = 0.6) -> dict:
+    """Evaluate one model; ``alpha=None`` chooses the length penalty on val first (``dev_alpha``)."""
     cfg = load_config(model_dir / "config.yaml")
     model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
+    if alpha is None:
+        alpha = dev_alpha(model, tok, data, test_limit)
     loc = lambda lang, variant: multi30k.locate("test_2016_flickr", lang, root=data, variant=variant)  # noqa: E731
     src_tok = read_lines(loc("en", "tok"))[:test_limit]
     ref_tok = read_lines(loc("de", "tok"))[:test_limit]
@@ -144,11 +146,8 @@ def main() -> None:
                 overrides += ["train.eval_every=20", "train.bleu_every=0", "train.warmup=20"]
             train(load_config(cfg_path, overrides), resume=(out / "checkpoints" / "last.pt").is_file())
             dirs.append(out)
-    limit = 100 if args.smoke else 1000
-    rows = []
-    for d in dirs:
-        alpha = dev_alpha(d, args.data, limit, args.checkpoint) if args.alpha == "dev" else float(args.alpha)
-        rows.append(run(d, args.data, limit, args.checkpoint, alpha))
+    alpha = None if args.alpha == "dev" else float(args.alpha)
+    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint, alpha) for d in dirs]
     for r in rows:
         print(json.dumps(r, indent=1))
     if not args.smoke:

@@ -50,4 +50,3 @@ def stack_cross(maps: object) -> tuple[Tensor, Tensor | None]:
     cross = torch.stack([w[:, :, -1] for w in maps.cross], dim=1)
     p_t = maps.p_t[:, -1] if maps.p_t is not None else None
     return cross, p_t
-
