@@ -7,12 +7,16 @@ test_2016_flickr, measure decoding speed, and append a dated row to BENCHMARKS.m
     python benchmarks/multi30k.py --model-dir DIR --alpha dev       # length penalty chosen on val, then test
     python benchmarks/multi30k.py --smoke                           # minutes, tiny numbers: checks the script
 
-Conventions (see ../shared/data/multi30k/README.md):
-* tok: outputs of the model (trained on the lowercased, tokenized files) against
-  the tok references, sacreBLEU tokenize=none: comparable to the published 41.02;
+Conventions (see ../shared/data/multi30k/README.md), for a model trained on the tok files
+(data.multi30k_variant=tok, the published setup):
+* tok: outputs against the tok references, sacreBLEU tokenize=none: comparable to the published 41.02;
 * detok: outputs Moses-detokenized against the raw references, sacreBLEU 13a.
   A model trained on lowercased text cannot restore case, so this is reported
   case-insensitive (the signature says case:lc).
+and for a model trained on the raw files (data.multi30k_variant=raw), which reads raw English:
+* detok: its outputs as they are against the raw references, sacreBLEU 13a, cased;
+* tok: its outputs lowercased, punctuation-normalised and Moses-tokenized as the tok files were
+  (moses_tokenize_lc reproduces the tok references exactly), tokenize=none.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import torch
 from attnkit.config import load_config
 from attnkit.data import collate, read_lines
 from attnkit.data import multi30k
-from attnkit.evaluation import bleu, evaluate, moses_detokenize
+from attnkit.evaluation import bleu, evaluate, moses_detokenize, moses_tokenize_lc
 from attnkit.model_dir import load_model
 from attnkit.search import beam_search
 from attnkit.training.trainer import train
@@ -60,11 +64,12 @@ def cache_speedup(model, tok, sources: list[str], beam: int = 5) -> tuple[float,
 ALPHA_GRID = (0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0)
 
 
-def dev_alpha(model, tok, data: str, limit: int) -> float:
+def dev_alpha(model, tok, data: str, limit: int, variant: str) -> float:
     """The length penalty with the best beam-5 BLEU on the val set (ties: the smaller alpha)."""
-    src = read_lines(multi30k.locate("val", "en", root=data, variant="tok"))[:limit]
-    ref = read_lines(multi30k.locate("val", "de", root=data, variant="tok"))[:limit]
-    scores = {a: evaluate(model, tok, src, ref, beam=5, alpha=a, tokenize="none").bleu.score for a in ALPHA_GRID}
+    src = read_lines(multi30k.locate("val", "en", root=data, variant=variant))[:limit]
+    ref = read_lines(multi30k.locate("val", "de", root=data, variant=variant))[:limit]
+    tokenize = "13a" if variant == "raw" else "none"
+    scores = {a: evaluate(model, tok, src, ref, beam=5, alpha=a, tokenize=tokenize).bleu.score for a in ALPHA_GRID}
     print("val BLEU by alpha: " + ", ".join(f"{a:g}: {b:.2f}" for a, b in scores.items()), flush=True)
     return max(ALPHA_GRID, key=lambda a: (scores[a], -a))
 
@@ -72,29 +77,37 @@ def dev_alpha(model, tok, data: str, limit: int) -> float:
 def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float | None = 0.6) -> dict:
     """Evaluate one model; ``alpha=None`` chooses the length penalty on val first (``dev_alpha``)."""
     cfg = load_config(model_dir / "config.yaml")
+    variant = cfg.data.multi30k_variant
     model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
     if alpha is None:
-        alpha = dev_alpha(model, tok, data, test_limit)
-    loc = lambda lang, variant: multi30k.locate("test_2016_flickr", lang, root=data, variant=variant)  # noqa: E731
-    src_tok = read_lines(loc("en", "tok"))[:test_limit]
+        alpha = dev_alpha(model, tok, data, test_limit, variant)
+    loc = lambda lang, v: multi30k.locate("test_2016_flickr", lang, root=data, variant=v)  # noqa: E731
+    src = read_lines(loc("en", variant))[:test_limit]
     ref_tok = read_lines(loc("de", "tok"))[:test_limit]
     ref_raw = read_lines(loc("de", "raw"))[:test_limit]
 
-    beam5 = evaluate(model, tok, src_tok, ref_tok, beam=5, alpha=alpha, tokenize="none")
-    greedy = evaluate(model, tok, src_tok, ref_tok, beam=1, tokenize="none")
-    detok = moses_detokenize(beam5.hypotheses, "de")
-    detok_bleu = bleu(detok, ref_raw, tokenize="13a", lowercase=True)
-    cached, uncached = cache_speedup(model, tok, src_tok[:200])
+    raw = variant == "raw"
+    ref, tokenize = (ref_raw, "13a") if raw else (ref_tok, "none")
+    beam5 = evaluate(model, tok, src, ref, beam=5, alpha=alpha, tokenize=tokenize)
+    greedy = evaluate(model, tok, src, ref, beam=1, tokenize=tokenize)
+    if raw:
+        tok_bleu = bleu(moses_tokenize_lc(beam5.hypotheses, "de"), ref_tok, tokenize="none")
+        greedy_tok_bleu = bleu(moses_tokenize_lc(greedy.hypotheses, "de"), ref_tok, tokenize="none")
+        detok_bleu = beam5.bleu
+    else:
+        tok_bleu, greedy_tok_bleu = beam5.bleu, greedy.bleu
+        detok_bleu = bleu(moses_detokenize(beam5.hypotheses, "de"), ref_raw, tokenize="13a", lowercase=True)
+    cached, uncached = cache_speedup(model, tok, src[:200])
     seconds, tok_s, steps = train_throughput(model_dir)
     return {
         "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint, "alpha": alpha, "steps": steps,
         "train_minutes": seconds / 60, "train_tok_s": tok_s,
-        "bleu_tok": beam5.bleu.score, "bleu_tok_sig": beam5.bleu.signature,
-        "bleu_detok_lc": detok_bleu.score, "bleu_detok_sig": detok_bleu.signature,
-        "chrf": beam5.chrf.score, "chrf_sig": beam5.chrf.signature, "greedy_bleu_tok": greedy.bleu.score,
+        "variant": variant, "bleu_tok": tok_bleu.score, "bleu_tok_sig": tok_bleu.signature,
+        "bleu_detok": detok_bleu.score, "bleu_detok_sig": detok_bleu.signature,
+        "chrf": beam5.chrf.score, "chrf_sig": beam5.chrf.signature, "greedy_bleu_tok": greedy_tok_bleu.score,
         "beam5_s": beam5.seconds, "beam5_sent_s": beam5.sentences_per_s,
         "greedy_s": greedy.seconds, "greedy_sent_s": greedy.sentences_per_s,
-        "cache_speedup": uncached / cached, "sentences": len(src_tok),
+        "cache_speedup": uncached / cached, "sentences": len(src),
     }
 
 
@@ -105,19 +118,20 @@ def machine() -> str:
 def append_rows(rows: list[dict], path: Path) -> None:
     lines = [
         f"\n### Multi30k En→De test_2016_flickr — {time.strftime('%Y-%m-%d')} — {machine()}\n",
-        "| model | ckpt | beam α | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok (lc) | chrF tok-lc | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| model | trained on | ckpt | beam α | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok | chrF | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['config']} | {r['checkpoint']} | {r['alpha']:g} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
-            f"| {r['bleu_tok']:.2f} | {r['bleu_detok_lc']:.2f} | {r['chrf']:.2f} | {r['greedy_bleu_tok']:.2f} "
+            f"| {r['config']} | {r['variant']} | {r['checkpoint']} | {r['alpha']:g} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
+            f"| {r['bleu_tok']:.2f} | {r['bleu_detok']:.2f} ({'cased' if r['variant'] == 'raw' else 'lc'}) | {r['chrf']:.2f} | {r['greedy_bleu_tok']:.2f} "
             f"| {r['beam5_s']:.1f} ({r['beam5_sent_s']:.0f}) | {r['greedy_s']:.1f} ({r['greedy_sent_s']:.0f}) "
             f"| {r['cache_speedup']:.1f}x |"
         )
-    lines.append(f"\nSignatures: tok `{rows[0]['bleu_tok_sig']}`; detok `{rows[0]['bleu_detok_sig']}`; "
-                 f"chrF `{rows[0]['chrf_sig']}`. "
-                 f"{rows[0]['sentences']} test sentences.\n")
+    for r in rows:
+        lines.append(f"\nSignatures ({r['variant']} model): tok `{r['bleu_tok_sig']}`; detok `{r['bleu_detok_sig']}`; "
+                     f"chrF (on the {r['variant']} text) `{r['chrf_sig']}`. {r['sentences']} test sentences.")
+    lines.append("")
     with open(path, "a", encoding="utf-8") as f:
         f.write("\n".join(lines))
 

@@ -32,3 +32,14 @@ def test_missing_and_unknown(tmp_path):
         multi30k.locate("train", "en", root=str(tmp_path))
     with pytest.raises(ValueError, match="unknown Multi30k split 'test'"):
         multi30k.locate("test", "en", root=str(tmp_path))
+
+
+@needs_data
+def test_moses_tokenize_lc_reproduces_the_tok_references():
+    """Outputs of a raw-text model can be scored under the published tok-lc convention."""
+    from attnkit.data import read_lines
+    from attnkit.evaluation import moses_tokenize_lc
+
+    raw = read_lines(multi30k.locate("test_2016_flickr", "de", root=str(SHARED), variant="raw"))
+    tok = read_lines(multi30k.locate("test_2016_flickr", "de", root=str(SHARED), variant="tok"))
+    assert moses_tokenize_lc(raw, "de") == tok
