@@ -64,6 +64,19 @@ def cache_speedup(model, tok, sources: list[str], beam: int = 5) -> tuple[float,
 ALPHA_GRID = (0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0)
 
 
+def alpha_option(text: str) -> float | None:
+    """--alpha: a non-negative number, or 'dev' (None: choose on val)."""
+    if text == "dev":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 or 'dev', got {text!r}")
+    return value
+
+
 def dev_alpha(model, tok, data: str, limit: int, variant: str) -> float:
     """The length penalty with the best beam-5 BLEU on the val set (ties: the smaller alpha)."""
     src = read_lines(multi30k.locate("val", "en", root=data, variant=variant))[:limit]
@@ -144,7 +157,7 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=90.0, help="training budget per config")
     parser.add_argument("--model-dir", type=Path, nargs="*", help="evaluate these trained models instead of training")
     parser.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
-    parser.add_argument("--alpha", default="0.6",
+    parser.add_argument("--alpha", type=alpha_option, default=0.6,
                         help="GNMT length penalty for beam 5: a number, or 'dev' to pick it on the val set from "
                              f"{ALPHA_GRID} (the test set is never used to choose)")
     parser.add_argument("--smoke", action="store_true", help="1-minute training, 100 test sentences, no BENCHMARKS.md row")
@@ -160,8 +173,7 @@ def main() -> None:
                 overrides += ["train.eval_every=20", "train.bleu_every=0", "train.warmup=20"]
             train(load_config(cfg_path, overrides), resume=(out / "checkpoints" / "last.pt").is_file())
             dirs.append(out)
-    alpha = None if args.alpha == "dev" else float(args.alpha)
-    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint, alpha) for d in dirs]
+    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint, args.alpha) for d in dirs]
     for r in rows:
         print(json.dumps(r, indent=1))
     if not args.smoke:
