@@ -1,5 +1,7 @@
 """The attend step and scaled dot-product attention: parity with PyTorch's SDPA and invariants."""
 
+import importlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -57,6 +59,27 @@ def test_weights_rows_sum_to_one_and_masked_are_exactly_zero():
     assert w.shape == (3, 2, 5, 7)
     torch.testing.assert_close(w.sum(-1), torch.ones(3, 2, 5))
     assert (w[1, ..., 3:] == 0).all() and (w[2, ..., 1:] == 0).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_small_cpu_path_equals_flash_kernel_with_gradients(monkeypatch, causal):
+    """Short inputs on CPU take two matmuls and a softmax; longer ones the flash kernel.
+    Both give the same context and the same gradients (mask, bias, causal)."""
+    attend_module = importlib.import_module("attnkit.attention.attend")  # the package re-exports the function `attend`
+
+    q, k, v = qkv(t=6, s=6)
+    bias = torch.randn(1, 2, 6, 6, requires_grad=True)
+    mask = key_mask(padding_mask(torch.tensor([6, 3, 1]), 6))
+    results = []
+    for limit in (attend_module.SMALL_CPU_SCORES, 0):  # the small path, then forced onto the kernel
+        monkeypatch.setattr(attend_module, "SMALL_CPU_SCORES", limit)
+        leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
+        bias.grad = None
+        out = dot_product_attention(*leaves, mask, bias=bias, causal=causal).context
+        out.backward(torch.ones_like(out))
+        results.append((out, *(x.grad for x in leaves), bias.grad.clone()))
+    for small, kernel in zip(*results):
+        torch.testing.assert_close(small, kernel, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
