@@ -11,6 +11,7 @@ never stopped.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import math
 import signal
@@ -417,6 +418,12 @@ class Trainer:
         if log is not None:
             log.write("end", s.step, reason=stop_reason, train_seconds=s.train_seconds)
             log.close()
+        if world.distributed:
+            # DistributedDataParallel holds the process group; the trainer sits in reference cycles, so
+            # without this the group's C++ threads would be torn down at interpreter exit, which
+            # aborts the process now and then (gloo) after all work is saved.
+            self.ddp = self.trained = self.model
+            gc.collect()
         world.close()
         if stop_reason == "interrupted":
             self.say(f"interrupted at step {s.step}; saved {self.md.last}; continue with --resume")
