@@ -73,8 +73,9 @@ def attend(
 
 # Up to this many scores per (batch, head) the CPU runs attention as two matmuls and a
 # softmax (quadratic memory, but small): 1.3-2x faster than the flash kernel, forward
-# plus backward, for the 10-130-token sentences of translation (measured at h=4, d=32).
-# Longer inputs take the flash kernel, whose memory is linear in the length.
+# plus backward, for the 10-130-token sentences of translation (measured at h=4, d=32),
+# and about 2x at one query per row (incremental decoding). Longer inputs take the
+# flash kernel, whose memory is linear in the length.
 SMALL_CPU_SCORES = 128 * 128
 
 
@@ -118,12 +119,14 @@ def dot_product_attention(
         causal: also forbid keys after the query (bottom-right aligned, so it
             is right for a query block at the end of a cached sequence).
         need_weights: return (b, h, t, s) weights. Without them the fused
-            ``F.scaled_dot_product_attention`` kernel runs; with them an
-            explicit path computes the same numbers.
+            ``F.scaled_dot_product_attention`` kernel runs (on CPU, for short
+            inputs, two matmuls and a softmax: see ``SMALL_CPU_SCORES``); with
+            them an explicit path computes the same numbers.
     """
     t, s = q.shape[-2], k.shape[-2]
     p = dropout if training else 0.0
-    small_cpu = q.is_cpu and t * s <= SMALL_CPU_SCORES and not need_weights
+    # one query per row (incremental decoding) has linear memory whatever s: always two matmuls
+    small_cpu = q.is_cpu and not need_weights and (t * s <= SMALL_CPU_SCORES or t == 1)
     if causal:
         if mask is None and bias is None and t == s and not (need_weights or small_cpu):
             return AttentionOutput(F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True))
@@ -132,10 +135,7 @@ def dot_product_attention(
     if small_cpu:
         return AttentionOutput(_small_cpu_attention(q, k, v, mask, bias, p))
 
-    # Incremental decoding (one query per row) on CPU: two small matmuls and a softmax
-    # run about 2x faster than the flash kernel, whose blocking targets long queries.
-    single_query = t == 1 and q.is_cpu and p == 0.0 and not q.requires_grad
-    if not (need_weights or single_query):
+    if not need_weights:
         attn_mask: Tensor | None = mask
         if bias is not None:
             attn_mask = bias.to(q.dtype) if mask is None else bias.to(q.dtype).masked_fill(~mask, float("-inf"))
@@ -148,5 +148,4 @@ def dot_product_attention(
     scores = scaled_dot(q, k)  # (b, h, t, s)
     if bias is not None:
         scores = scores + bias
-    out = attend(scores, v, mask, dropout=p, training=training)
-    return out if need_weights else AttentionOutput(out.context)
+    return attend(scores, v, mask, dropout=p, training=training)

@@ -63,10 +63,6 @@ class World:
 
     def close(self) -> None:
         if self.distributed and dist.is_initialized():
-            # Leave together: a rank that tears its connections down while another still
-            # finishes (rank 0 writes the last log line and checkpoint) can make gloo's
-            # transport thread abort the process on the other side.
-            dist.barrier()
             dist.destroy_process_group()
 
 
