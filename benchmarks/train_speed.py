@@ -15,6 +15,8 @@ measured in the same process (fp32, or bf16 for the bf16 variants).
 
 Variants:
   eager     attnkit as trained by `attnkit train` (fp32)
+  eager_fused_attention  the same, but every attention call on PyTorch's fused SDPA kernel
+            (no small-input CPU path: attnkit.attention.attend.SMALL_CPU_SCORES = 0)
   bf16      + bfloat16 autocast
   compile   + torch.compile(dynamic=True)
   compile_bf16
@@ -45,7 +47,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("baseline", "eager", "bf16", "compile", "compile_bf16", "rnn_baseline", "rnn", "rnn_bf16")
+VARIANTS = ("baseline", "eager", "eager_fused_attention", "bf16", "compile", "compile_bf16", "rnn_baseline", "rnn", "rnn_bf16")
 CONFIGS = {"transformer": "configs/multi30k_en_de_transformer_tiny.yaml", "rnn": "configs/multi30k_en_de_rnn_luong.yaml"}
 
 
@@ -151,6 +153,10 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
     model.train()
     opt = build_optimizer(cfg.train, model.parameters())
     fwd = torch.compile(model, dynamic=True) if "compile" in variant else model
+    if variant == "eager_fused_attention":
+        import importlib
+
+        importlib.import_module("attnkit.attention.attend").SMALL_CPU_SCORES = 0
     bf16 = variant.endswith("bf16")
 
     def step(i: int) -> tuple[int, int]:
