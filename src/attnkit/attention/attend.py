@@ -7,7 +7,6 @@ dimension. Masks are boolean, True = may attend, broadcastable to the scores.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -81,8 +80,8 @@ SMALL_CPU_SCORES = 128 * 128
 
 def _small_cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, p: float) -> Tensor:
     """softmax(Q K^T / sqrt(d) + bias) V with the mask as an additive term built on its own
-    (broadcast, small) shape, and the (b, h, t, s) scores scaled and masked in place."""
-    scores = torch.matmul(q, k.transpose(-1, -2)).mul_(1.0 / math.sqrt(q.shape[-1]))
+    (broadcast, small) shape, added to the (b, h, t, s) scores in place."""
+    scores = scaled_dot(q, k)
     if bias is not None:
         scores = scores.add_(bias) if bias.dtype == scores.dtype else scores + bias
     if mask is not None:
