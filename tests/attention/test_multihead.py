@@ -110,6 +110,40 @@ def test_static_cross_attention_cache_and_reorder():
     torch.testing.assert_close(mha(q[[2, 0], 1:], None, None, cache=cache).context, full[[2, 0], 1:], rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("t", [1, 3])
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_grouped_queries_equal_attention_to_repeated_keys(t, need_weights):
+    """group=g: each run of g query rows shares one key/value row (a sentence's beam
+    hypotheses and its memory); same result as repeating every key/value row g times."""
+    mha = MultiHeadAttention(D, H).eval()
+    g, n, s = 3, 2, 7
+    q, mem = torch.randn(n * g, t, D), torch.randn(n, s, D)
+    keep = padding_mask(torch.tensor([7, 4]), s)[:, None, None, :]
+    want = mha(q, mem.repeat_interleave(g, 0), mem.repeat_interleave(g, 0), keep.repeat_interleave(g, 0), need_weights)
+    got = mha(q, mem, mem, keep, need_weights, group=g)
+    torch.testing.assert_close(got.context, want.context, rtol=0, atol=1e-6)
+    if need_weights:
+        torch.testing.assert_close(got.weights, want.weights, rtol=0, atol=1e-6)
+        assert got.weights[g:, ..., 4:].abs().max() == 0  # the second sentence's padding, for all its rows
+    cache = KVCache(static=True)
+    mha(q, mem, mem, keep, group=g, cache=cache)
+    assert cache.k.shape[0] == n  # kept once per sentence
+    torch.testing.assert_close(mha(q, None, None, keep, group=g, cache=cache).context, want.context, rtol=0, atol=1e-6)
+
+
+def test_grouped_queries_reject_what_does_not_fit():
+    mha = MultiHeadAttention(D, H).eval()
+    q, mem = torch.randn(6, 1, D), torch.randn(4, 5, D)
+    with pytest.raises(ValueError, match="group=2 query rows per key row"):
+        mha(q, mem, mem, group=2)
+    with pytest.raises(ValueError, match="not self-attention"):
+        mha(q, q, q, group=2)
+    cache = KVCache(static=True)
+    mha(q, mem[:3], mem[:3], group=2, cache=cache)
+    with pytest.raises(ValueError, match="cache holds 3 key rows"):
+        mha(q[:4], None, None, group=2, cache=cache)
+
+
 @pytest.mark.parametrize("scheme", IN_ATTENTION)
 def test_fast_and_explicit_paths_agree(scheme):
     mha = mha_with(scheme)

@@ -78,6 +78,30 @@ def test_state_reorder_selects_hypotheses(name):
     torch.testing.assert_close(got, model.decode_step(alone, tgt[[2, 0], 2:3]).logits, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("name", ["transformer-rope", "rnn-local-p-concat"])
+def test_state_expand_gives_each_hypothesis_the_sentence_state(name):
+    """expand(k) then reorder within and across sentences = decoding the chosen rows alone
+    (the Transformer keeps its memory and cross-attention caches once per sentence)."""
+    model = make(name)
+    src, mask, tgt = batch()
+    k = 2
+    state = model.init_state(model.encode(src, mask))
+    model.decode_step(state, tgt[:, :1])
+    state.expand(k)
+    rows = torch.arange(3).repeat_interleave(k)  # sentence of each hypothesis row
+    model.decode_step(state, tgt[rows, 1:2])
+    state.reorder(torch.tensor([1, 1, 3, 2, 4, 4]), same_sources=True)  # beams move within their sentence
+    state.reorder(torch.tensor([4, 5, 0, 1]))  # sentence 1 leaves
+    got = model.decode_step(state, tgt[[2, 2, 0, 0], 2:3]).logits
+    alone = model.init_state(model.encode(src[[2, 2, 0, 0]], mask[[2, 2, 0, 0]]))
+    model.decode_step(alone, tgt[[2, 2, 0, 0], :2])
+    torch.testing.assert_close(got, model.decode_step(alone, tgt[[2, 2, 0, 0], 2:3]).logits, rtol=0, atol=1e-5)
+    if "transformer" in name:
+        assert state.encoder.memory.shape[0] == 2 and state.cross_caches[0].k.shape[0] == 2
+        with pytest.raises(ValueError, match="whole groups of 2 rows"):
+            state.reorder(torch.tensor([0, 2]))
+
+
 def test_encoder_only_and_factory_errors():
     enc = build_model(ModelConfig(arch="encoder", d_model=32, heads=4, layers=2), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=False)
     src, mask, _ = batch()

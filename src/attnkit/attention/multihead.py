@@ -109,24 +109,39 @@ class MultiHeadAttention(nn.Module):
         *,
         causal: bool = False,
         cache: KVCache | None = None,
+        group: int = 1,
     ) -> AttentionOutput:
         """Attend from ``query`` (b, t, d_model) to ``key``/``value`` (b, s, d_model).
 
         Args:
             mask: bool, True = may attend; (t, s), (b, t|1, s) or (b, h|1, t|1, s).
-                With a cache, s counts the cached keys too.
+                With a cache, s counts the cached keys too. With ``group`` > 1, b is
+                the key/value batch.
             need_weights: also return per-head weights (b, h, t, s).
             causal: forbid attending to later positions (decoder self-attention).
             cache: incremental decoding state; updated in place. For
                 self-attention pass only the new tokens as query/key/value;
                 once a static (cross-attention) cache is filled, key and value
                 are not used and may be None.
+            group: query rows per key/value row. The query batch is ``group`` x
+                the key/value batch, and consecutive query rows share one
+                key/value row: the beam hypotheses of one sentence share its
+                encoder memory. Their queries then meet the keys in one matmul,
+                and the memory and its cache are kept once per sentence, not
+                once per hypothesis. Not for self-attention.
 
         Returns:
             AttentionOutput with context (b, t, d_model) and weights or None.
         """
+        if group > 1 and (key is query or self.positions is not None or causal):
+            raise ValueError("group > 1 is for cross-attention (queries sharing keys), not self-attention")
         reuse = cache is not None and cache.static and cache.k is not None
-        self._check_inputs(query, None if reuse else key, None if reuse else value)
+        self._check_inputs(query, None if reuse else key, None if reuse else value, group)
+        if reuse and cache.k.shape[0] * group != query.shape[0]:
+            raise ValueError(
+                f"the cache holds {cache.k.shape[0]} key rows, which does not fit {query.shape[0]} queries "
+                f"in groups of {group}"
+            )
         d = self.d_model
         if reuse:  # cross-attention memory projected on an earlier step
             (q,) = self._split_heads(self._project(query, slice(0, d)))
@@ -163,25 +178,35 @@ class MultiHeadAttention(nn.Module):
             k_pos = torch.arange(k.shape[-2], device=q.device)
             bias = positions.score_bias(q, q_pos, k_pos)
         explicit = need_weights or (positions is not None and positions.needs_weights)
+        mask = self._check_mask(mask, q.shape[-2], k.shape[-2])
+        if group > 1:  # (n * g, h, t, d) -> (n, h, g * t, d): each sentence's queries in one block
+            n_kv, t_q = k.shape[0], q.shape[-2]
+            q = q.unflatten(0, (n_kv, group)).transpose(1, 2).flatten(2, 3)
+            if mask is not None and mask.shape[-2] > 1:
+                mask = mask.repeat(*([1] * (mask.dim() - 2)), group, 1)
         out = dot_product_attention(
             q,
             k,
             v,
-            self._check_mask(mask, q.shape[-2], k.shape[-2]),
+            mask,
             bias=bias,
             causal=causal,
             need_weights=explicit,
             dropout=self.dropout,
             training=self.training,
         )
-        context = out.context  # (b, h, t, d)
+        context, weights = out.context, out.weights  # (b, h, t, d), (b, h, t, s)
+        if group > 1:  # back to one row per query: (n, h, g * t, .) -> (n * g, h, t, .)
+            context = context.unflatten(2, (group, t_q)).transpose(1, 2).flatten(0, 1)
+            if weights is not None:
+                weights = weights.unflatten(2, (group, t_q)).transpose(1, 2).flatten(0, 1)
         if positions is not None and positions.needs_weights:
-            context = context + positions.value_term(out.weights, q_pos, k_pos)
+            context = context + positions.value_term(weights, q_pos, k_pos)
         b, _, t, _ = context.shape
         context = self.out_proj(context.transpose(1, 2).reshape(b, t, d))
-        return AttentionOutput(context, out.weights if need_weights else None)
+        return AttentionOutput(context, weights if need_weights else None)
 
-    def _check_inputs(self, query: Tensor, key: Tensor | None, value: Tensor | None) -> None:
+    def _check_inputs(self, query: Tensor, key: Tensor | None, value: Tensor | None, group: int = 1) -> None:
         given = [x for x in (query, key, value) if x is not None]
         if any(x.dim() != 3 for x in given):
             raise ValueError(
@@ -191,9 +216,12 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"expected last dimension d_model={self.d_model}; got {[x.shape[-1] for x in given]}"
             )
-        if key is not None and (key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]):
+        if group < 1:
+            raise ValueError(f"group must be >= 1, got {group}")
+        if key is not None and (key.shape[:2] != value.shape[:2] or key.shape[0] * group != query.shape[0]):
+            grouping = f" (group={group} query rows per key row)" if group > 1 else ""
             raise ValueError(
-                f"batch/length mismatch: query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
+                f"batch/length mismatch{grouping}: query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"
             )
 
     def _check_mask(self, mask: Tensor | None, t: int, s: int) -> Tensor | None:

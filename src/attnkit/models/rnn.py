@@ -66,6 +66,10 @@ class RNNState:
     feed: Tensor  # (b, H)
     step: int = 0
 
+    def expand(self, k: int) -> None:
+        """Decode k rows (beam hypotheses) per current row, each run of k rows consecutive."""
+        self.reorder(torch.arange(len(self.feed), device=self.feed.device).repeat_interleave(k))
+
     def reorder(self, index: Tensor, same_sources: bool = False) -> None:
         """Keep batch rows ``index``; same_sources: see ``TransformerState.reorder``."""
         if not same_sources:

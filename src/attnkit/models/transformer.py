@@ -152,13 +152,16 @@ class DecoderLayer(_Sublayers):
         need_weights: bool = False,
         self_cache: KVCache | None = None,
         cross_cache: KVCache | None = None,
+        group: int = 1,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x (b, t, d) -> (b, t, d), self weights (b, h, t, t'), cross weights (b, h, t, s)."""
+        """x (b, t, d) -> (b, t, d), self weights (b, h, t, t'), cross weights (b, h, t, s).
+        ``memory`` has b / ``group`` rows: each run of ``group`` rows of x (a sentence's
+        beam hypotheses) attends to one memory row."""
         h = self._enter(x, 0)
         self_attn = self.self_attn(h, h, h, None, need_weights, causal=True, cache=self_cache)
         x = self._leave(x, self_attn.context, 0)
         h = self._enter(x, 1)
-        cross = self.cross_attn(h, memory, memory, memory_mask, need_weights, cache=cross_cache)
+        cross = self.cross_attn(h, memory, memory, memory_mask, need_weights, cache=cross_cache, group=group)
         x = self._leave(x, cross.context, 1)
         x = self._leave(x, self.feed_forward(self._enter(x, 2)), 2)
         return x, self_attn.weights, cross.weights
@@ -185,24 +188,49 @@ class TransformerEncoder(nn.Module):
 
 @dataclass
 class TransformerState:
-    """Incremental decoding state: the encoder output, one self- and one cross-attention cache per layer."""
+    """Incremental decoding state: the encoder output, one self- and one cross-attention cache per layer.
+
+    After ``expand(k)`` each sentence decodes ``group`` = k rows (its beam
+    hypotheses, consecutive), while the encoder memory and the cross-attention
+    caches keep one row per sentence: the hypotheses share them (see
+    ``MultiHeadAttention``'s ``group``)."""
 
     encoder: EncoderOutput
     self_caches: list[KVCache]
     cross_caches: list[KVCache]
     step: int = 0  # target tokens consumed so far
+    group: int = 1  # decoding rows per sentence
+
+    def expand(self, k: int) -> None:
+        """Decode k rows (beam hypotheses) per current row, each run of k rows consecutive."""
+        if self.step:  # prefixes already decoded: copy them to every hypothesis
+            index = torch.arange(len(self.encoder.mask) * self.group, device=self.encoder.mask.device)
+            for c in self.self_caches:
+                c.reorder(index.repeat_interleave(k))
+        self.group *= k
 
     def reorder(self, index: Tensor, same_sources: bool = False) -> None:
-        """Keep batch rows ``index``: beam search's surviving hypotheses.
+        """Keep decoding rows ``index``: beam search's surviving hypotheses.
 
         same_sources: every row keeps a row decoding the same source sentence
         (beams reordered within their sentence), so the encoder memory and the
-        cross-attention caches are unchanged and are not copied."""
-        for c in self.self_caches if same_sources else (*self.self_caches, *self.cross_caches):
+        cross-attention caches are unchanged and are not copied. Otherwise, with
+        ``group`` > 1, the kept rows must stay in runs of ``group`` rows of one
+        sentence (the sentences' rows are selected, whole)."""
+        for c in self.self_caches:
             c.reorder(index)
-        if not same_sources:
-            enc = self.encoder
-            self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
+        if same_sources:
+            return
+        sources = index
+        if self.group > 1:
+            owner = (index // self.group).view(-1, self.group)
+            sources = owner[:, 0]
+            if len(index) % self.group or not bool((owner == sources[:, None]).all()):
+                raise ValueError(f"reorder must keep whole groups of {self.group} rows per sentence")
+        for c in self.cross_caches:
+            c.reorder(sources)
+        enc = self.encoder
+        self.encoder = EncoderOutput(enc.memory.index_select(0, sources), enc.mask.index_select(0, sources))
 
 
 class TransformerSeq2Seq(nn.Module):
@@ -244,6 +272,7 @@ class TransformerSeq2Seq(nn.Module):
         self, x: Tensor, enc: EncoderOutput, need_weights: bool, state: TransformerState | None, project: bool = True
     ) -> DecoderOutput:
         memory_mask = enc.mask[:, None, None, :]
+        group = 1 if state is None else state.group
         maps = AttentionMaps() if need_weights else None
         for i, layer in enumerate(self.decoder_layers):
             x, self_w, cross_w = layer(
@@ -253,6 +282,7 @@ class TransformerSeq2Seq(nn.Module):
                 need_weights=need_weights,
                 self_cache=None if state is None else state.self_caches[i],
                 cross_cache=None if state is None else state.cross_caches[i],
+                group=group,
             )
             if maps is not None:
                 maps.decoder.append(self_w)

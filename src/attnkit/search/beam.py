@@ -15,7 +15,7 @@ that bound, the remaining steps would only add hypotheses ranked below it: the
 output is the same, without computing them.
 
 Only the model interface is used (encode, init_state, decode_step, and the
-state's ``reorder``), so the RNN and the Transformer share this code. With
+state's ``expand`` and ``reorder``), so the RNN and the Transformer share this code. With
 ``use_cache=True`` each step feeds one token and the Transformer's key/value
 caches hold the prefix; ``use_cache=False`` recomputes the whole prefix every
 step (the baseline the cache is measured against).
@@ -57,8 +57,7 @@ def beam_search(
     limits = max_lengths(src_mask, max_len_ratio, max_len_extra).tolist()
 
     state = model.init_state(model.encode(src, src_mask))
-    expand = torch.arange(b, device=device).repeat_interleave(k)
-    state.reorder(expand)  # (b * k) rows: k beams per sentence
+    state.expand(k)  # (b * k) rows: k beams per sentence
     base = copy.deepcopy(state) if not use_cache else None  # a clean state to replay prefixes from
 
     scores = torch.full((b, k), float("-inf"), device=device)
@@ -70,6 +69,8 @@ def beam_search(
     # finished hypotheses per sentence: (score, log_prob, tokens, ended_with_eos, attention, p_t)
     pending: list[list[tuple]] = [[] for _ in range(b)]
 
+    vocab = model.output.weight
+    logits_buffer = torch.empty(b * k, vocab.shape[0], device=device)  # reused by every step (see scoring.py)
     step = 0
     while active:
         n = len(active)
@@ -87,7 +88,7 @@ def beam_search(
 
         # The sentence's best 2k continuations are among each beam's best 2k words, so
         # rank those (n * k, 2k) instead of adding the score to all (n, k * V) log-probs.
-        best_logits, best_words, lse = best_tokens(model.output, out.hidden[:, -1], 2 * k)  # (n * k, 2k)
+        best_logits, best_words, lse = best_tokens(model.output, out.hidden[:, -1], 2 * k, logits_buffer)  # (n * k, 2k)
         width = best_logits.shape[1]
         cand = (scores.view(n * k, 1) + (best_logits - lse)).view(n, k * width)
         top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2k)

@@ -36,9 +36,10 @@ def greedy_search(
     out_ids = torch.full((b, int(limits.max())), EOS, dtype=torch.long, device=device)
     cross: list[tuple[Tensor, Tensor]] = []  # (rows, weights) per step
     centres: list[tuple[Tensor, Tensor]] = []
+    logits_buffer = torch.empty(b, model.output.weight.shape[0], device=device)  # reused by every step
     for step in range(int(limits.max())):
         out = model.decode_step(state, prev, need_weights=need_weights, project=False)
-        best, nxt, lse = best_tokens(model.output, out.hidden[:, -1], 1)
+        best, nxt, lse = best_tokens(model.output, out.hidden[:, -1], 1, logits_buffer)
         best_lp = (best - lse).squeeze(1)  # log-probability, no log-softmax pass
         done = finished[rows]  # finished, not yet dropped from the batch
         nxt = nxt.squeeze(1).masked_fill(done, EOS)

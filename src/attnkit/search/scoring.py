@@ -8,10 +8,16 @@ rows x 8,000 words = 41 MB per beam step), are read twice (top-k, then one exp
 pass in place) and never copied. Computing them a block of rows at a time, to
 keep each block in cache through the three passes, was measured and is slower
 (BENCHMARKS.md, issue 7).
+
+The logits can be written into a buffer the caller keeps across steps. On CPU
+a fresh (1,280, 8,000) tensor is 41 MB, above glibc's largest mmap threshold:
+every step would map new pages and fault each one in (300,000 page faults over
+beam 5 on the Multi30k test set), where a reused buffer faults once.
 """
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -23,11 +29,24 @@ def logsumexp_(logits: Tensor, top: Tensor) -> Tensor:
     return top + logits.sub_(top).exp_().sum(dim=-1, keepdim=True).log_()
 
 
-def best_tokens(output: nn.Linear, hidden: Tensor, width: int) -> tuple[Tensor, Tensor, Tensor]:
+def best_tokens(
+    output: nn.Linear, hidden: Tensor, width: int, buffer: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """hidden (rows, d) -> the ``width`` highest logits per row, best first (rows, width),
     their token ids (rows, width), and each row's log-sum-exp over the vocabulary (rows, 1).
-    Log-probabilities are ``logits - lse``."""
-    logits = F.linear(hidden, output.weight, output.bias).float()
+    Log-probabilities are ``logits - lse``. ``buffer``: float32 (at least rows, V) to
+    compute the logits in (overwritten), used when the weights are float32 too and no
+    gradient is being recorded (search runs under ``torch.inference_mode``)."""
+    weight, bias = output.weight, output.bias
+    usable = buffer is not None and hidden.dtype == weight.dtype == buffer.dtype == torch.float32
+    if usable and not torch.is_grad_enabled():
+        logits = buffer[: hidden.shape[0]]
+        if bias is None:
+            torch.mm(hidden, weight.t(), out=logits)
+        else:
+            torch.addmm(bias, hidden, weight.t(), out=logits)
+    else:
+        logits = F.linear(hidden, weight, bias).float()
     if width == 1:
         best, words = logits.max(dim=-1, keepdim=True)
     else:
