@@ -13,6 +13,8 @@ compared. Variants, each the current code with one speed setting undone:
 * memory_per_hypothesis: beam search copies the encoder memory and the cross-attention
   caches to every hypothesis (as before grouped queries), instead of one per sentence;
 * fresh_logits: every step allocates new (rows, V) logits instead of reusing one buffer;
+* one_worker: one decoding thread using every intra-op thread, instead of one worker
+  thread per intra-op thread (``translate(workers=1)``);
 * no_cache: the whole prefix recomputed every step (the key/value cache's baseline).
 
 Every variant must produce the same translations as the default: the script checks it.
@@ -43,15 +45,18 @@ from attnkit.translate import translate
 ROOT = Path(__file__).resolve().parents[1]
 
 @contextlib.contextmanager
-def variant(name: str) -> Iterator[None]:
-    """Patch the library into variant ``name`` for the duration."""
+def variant(name: str) -> Iterator[dict]:
+    """Patch the library into variant ``name`` for the duration; yields translate() options."""
     patches: list[tuple[object, str, object]] = []
 
     def patch(owner: object, attr: str, value: object) -> None:
         patches.append((owner, attr, getattr(owner, attr)))
         setattr(owner, attr, value)
 
-    if name == "memory_per_hypothesis":
+    options = {}
+    if name == "one_worker":
+        options["workers"] = 1
+    elif name == "memory_per_hypothesis":
 
         def expand(state: TransformerState, k: int) -> None:  # group stays 1: every row its own memory
             rows = torch.arange(len(state.encoder.mask), device=state.encoder.mask.device)
@@ -67,7 +72,7 @@ def variant(name: str) -> Iterator[None]:
     elif name != "default":
         raise SystemExit(f"unknown variant {name!r}")
     try:
-        yield
+        yield options
     finally:
         for owner, attr, old in reversed(patches):
             setattr(owner, attr, old)
@@ -78,7 +83,7 @@ def main() -> None:
     ap.add_argument("--model-dir", type=Path, required=True)
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"), help="Multi30k folder")
     ap.add_argument("--checkpoint", default="average", help="best, last or average (of the last 10)")
-    ap.add_argument("--variants", nargs="+", default=["default", "memory_per_hypothesis", "fresh_logits"])
+    ap.add_argument("--variants", nargs="+", default=["default", "one_worker", "memory_per_hypothesis", "fresh_logits"])
     ap.add_argument("--beams", nargs="+", type=int, default=[5, 1])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--limit", type=int, default=0, help="first N test sentences only (0: all)")
@@ -95,9 +100,9 @@ def main() -> None:
     for r in range(args.rounds):
         for name in args.variants if r % 2 == 0 else args.variants[::-1]:
             for beam in args.beams:
-                with variant(name):
+                with variant(name) as options:
                     start = time.perf_counter()
-                    out = translate(model, tok, src, beam=beam)
+                    out = translate(model, tok, src, beam=beam, **options)
                     seconds.setdefault((name, beam), []).append(time.perf_counter() - start)
                 texts = [t.output for t in out]
                 if reference.setdefault(beam, texts) != texts:

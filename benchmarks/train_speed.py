@@ -17,6 +17,10 @@ Variants:
   eager     attnkit as trained by `attnkit train` (fp32)
   eager_fused_attention  the same, but every attention call on PyTorch's fused SDPA kernel
             (no small-input CPU path: attnkit.attention.attend.SMALL_CPU_SCORES = 0)
+  ddp2      eager, as `torchrun --nproc_per_node=2 -m attnkit train ... train.batch_tokens=2048`
+            runs it: two processes of one thread each (torchrun's default), each on half of
+            every 4,096-token update, DistributedDataParallel averaging the gradients over gloo
+            (tokens/s and peak memory summed over both processes)
   bf16      + bfloat16 autocast
   compile   + torch.compile(dynamic=True)
   compile_bf16
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import random
 import resource
@@ -47,7 +52,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("baseline", "eager", "eager_fused_attention", "bf16", "compile", "compile_bf16", "rnn_baseline", "rnn", "rnn_bf16")
+VARIANTS = ("baseline", "eager", "eager_fused_attention", "ddp2", "bf16", "compile", "compile_bf16", "rnn_baseline", "rnn", "rnn_bf16")
 CONFIGS = {"transformer": "configs/multi30k_en_de_transformer_tiny.yaml", "rnn": "configs/multi30k_en_de_rnn_luong.yaml"}
 
 
@@ -132,6 +137,12 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
 
     rnn = variant.startswith("rnn")
     cfg, tok, src, tgt = _data(data_dir, workdir, "rnn" if rnn else "transformer")
+    rank, world = 0, 1
+    if variant == "ddp2":  # started by torchrun (see main)
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
     m = cfg.model
     plain = variant in ("baseline", "rnn_baseline")  # full logits + nn.CrossEntropyLoss
@@ -147,12 +158,14 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         make = lambda idx: collate([src[i] for i in idx], [tgt[i] for i in idx], idx)  # noqa: E731
     else:
         model = build_model(m, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint)
-        batcher = BucketBatcher(src, tgt, batch_tokens=cfg.train.batch_tokens, seed=1)
-        batches = batcher.epoch(0)
+        batcher = BucketBatcher(src, tgt, batch_tokens=cfg.train.batch_tokens // world, seed=1)
+        batches = batcher.epoch(0)[rank::world]  # rank r takes every world-th batch, as the trainer does
         make = batcher.collate
     model.train()
     opt = build_optimizer(cfg.train, model.parameters())
     fwd = torch.compile(model, dynamic=True) if "compile" in variant else model
+    if world > 1:
+        fwd = torch.nn.parallel.DistributedDataParallel(model)
     if variant == "eager_fused_attention":
         import importlib
 
@@ -187,10 +200,16 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         real, padded, flops = real + r, padded + p, flops + f
     t2 = time.perf_counter()
     peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if world > 1:  # the whole job: tokens, FLOPs, memory and matmul peak summed over the processes
+        totals = torch.tensor([real, padded, flops, rss, peak], dtype=torch.float64)
+        dist.all_reduce(totals)
+        real, padded, flops, rss, peak = totals.tolist()
+        dist.destroy_process_group()
     return {
         "variant": variant, "tgt_tok_s": real / (t2 - t1), "warmup_s": t1 - t0, "steps": steps,
         "tflops": flops / (t2 - t1) / 1e12, "peak_tflops": peak / 1e12, "mfu": flops / (t2 - t1) / peak,
-        "padding": 1 - real / padded, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "padding": 1 - real / padded, "peak_rss_mib": rss,
     }
 
 
@@ -205,12 +224,17 @@ def main() -> None:
     args = p.parse_args()
     if args.one:
         warm = args.warmup * (4 if "compile" in args.one else 1)
-        print(json.dumps(run_variant(args.one, args.data, Path(args.workdir), args.steps, warm)))
+        result = run_variant(args.one, args.data, Path(args.workdir), args.steps, warm)
+        if os.environ.get("RANK", "0") == "0":
+            print(json.dumps(result))
         return
     with tempfile.TemporaryDirectory() as work:
         rows = []
+        # the tokenizer, trained here once (from the first variant's config) for every process to load
+        _data(args.data, Path(work), "rnn" if args.variants[0].startswith("rnn") else "transformer")
         for v in args.variants:
-            out = subprocess.run([sys.executable, __file__, "--one", v, "--workdir", work, "--steps", str(args.steps),
+            launch = [sys.executable] if v != "ddp2" else [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+            out = subprocess.run([*launch, __file__, "--one", v, "--workdir", work, "--steps", str(args.steps),
                                   "--warmup", str(args.warmup), "--data", args.data], capture_output=True, text=True)
             if out.returncode:
                 print(f"{v}: failed\n{out.stderr[-2000:]}", file=sys.stderr)

@@ -35,6 +35,8 @@ def test_translate_files_nbest_and_checkpoints(capsys, monkeypatch, model_dir, t
     dst = tmp_path / "out.txt"
     assert main(["translate", model_dir, "-i", str(src), "-o", str(dst), "--beam", "1"]) == 0
     assert dst.read_text().splitlines() == ["c b a", "g h"]
+    assert main(["translate", model_dir, "-i", str(src), "-o", str(dst), "--workers", "2"]) == 0
+    assert dst.read_text().splitlines() == ["c b a", "g h"]
     code, out, _ = run(capsys, monkeypatch, ["translate", model_dir, "-i", str(src), "--n-best", "3"])
     lines = out.splitlines()
     assert len(lines) == 6 and lines[0].startswith("0 ||| c b a ||| -")
@@ -61,6 +63,7 @@ def test_bad_input_and_bad_model_dirs(capsys, monkeypatch, model_dir, tmp_path):
     one_line_error(capsys, monkeypatch, ["translate", model_dir], r"<stdin>: line 2 is not valid UTF-8", b"a b\nc\xe9\n")
     one_line_error(capsys, monkeypatch, ["translate", str(tmp_path / "none")], r"model directory not found")
     one_line_error(capsys, monkeypatch, ["translate", str(tmp_path)], r"is not a model directory \(no config.yaml\)")
+    one_line_error(capsys, monkeypatch, ["translate", model_dir, "--workers", "0"], r"workers must be >= 1, got 0")
 
     corrupt = tmp_path / "corrupt"
     shutil.copytree(model_dir, corrupt)

@@ -131,7 +131,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     model, tok, cfg = _load(args)
     max_src = args.max_src_len or cfg.model.max_positions - 1
-    options = dict(beam=args.beam, alpha=args.alpha, n_best=args.n_best, batch_tokens=args.batch_tokens, max_src_len=max_src)
+    options = dict(beam=args.beam, alpha=args.alpha, n_best=args.n_best, batch_tokens=args.batch_tokens, max_src_len=max_src,
+                   workers=args.workers)
     if args.input is None and sys.stdin.isatty():
         print(f"attnkit translate: {args.model_dir} ({cfg.model.arch}), beam {args.beam}. One sentence per line; Ctrl-D ends.",
               file=sys.stderr)
@@ -175,7 +176,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     result = evaluate(
         model, tok, src, ref, beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens,
         tokenize=args.tokenize, lowercase=args.lowercase, detokenize_lang=args.detokenize,
-        max_src_len=cfg.model.max_positions - 1,
+        max_src_len=cfg.model.max_positions - 1, workers=args.workers,
     )
     print(result.report())
     if args.output:
@@ -404,6 +405,9 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
     p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty alpha (default 0.6)")
     p.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per decoding batch")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="CPU decoding threads, each running single-threaded operations on its share of the "
+                        "sentences (default: one per PyTorch thread, given 32+ sentences each; 1: off)")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
 
 

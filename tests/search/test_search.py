@@ -60,6 +60,25 @@ def test_batched_equals_one_by_one_and_order_is_kept(models, sources, arch):
         assert t.score == pytest.approx(alone.score, abs=1e-4)
 
 
+@pytest.mark.parametrize("beam", [1, 5])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_worker_threads_give_the_same_translations_in_order(models, sources, arch, beam):
+    """Decoding threads (each on a share of the sentences, single-threaded operations)
+    change nothing in the output, keep empty lines and input order, and restore the
+    intra-op thread count."""
+    model, tok = models[arch]
+    lines = sources[:10] + [""] + sources[10:]
+    threads = torch.get_num_threads()
+    one = translate(model, tok, lines, beam=beam, workers=1, batch_tokens=120)
+    three = translate(model, tok, lines, beam=beam, workers=3, batch_tokens=120)
+    assert torch.get_num_threads() == threads
+    assert [t.source for t in three] == lines and three[10].output == ""
+    assert [t.output for t in three] == [t.output for t in one]
+    assert [t.score for t in three] == pytest.approx([t.score for t in one], abs=1e-4)
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        translate(model, tok, lines, workers=0)
+
+
 def test_nbest_ranked_with_gnmt_length_penalty(models, sources):
     model, tok = models["transformer"]
     b = encode(tok, sources[:6])

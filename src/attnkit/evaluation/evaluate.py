@@ -63,19 +63,24 @@ def evaluate(
     lowercase: bool = False,
     detokenize_lang: str | None = None,
     max_src_len: int | None = None,
+    workers: int | None = None,
 ) -> Evaluation:
     """Translate ``sources`` and score against ``references`` (one per source).
 
     tokenize/lowercase are sacreBLEU's options: ``tokenize="none"`` for text that
     is already tokenized (Multi30k tok files, comparable to published figures),
     the default 13a for raw text. ``detokenize_lang`` Moses-detokenizes the outputs first.
+    ``workers``: decoding threads, see ``translate``.
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
     if not sources:
         raise ValueError("nothing to evaluate: the source file is empty")
     start = time.perf_counter()
-    outputs = [t.output for t in translate(model, tok, sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens, max_src_len=max_src_len)]
+    found = translate(
+        model, tok, sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers
+    )
+    outputs = [t.output for t in found]
     seconds = time.perf_counter() - start
     if detokenize_lang:
         outputs = moses_detokenize(outputs, detokenize_lang)

@@ -69,8 +69,7 @@ def beam_search(
     # finished hypotheses per sentence: (score, log_prob, tokens, ended_with_eos, attention, p_t)
     pending: list[list[tuple]] = [[] for _ in range(b)]
 
-    vocab = model.output.weight
-    logits_buffer = torch.empty(b * k, vocab.shape[0], device=device)  # reused by every step (see scoring.py)
+    logits_buffer = torch.empty(b * k, model.output.weight.shape[0], device=device)  # reused by every step (scoring.py)
     step = 0
     while active:
         n = len(active)
