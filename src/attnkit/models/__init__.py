@@ -2,8 +2,9 @@
 
 Every seq2seq model exposes ``encode(src, src_mask)``, ``init_state(encoder_out)``,
 ``decode_step(state, prev_tokens)`` and ``forward(src, src_mask, tgt_in)``, each
-returning attention maps when ``need_weights=True``; search and visualisation
-rely on nothing else.
+returning attention maps when ``need_weights=True``, and a decoding state with
+``expand(k)`` (k beam hypotheses per sentence) and ``reorder(index)``; search and
+visualisation rely on nothing else.
 """
 
 from .factory import ARCHS, build_model
