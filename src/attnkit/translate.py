@@ -5,8 +5,9 @@ On a CPU with several intra-op threads, the sentences are dealt to as many worke
 threads, each decoding its share with single-threaded operations: decoding runs
 many small operations per step, which parallelise worse inside one operation
 than across independent batches (beam 5 over the Multi30k test set: 1.2x on 2
-cores, BENCHMARKS.md). Outputs do not depend on it: batched decoding equals
-one-by-one decoding.
+cores, BENCHMARKS.md; not yet measured on many-core machines, where ``workers``
+sets the count). Outputs do not depend on it: batched decoding equals one-by-one
+decoding.
 """
 
 from __future__ import annotations
