@@ -11,7 +11,8 @@ compared. Variants, each the current code with one speed setting undone:
 
 * default: the library as it is;
 * memory_per_hypothesis: beam search copies the encoder memory and the cross-attention
-  caches to every hypothesis (as before grouped queries), instead of one per sentence;
+  caches to every hypothesis (as before grouped queries), instead of one per sentence
+  (beam search only: its greedy rows measure the noise);
 * fresh_logits: every step allocates new (rows, V) logits instead of reusing one buffer;
 * one_worker: one decoding thread using every intra-op thread, instead of one worker
   thread per intra-op thread (``translate(workers=1)``);
@@ -33,16 +34,17 @@ from pathlib import Path
 
 import torch
 
+from attnkit import translate as translate_module
 from attnkit.data import multi30k, read_lines
 from attnkit.model_dir import load_model
 from attnkit.models.transformer import TransformerState
-from attnkit import translate as translate_module
 from attnkit.search import beam as beam_module
 from attnkit.search import greedy as greedy_module
 from attnkit.search import scoring
 from attnkit.translate import translate
 
 ROOT = Path(__file__).resolve().parents[1]
+
 
 @contextlib.contextmanager
 def variant(name: str) -> Iterator[dict]:
