@@ -83,11 +83,12 @@ def translate(
     elif workers > 1 and device.type != "cpu":
         raise ValueError(f"workers > 1 is for CPU decoding; the model is on {device}")
 
+    common = dict(max_len_ratio=max_len_ratio, max_len_extra=max_len_extra, need_weights=need_weights)
+
     def decode(share: list[int]) -> None:  # sentences ``share``, in length-sorted batches
         for batch_idx in inference_batches([src_ids[i] for i in share], batch_tokens) if share else []:
             idx = [share[j] for j in batch_idx]
             batch = collate([src_ids[i] for i in idx], None, batch_idx).to(device)
-            common = dict(max_len_ratio=max_len_ratio, max_len_extra=max_len_extra, need_weights=need_weights)
             if beam == 1 and n_best == 1:
                 found = greedy_search(model, batch.src, batch.src_mask, **common)
             else:
