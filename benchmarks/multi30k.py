@@ -5,6 +5,7 @@ test_2016_flickr, measure decoding speed, and append a dated row to BENCHMARKS.m
     python benchmarks/multi30k.py --configs configs/multi30k_en_de_transformer_tiny.yaml --max-minutes 90
     python benchmarks/multi30k.py --model-dir runs/bench/multi30k_en_de_transformer_tiny   # evaluate only
     python benchmarks/multi30k.py --model-dir DIR --alpha dev       # length penalty chosen on val, then test
+    python benchmarks/multi30k.py --model-dir DIR --length-penalty gnmt --alpha 0.6   # GNMT's, as before 2026-11-22
     python benchmarks/multi30k.py --smoke                           # minutes, tiny numbers: checks the script
 
 Conventions (see ../shared/data/multi30k/README.md), for a model trained on the tok files
@@ -34,7 +35,7 @@ from attnkit.data import collate, read_lines
 from attnkit.data import multi30k
 from attnkit.evaluation import bleu, evaluate, moses_detokenize, moses_tokenize_lc
 from attnkit.model_dir import load_model
-from attnkit.search import beam_search
+from attnkit.search import PENALTIES, beam_search
 from attnkit.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,13 +62,16 @@ def cache_speedup(model, tok, sources: list[str], beam: int = 5) -> tuple[float,
     return times[0], times[1]
 
 
-ALPHA_GRID = (0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0)
+ALPHA_GRIDS = {  # --alpha dev tries these on val
+    "fairseq": (0.0, 0.4, 0.8, 1.0, 1.2, 1.6, 2.0),
+    "gnmt": (0.0, 0.6, 1.0, 1.4, 1.8, 2.2, 2.6, 3.0),
+}
 
 
-def alpha_option(text: str) -> float | None:
-    """--alpha: a non-negative number, or 'dev' (None: choose on val)."""
+def alpha_option(text: str) -> float | str:
+    """--alpha: a non-negative number, or 'dev' (choose on val)."""
     if text == "dev":
-        return None
+        return text
     try:
         value = float(text)
     except ValueError:
@@ -77,23 +81,28 @@ def alpha_option(text: str) -> float | None:
     return value
 
 
-def dev_alpha(model, tok, data: str, limit: int, variant: str) -> float:
-    """The length penalty with the best beam-5 BLEU on the val set (ties: the smaller alpha)."""
+def dev_alpha(model, tok, data: str, limit: int, variant: str, penalty: str) -> float:
+    """The length penalty alpha with the best beam-5 BLEU on the val set (ties: the smaller alpha)."""
     src = read_lines(multi30k.locate("val", "en", root=data, variant=variant))[:limit]
     ref = read_lines(multi30k.locate("val", "de", root=data, variant=variant))[:limit]
     tokenize = "13a" if variant == "raw" else "none"
-    scores = {a: evaluate(model, tok, src, ref, beam=5, alpha=a, tokenize=tokenize).bleu.score for a in ALPHA_GRID}
-    print("val BLEU by alpha: " + ", ".join(f"{a:g}: {b:.2f}" for a, b in scores.items()), flush=True)
-    return max(ALPHA_GRID, key=lambda a: (scores[a], -a))
+    grid = ALPHA_GRIDS[penalty]
+    scores = {a: evaluate(model, tok, src, ref, beam=5, alpha=a, penalty=penalty, tokenize=tokenize).bleu.score for a in grid}
+    print(f"val BLEU by {penalty} alpha: " + ", ".join(f"{a:g}: {b:.2f}" for a, b in scores.items()), flush=True)
+    return max(grid, key=lambda a: (scores[a], -a))
 
 
-def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float | None = 0.6) -> dict:
-    """Evaluate one model; ``alpha=None`` chooses the length penalty on val first (``dev_alpha``)."""
+def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float | str | None = None,
+        penalty: str = "fairseq") -> dict:
+    """Evaluate one model; ``alpha="dev"`` chooses the length penalty on val first (``dev_alpha``),
+    None takes the style's default (``attnkit.search.PENALTIES``)."""
     cfg = load_config(model_dir / "config.yaml")
     variant = cfg.data.multi30k_variant
     model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
-    if alpha is None:
-        alpha = dev_alpha(model, tok, data, test_limit, variant)
+    if alpha == "dev":
+        alpha = dev_alpha(model, tok, data, test_limit, variant, penalty)
+    elif alpha is None:
+        alpha = PENALTIES[penalty]
     loc = lambda lang, v: multi30k.locate("test_2016_flickr", lang, root=data, variant=v)  # noqa: E731
     src = read_lines(loc("en", variant))[:test_limit]
     ref_tok = read_lines(loc("de", "tok"))[:test_limit]
@@ -101,7 +110,7 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
 
     raw = variant == "raw"
     ref, tokenize = (ref_raw, "13a") if raw else (ref_tok, "none")
-    beam5 = evaluate(model, tok, src, ref, beam=5, alpha=alpha, tokenize=tokenize)
+    beam5 = evaluate(model, tok, src, ref, beam=5, alpha=alpha, penalty=penalty, tokenize=tokenize)
     greedy = evaluate(model, tok, src, ref, beam=1, tokenize=tokenize)
     if raw:
         tok_bleu = bleu(moses_tokenize_lc(beam5.hypotheses, "de"), ref_tok, tokenize="none")
@@ -113,7 +122,8 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
     cached, uncached = cache_speedup(model, tok, src[:200])
     seconds, tok_s, steps = train_throughput(model_dir)
     return {
-        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint, "alpha": alpha, "steps": steps,
+        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint, "alpha": alpha, "penalty": penalty,
+        "steps": steps,
         "train_minutes": seconds / 60, "train_tok_s": tok_s,
         "variant": variant, "bleu_tok": tok_bleu.score, "bleu_tok_sig": tok_bleu.signature,
         "bleu_detok": detok_bleu.score, "bleu_detok_sig": detok_bleu.signature,
@@ -131,12 +141,12 @@ def machine() -> str:
 def append_rows(rows: list[dict], path: Path) -> None:
     lines = [
         f"\n### Multi30k En→De test_2016_flickr — {time.strftime('%Y-%m-%d')} — {machine()}\n",
-        "| model | trained on | ckpt | beam α | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok | chrF | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
+        "| model | trained on | ckpt | length penalty α | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok | chrF | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['config']} | {r['variant']} | {r['checkpoint']} | {r['alpha']:g} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
+            f"| {r['config']} | {r['variant']} | {r['checkpoint']} | {r['penalty']} {r['alpha']:g} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
             f"| {r['bleu_tok']:.2f} | {r['bleu_detok']:.2f} ({'cased' if r['variant'] == 'raw' else 'lc'}) | {r['chrf']:.2f} | {r['greedy_bleu_tok']:.2f} "
             f"| {r['beam5_s']:.1f} ({r['beam5_sent_s']:.0f}) | {r['greedy_s']:.1f} ({r['greedy_sent_s']:.0f}) "
             f"| {r['cache_speedup']:.1f}x |"
@@ -157,9 +167,11 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=90.0, help="training budget per config")
     parser.add_argument("--model-dir", type=Path, nargs="*", help="evaluate these trained models instead of training")
     parser.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
-    parser.add_argument("--alpha", type=alpha_option, default=0.6,
-                        help="GNMT length penalty for beam 5: a number, or 'dev' to pick it on the val set from "
-                             f"{ALPHA_GRID} (the test set is never used to choose)")
+    parser.add_argument("--length-penalty", choices=sorted(PENALTIES), default="fairseq",
+                        help="beam search's length penalty: fairseq's |Y|^alpha (as published) or GNMT's")
+    parser.add_argument("--alpha", type=alpha_option, default=None,
+                        help="length penalty alpha for beam 5: a number (default: the style's, 1 for fairseq), or 'dev' "
+                             "to pick it on the val set from ALPHA_GRIDS (the test set is never used to choose)")
     parser.add_argument("--smoke", action="store_true", help="1-minute training, 100 test sentences, no BENCHMARKS.md row")
     parser.add_argument("--benchmarks-md", type=Path, default=ROOT / "BENCHMARKS.md")
     args = parser.parse_args()
@@ -173,7 +185,7 @@ def main() -> None:
                 overrides += ["train.eval_every=20", "train.bleu_every=0", "train.warmup=20"]
             train(load_config(cfg_path, overrides), resume=(out / "checkpoints" / "last.pt").is_file())
             dirs.append(out)
-    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint, args.alpha) for d in dirs]
+    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint, args.alpha, args.length_penalty) for d in dirs]
     for r in rows:
         print(json.dumps(r, indent=1))
     if not args.smoke:

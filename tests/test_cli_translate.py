@@ -59,6 +59,28 @@ def one_line_error(capsys, monkeypatch, argv, pattern, stdin=b"a b\n"):
     assert re.search(pattern, err), err
 
 
+def test_length_penalty_options_reach_beam_search(capsys, monkeypatch, model_dir):
+    """--length-penalty / --alpha: the n-best scores translate() gives with the same settings
+    (fairseq |Y|^1 by default); a negative alpha is refused by the parser."""
+    from attnkit.model_dir import load_model
+    from attnkit.translate import translate
+
+    model, tok, _ = load_model(model_dir)
+    cases = (([], dict(penalty="fairseq", alpha=1.0)), (["--length-penalty", "gnmt"], dict(penalty="gnmt", alpha=0.6)),
+             (["--length-penalty", "gnmt", "--alpha", "0"], dict(penalty="gnmt", alpha=0.0)))
+    outputs = []
+    for argv, settings in cases:
+        code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "--n-best", "3", *argv], b"a b c\nh g\n")
+        assert code == 0, err
+        expected = translate(model, tok, ["a b c", "h g"], beam=5, n_best=3, **settings)
+        assert out.splitlines() == [f"{i} ||| {text} ||| {score:.4f}" for i, t in enumerate(expected) for text, score in t.nbest]
+        outputs.append(out)
+    assert len(set(outputs)) == 3  # the settings change the scores
+    with pytest.raises(SystemExit):
+        main(["translate", model_dir, "--alpha", "-1"])
+    assert "--alpha: expected a number >= 0, got '-1'" in capsys.readouterr().err
+
+
 def test_bad_input_and_bad_model_dirs(capsys, monkeypatch, model_dir, tmp_path):
     one_line_error(capsys, monkeypatch, ["translate", model_dir], r"<stdin>: line 2 is not valid UTF-8", b"a b\nc\xe9\n")
     one_line_error(capsys, monkeypatch, ["translate", str(tmp_path / "none")], r"model directory not found")

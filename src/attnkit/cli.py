@@ -9,6 +9,8 @@ from pathlib import Path
 
 from . import __version__
 
+LENGTH_PENALTIES = ("fairseq", "gnmt")  # search.PENALTIES, named here so that --help needs no torch
+
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 
@@ -131,8 +133,8 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     model, tok, cfg = _load(args)
     max_src = args.max_src_len or cfg.model.max_positions - 1
-    options = dict(beam=args.beam, alpha=args.alpha, n_best=args.n_best, batch_tokens=args.batch_tokens, max_src_len=max_src,
-                   workers=args.workers)
+    options = dict(beam=args.beam, alpha=args.alpha, penalty=args.length_penalty, n_best=args.n_best,
+                   batch_tokens=args.batch_tokens, max_src_len=max_src, workers=args.workers)
     if args.input is None and sys.stdin.isatty():
         print(f"attnkit translate: {args.model_dir} ({cfg.model.arch}), beam {args.beam}. One sentence per line; Ctrl-D ends.",
               file=sys.stderr)
@@ -174,8 +176,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     src, ref = read_lines(args.src), read_lines(args.ref)
     model, tok, cfg = _load(args)
     result = evaluate(
-        model, tok, src, ref, beam=args.beam, alpha=args.alpha, batch_tokens=args.batch_tokens,
-        tokenize=args.tokenize, lowercase=args.lowercase, detokenize_lang=args.detokenize,
+        model, tok, src, ref, beam=args.beam, alpha=args.alpha, penalty=args.length_penalty,
+        batch_tokens=args.batch_tokens, tokenize=args.tokenize, lowercase=args.lowercase, detokenize_lang=args.detokenize,
         max_src_len=cfg.model.max_positions - 1, workers=args.workers,
     )
     print(result.report())
@@ -238,6 +240,16 @@ def cmd_capture(args: argparse.Namespace) -> None:
     path = save_records(args.out, records, info)
     kinds = ", ".join(f"{k} {tuple(v.shape)}" for k, v in records[0].maps.items())
     print(f"{len(records)} sentence(s) -> {path}  (first: {kinds}; layers, heads, queries, keys)")
+
+
+def _non_negative(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not number >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
+    return number
 
 
 def _head_arg(value: str) -> int | str:
@@ -403,7 +415,11 @@ def _model_options(p: argparse.ArgumentParser) -> None:
                    help="which weights: best dev score, last, or the average of the last step checkpoints")
     p.add_argument("--average-last", type=int, default=0, metavar="N", help="with --checkpoint average: the last N (0 = all kept)")
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
-    p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty alpha (default 0.6)")
+    p.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="fairseq",
+                   help="how beam search ranks outputs of different lengths: log P / lp(|Y|), |Y| counting EOS; "
+                        "fairseq: lp = |Y|^alpha (fairseq's --lenpen), gnmt: lp = ((5 + |Y|) / 6)^alpha (default fairseq)")
+    p.add_argument("--alpha", type=_non_negative, default=None,
+                   help="length penalty strength; 0 ranks by log P alone (default: 1 for fairseq, 0.6 for gnmt)")
     p.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per decoding batch")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="CPU decoding threads, each running single-threaded operations on its share of the "

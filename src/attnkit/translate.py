@@ -52,7 +52,8 @@ def translate(
     sentences: list[str],
     *,
     beam: int = 1,
-    alpha: float = 0.6,
+    alpha: float | None = None,
+    penalty: str = "fairseq",
     n_best: int = 1,
     batch_tokens: int = 4096,
     need_weights: bool = False,
@@ -65,7 +66,9 @@ def translate(
     ``max_src_len`` subwords are cut (``Translation.truncated`` says so).
     ``workers``: decoding threads on CPU (see the module docstring); None: one per
     intra-op thread (``torch.get_num_threads()``), given at least
-    ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread."""
+    ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread.
+    ``penalty``/``alpha``: beam search's length penalty (``search.PENALTIES``; alpha None = the
+    style's default: fairseq's |Y|^1, as in the published Multi30k setup)."""
     device = next(model.parameters()).device
     src_ids = tok.encode_src(sentences)
     truncated = [max_src_len is not None and len(ids) > max_src_len for ids in src_ids]
@@ -92,7 +95,7 @@ def translate(
             if beam == 1 and n_best == 1:
                 found = greedy_search(model, batch.src, batch.src_mask, **common)
             else:
-                found = beam_search(model, batch.src, batch.src_mask, beam=beam, alpha=alpha, n_best=n_best, **common)
+                found = beam_search(model, batch.src, batch.src_mask, beam=beam, alpha=alpha, penalty=penalty, n_best=n_best, **common)
             for row, i in enumerate(idx):
                 hyps = found.nbest[row]
                 texts = tok.decode_tgt([h.tokens for h in hyps])

@@ -1,5 +1,5 @@
 """Search invariants on trained toy models: beam 1 == greedy, cached == uncached,
-batched == one by one, input order kept, n-best ranked by the GNMT length penalty,
+batched == one by one, input order kept, n-best ranked by the length penalty (fairseq's or GNMT's),
 early stopping of settled sentences exact."""
 
 import pytest
@@ -7,7 +7,8 @@ import torch
 
 from attnkit.data import collate
 from attnkit.model_dir import load_model
-from attnkit.search import beam_search, greedy_search, length_penalty
+from attnkit.cli import LENGTH_PENALTIES
+from attnkit.search import PENALTIES, beam_search, greedy_search, length_penalty
 from attnkit.translate import translate
 
 ARCHS = ["transformer", "rnn"]
@@ -79,18 +80,47 @@ def test_worker_threads_give_the_same_translations_in_order(models, sources, arc
         translate(model, tok, lines, workers=0)
 
 
-def test_nbest_ranked_with_gnmt_length_penalty(models, sources):
+PUBLISHED_PENALTIES = {  # lp(|Y|) as the sources write it, |Y| counting EOS
+    "fairseq": lambda y, alpha: y**alpha,  # fairseq SequenceGenerator: score / (step + 1) ** lenpen
+    "gnmt": lambda y, alpha: ((5 + y) / 6) ** alpha,  # Wu et al. 2016, eq. 14
+}
+
+
+@pytest.mark.parametrize("penalty", sorted(PUBLISHED_PENALTIES))
+def test_nbest_ranked_with_the_length_penalty(models, sources, penalty):
     model, tok = models["transformer"]
     b = encode(tok, sources[:6])
-    for alpha in (0.0, 1.0):
-        result = beam_search(model, b.src, b.src_mask, beam=5, n_best=5, alpha=alpha)
+    for alpha in (0.0, 1.0, 1.7):
+        result = beam_search(model, b.src, b.src_mask, beam=5, n_best=5, alpha=alpha, penalty=penalty)
         for hyps in result.nbest:
             assert len(hyps) == 5
             scores = [h.score for h in hyps]
             assert scores == sorted(scores, reverse=True)
             assert len({tuple(h.tokens) for h in hyps}) == 5
-            for h in hyps:  # score = log P / ((5 + |Y|) / 6)^alpha, |Y| counting EOS
-                assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + h.finished, alpha), abs=1e-5)
+            for h in hyps:  # score = log P / lp(|Y|)
+                lp = PUBLISHED_PENALTIES[penalty](len(h.tokens) + h.finished, alpha)
+                assert h.score == pytest.approx(h.log_prob / lp, abs=1e-5)
+
+
+def test_length_penalty_defaults_and_bad_values(models, sources):
+    """alpha None = the style's customary value (PENALTIES); unknown styles and negative alphas are refused."""
+    model, tok = models["transformer"]
+    b = encode(tok, sources[:6])
+    assert PENALTIES == {"fairseq": 1.0, "gnmt": 0.6}
+    assert set(PENALTIES) == set(LENGTH_PENALTIES)  # the CLI's choices
+    for penalty, alpha in PENALTIES.items():
+        default = beam_search(model, b.src, b.src_mask, beam=4, n_best=2, penalty=penalty)
+        explicit = beam_search(model, b.src, b.src_mask, beam=4, n_best=2, penalty=penalty, alpha=alpha)
+        assert [[(h.tokens, h.score) for h in hyps] for hyps in default.nbest] == \
+            [[(h.tokens, h.score) for h in hyps] for hyps in explicit.nbest]
+    assert beam_search(model, b.src, b.src_mask, beam=4).nbest[0][0].score == \
+        beam_search(model, b.src, b.src_mask, beam=4, penalty="fairseq", alpha=1.0).nbest[0][0].score
+    with pytest.raises(ValueError, match="unknown length penalty 'wu'; choose from fairseq, gnmt"):
+        beam_search(model, b.src, b.src_mask, beam=4, penalty="wu")
+    with pytest.raises(ValueError, match="alpha must be >= 0"):
+        beam_search(model, b.src, b.src_mask, beam=4, alpha=-0.5)
+    assert length_penalty(torch.tensor([3, 7]), 1.0).tolist() == [3.0, 7.0]
+    assert length_penalty(7, 1.0, "gnmt") == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -108,11 +138,11 @@ def test_settled_sentences_stop_early_with_the_same_nbest(models, sources, arch,
         fired.append(settle(*args))
         return fired[-1]
 
-    for n_best, alpha in ((1, 0.6), (3, 0.0), (2, 1.0)):
+    for n_best, alpha, penalty in ((1, 0.6, "gnmt"), (3, 0.0, "gnmt"), (2, 1.0, "fairseq"), (1, 1.5, "fairseq")):
         monkeypatch.setattr(beam_module, "_settled", counting)
-        early = beam_search(model, b.src, b.src_mask, beam=5, n_best=n_best, alpha=alpha)
+        early = beam_search(model, b.src, b.src_mask, beam=5, n_best=n_best, alpha=alpha, penalty=penalty)
         monkeypatch.setattr(beam_module, "_settled", lambda *args: False)
-        full = beam_search(model, b.src, b.src_mask, beam=5, n_best=n_best, alpha=alpha)
+        full = beam_search(model, b.src, b.src_mask, beam=5, n_best=n_best, alpha=alpha, penalty=penalty)
         for e, f in zip(early.nbest, full.nbest):
             assert [h.tokens for h in e] == [h.tokens for h in f]
             assert [h.score for h in e] == pytest.approx([h.score for h in f], abs=1e-5)

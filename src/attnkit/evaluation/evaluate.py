@@ -57,7 +57,8 @@ def evaluate(
     references: list[str],
     *,
     beam: int = 5,
-    alpha: float = 0.6,
+    alpha: float | None = None,
+    penalty: str = "fairseq",
     batch_tokens: int = 4096,
     tokenize: str = "13a",
     lowercase: bool = False,
@@ -70,7 +71,7 @@ def evaluate(
     tokenize/lowercase are sacreBLEU's options: ``tokenize="none"`` for text that
     is already tokenized (Multi30k tok files, comparable to published figures),
     the default 13a for raw text. ``detokenize_lang`` Moses-detokenizes the outputs first.
-    ``workers``: decoding threads, see ``translate``.
+    ``workers``: decoding threads and ``penalty``/``alpha`` the length penalty, see ``translate``.
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
@@ -78,7 +79,8 @@ def evaluate(
         raise ValueError("nothing to evaluate: the source file is empty")
     start = time.perf_counter()
     found = translate(
-        model, tok, sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers
+        model, tok, sources, beam=beam, alpha=alpha, penalty=penalty, batch_tokens=batch_tokens, max_src_len=max_src_len,
+        workers=workers,
     )
     outputs = [t.output for t in found]
     seconds = time.perf_counter() - start

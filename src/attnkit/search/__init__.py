@@ -3,6 +3,6 @@ the model interface (encode, init_state, decode_step, state.reorder)."""
 
 from .beam import beam_search
 from .greedy import greedy_search
-from .hypotheses import Hypothesis, SearchResult, length_penalty
+from .hypotheses import PENALTIES, Hypothesis, SearchResult, length_penalty
 
-__all__ = ["Hypothesis", "SearchResult", "beam_search", "greedy_search", "length_penalty"]
+__all__ = ["PENALTIES", "Hypothesis", "SearchResult", "beam_search", "greedy_search", "length_penalty"]

@@ -2,8 +2,9 @@
 
 Every sentence keeps ``beam`` live hypotheses. Each step scores all
 continuations, keeps the best ``2 * beam`` candidates, finishes those that end
-in EOS (ranked by log P / lp(|Y|), GNMT's length penalty) and continues the best
-``beam`` others. A sentence is done when it has ``beam`` finished hypotheses or
+in EOS (ranked by log P / lp(|Y|), a length penalty: fairseq's |Y|^alpha by
+default, or GNMT's ((5 + |Y|) / 6)^alpha) and continues the best ``beam``
+others. A sentence is done when it has ``beam`` finished hypotheses or
 reaches its length limit; done sentences leave the batch, so later steps only
 compute what is still needed.
 
@@ -29,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from ..data.tokenizer import BOS, EOS
-from .hypotheses import Hypothesis, SearchResult, length_penalty, max_lengths, stack_cross
+from .hypotheses import Hypothesis, SearchResult, check_penalty, length_penalty, max_lengths, stack_cross
 from .scoring import best_tokens
 
 
@@ -40,14 +41,17 @@ def beam_search(
     src_mask: Tensor,
     *,
     beam: int = 5,
-    alpha: float = 0.6,
+    alpha: float | None = None,
+    penalty: str = "fairseq",
     n_best: int = 1,
     max_len_ratio: float = 1.5,
     max_len_extra: int = 10,
     need_weights: bool = False,
     use_cache: bool = True,
 ) -> SearchResult:
-    """Decode a batch; src (b, s), src_mask (b, s). Returns the ``n_best`` best per sentence."""
+    """Decode a batch; src (b, s), src_mask (b, s). Returns the ``n_best`` best per sentence.
+    ``penalty``/``alpha``: the length penalty (``hypotheses.PENALTIES``; alpha None = the style's default)."""
+    alpha = check_penalty(penalty, alpha)
     if beam < 1:
         raise ValueError(f"beam size must be >= 1, got {beam}")
     if not 1 <= n_best <= beam:
@@ -99,7 +103,7 @@ def beam_search(
         # finish EOS candidates that rank within the top k
         eos = (word == EOS) & (torch.arange(2 * k, device=device) < k)
         if bool(eos.any()):
-            lp = length_penalty(length, alpha)
+            lp = length_penalty(length, alpha, penalty)
             for i, j in eos.nonzero().tolist():
                 r = int(rows[i, j])
                 raw = float(top_scores[i, j])
@@ -122,10 +126,10 @@ def beam_search(
         done = []
         best_live = new_scores[:, 0].tolist()  # candidates are ranked, so column 0 is each sentence's best
         for i, sid in enumerate(active):
-            if len(pending[sid]) >= k or _settled(pending[sid], n_best, best_live[i], limits[sid], alpha):
+            if len(pending[sid]) >= k or _settled(pending[sid], n_best, best_live[i], limits[sid], alpha, penalty):
                 done.append(i)
             elif length >= limits[sid]:
-                lp = length_penalty(length, alpha)
+                lp = length_penalty(length, alpha, penalty)
                 for j in range(k):
                     r = int(new_rows[i * k + j])
                     raw = float(new_scores[i, j])
@@ -173,10 +177,10 @@ def beam_search(
     return SearchResult(nbest)
 
 
-def _settled(finished: list[tuple], n_best: int, best_live: float, limit: int, alpha: float) -> bool:
+def _settled(finished: list[tuple], n_best: int, best_live: float, limit: int, alpha: float, penalty: str) -> bool:
     """True when no live hypothesis (log-probability ``best_live`` at best) can finish above
     the ``n_best``-th finished one, at any length up to ``limit`` (see the module docstring)."""
-    if alpha < 0 or len(finished) < n_best:
+    if len(finished) < n_best:
         return False
     nth = sorted((h[0] for h in finished), reverse=True)[n_best - 1]
-    return nth > best_live / length_penalty(limit, alpha)
+    return nth > best_live / length_penalty(limit, alpha, penalty)

@@ -9,9 +9,31 @@ import torch
 from torch import Tensor
 
 
-def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """Wu et al. 2016 (GNMT), eq. 14: lp(Y) = ((5 + |Y|) / 6)^alpha; alpha = 0 ranks by log-probability."""
-    return ((5.0 + length) / 6.0) ** alpha
+# How beam search ranks finished hypotheses of different lengths: score = log P(Y) / lp(|Y|),
+# |Y| counting the EOS token. Each style with its customary alpha (used when none is given).
+PENALTIES: dict[str, float] = {
+    "fairseq": 1.0,  # lp = |Y|^alpha, fairseq's --lenpen (default 1: mean log-probability per token)
+    "gnmt": 0.6,  # lp = ((5 + |Y|) / 6)^alpha, Wu et al. 2016 (GNMT), eq. 14
+}
+
+
+def check_penalty(penalty: str, alpha: float | None) -> float:
+    """Validate a length-penalty style and alpha; returns alpha (the style's default for None)."""
+    if penalty not in PENALTIES:
+        raise ValueError(f"unknown length penalty {penalty!r}; choose from {', '.join(PENALTIES)}")
+    alpha = PENALTIES[penalty] if alpha is None else float(alpha)
+    if not alpha >= 0:
+        raise ValueError(f"length penalty alpha must be >= 0, got {alpha}")
+    return alpha
+
+
+def length_penalty(length: int | Tensor, alpha: float, penalty: str = "fairseq") -> float | Tensor:
+    """lp(|Y|) for ``penalty`` (see ``PENALTIES``); alpha = 0 ranks by log-probability alone."""
+    if penalty == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if penalty == "fairseq":
+        return float(length) ** alpha if isinstance(length, int) else length.float() ** alpha
+    raise ValueError(f"unknown length penalty {penalty!r}; choose from {', '.join(PENALTIES)}")
 
 
 @dataclass
