@@ -36,6 +36,7 @@ from attnkit.data import multi30k
 from attnkit.evaluation import bleu, evaluate, moses_detokenize, moses_tokenize_lc
 from attnkit.model_dir import load_model
 from attnkit.search import PENALTIES, beam_search
+from attnkit.search.hypotheses import check_penalty
 from attnkit.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +88,9 @@ def dev_alpha(model, tok, data: str, limit: int, variant: str, penalty: str) -> 
     ref = read_lines(multi30k.locate("val", "de", root=data, variant=variant))[:limit]
     tokenize = "13a" if variant == "raw" else "none"
     grid = ALPHA_GRIDS[penalty]
-    scores = {a: evaluate(model, tok, src, ref, beam=5, alpha=a, penalty=penalty, tokenize=tokenize).bleu.score for a in grid}
+    scores = {
+        a: evaluate(model, tok, src, ref, beam=5, alpha=a, penalty=penalty, tokenize=tokenize).bleu.score for a in grid
+    }
     print(f"val BLEU by {penalty} alpha: " + ", ".join(f"{a:g}: {b:.2f}" for a, b in scores.items()), flush=True)
     return max(grid, key=lambda a: (scores[a], -a))
 
@@ -101,8 +104,8 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
     model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
     if alpha == "dev":
         alpha = dev_alpha(model, tok, data, test_limit, variant, penalty)
-    elif alpha is None:
-        alpha = PENALTIES[penalty]
+    else:
+        alpha = check_penalty(penalty, alpha)
     loc = lambda lang, v: multi30k.locate("test_2016_flickr", lang, root=data, variant=v)  # noqa: E731
     src = read_lines(loc("en", variant))[:test_limit]
     ref_tok = read_lines(loc("de", "tok"))[:test_limit]
@@ -122,8 +125,8 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
     cached, uncached = cache_speedup(model, tok, src[:200])
     seconds, tok_s, steps = train_throughput(model_dir)
     return {
-        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint, "alpha": alpha, "penalty": penalty,
-        "steps": steps,
+        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint,
+        "penalty": penalty, "alpha": alpha, "steps": steps,
         "train_minutes": seconds / 60, "train_tok_s": tok_s,
         "variant": variant, "bleu_tok": tok_bleu.score, "bleu_tok_sig": tok_bleu.signature,
         "bleu_detok": detok_bleu.score, "bleu_detok_sig": detok_bleu.signature,
@@ -185,7 +188,8 @@ def main() -> None:
                 overrides += ["train.eval_every=20", "train.bleu_every=0", "train.warmup=20"]
             train(load_config(cfg_path, overrides), resume=(out / "checkpoints" / "last.pt").is_file())
             dirs.append(out)
-    rows = [run(d, args.data, 100 if args.smoke else 1000, args.checkpoint, args.alpha, args.length_penalty) for d in dirs]
+    limit = 100 if args.smoke else 1000
+    rows = [run(d, args.data, limit, args.checkpoint, args.alpha, args.length_penalty) for d in dirs]
     for r in rows:
         print(json.dumps(r, indent=1))
     if not args.smoke:

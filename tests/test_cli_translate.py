@@ -73,7 +73,8 @@ def test_length_penalty_options_reach_beam_search(capsys, monkeypatch, model_dir
         code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "--n-best", "3", *argv], b"a b c\nh g\n")
         assert code == 0, err
         expected = translate(model, tok, ["a b c", "h g"], beam=5, n_best=3, **settings)
-        assert out.splitlines() == [f"{i} ||| {text} ||| {score:.4f}" for i, t in enumerate(expected) for text, score in t.nbest]
+        lines = [f"{i} ||| {text} ||| {score:.4f}" for i, t in enumerate(expected) for text, score in t.nbest]
+        assert out.splitlines() == lines
         outputs.append(out)
     assert len(set(outputs)) == 3  # the settings change the scores
     with pytest.raises(SystemExit):

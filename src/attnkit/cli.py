@@ -417,7 +417,8 @@ def _model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=int, default=5, help="beam size; 1 = greedy (default 5)")
     p.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="fairseq",
                    help="how beam search ranks outputs of different lengths: log P / lp(|Y|), |Y| counting EOS; "
-                        "fairseq: lp = |Y|^alpha (fairseq's --lenpen), gnmt: lp = ((5 + |Y|) / 6)^alpha (default fairseq)")
+                        "fairseq: lp = |Y|^alpha (fairseq's --lenpen), gnmt: lp = ((5 + |Y|) / 6)^alpha "
+                        "(default fairseq)")
     p.add_argument("--alpha", type=_non_negative, default=None,
                    help="length penalty strength; 0 ranks by log P alone (default: 1 for fairseq, 0.6 for gnmt)")
     p.add_argument("--batch-tokens", type=int, default=4096, help="source tokens per decoding batch")

@@ -95,7 +95,9 @@ def translate(
             if beam == 1 and n_best == 1:
                 found = greedy_search(model, batch.src, batch.src_mask, **common)
             else:
-                found = beam_search(model, batch.src, batch.src_mask, beam=beam, alpha=alpha, penalty=penalty, n_best=n_best, **common)
+                found = beam_search(
+                    model, batch.src, batch.src_mask, beam=beam, alpha=alpha, penalty=penalty, n_best=n_best, **common
+                )
             for row, i in enumerate(idx):
                 hyps = found.nbest[row]
                 texts = tok.decode_tgt([h.tokens for h in hyps])
