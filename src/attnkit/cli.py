@@ -177,8 +177,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     model, tok, cfg = _load(args)
     result = evaluate(
         model, tok, src, ref, beam=args.beam, alpha=args.alpha, penalty=args.length_penalty,
-        batch_tokens=args.batch_tokens, tokenize=args.tokenize, lowercase=args.lowercase, detokenize_lang=args.detokenize,
-        max_src_len=cfg.model.max_positions - 1, workers=args.workers,
+        batch_tokens=args.batch_tokens, tokenize=args.tokenize, lowercase=args.lowercase,
+        detokenize_lang=args.detokenize, max_src_len=cfg.model.max_positions - 1, workers=args.workers,
     )
     print(result.report())
     if args.output:
