@@ -41,6 +41,7 @@ from attnkit.models.transformer import TransformerState
 from attnkit.search import beam as beam_module
 from attnkit.search import greedy as greedy_module
 from attnkit.search import scoring
+from attnkit.search import SearchOptions
 from attnkit.translate import translate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +97,7 @@ def main() -> None:
     model, tok, cfg = load_model(args.model_dir, checkpoint_name=args.checkpoint, average_last=10)
     src = read_lines(multi30k.locate("test_2016_flickr", "en", root=args.data, variant=cfg.data.multi30k_variant))
     src = src[: args.limit] if args.limit else src
-    translate(model, tok, src[:100], beam=max(args.beams))  # warm-up
+    translate(model, tok, src[:100], SearchOptions(beam=max(args.beams)))  # warm-up
     seconds: dict[tuple[str, int], list[float]] = {}
     reference: dict[int, list[str]] = {}  # per beam: the first pass's translations
     for r in range(args.rounds):
@@ -104,7 +105,7 @@ def main() -> None:
             for beam in args.beams:
                 with variant(name) as options:
                     start = time.perf_counter()
-                    out = translate(model, tok, src, beam=beam, **options)
+                    out = translate(model, tok, src, SearchOptions(beam=beam), **options)
                     seconds.setdefault((name, beam), []).append(time.perf_counter() - start)
                 texts = [t.output for t in out]
                 if reference.setdefault(beam, texts) != texts:

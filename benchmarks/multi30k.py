@@ -35,8 +35,7 @@ from attnkit.data import collate, read_lines
 from attnkit.data import multi30k
 from attnkit.evaluation import bleu, evaluate, moses_detokenize, moses_tokenize_lc
 from attnkit.model_dir import load_model
-from attnkit.search import PENALTIES, beam_search
-from attnkit.search.hypotheses import check_penalty
+from attnkit.search import PENALTIES, SearchOptions, beam_search
 from attnkit.training.trainer import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +57,7 @@ def cache_speedup(model, tok, sources: list[str], beam: int = 5) -> tuple[float,
     times = []
     for use_cache in (True, False):
         start = time.perf_counter()
-        beam_search(model, batch.src, batch.src_mask, beam=beam, use_cache=use_cache)
+        beam_search(model, batch.src, batch.src_mask, SearchOptions(beam=beam), use_cache=use_cache)
         times.append(time.perf_counter() - start)
     return times[0], times[1]
 
@@ -89,7 +88,7 @@ def dev_alpha(model, tok, data: str, limit: int, variant: str, penalty: str) -> 
     tokenize = "13a" if variant == "raw" else "none"
     grid = ALPHA_GRIDS[penalty]
     scores = {
-        a: evaluate(model, tok, src, ref, beam=5, alpha=a, penalty=penalty, tokenize=tokenize).bleu.score for a in grid
+        a: evaluate(model, tok, src, ref, SearchOptions(beam=5, alpha=a, penalty=penalty), tokenize=tokenize).bleu.score for a in grid
     }
     print(f"val BLEU by {penalty} alpha: " + ", ".join(f"{a:g}: {b:.2f}" for a, b in scores.items()), flush=True)
     return max(grid, key=lambda a: (scores[a], -a))
@@ -105,7 +104,7 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
     if alpha == "dev":
         alpha = dev_alpha(model, tok, data, test_limit, variant, penalty)
     else:
-        alpha = check_penalty(penalty, alpha)
+        alpha = SearchOptions(penalty=penalty, alpha=alpha).length_alpha
     loc = lambda lang, v: multi30k.locate("test_2016_flickr", lang, root=data, variant=v)  # noqa: E731
     src = read_lines(loc("en", variant))[:test_limit]
     ref_tok = read_lines(loc("de", "tok"))[:test_limit]
@@ -113,8 +112,8 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
 
     raw = variant == "raw"
     ref, tokenize = (ref_raw, "13a") if raw else (ref_tok, "none")
-    beam5 = evaluate(model, tok, src, ref, beam=5, alpha=alpha, penalty=penalty, tokenize=tokenize)
-    greedy = evaluate(model, tok, src, ref, beam=1, tokenize=tokenize)
+    beam5 = evaluate(model, tok, src, ref, SearchOptions(beam=5, alpha=alpha, penalty=penalty), tokenize=tokenize)
+    greedy = evaluate(model, tok, src, ref, SearchOptions(beam=1), tokenize=tokenize)
     if raw:
         tok_bleu = bleu(moses_tokenize_lc(beam5.hypotheses, "de"), ref_tok, tokenize="none")
         greedy_tok_bleu = bleu(moses_tokenize_lc(greedy.hypotheses, "de"), ref_tok, tokenize="none")

@@ -15,11 +15,17 @@ def test_positions_writes_a_figure(tmp_path, capsys):
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
-    assert main(["positions", "--d-model", "0", "--out", str(tmp_path / "x.png")]) == 1
+    assert main(["positions", "--d-model", "0", "-o", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == "attnkit positions: error: d_model must be positive, got 0"
-    assert main(["positions", "--out", str(tmp_path / "x.bmp")]) == 1
+    assert err.strip() == ("attnkit positions: error: argument --d-model: expected an integer >= 1, got '0' "
+                           "(see attnkit positions --help)")
+    assert main(["positions", "--output", str(tmp_path / "x.bmp")]) == 2
     assert "must end in one of .png, .svg, .pdf" in capsys.readouterr().err
+    assert main(["positions", "--d-model", "4096", "--length", "100000", "-o", str(tmp_path / "x.png")]) == 1
+    assert "beyond the 4,000,000 a figure can show" in capsys.readouterr().err
+    assert main(["positions", "--heads", "3", "-o", str(tmp_path / "x.png")]) == 1
+    assert "--heads 3 must divide --d-model 128 into an even head size" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def test_module_entry_point():

@@ -74,23 +74,27 @@ def test_positions_every_scheme(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv, message",
+    "argv, message, code",
     [
-        (["plot", "{model}"], "give at least one sentence"),
-        (["plot", "{model}", "a b", "--layer", "7"], "layer 7 out of range"),
-        (["plot", "{model}", "a b", "--head", "5"], "head 5 out of range"),
-        (["plot", "{model}", "a b", "-o", "x.gif"], "must end in one of"),
-        (["view", "{tmp}/missing.npz"], "no attention file"),
-        (["view", "{tmp}/missing_model", "a"], "model directory not found"),
-        (["explain", "{model}", "a b", "--query", "zz"], "neither a position nor one of the tokens"),
-        (["capture", "{model}", "a b", "-o", "{tmp}/m.json"], ".npz"),
-        (["explain", "{rnn}", "a b", "--kind", "cross"], "needs a Transformer"),
+        (["plot", "{model}"], "give at least one sentence", 1),
+        (["plot", "{model}", "a b", "--layer", "7"], "layer 7 out of range", 1),
+        (["plot", "{model}", "a b", "--head", "5"], "head 5 out of range", 1),
+        (["plot", "{model}", "a b", "-o", "x.gif"], "must end in one of", 2),
+        (["plot", "{model}", ""], "expected a non-empty sentence", 2),
+        (["view", "{tmp}/missing.npz"], "no attention file", 1),
+        (["view", "{tmp}/missing_model", "a"], "model directory not found", 1),
+        (["explain", "{model}", "a b", "--query", "zz"], "neither a position nor one of the tokens", 1),
+        (["capture", "{model}", "a b", "-o", "{tmp}/m.json"], "must end in .npz", 2),
+        (["capture", "{model}", "a b"], "required: -o/--output", 2),
+        (["explain", "{rnn}", "a b", "--kind", "cross"], "needs multi-head attention", 1),
+        (["plot", "{model}", "a b", "--checkpoint", "average", "--average-last", "-1"], "expected an integer >= 0", 2),
     ],
 )
-def test_one_line_errors(capsys, trained_toys, tmp_path, argv, message):
+def test_one_line_errors(capsys, trained_toys, tmp_path, argv, message, code):
+    """Values found wrong at work exit 1; command lines that do not parse exit 2; both in one line."""
     argv = [a.format(model=trained_toys["transformer"], rnn=trained_toys["rnn"], tmp=tmp_path) for a in argv]
-    code, out, err = run(capsys, argv)
-    assert code == 1 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    got, out, err = run(capsys, argv)
+    assert got == code and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
 def test_corrupt_maps_file(capsys, tmp_path):

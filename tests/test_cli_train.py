@@ -56,7 +56,7 @@ def test_missing_file_and_config_errors(tmp_path, capsys):
     one_line_error(capsys, ["train", str(cfg), "model.layrs=2"], r"unknown config key 'model.layrs'; did you mean 'model.layers'")
     one_line_error(capsys, ["train", str(cfg), "model.arch=lstm"], r"unknown model.arch 'lstm'")
     one_line_error(capsys, ["train", str(cfg), "model.score=dott"], r"unknown model.score 'dott'; did you mean 'dot'")
-    one_line_error(capsys, ["train", str(cfg), "train.keep_last=0"], r"train.keep_last must be >= 1, got 0")
+    one_line_error(capsys, ["train", str(cfg), "train.keep_last=0"], r"train.keep_last=0 is out of range: it must be >= 1")
 
 
 def test_existing_run_is_not_overwritten_and_resume_needs_a_run(tmp_path, capsys):

@@ -53,9 +53,9 @@ def test_overlong_input_is_truncated_with_a_warning(capsys, monkeypatch, model_d
     assert re.search(r"warning: line 2 is longer than 3 subwords", err) and "line 1" not in err
 
 
-def one_line_error(capsys, monkeypatch, argv, pattern, stdin=b"a b\n"):
-    code, out, err = run(capsys, monkeypatch, argv, stdin)
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
+def one_line_error(capsys, monkeypatch, argv, pattern, stdin=b"a b\n", code=1):
+    got, out, err = run(capsys, monkeypatch, argv, stdin)
+    assert got == code and len(err.strip().splitlines()) == 1, err
     assert re.search(pattern, err), err
 
 
@@ -63,6 +63,7 @@ def test_length_penalty_options_reach_beam_search(capsys, monkeypatch, model_dir
     """--length-penalty / --alpha: the n-best scores translate() gives with the same settings
     (fairseq |Y|^1 by default); a negative alpha is refused by the parser."""
     from attnkit.model_dir import load_model
+    from attnkit.search import SearchOptions
     from attnkit.translate import translate
 
     model, tok, _ = load_model(model_dir)
@@ -72,13 +73,12 @@ def test_length_penalty_options_reach_beam_search(capsys, monkeypatch, model_dir
     for argv, settings in cases:
         code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "--n-best", "3", *argv], b"a b c\nh g\n")
         assert code == 0, err
-        expected = translate(model, tok, ["a b c", "h g"], beam=5, n_best=3, **settings)
+        expected = translate(model, tok, ["a b c", "h g"], SearchOptions(beam=5, n_best=3, **settings))
         lines = [f"{i} ||| {text} ||| {score:.4f}" for i, t in enumerate(expected) for text, score in t.nbest]
         assert out.splitlines() == lines
         outputs.append(out)
     assert len(set(outputs)) == 3  # the settings change the scores
-    with pytest.raises(SystemExit):
-        main(["translate", model_dir, "--alpha", "-1"])
+    assert main(["translate", model_dir, "--alpha", "-1"]) == 2
     assert "--alpha: expected a number >= 0, got '-1'" in capsys.readouterr().err
 
 
@@ -86,7 +86,8 @@ def test_bad_input_and_bad_model_dirs(capsys, monkeypatch, model_dir, tmp_path):
     one_line_error(capsys, monkeypatch, ["translate", model_dir], r"<stdin>: line 2 is not valid UTF-8", b"a b\nc\xe9\n")
     one_line_error(capsys, monkeypatch, ["translate", str(tmp_path / "none")], r"model directory not found")
     one_line_error(capsys, monkeypatch, ["translate", str(tmp_path)], r"is not a model directory \(no config.yaml\)")
-    one_line_error(capsys, monkeypatch, ["translate", model_dir, "--workers", "0"], r"workers must be >= 1, got 0")
+    one_line_error(capsys, monkeypatch, ["translate", model_dir, "--workers", "0"], r"--workers: expected an integer >= 1, got '0'",
+                   code=2)
 
     corrupt = tmp_path / "corrupt"
     shutil.copytree(model_dir, corrupt)

@@ -1,6 +1,10 @@
 """Typed configuration: dataclasses loaded from YAML, unknown keys rejected with
 the nearest valid key suggested, dotted overrides from the command line
 (``model.layers=2``). Every key is documented in ``configs/*.yaml``.
+
+The choices and ranges of every key live here (``RULES``, ``check_config``), so
+train, demo, resume and the model factory check a config the same way, before
+any data is read or model built.
 """
 
 from __future__ import annotations
@@ -14,6 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .attention import ATTENTION_TYPES, SCORES
+from .errors import unknown_choice
+from .positions import POSITION_SCHEMES
+
+# Named choices of config keys (modules that act on them import them from here).
+ARCHS = ("transformer", "rnn", "encoder")
+RNN_CELLS = ("lstm", "gru")
+INIT_HIDDEN = ("last", "zero")
+TOKENIZER_KINDS = ("bpe", "unigram")
+MULTI30K_VARIANTS = ("tok", "raw")
+SCHEDULES = ("inverse_sqrt", "constant", "linear", "cosine")
+OPTIMIZERS = ("adam", "adamw")
+EARLY_STOP_METRICS = ("bleu", "loss")
+DEVICES = ("auto", "cpu", "cuda")
+# sacreBLEU's tokenizers (13a: its default, for detokenized text; none: text tokenized already)
+BLEU_TOKENIZERS = ("13a", "none", "intl", "char", "zh", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200")
 
 
 @dataclass
@@ -212,7 +233,13 @@ def _merge(base: dict, extra: dict) -> dict:
 
 
 def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> Config:
-    return _build(Config, _merge(data or {}, parse_overrides(overrides or [])), "")
+    """Build and check a config (``check_config``) from a mapping and dotted overrides."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a config must be a mapping of sections (data, tokenizer, model, train), "
+                         f"got a {type(data).__name__}")
+    cfg = _build(Config, _merge(data, parse_overrides(overrides or [])), "")
+    check_config(cfg)
+    return cfg
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
@@ -221,15 +248,146 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ValueError(f"config file {path} is not valid YAML{where}") from None
     except UnicodeDecodeError:
         raise ValueError(f"config file {path} is not UTF-8 text") from None
-    return config_from_dict(data, overrides)
+    if data is not None and not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a mapping of sections (data, tokenizer, model, train) "
+                         f"at its top level, not a {type(data).__name__}")
+    return config_from_dict(data or {}, overrides)
 
 
 def save_config(config: Config, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False), encoding="utf-8")
+    from .atomic import write_text
+
+    write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+
+# ---------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class Choice:
+    values: tuple[str, ...]
+
+    def check(self, key: str, value: Any) -> None:
+        if value not in self.values:
+            raise unknown_choice(key, value, self.values)
+
+
+@dataclass(frozen=True)
+class Range:
+    """low <= value <= high (either end open with ``low_open``/``high_open``; None: unbounded)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def check(self, key: str, value: Any) -> None:
+        if value is None:
+            return
+        ok = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        ok = ok and (self.high is None or (value < self.high if self.high_open else value <= self.high))
+        if not ok:
+            raise ValueError(f"{key}={value} is out of range: it must be {self.describe()}")
+
+    def describe(self) -> str:
+        low = None if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
+        high = None if self.high is None else f"{'<' if self.high_open else '<='} {self.high:g}"
+        return " and ".join(x for x in (low, high) if x)
+
+
+POSITIVE = Range(1)
+NON_NEGATIVE = Range(0)
+PROBABILITY = Range(0, 1, high_open=True)  # dropout, label smoothing: 1 would drop everything
+
+RULES: dict[str, Choice | Range] = {
+    "data.multi30k_variant": Choice(MULTI30K_VARIANTS),
+    "data.max_len": POSITIVE,
+    "data.max_dev_sentences": NON_NEGATIVE,
+    "tokenizer.kind": Choice(TOKENIZER_KINDS),
+    "tokenizer.vocab_size": Range(8),
+    "tokenizer.character_coverage": Range(0, 1, low_open=True),
+    "model.arch": Choice(ARCHS),
+    "model.d_model": POSITIVE,
+    "model.layers": POSITIVE,
+    "model.encoder_layers": POSITIVE,
+    "model.decoder_layers": POSITIVE,
+    "model.heads": POSITIVE,
+    "model.ffn": POSITIVE,
+    "model.dropout": PROBABILITY,
+    "model.attention_dropout": PROBABILITY,
+    "model.activation_dropout": PROBABILITY,
+    "model.positions": Choice(POSITION_SCHEMES),
+    "model.max_positions": POSITIVE,
+    "model.cell": Choice(RNN_CELLS),
+    "model.hidden": Range(2),
+    "model.attention": Choice(ATTENTION_TYPES),
+    "model.score": Choice(tuple(SCORES)),
+    "model.window": NON_NEGATIVE,
+    "model.init_hidden": Choice(INIT_HIDDEN),
+    "train.device": Choice(DEVICES),
+    "train.batch_tokens": POSITIVE,
+    "train.accumulate": POSITIVE,
+    "train.max_steps": POSITIVE,
+    "train.max_minutes": NON_NEGATIVE,
+    "train.optimizer": Choice(OPTIMIZERS),
+    "train.lr": Range(0, low_open=True),
+    "train.weight_decay": NON_NEGATIVE,
+    "train.schedule": Choice(SCHEDULES),
+    "train.warmup": NON_NEGATIVE,
+    "train.label_smoothing": PROBABILITY,
+    "train.clip_norm": NON_NEGATIVE,
+    "train.eval_every": POSITIVE,
+    "train.bleu_every": NON_NEGATIVE,
+    "train.bleu_tokenize": Choice(BLEU_TOKENIZERS),
+    "train.early_stop_metric": Choice(EARLY_STOP_METRICS),
+    "train.patience": NON_NEGATIVE,
+    "train.keep_last": POSITIVE,
+    "train.log_every": POSITIVE,
+}
+
+
+def check_model(m: ModelConfig) -> None:
+    """Every model key's range and choice, and how the keys must fit together."""
+    for key, rule in RULES.items():
+        section, name = key.split(".")
+        if section == "model":
+            rule.check(key, getattr(m, name))
+    if m.arch in ("transformer", "encoder"):
+        if m.d_model % m.heads:
+            raise ValueError(f"model.d_model={m.d_model} is not divisible by model.heads={m.heads}")
+        if m.positions == "rope" and (m.d_model // m.heads) % 2:
+            raise ValueError(f"model.positions=rope rotates pairs of dimensions: the head size "
+                             f"d_model / heads = {m.d_model // m.heads} must be even")
+    else:
+        if m.hidden % 2:
+            raise ValueError(f"model.hidden={m.hidden} must be even (the bidirectional encoder has hidden/2 per direction)")
+        if m.encoder_layers != m.decoder_layers:
+            raise ValueError(f"the RNN decoder starts from the encoder's final states, so model.encoder_layers "
+                             f"({m.encoder_layers}) must equal model.decoder_layers ({m.decoder_layers})")
+
+
+def check_config(cfg: Config, *, training: bool = False) -> None:
+    """Every key's range and choice (``RULES``) and how keys fit together. ``training``:
+    also what `attnkit train` needs (a translation model: transformer or rnn)."""
+    for key, rule in RULES.items():
+        section, name = key.split(".")
+        if section != "model":
+            rule.check(key, getattr(getattr(cfg, section), name))
+    a, b = cfg.train.betas
+    if not (0 <= a < 1 and 0 <= b < 1):
+        raise ValueError(f"train.betas={[a, b]} are out of range: each must be >= 0 and < 1")
+    if cfg.train.time_schedule and cfg.train.max_minutes <= 0:
+        raise ValueError("train.time_schedule needs train.max_minutes > 0 (the budget the schedule decays over)")
+    check_model(cfg.model)
+    if training and cfg.model.arch == "encoder":
+        raise ValueError("model.arch=encoder has no decoder: `attnkit train` trains translation models "
+                         "(model.arch transformer or rnn)")
+    if cfg.model.tie_embeddings and not cfg.tokenizer.joint and cfg.model.arch != "encoder":
+        raise ValueError("model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)")

@@ -4,17 +4,21 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .config import config_from_dict
+from .atomic import save_figure, write_text
+from .config import config_from_dict, save_config
 from .data.dates import date_pairs
-from .model_dir import load_model
 from .inspection import capture, model_info
-from .plots import plot_alignment, readable
+from .model_dir import load_model
+from .search import SearchOptions
+from .data import readable
+from .plots import plot_alignment
 from .training.trainer import train
 from .translate import translate
 from .viewer import write_html
@@ -49,28 +53,57 @@ def run_demo(
     attention: str = "global",
 ) -> dict[str, Any]:
     """Train, report exact match on held-out dates, and write attention.png and the
-    interactive attention.html. ``attention`` picks the RNN's global, local-m or local-p attention."""
+    interactive attention.html. ``attention`` picks the RNN's global, local-m or local-p attention.
+
+    Everything is checked before any file is touched; the demo is built in a new directory
+    beside ``out_dir`` and replaces an earlier demo there only once it is complete."""
     if attention != "global" and arch != "rnn":
         raise ValueError(f"--attention {attention} is an RNN (Luong) attention; use it with --arch rnn")
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).is_file():
-            raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another --out")
-        shutil.rmtree(out)  # only ever replaces an earlier demo
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} is a file; the demo writes a directory (choose another --out-dir)")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another --out-dir")
+    final = config_from_dict(demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"])  # checks every setting
+    out.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        result = _build_demo(building, arch=arch, max_steps=max_steps, seed=seed, attention=attention)
+        save_config(final, building / "config.yaml")  # the paths where the demo ends up
+        _swap_in(building, out)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    print(f"attention heatmap: {out / 'attention.png'}\ninteractive viewer: {out / 'attention.html'}  (open it in a browser)")
+    return {**result, "heatmap": str(out / "attention.png"), "viewer": str(out / "attention.html")}
+
+
+def _swap_in(new: Path, out: Path) -> None:
+    """Replace ``out`` (an earlier demo, or nothing) by the complete ``new`` directory."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old.{os.getpid()}")
+        out.rename(old)
+    new.rename(out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: str) -> dict[str, Any]:
+    """The whole demo in directory ``out``; every path it records is relative to it."""
     (out / "data").mkdir(parents=True)
     src, tgt = date_pairs(20_500, seed)
     for name, lines in (("train.src", src[:20_000]), ("train.tgt", tgt[:20_000]), ("dev.src", src[20_000:]), ("dev.tgt", tgt[20_000:])):
         (out / "data" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    (out / MARKER).write_text(json.dumps({"arch": arch, "seed": seed}), encoding="utf-8")
 
     started = time.perf_counter()
     cfg = config_from_dict(demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"])
     summary = train(cfg)
     model, tok, _ = load_model(out, checkpoint_name="best")
     dev_src, dev_tgt = src[20_000:], tgt[20_000:]
-    dev_out = translate(model, tok, dev_src)
+    dev_out = translate(model, tok, dev_src, SearchOptions(beam=1))
     accuracy = sum(t.output == ref for t, ref in zip(dev_out, dev_tgt)) / len(dev_tgt)
-    examples = translate(model, tok, EXAMPLES, need_weights=True)
+    examples = translate(model, tok, EXAMPLES, SearchOptions(beam=1), need_weights=True)
     seconds = time.perf_counter() - started
 
     print()
@@ -83,12 +116,10 @@ def run_demo(
     fig = plot_alignment(weights, readable(first.src_pieces), readable(first.out_pieces),
                          title=f"{arch} {attention if arch == 'rnn' else ''} attention: '{first.source}' -> '{first.output}'",
                          p_t=first.p_t, window=cfg.model.window if local else None)
-    png = out / "attention.png"
-    fig.savefig(png, dpi=120)
-    records = capture(model, tok, EXAMPLES, window=cfg.model.window if local else None)
-    html = write_html(out / "attention.html", records, model_info(model, cfg), title=f"attnkit demo: {arch} on dates")
-    print(f"attention heatmap: {png}\ninteractive viewer: {html}  (open it in a browser)", file=sys.stdout)
-    result = {"accuracy": accuracy, "seconds": seconds, "steps": summary["step"], "heatmap": str(png), "viewer": str(html),
+    save_figure(fig, out / "attention.png", dpi=120)
+    records = capture(model, tok, EXAMPLES, options=SearchOptions(beam=1), window=cfg.model.window if local else None)
+    write_html(out / "attention.html", records, model_info(model, cfg), title=f"attnkit demo: {arch} on dates")
+    result = {"accuracy": accuracy, "seconds": seconds, "steps": summary["step"],
               "examples": {t.source: t.output for t in examples}}
-    (out / MARKER).write_text(json.dumps({"arch": arch, "attention": attention, "seed": seed, **result}, indent=1), encoding="utf-8")
+    write_text(out / MARKER, json.dumps({"arch": arch, "attention": attention, "seed": seed, **result}, indent=1))
     return result

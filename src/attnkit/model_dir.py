@@ -6,23 +6,73 @@
     checkpoints/best.pt      model weights at the best validation score
     checkpoints/step_N.pt    model weights of the last K validations (for averaging)
     log.jsonl                every logged figure, one JSON object per line
+
+Checkpoints are written atomically (temporary file, fsync, rename) and read with
+``weights_only=True``; step checkpoints can be averaged (Vaswani et al. 2017, sec. 6.1).
 """
 
 from __future__ import annotations
 
+import pickle
 import re
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from .config import Config, load_config
+from .atomic import atomic_path
+from .config import DEVICES, Config, load_config
+from .errors import unknown_choice
 from .data.tokenizer import PAD, Tokenizer
 from .models import build_model
-from .training import checkpoint
 
 CHECKPOINT_CHOICES = ("best", "last", "average")
+
+
+def save_atomic(obj: Any, path: str | Path) -> None:
+    """torch.save to ``path`` atomically (``atomic.atomic_path``): a crash leaves either the
+    old file or the new one, never a torn one."""
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint safely; a missing or corrupt file is a one-line error."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(f"{path} is not a readable checkpoint ({reason[:120]})") from None
+    if not isinstance(obj, dict) or "model" not in obj:
+        raise ValueError(f"{path} is not an attnkit checkpoint (no model state)")
+    return obj
+
+
+def average_checkpoints(paths: list[str | Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the model parameters of several checkpoints."""
+    if not paths:
+        raise ValueError("no checkpoints to average")
+    total: dict[str, torch.Tensor] | None = None
+    dtypes: dict[str, torch.dtype] = {}
+    for p in paths:
+        state = load_checkpoint(p)["model"]
+        if total is None:
+            dtypes = {k: v.dtype for k, v in state.items()}
+            total = {k: v.detach().clone().double() if v.is_floating_point() else v.clone() for k, v in state.items()}
+            continue
+        if state.keys() != total.keys():
+            raise ValueError(f"{p} has different parameters from {paths[0]}; cannot average")
+        for k, v in state.items():
+            if v.is_floating_point():
+                total[k] += v.double()
+    n = len(paths)
+    return {k: (v / n).to(dtypes[k]) if v.is_floating_point() else v for k, v in total.items()}
 
 
 @dataclass
@@ -58,13 +108,27 @@ class ModelDir:
         return self.last.is_file()
 
 
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name not in DEVICES:
+        raise unknown_choice("device", name, DEVICES)
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("train.device=cuda but no CUDA device is available")
+    return torch.device(name)
+
+
 def load_model(
     path: str | Path, *, checkpoint_name: str = "best", average_last: int = 0, device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, Tokenizer, Config]:
-    """Rebuild a trained model from its directory, in eval mode.
+    """Rebuild a trained model from its directory, in eval mode, on ``device`` (auto: cuda if present).
 
     checkpoint_name: "best", "last", or "average" (of the last ``average_last`` step checkpoints, all if 0).
     """
+    if checkpoint_name not in CHECKPOINT_CHOICES:
+        raise unknown_choice("checkpoint", checkpoint_name, CHECKPOINT_CHOICES)
+    if average_last < 0:
+        raise ValueError(f"average_last must be >= 0 (0: every kept step checkpoint), got {average_last}")
     md = ModelDir(Path(path))
     if not md.path.is_dir():
         raise FileNotFoundError(f"model directory not found: {md.path}")
@@ -79,9 +143,9 @@ def load_model(
         steps = md.step_checkpoints()
         if not steps:
             raise FileNotFoundError(f"no step checkpoints to average in {md.checkpoints}")
-        state = checkpoint.average(steps[-average_last:] if average_last > 0 else steps)
+        state = average_checkpoints(steps[-average_last:] if average_last > 0 else steps)
     elif checkpoint_name in ("best", "last"):
-        state = checkpoint.load(md.best if checkpoint_name == "best" else md.last)["model"]
+        state = load_checkpoint(md.best if checkpoint_name == "best" else md.last)["model"]
     else:
         raise ValueError(f"unknown checkpoint {checkpoint_name!r} (valid: {', '.join(CHECKPOINT_CHOICES)})")
     try:
@@ -89,4 +153,4 @@ def load_model(
     except RuntimeError as err:
         first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
         raise ValueError(f"checkpoint does not fit the model in {md.config_path}: {first[:200]}") from None
-    return model.to(device).eval(), tok, cfg
+    return model.to(resolve_device(device) if isinstance(device, str) else device).eval(), tok, cfg

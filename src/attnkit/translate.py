@@ -13,16 +13,20 @@ decoding.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
+from .atomic import write_text
 from .data import Tokenizer, collate, inference_batches
-from .search import beam_search, greedy_search
+from .data.text import decode_lines, read_lines
+from .models.interface import Seq2SeqModel
+from .search import SearchOptions, beam_search, greedy_search
 
 EOS_LABEL = "</s>"
 MIN_SENTENCES_PER_WORKER = 32  # below this many sentences per worker thread, decode in fewer threads
@@ -47,28 +51,27 @@ class Translation:
 
 
 def translate(
-    model: nn.Module,
+    model: Seq2SeqModel,
     tok: Tokenizer,
     sentences: list[str],
+    options: SearchOptions | None = None,
     *,
-    beam: int = 1,
-    alpha: float | None = None,
-    penalty: str = "fairseq",
-    n_best: int = 1,
     batch_tokens: int = 4096,
     need_weights: bool = False,
-    max_len_ratio: float = 1.5,
-    max_len_extra: int = 10,
     max_src_len: int | None = None,
     workers: int | None = None,
 ) -> list[Translation]:
-    """Translate ``sentences``; empty strings give empty outputs. Sources longer than
-    ``max_src_len`` subwords are cut (``Translation.truncated`` says so).
+    """Translate ``sentences`` with ``options`` (default ``SearchOptions()``: beam 5, fairseq's
+    length penalty; beam 1 runs greedy search). Empty strings give empty outputs. Sources
+    longer than ``max_src_len`` subwords are cut (``Translation.truncated`` says so).
     ``workers``: decoding threads on CPU (see the module docstring); None: one per
     intra-op thread (``torch.get_num_threads()``), given at least
-    ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread.
-    ``penalty``/``alpha``: beam search's length penalty (``search.PENALTIES``; alpha None = the
-    style's default: fairseq's |Y|^1, as in the published Multi30k setup)."""
+    ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread."""
+    options = options or SearchOptions()
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
+    if max_src_len is not None and max_src_len < 1:
+        raise ValueError(f"max_src_len must be >= 1, got {max_src_len}")
     device = next(model.parameters()).device
     src_ids = tok.encode_src(sentences)
     truncated = [max_src_len is not None and len(ids) > max_src_len for ids in src_ids]
@@ -86,18 +89,12 @@ def translate(
     elif workers > 1 and device.type != "cpu":
         raise ValueError(f"workers > 1 is for CPU decoding; the model is on {device}")
 
-    common = dict(max_len_ratio=max_len_ratio, max_len_extra=max_len_extra, need_weights=need_weights)
-
     def decode(share: list[int]) -> None:  # sentences ``share``, in length-sorted batches
         for batch_idx in inference_batches([src_ids[i] for i in share], batch_tokens) if share else []:
             idx = [share[j] for j in batch_idx]
             batch = collate([src_ids[i] for i in idx], None, batch_idx).to(device)
-            if beam == 1 and n_best == 1:
-                found = greedy_search(model, batch.src, batch.src_mask, **common)
-            else:
-                found = beam_search(
-                    model, batch.src, batch.src_mask, beam=beam, alpha=alpha, penalty=penalty, n_best=n_best, **common
-                )
+            search = greedy_search if options.greedy else beam_search
+            found = search(model, batch.src, batch.src_mask, options, need_weights=need_weights)
             for row, i in enumerate(idx):
                 hyps = found.nbest[row]
                 texts = tok.decode_tgt([h.tokens for h in hyps])
@@ -111,7 +108,7 @@ def translate(
                     out_pieces=out_pieces,
                     alignment=None if best.attention is None else best.attention[..., : len(src_ids[i]) + 1],
                     p_t=best.p_t,
-                    nbest=list(zip(texts, [h.score for h in hyps])) if n_best > 1 else [],
+                    nbest=list(zip(texts, [h.score for h in hyps])) if options.n_best > 1 else [],
                     truncated=truncated[i],
                 )
 
@@ -133,3 +130,50 @@ def _intra_op_threads(n: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def format_translation(t: Translation, index: int, n_best: int) -> str:
+    """One output line, or n-best lines 'index ||| text ||| score' (Moses' n-best format)."""
+    if n_best > 1:
+        return "".join(f"{index} ||| {text} ||| {score:.4f}\n" for text, score in t.nbest or [("", 0.0)])
+    return t.output + "\n"
+
+
+def translate_file(
+    model: Seq2SeqModel,
+    tok: Tokenizer,
+    input_path: str | Path | None,
+    output_path: str | Path | None,
+    options: SearchOptions | None = None,
+    *,
+    batch_tokens: int = 4096,
+    max_src_len: int | None = None,
+    workers: int | None = None,
+    interactive: bool = False,
+) -> None:
+    """Translate a file (or stdin) to a file (written whole, or not at all) or stdout, one output
+    line per input line; a warning on stderr for each input cut at ``max_src_len``.
+    ``interactive``: read stdin line by line with a prompt and answer each at once."""
+    options = options or SearchOptions()
+    common = dict(batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers)
+    if interactive:
+        print(f"attnkit translate: beam {options.beam}. One sentence per line; Ctrl-D ends.", file=sys.stderr)
+        while True:
+            try:
+                line = input("> ")
+            except EOFError:
+                print(file=sys.stderr)
+                return
+            sys.stdout.write(format_translation(translate(model, tok, [line], options, **common)[0], 0, options.n_best))
+            sys.stdout.flush()
+    lines = read_lines(input_path) if input_path else decode_lines(sys.stdin.buffer.read(), "<stdin>")
+    found = translate(model, tok, lines, options, **common)
+    for i, t in enumerate(found):
+        if t.truncated:
+            print(f"attnkit translate: warning: line {i + 1} is longer than {max_src_len} subwords; "
+                  "translated its beginning only", file=sys.stderr)
+    text = "".join(format_translation(t, i, options.n_best) for i, t in enumerate(found))
+    if output_path is None:
+        sys.stdout.write(text)
+    else:
+        write_text(output_path, text)

@@ -66,5 +66,7 @@ def test_errors(trained_toys):
         explain(model, p, query=10)
     rnn, rtok, _ = load_model(trained_toys["rnn"])
     [rp] = prepare(rnn, rtok, ["a b"])
-    with pytest.raises(ValueError, match="needs a Transformer"):
+    with pytest.raises(ValueError, match="needs multi-head attention; this model's cross-attention is GlobalAttention"):
         explain(rnn, rp, kind="cross")
+    with pytest.raises(ValueError, match=r"has no encoder self-attention \(it has: cross\)"):
+        explain(rnn, rp, kind="encoder")

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnkit.config import config_from_dict, save_config
-from attnkit.training import checkpoint
+from attnkit.model_dir import average_checkpoints, load_checkpoint, save_atomic
 from attnkit.training.trainer import train
 
 STEPS = {"max_steps": 6, "eval_every": 3, "log_every": 2, "bleu_every": 0}
@@ -25,7 +25,7 @@ def _torchrun(cfg_path, *extra, nproc=2):
 
 
 def _params(out):
-    return checkpoint.load(out / "checkpoints" / "last.pt")["model"]
+    return load_checkpoint(out / "checkpoints" / "last.pt")["model"]
 
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
@@ -65,8 +65,8 @@ def test_two_process_run_resumes(reversal, toy_config, tmp_path):
     save_config(config_from_dict(toy_config(reversal, out, "transformer", **STEPS)), cfg_path)
     first = _torchrun(cfg_path, "train.max_steps=3")
     assert first.returncode == 0, first.stderr[-3000:]
-    assert checkpoint.load(out / "checkpoints" / "last.pt")["progress"]["step"] == 3
+    assert load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["step"] == 3
     second = _torchrun(cfg_path, "--resume")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed from" in second.stderr
-    assert checkpoint.load(out / "checkpoints" / "last.pt")["progress"]["step"] == 6
+    assert load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["step"] == 6

@@ -13,7 +13,7 @@ import torch
 from attnkit.config import config_from_dict, save_config
 from attnkit.evaluation import bleu
 from attnkit.model_dir import ModelDir, load_model
-from attnkit.training import checkpoint
+from attnkit.model_dir import average_checkpoints, load_checkpoint, save_atomic
 from attnkit.training.trainer import train
 from attnkit.translate import translate
 
@@ -50,7 +50,7 @@ def _run_cli(*args, **kw):
 
 
 def _params(path):
-    return checkpoint.load(path)["model"]
+    return load_checkpoint(path)["model"]
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
@@ -72,7 +72,7 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, toy_config, tmp_path,
     _, err = proc.communicate(timeout=120)
     if how == "SIGTERM":
         assert proc.returncode == 0 and "continue with --resume" in err
-    stopped_at = checkpoint.load(out / "checkpoints" / "last.pt")["progress"]["step"]
+    stopped_at = load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["step"]
     # SIGTERM saves at the current step; SIGKILL may even land between step_40.pt and last.pt
     assert 20 <= stopped_at < 120
 

@@ -94,10 +94,20 @@ class MultiHeadAttention(nn.Module):
         b = None if self.in_proj_bias is None else self.in_proj_bias[part]
         return F.linear(x, w, b)
 
-    def _split_heads(self, x: Tensor) -> Tensor:
+    def _split_heads(self, x: Tensor) -> tuple[Tensor, ...]:
         """(b, t, n * d_model) -> n tensors (b, h, t, d)."""
         b, t, _ = x.shape
         return x.view(b, t, -1, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+    def head_projections(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q W^Q, K W^K, V W^V split into heads: (b, h, t, d), (b, h, s, d), (b, h, s, d),
+        before any positional transform (what ``explain`` walks through)."""
+        self._check_inputs(query, key, value)
+        d = self.d_model
+        (q,) = self._split_heads(self._project(query, slice(0, d)))
+        (k,) = self._split_heads(self._project(key, slice(d, 2 * d)))
+        (v,) = self._split_heads(self._project(value, slice(2 * d, None)))
+        return q, k, v
 
     def forward(
         self,
@@ -142,69 +152,82 @@ class MultiHeadAttention(nn.Module):
                 f"the cache holds {cache.k.shape[0]} key rows, which does not fit {query.shape[0]} queries "
                 f"in groups of {group}"
             )
-        d = self.d_model
-        if reuse:  # cross-attention memory projected on an earlier step
-            (q,) = self._split_heads(self._project(query, slice(0, d)))
-            k, v = cache.k, cache.v
-        elif key is query and value is query:
-            q, k, v = self._split_heads(self._project(query, slice(None)))  # one GEMM for Q, K, V
-        else:
-            (q,) = self._split_heads(self._project(query, slice(0, d)))
-            if key is value:
-                k, v = self._split_heads(self._project(key, slice(d, None)))
-            else:
-                (k,) = self._split_heads(self._project(key, slice(d, 2 * d)))
-                (v,) = self._split_heads(self._project(value, slice(2 * d, None)))
-
+        q, k, v = self._projections(query, key, value, cache if reuse else None)
         # Relative schemes act on self-attention: queries sit after the cached keys.
         positions = self.positions if not (cache is not None and cache.static) else None
         offset = len(cache) if cache is not None and not cache.static else 0
-        q_pos = k_pos = None
+        q_pos = None
         if positions is not None:
             q_pos = torch.arange(offset, offset + q.shape[-2], device=q.device)
             q = positions.rotate(q, q_pos)
             k = positions.rotate(k, torch.arange(offset, offset + k.shape[-2], device=q.device))
-
         if cache is not None and not reuse:
-            if cache.k is not None:
-                k = torch.cat([cache.k, k], dim=-2)
-                v = torch.cat([cache.v, v], dim=-2)
-            if cache.static:  # kept for every later step: contiguous once, not copied by each matmul
-                k, v = k.contiguous(), v.contiguous()
-            cache.k, cache.v = k, v
-
-        bias = None
+            k, v = self._update_cache(cache, k, v)
+        k_pos = bias = None
         if positions is not None:
             k_pos = torch.arange(k.shape[-2], device=q.device)
             bias = positions.score_bias(q, q_pos, k_pos)
         explicit = need_weights or (positions is not None and positions.needs_weights)
         mask = self._check_mask(mask, q.shape[-2], k.shape[-2])
+        context, weights = self._grouped_attention(q, k, v, mask, bias, causal=causal, need_weights=explicit, group=group)
+        if positions is not None and positions.needs_weights:
+            context = context + positions.value_term(weights, q_pos, k_pos)
+        b, _, t, _ = context.shape
+        context = self.out_proj(context.transpose(1, 2).reshape(b, t, self.d_model))
+        return AttentionOutput(context, weights if need_weights else None)
+
+    def _projections(
+        self, query: Tensor, key: Tensor | None, value: Tensor | None, filled: KVCache | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """q, k, v (b, h, ·, d), with as few GEMMs as the call allows: one for self-attention,
+        none for the keys and values of a filled cross-attention cache."""
+        d = self.d_model
+        if filled is not None:  # cross-attention memory projected on an earlier step
+            (q,) = self._split_heads(self._project(query, slice(0, d)))
+            return q, filled.k, filled.v
+        if key is query and value is query:
+            q, k, v = self._split_heads(self._project(query, slice(None)))  # one GEMM for Q, K, V
+            return q, k, v
+        (q,) = self._split_heads(self._project(query, slice(0, d)))
+        if key is value:
+            k, v = self._split_heads(self._project(key, slice(d, None)))
+        else:
+            (k,) = self._split_heads(self._project(key, slice(d, 2 * d)))
+            (v,) = self._split_heads(self._project(value, slice(2 * d, None)))
+        return q, k, v
+
+    @staticmethod
+    def _update_cache(cache: KVCache, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append this step's keys/values (self-attention) or store the projected memory (cross)."""
+        if cache.k is not None:
+            k = torch.cat([cache.k, k], dim=-2)
+            v = torch.cat([cache.v, v], dim=-2)
+        if cache.static:  # kept for every later step: contiguous once, not copied by each matmul
+            k, v = k.contiguous(), v.contiguous()
+        cache.k, cache.v = k, v
+        return k, v
+
+    def _grouped_attention(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
+        *, causal: bool, need_weights: bool, group: int,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Scaled dot-product attention -> context (b, h, t, d), weights (b, h, t, s) or None.
+        With ``group`` > 1 each key/value row's ``group`` query rows go in as one block."""
+        t_q = q.shape[-2]
         if group > 1:  # (n * g, h, t, d) -> (n, h, g * t, d): each sentence's queries in one block
-            n_kv, t_q = k.shape[0], q.shape[-2]
-            q = q.unflatten(0, (n_kv, group)).transpose(1, 2).flatten(2, 3)
+            q = q.unflatten(0, (k.shape[0], group)).transpose(1, 2).flatten(2, 3)
             if mask is not None and mask.shape[-2] > 1:
                 mask = mask.repeat(*([1] * (mask.dim() - 2)), group, 1)
         out = dot_product_attention(
-            q,
-            k,
-            v,
-            mask,
-            bias=bias,
-            causal=causal,
-            need_weights=explicit,
-            dropout=self.dropout,
-            training=self.training,
+            q, k, v, mask, bias=bias, causal=causal, need_weights=need_weights,
+            dropout=self.dropout, training=self.training,
         )
-        context, weights = out.context, out.weights  # (b, h, t, d), (b, h, t, s)
+        context, weights = out.context, out.weights
         if group > 1:  # back to one row per query: (n, h, g * t, .) -> (n * g, h, t, .)
             context = context.unflatten(2, (group, t_q)).transpose(1, 2).flatten(0, 1)
             if weights is not None:
                 weights = weights.unflatten(2, (group, t_q)).transpose(1, 2).flatten(0, 1)
-        if positions is not None and positions.needs_weights:
-            context = context + positions.value_term(weights, q_pos, k_pos)
-        b, _, t, _ = context.shape
-        context = self.out_proj(context.transpose(1, 2).reshape(b, t, d))
-        return AttentionOutput(context, weights if need_weights else None)
+        return context, weights
 
     def _check_inputs(self, query: Tensor, key: Tensor | None, value: Tensor | None, group: int = 1) -> None:
         given = [x for x in (query, key, value) if x is not None]

@@ -2,7 +2,7 @@
 
 from .batching import Batch, BucketBatcher, collate, inference_batches
 from .text import ParallelText, read_lines, read_parallel
-from .tokenizer import BOS, EOS, PAD, UNK, Tokenizer
+from .tokenizer import BOS, EOS, PAD, UNK, Tokenizer, readable
 
 __all__ = [
     "BOS",
@@ -17,4 +17,5 @@ __all__ = [
     "inference_batches",
     "read_lines",
     "read_parallel",
+    "readable",
 ]

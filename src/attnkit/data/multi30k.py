@@ -17,10 +17,11 @@ import os
 import urllib.request
 from pathlib import Path
 
+from ..config import MULTI30K_VARIANTS as VARIANTS
+
 ENV = "ATTNKIT_MULTI30K"
 URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1"
 SPLITS = ("train", "val", "test_2016_flickr")
-VARIANTS = ("tok", "raw")
 
 # SHA-256 of the decompressed text of each file (en and de).
 CHECKSUMS = {

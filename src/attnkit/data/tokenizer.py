@@ -12,11 +12,17 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from ..config import TOKENIZER_KINDS as KINDS
 from ..config import TokenizerConfig
 from ..errors import unknown_choice
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
-KINDS = ("bpe", "unigram")
+WORD_START = "\u2581"  # sentencepiece's word-boundary mark
+
+
+def readable(pieces: list[str]) -> list[str]:
+    """Subword pieces as a reader sees them: word starts lose the mark, a bare mark becomes '␣'."""
+    return ["\u2423" if p == WORD_START else p.removeprefix(WORD_START) for p in pieces]
 
 
 def _train_one(lines: list[str], cfg: TokenizerConfig, prefix: Path) -> spm.SentencePieceProcessor:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-
-from torch import nn
+from pathlib import Path
 
 from ..data import Tokenizer
+from ..models.interface import Seq2SeqModel
+from ..search import SearchOptions
 from ..translate import translate
-from .metrics import Score, bleu, chrf
+from .metrics import BLEU_TOKENIZERS, DETOKENIZE_LANGS, Score, bleu, chrf  # noqa: F401
 
 
 @dataclass
@@ -51,14 +52,12 @@ def moses_tokenize_lc(lines: list[str], lang: str) -> list[str]:
 
 
 def evaluate(
-    model: nn.Module,
+    model: Seq2SeqModel,
     tok: Tokenizer,
     sources: list[str],
     references: list[str],
+    options: SearchOptions | None = None,
     *,
-    beam: int = 5,
-    alpha: float | None = None,
-    penalty: str = "fairseq",
     batch_tokens: int = 4096,
     tokenize: str = "13a",
     lowercase: bool = False,
@@ -71,17 +70,20 @@ def evaluate(
     tokenize/lowercase are sacreBLEU's options: ``tokenize="none"`` for text that
     is already tokenized (Multi30k tok files, comparable to published figures),
     the default 13a for raw text. ``detokenize_lang`` Moses-detokenizes the outputs first.
-    ``workers``: decoding threads and ``penalty``/``alpha`` the length penalty, see ``translate``.
+    ``options`` and ``workers``: see ``translate``. Every setting is checked before any
+    sentence is translated.
     """
+    if tokenize not in BLEU_TOKENIZERS:
+        raise ValueError(f"unknown sacreBLEU tokenizer {tokenize!r}; choose from {', '.join(BLEU_TOKENIZERS)}")
+    if detokenize_lang is not None and detokenize_lang not in DETOKENIZE_LANGS:
+        raise ValueError(f"cannot Moses-detokenize language {detokenize_lang!r}; "
+                         f"choose from {', '.join(DETOKENIZE_LANGS)}")
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
     if not sources:
         raise ValueError("nothing to evaluate: the source file is empty")
     start = time.perf_counter()
-    found = translate(
-        model, tok, sources, beam=beam, alpha=alpha, penalty=penalty, batch_tokens=batch_tokens, max_src_len=max_src_len,
-        workers=workers,
-    )
+    found = translate(model, tok, sources, options, batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers)
     outputs = [t.output for t in found]
     seconds = time.perf_counter() - start
     if detokenize_lang:
@@ -93,3 +95,37 @@ def evaluate(
         seconds=seconds,
         hypotheses=outputs,
     )
+
+
+def evaluate_files(
+    model_dir: str | Path,
+    src: str | Path,
+    ref: str | Path,
+    options: SearchOptions | None = None,
+    *,
+    weights: dict | None = None,
+    output: str | Path | None = None,
+    batch_tokens: int = 4096,
+    tokenize: str = "13a",
+    lowercase: bool = False,
+    detokenize_lang: str | None = None,
+    workers: int | None = None,
+) -> str:
+    """`attnkit evaluate`: load a model directory (``weights``: ``load_model``'s keyword
+    arguments), translate ``src``, score against ``ref``; write the translations to
+    ``output`` (atomically) if given. Returns the report."""
+    from ..atomic import write_text
+    from ..data import read_lines
+    from ..model_dir import load_model
+
+    sources, references = read_lines(src), read_lines(ref)
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
+    model, tok, cfg = load_model(model_dir, **(weights or {}))
+    result = evaluate(
+        model, tok, sources, references, options, batch_tokens=batch_tokens, tokenize=tokenize, lowercase=lowercase,
+        detokenize_lang=detokenize_lang, max_src_len=cfg.model.max_positions - 1, workers=workers,
+    )
+    if output:
+        write_text(output, "\n".join(result.hypotheses) + "\n")
+    return result.report()

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sacrebleu.metrics import BLEU, CHRF
+from ..config import BLEU_TOKENIZERS
+
+# languages with Moses detokenization rules (sacremoses' nonbreaking-prefix lists)
+DETOKENIZE_LANGS = ("as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr", "ga", "gu", "hi", "hu", "is",
+                    "it", "kn", "lt", "lv", "ml", "mr", "nl", "or", "pa", "pl", "pt", "ro", "ru", "sk", "sl", "sv",
+                    "ta", "te", "zh")
 
 
 @dataclass
@@ -29,6 +34,8 @@ def _check(hyps: list[str], refs: list[str]) -> None:
 
 
 def bleu(hyps: list[str], refs: list[str], *, tokenize: str = "13a", lowercase: bool = False) -> Score:
+    from sacrebleu.metrics import BLEU
+
     _check(hyps, refs)
     # force: with tokenize="none" the text is tokenized on purpose (Multi30k tok files)
     metric = BLEU(tokenize=tokenize, lowercase=lowercase, force=tokenize == "none")
@@ -37,6 +44,8 @@ def bleu(hyps: list[str], refs: list[str], *, tokenize: str = "13a", lowercase: 
 
 
 def chrf(hyps: list[str], refs: list[str]) -> Score:
+    from sacrebleu.metrics import CHRF
+
     _check(hyps, refs)
     metric = CHRF()
     return Score("chrF2", metric.corpus_score(hyps, [refs]).score, str(metric.get_signature()))

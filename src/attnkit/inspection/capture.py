@@ -32,15 +32,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import nn
 
-from ..data.tokenizer import BOS, EOS, Tokenizer
-from ..plots.attention import readable
+from ..atomic import atomic_path
+from ..data.tokenizer import BOS, EOS, Tokenizer, readable
+from ..models.interface import ATTENTION_KINDS as KINDS
+from ..models.interface import KIND_LABELS as LABELS
+from ..models.interface import EncoderModel, Seq2SeqModel
+from ..search import SearchOptions
+from ..translate import translate
 
 FORMAT = "attnkit-attention"
 VERSION = 1
-KINDS = ("encoder", "decoder", "cross")
-LABELS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 BOS_LABEL, EOS_LABEL = "<s>", "</s>"
 
 
@@ -89,7 +91,7 @@ class AttentionRecord:
         return maps[layer, head]
 
 
-def model_info(model: nn.Module, cfg=None) -> dict:
+def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
     """What a viewer needs to label a model."""
     info = {"class": type(model).__name__}
     if cfg is not None:
@@ -101,7 +103,7 @@ def model_info(model: nn.Module, cfg=None) -> dict:
 
 
 @torch.no_grad()
-def capture_ids(model: nn.Module, src_ids: list[int], tgt_in_ids: list[int] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+def capture_ids(model: Seq2SeqModel | EncoderModel, src_ids: list[int], tgt_in_ids: list[int] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """All maps of one forward pass over ``src_ids`` (and ``tgt_in_ids`` for a seq2seq model):
     {kind: (L, h, q, k)} and p_t or None. The model is put in eval mode."""
     model.eval()
@@ -140,18 +142,17 @@ def _check_sentences(sentences: list[str]) -> None:
 
 
 def prepare(
-    model: nn.Module,
+    model: Seq2SeqModel | EncoderModel,
     tok: Tokenizer,
     sentences: list[str],
     *,
     targets: list[str] | None = None,
-    beam: int = 1,
+    options: SearchOptions | None = None,
     max_src_len: int | None = None,
 ) -> list[Prepared]:
     """Token ids for each sentence; a seq2seq model's target side is its own
-    translation (greedy or beam) unless ``targets`` gives one (forced alignment)."""
-    from ..translate import translate
-
+    translation (searched with ``options``, default ``SearchOptions()``) unless ``targets``
+    gives one (forced alignment)."""
     if targets is not None and len(targets) != len(sentences):
         raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
     _check_sentences(sentences)
@@ -160,10 +161,10 @@ def prepare(
         Prepared(s, ids + [EOS], readable(tok.src.id_to_piece(ids)) + [EOS_LABEL])
         for s, ids in zip(sentences, src_ids)
     ]
-    if not hasattr(model, "decode_step"):
+    if not isinstance(model, Seq2SeqModel):
         return out
     if targets is None:
-        found = translate(model, tok, sentences, beam=beam, max_src_len=max_src_len)
+        found = translate(model, tok, sentences, options, max_src_len=max_src_len)
         texts = [t.output for t in found]
         tgt_ids = [[tok.tgt.piece_to_id(p) for p in t.out_pieces if p != EOS_LABEL] for t in found]
     else:
@@ -178,19 +179,19 @@ def prepare(
 
 
 def capture(
-    model: nn.Module,
+    model: Seq2SeqModel | EncoderModel,
     tok: Tokenizer,
     sentences: list[str],
     *,
     targets: list[str] | None = None,
-    beam: int = 1,
+    options: SearchOptions | None = None,
     max_src_len: int | None = None,
     window: int | None = None,
 ) -> list[AttentionRecord]:
     """Attention maps of ``model`` on each sentence (see ``prepare`` for the target side).
     ``window`` is local attention's D, kept to draw p_t's window."""
     records = []
-    for p in prepare(model, tok, sentences, targets=targets, beam=beam, max_src_len=max_src_len):
+    for p in prepare(model, tok, sentences, targets=targets, options=options, max_src_len=max_src_len):
         maps, p_t = capture_ids(model, p.src_ids, p.tgt_in_ids)
         records.append(AttentionRecord(
             source=p.source, src_tokens=p.src_tokens, maps=maps, output=p.output,
@@ -217,10 +218,8 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
             arrays[f"{i}/{kind}"] = a.astype(np.float32)
         if r.p_t is not None:
             arrays[f"{i}/p_t"] = r.p_t.astype(np.float32)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        np.savez_compressed(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
     return path
 
 

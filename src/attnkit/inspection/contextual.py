@@ -1,4 +1,4 @@
-"""Contextual word vectors (seed 000): a static embedding gives a word one vector
+"""Contextual word vectors: a static embedding gives a word one vector
 wherever it appears; after self-attention every occurrence carries its context.
 And without position information, self-attention cannot tell repeated words
 apart: the same token gets the same output wherever it stands."""
@@ -55,14 +55,8 @@ def cosine_matrix(x: np.ndarray) -> np.ndarray:
 @torch.no_grad()
 def token_vectors(encoder: PretrainedEncoder, sentences: list[str], *, positions: bool = True) -> TokenVectors:
     """Run ``encoder`` on ``sentences`` (with or without its position embeddings)."""
-    embed = encoder.model.embed
-    before = embed.use_positions
-    embed.use_positions = positions
-    try:
-        batch = encoder.encode(sentences)
-        states, _ = encoder.hidden_states(batch)
-    finally:
-        embed.use_positions = before
+    batch = encoder.encode(sentences)
+    states, _ = encoder.hidden_states(batch, use_positions=positions)
     labels, rows = [], []
     for b, toks in enumerate(batch.tokens):
         for p, t in enumerate(toks):
@@ -72,7 +66,7 @@ def token_vectors(encoder: PretrainedEncoder, sentences: list[str], *, positions
     idx_b = torch.tensor([r[0] for r in rows])
     idx_p = torch.tensor([r[1] for r in rows])
     layers = torch.stack([s[idx_b, idx_p] for s in states]).float().cpu().numpy()
-    static = embed.word(batch.ids[idx_b, idx_p]).float().cpu().numpy()
+    static = encoder.model.token_vectors(batch.ids[idx_b, idx_p]).float().cpu().numpy()
     return TokenVectors(labels, static, layers)
 
 
@@ -94,3 +88,47 @@ def pca_2d(x: np.ndarray) -> np.ndarray:
     centred = x - x.mean(0, keepdims=True)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     return centred @ vt[:2].T
+
+
+def contextual_figure(v: TokenVectors, words: list[str], *, title: str = ""):
+    """The figure of ``plots.plot_contextual`` for ``v``: similarities of the static vectors and
+    of the last layer's; one PCA projection per depth; the occurrences of ``words`` marked."""
+    from ..plots.inspection import plot_contextual
+
+    depth = v.layers.shape[0]
+    panels = [("static (token table)", v.static)] + [
+        ("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(depth)]
+    return plot_contextual(
+        [f"{t} ({s + 1})" for s, _, t in v.labels],
+        [(name, cosine_matrix(x)) for name, x in (panels[0], panels[-1])],
+        [(name, pca_2d(x)) for name, x in panels],
+        {i: v.labels[i][0] for w in words for i in v.find(w)},
+        words=words, title=title,
+    )
+
+
+def embed_report(encoder: PretrainedEncoder, sentences: list[str], words: list[str] | None = None) -> tuple[str, TokenVectors, list[str]]:
+    """The text `attnkit embed` prints: the tokens of each sentence, then the cosine similarity of
+    each repeated word (or each of ``words``) in its two places, at every depth; with and without
+    position embeddings for a word repeated within one sentence. Returns (text, vectors, words compared)."""
+    v = token_vectors(encoder, sentences)
+    info = encoder.info
+    lines = [f"{info['name']}: {info['layers']} layers, d_model {info['d_model']}; "
+             f"{len(v.labels)} tokens in {len(sentences)} sentence(s)"]
+    lines += [f"  s{i + 1}: {' '.join(t for b, _, t in v.labels if b == i)}" for i in range(len(sentences))]
+    if words:
+        pairs = [(i, j) for w in words for k, i in enumerate(v.find(w)) for j in v.find(w)[k + 1:]]
+    else:
+        pairs = v.repeated()
+    if not pairs:
+        lines.append("\nno word occurs twice: nothing to compare (use --word, or repeat a word)")
+    else:
+        lines += ["\ncosine similarity of the same word in two places: static token vectors are identical (1.000);",
+                  "after self-attention each occurrence carries its own context:\n", pair_report(v, pairs)]
+        same = [(i, j) for i, j in pairs if v.labels[i][0] == v.labels[j][0]]
+        if same:
+            nopos = token_vectors(encoder, sentences, positions=False)
+            lines += ["\nwithout position embeddings, the same word twice in one sentence is indistinguishable:\n",
+                      pair_report(nopos, same)]
+    shown = list(words) if words else sorted({v.labels[i][2] for p in pairs for i in p})[:4]
+    return "\n".join(lines), v, shown

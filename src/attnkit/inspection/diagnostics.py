@@ -58,3 +58,10 @@ def head_statistics(records: list[AttentionRecord], kind: str) -> HeadStats:
     if not rows:
         raise ValueError("no attention rows to summarise")
     return HeadStats(kind, ent_sum / rows, norm_sum / rows, max_sum / rows, rows)
+
+
+def head_statistics_figure(stats: list[HeadStats], *, title: str = ""):
+    """``plots.plot_head_statistics`` of one or more kinds' statistics."""
+    from ..plots.inspection import plot_head_statistics
+
+    return plot_head_statistics([(LABELS[st.kind], st.normalised, st.max_weight) for st in stats], title=title)

@@ -1,4 +1,4 @@
-"""The Q/K/V walk-through (seeds 002 and 004): for one query token of one head,
+"""The Q/K/V walk-through: for one query token of one head,
 recompute attention step by step from the layer's own weights and inputs,
 
     q = x_i W^Q,  K = X W^K,  V = X W^V          (one head's slice)
@@ -19,29 +19,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch import nn
 
 from ..attention.multihead import MultiHeadAttention
-from .capture import KINDS, LABELS, Prepared
+from ..models.interface import EncoderModel, Seq2SeqModel, find_site
+from .capture import LABELS, Prepared
 
 
-def attention_module(model: nn.Module, kind: str, layer: int) -> MultiHeadAttention:
-    """The MultiHeadAttention of ``kind`` in ``layer`` (negative counts from the top)."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown attention kind {kind!r}; choose from {', '.join(KINDS)}")
-    encoder = getattr(model, "encoder", None)
-    if kind == "encoder":
-        layers = getattr(encoder, "layers", None)
-        name = "self_attn"
-    else:
-        layers = getattr(model, "decoder_layers", None)
-        name = "self_attn" if kind == "decoder" else "cross_attn"
-    if layers is None:
-        raise ValueError(f"the Q/K/V walk-through needs a Transformer with {LABELS[kind]}; "
-                         f"this model ({type(model).__name__}) has none")
-    if not -len(layers) <= layer < len(layers):
-        raise ValueError(f"layer {layer} out of range: the {LABELS[kind]} has {len(layers)} layers (0..{len(layers) - 1})")
-    return getattr(layers[layer], name)
+def attention_module(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> MultiHeadAttention:
+    """The multi-head attention of ``kind`` in ``layer`` (negative counts from the top)."""
+    site = find_site(model, kind, layer)
+    if not isinstance(site.module, MultiHeadAttention):
+        raise ValueError(f"the Q/K/V walk-through needs multi-head attention; this model's {LABELS[kind]} "
+                         f"is {type(site.module).__name__}")
+    return site.module
 
 
 @dataclass
@@ -113,7 +103,7 @@ def entropy(p: np.ndarray) -> float:
 
 @torch.no_grad()
 def explain(
-    model: nn.Module,
+    model: Seq2SeqModel | EncoderModel,
     prepared: Prepared,
     *,
     kind: str = "encoder",
@@ -151,14 +141,10 @@ def explain(
     finally:
         handle.remove()
 
-    x_q, x_k, x_v = (a.float() for a in seen["args"][:3])
-    d, hd, h = module.d_model, module.head_dim, module.num_heads
-    w = module.in_proj_weight.float()
-    b = module.in_proj_bias.float() if module.in_proj_bias is not None else torch.zeros(3 * d, device=w.device)
-    split = lambda x: x.view(1, x.shape[1], h, hd).transpose(1, 2)  # noqa: E731  (1, t, d) -> (1, h, t, hd)
-    Q = split(x_q @ w[:d].T + b[:d])
-    K = split(x_k @ w[d:2 * d].T + b[d:2 * d])
-    V = split(x_v @ w[2 * d:].T + b[2 * d:])
+    x_q, x_k, x_v = seen["args"][:3]
+    hd, h = module.head_dim, module.num_heads
+    Q, K, V = (x.float() for x in module.head_projections(x_q, x_k, x_v))  # (1, h, ·, hd)
+    x_q = x_q.float()
     t, s = Q.shape[2], K.shape[2]
     positions = module.positions if kind != "cross" else None
     bias = None
@@ -188,7 +174,7 @@ def explain(
     model_weights = seen["output"].weights[0, head, query].float()
     cpu = lambda x: x.detach().cpu().numpy()  # noqa: E731
     return Walkthrough(
-        kind=kind, layer=layer % len(model.decoder_layers if kind != "encoder" else model.encoder.layers),
+        kind=kind, layer=find_site(model, kind, layer).layer,
         head=head, query=query, query_token=q_tokens[query], key_tokens=list(k_tokens),
         x=cpu(x_q[0, query]), q=cpu(q), k=cpu(k), v=cpu(v), raw=cpu(raw), scale=scale,
         bias=None if bias is None else cpu(bias), scaled=cpu(scaled), weights=cpu(weights),

@@ -1,6 +1,6 @@
-"""The arrays behind the positional-encoding figures (seed 003 and the relative
-schemes), computed from attnkit's own position modules, untrained or taken
-from a trained model."""
+"""The positional-encoding figures and the text printed beside them (absolute and
+relative schemes), computed from attnkit's own position modules, untrained or
+taken from a trained model."""
 
 from __future__ import annotations
 
@@ -8,14 +8,36 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..positions import ALiBi, RelativePositions, RotaryPositions, T5RelativeBias, sinusoid_table, t5_bucket
+from ..models.interface import EncoderModel, Seq2SeqModel
+from ..positions import (
+    ALiBi,
+    LearnedPositionalEmbedding,
+    RelativePositions,
+    RotaryPositions,
+    T5RelativeBias,
+    alibi_slopes,
+    sinusoid_table,
+    t5_bucket,
+)
 
 SCHEMES = ("sinusoidal", "learned", "relative", "t5", "rope", "alibi")
+MAX_CELLS = 4_000_000  # length x d_model of a drawn table: beyond it the figure is unreadable and memory runs out
 
 
-def find_scheme(model: nn.Module, cls: type) -> nn.Module | None:
-    """The first position module of type ``cls`` inside ``model`` (the encoder's, as built first)."""
-    return next((m for m in model.modules() if isinstance(m, cls)), None)
+def check_sizes(length: int, d_model: int, heads: int) -> None:
+    """The sizes of `attnkit positions`, checked before anything is computed."""
+    if length < 2:
+        raise ValueError(f"--length must be at least 2, got {length}")
+    if d_model < 2 or heads < 1 or d_model % heads or (d_model // heads) % 2:
+        raise ValueError(f"--heads {heads} must divide --d-model {d_model} into an even head size")
+    if length * d_model > MAX_CELLS:
+        raise ValueError(f"--length {length} x --d-model {d_model} = {length * d_model:,} values is beyond the "
+                         f"{MAX_CELLS:,} a figure can show; choose fewer positions or a narrower model")
+
+
+def find_scheme(model: Seq2SeqModel | EncoderModel, cls: type) -> nn.Module | None:
+    """The model's first position module of type ``cls`` (the encoder's, as built first)."""
+    return next((m for m in model.position_schemes() if isinstance(m, cls)), None)
 
 
 def sinusoidal_matrix(length: int, d_model: int) -> np.ndarray:
@@ -58,3 +80,61 @@ def rotary_views(head_dim: int, length: int, *, starts: tuple[int, ...] = (0, 17
         rk = rope.rotate(k.expand(1, 1, span, head_dim), torch.arange(m, m + span))
         rows.append((rq @ rk.transpose(-1, -2))[0, 0, 0].numpy())
     return rope.angles(torch.arange(length)).numpy(), np.stack(rows)
+
+
+def position_figure(
+    scheme: str, *, length: int, d_model: int, heads: int,
+    model: Seq2SeqModel | EncoderModel | None = None, model_name: str = "",
+) -> tuple[str, object]:
+    """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
+    bias a trained ``model`` learned (learned and t5)."""
+    from .. import plots
+
+    np.set_printoptions(precision=3, suppress=True, linewidth=120)
+    n, d, h = length, d_model, heads
+    if scheme == "sinusoidal":
+        pe = sinusoidal_matrix(n, d)
+        lines = [f"sinusoidal positional encoding, d_model={d}, positions 0..{n - 1}",
+                 "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))", ""]
+        lines += [f"PE({pos:>3})[:8] = {pe[pos, :8]}" for pos in (0, 1, 2, n - 1)]
+        sim = pe @ pe.T
+        lines += ["", "similarity PE(i) . PE(i + k) depends on the offset k, not on i:",
+                  "   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40))]
+        lines += [f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40))
+                  for k in (0, 1, 2, 5, 10, 20) if k + 40 < n]
+        return "\n".join(lines), plots.plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={d}")
+    if scheme == "learned":
+        module = find_scheme(model, LearnedPositionalEmbedding) if model is not None else None
+        if module is None:
+            table = LearnedPositionalEmbedding(d, n)(n).detach().numpy()
+            return ("learned positions: a trained table (give --model with model.positions=learned); "
+                    "showing the untrained table: random noise, no structure"), plots.plot_positional_encoding(
+                        table, title="learned positions (untrained)")
+        table = module(min(n, module.max_len)).detach().float().cpu().numpy()
+        return (f"learned positions of {model_name}: {table.shape}",
+                plots.plot_positional_encoding(table, title=f"learned positions ({model_name})"))
+    if scheme == "alibi":
+        text = f"ALiBi, {h} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(h).numpy()}"
+        return text, plots.plot_score_bias(alibi_bias(h, min(n, 64)), title="ALiBi: a fixed linear distance penalty per head")
+    if scheme == "t5":
+        module = find_scheme(model, T5RelativeBias) if model is not None else None
+        if module is not None:
+            return (f"T5 relative bias of {model_name}: {module.num_buckets} buckets, max distance {module.max_distance}",
+                    plots.plot_score_bias(t5_bias(module, min(n, 64)), title=f"T5 bias learned by {model_name}"))
+        buckets = t5_buckets(n)
+        offsets = [o for o in (-40, -20, -8, -4, -1, 0, 1, 4, 8, 20, 40) if 0 <= n // 2 + o < n]
+        text = ("T5 buckets (32, max distance 128, bidirectional): offset -> bucket\n  "
+                + "  ".join(f"{o:+d}:{buckets[n // 2, n // 2 + o]}" for o in offsets))
+        return text, plots.plot_relative_index(
+            buckets, 128, buckets=True, title="T5 relative-position buckets (one learned scalar per head and bucket)")
+    if scheme == "relative":
+        return ("Shaw et al. relative positions: a_ij = w[clip(j - i, -16, 16)] added to keys (and values)",
+                plots.plot_relative_index(shaw_index(min(n, 48), 16), 16,
+                                          title="Shaw relative positions: which learned vector each pair uses"))
+    if scheme == "rope":
+        angles, scores = rotary_views(d // h, n)
+        spread = float(np.abs(scores - scores[0]).max())
+        text = (f"RoPE, head_dim={d // h}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
+                f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}")
+        return text, plots.plot_rotary(angles, scores, title="rotary position embedding")
+    raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")

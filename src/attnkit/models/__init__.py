@@ -1,13 +1,13 @@
 """Attention models: RNN encoder-decoder (Luong), Transformer encoder-decoder, BERT-style encoder.
 
-Every seq2seq model exposes ``encode(src, src_mask)``, ``init_state(encoder_out)``,
-``decode_step(state, prev_tokens)`` and ``forward(src, src_mask, tgt_in)``, each
-returning attention maps when ``need_weights=True``, and a decoding state with
-``expand(k)`` (k beam hypotheses per sentence) and ``reorder(index)``; search and
-visualisation rely on nothing else.
+Every model satisfies a protocol of ``interface.py``: a ``Seq2SeqModel`` (encode,
+init_state, decode_step, forward, output_projection, attention_sites) with its
+``DecodingState`` (expand, reorder), or an ``EncoderModel``. Search, training,
+capture and explain use models through these protocols only.
 """
 
 from .factory import ARCHS, build_model
+from .interface import ATTENTION_KINDS, KIND_LABELS, AttentionSite, DecodingState, EncoderModel, Seq2SeqModel, find_site
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 from .rnn import RNNEncoder, RNNSeq2Seq, RNNState
 from .transformer import (
@@ -23,6 +23,13 @@ from .transformer import (
 
 __all__ = [
     "ARCHS",
+    "ATTENTION_KINDS",
+    "AttentionSite",
+    "DecodingState",
+    "EncoderModel",
+    "KIND_LABELS",
+    "Seq2SeqModel",
+    "find_site",
     "AttentionMaps",
     "DecoderLayer",
     "DecoderOutput",

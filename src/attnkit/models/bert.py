@@ -12,8 +12,8 @@ from .dropout import Dropout
 class BertEmbedding(nn.Module):
     """x_i = LayerNorm(E_tok[w_i] + E_pos[i] + E_seg[s_i]).
 
-    ``use_positions`` can be switched off to see what self-attention does
-    without position information (seed 000: repeated words become identical).
+    ``use_positions=False`` leaves the position embeddings out, to see what
+    self-attention does without position information (repeated words become identical).
     """
 
     def __init__(
@@ -27,17 +27,20 @@ class BertEmbedding(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = Dropout(dropout)
         self.max_positions = max_positions
-        self.use_positions = True
 
-    def forward(self, tokens: Tensor, segments: Tensor | None = None) -> Tensor:
+    def forward(self, tokens: Tensor, segments: Tensor | None = None, use_positions: bool = True) -> Tensor:
         """tokens (b, s) -> (b, s, d_model); segments (b, s) default all 0."""
         s = tokens.shape[1]
         if s > self.max_positions:
             raise ValueError(f"input of {s} tokens is longer than the model's {self.max_positions} positions")
         x = self.word(tokens)
-        if self.use_positions:
+        if use_positions:
             x = x + self.position.weight[:s]
         if self.segment is not None:
             x = x + (self.segment.weight[0] if segments is None else self.segment(segments))
         return self.dropout(self.norm(x))
+
+    def lookup(self, tokens: Tensor) -> Tensor:
+        """The word table's rows for ``tokens``: no position, segment or LayerNorm."""
+        return self.word(tokens)
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from torch import nn
 
 from ..attention import build_recurrent_attention
-from ..config import ModelConfig
-from ..errors import unknown_choice
+from ..config import ARCHS, ModelConfig, check_model
 from ..positions import AbsolutePositions, AttentionPositions, build_positions
-from .rnn import CELLS, RNNEncoder, RNNSeq2Seq
+from .rnn import RNNEncoder, RNNSeq2Seq
 from .transformer import (
     DecoderLayer,
     EncoderLayer,
@@ -18,7 +17,6 @@ from .transformer import (
     TransformerSeq2Seq,
 )
 
-ARCHS = ("transformer", "rnn", "encoder")
 
 
 def _embedding(vocab: int, dim: int, pad_id: int) -> nn.Embedding:
@@ -63,16 +61,14 @@ def _token_embedding(cfg: ModelConfig, embedding: nn.Embedding, *, causal: bool)
 
 
 def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int, shared_vocab: bool) -> nn.Module:
-    """Build the model ``cfg.arch`` names; ``shared_vocab`` allows tying source and target embeddings."""
-    if cfg.arch not in ARCHS:
-        raise unknown_choice("model.arch", cfg.arch, ARCHS)
+    """Build the model ``cfg.arch`` names (its keys checked by ``config.check_model``);
+    ``shared_vocab`` allows tying source and target embeddings."""
+    check_model(cfg)
     if cfg.tie_embeddings and not shared_vocab and cfg.arch != "encoder":
         raise ValueError(
             "model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)"
         )
     if cfg.arch in ("transformer", "encoder"):
-        if cfg.d_model % cfg.heads:
-            raise ValueError(f"model.d_model={cfg.d_model} is not divisible by model.heads={cfg.heads}")
         src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
         if cfg.arch == "encoder":
             return TransformerEncoderModel(embed=_token_embedding(cfg, src_emb, causal=False), encoder=_encoder(cfg))
@@ -96,8 +92,6 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
             tie_output=cfg.tie_embeddings,
         )
 
-    if cfg.cell not in CELLS:
-        raise unknown_choice("model.cell", cfg.cell, CELLS)
     src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
     tgt_emb = src_emb if cfg.tie_embeddings else _embedding(tgt_vocab, cfg.d_model, pad_id)
     attention = build_recurrent_attention(

@@ -16,12 +16,13 @@ from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..attention import GlobalAttention, LocalAttention
+from ..config import INIT_HIDDEN
 from ..errors import unknown_choice
 from .dropout import Dropout
+from .interface import AttentionSite
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
-CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}
-INIT_HIDDEN = ("last", "zero")
+CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}  # config.RNN_CELLS
 Hidden = Tensor | tuple[Tensor, Tensor]
 
 
@@ -127,6 +128,16 @@ class RNNSeq2Seq(nn.Module):
             if emb != hidden:
                 raise ValueError(f"tying output and target embeddings needs d_model == hidden, got {emb} and {hidden}")
             self.output.weight = tgt_embedding.weight
+
+    @property
+    def output_projection(self) -> nn.Linear:
+        return self.output  # W_s
+
+    def attention_sites(self) -> list[AttentionSite]:
+        return [AttentionSite("cross", 0, self.attention)]  # one attention, over the source, one "head"
+
+    def position_schemes(self) -> list[nn.Module]:
+        return []  # the recurrence orders the tokens
 
     def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
         memory, final = self.encoder(src, src_mask)

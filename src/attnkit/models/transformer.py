@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from ..attention import KVCache, MultiHeadAttention
 from ..positions import AbsolutePositions, AttentionPositions
 from .dropout import Dropout
+from .interface import AttentionSite
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
@@ -43,14 +44,18 @@ class TokenEmbedding(nn.Module):
         self.scale = math.sqrt(embedding.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
 
-    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, tokens: Tensor, offset: int = 0, use_positions: bool = True) -> Tensor:
         """tokens (b, t) at positions offset .. offset+t-1 -> (b, t, d_model)."""
         x = self.embedding(tokens) * self.scale
-        if self.positions is not None:
+        if self.positions is not None and use_positions:
             t = tokens.shape[1]
             pe = self.positions(t) if offset == 0 else self.positions(torch.arange(offset, offset + t, device=tokens.device))
             x = x + pe.to(x.dtype)
         return self.dropout(x)
+
+    def lookup(self, tokens: Tensor) -> Tensor:
+        """The table's rows for ``tokens``: no scaling, position or dropout."""
+        return self.embedding(tokens)
 
 
 class FeedForward(nn.Module):
@@ -97,7 +102,7 @@ class EncoderLayer(_Sublayers):
     def __init__(
         self,
         d_model: int,
-        heads: int,
+        num_heads: int,
         ffn: int,
         *,
         dropout: float,
@@ -109,7 +114,7 @@ class EncoderLayer(_Sublayers):
         eps: float = 1e-5,
     ) -> None:
         super().__init__(d_model, 2, dropout=dropout, norm_first=norm_first, eps=eps)
-        self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout, positions=positions)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout, positions=positions)
         self.feed_forward = FeedForward(d_model, ffn, dropout=activation_dropout, activation=activation)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -127,7 +132,7 @@ class DecoderLayer(_Sublayers):
     def __init__(
         self,
         d_model: int,
-        heads: int,
+        num_heads: int,
         ffn: int,
         *,
         dropout: float,
@@ -139,8 +144,8 @@ class DecoderLayer(_Sublayers):
         eps: float = 1e-5,
     ) -> None:
         super().__init__(d_model, 3, dropout=dropout, norm_first=norm_first, eps=eps)
-        self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout, positions=positions)
-        self.cross_attn = MultiHeadAttention(d_model, heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout, positions=positions)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
         self.feed_forward = FeedForward(d_model, ffn, dropout=activation_dropout, activation=activation)
 
     def forward(
@@ -259,6 +264,20 @@ class TransformerSeq2Seq(nn.Module):
         if tie_output:
             self.output.weight = tgt_embed.embedding.weight
 
+    @property
+    def output_projection(self) -> nn.Linear:
+        return self.output
+
+    def attention_sites(self) -> list[AttentionSite]:
+        sites = [AttentionSite("encoder", i, layer.self_attn) for i, layer in enumerate(self.encoder.layers)]
+        for kind, name in (("decoder", "self_attn"), ("cross", "cross_attn")):
+            sites += [AttentionSite(kind, i, getattr(layer, name)) for i, layer in enumerate(self.decoder_layers)]
+        return sites
+
+    def position_schemes(self) -> list[nn.Module]:
+        return _unique([self.src_embed.positions, self.tgt_embed.positions]
+                       + [s.module.positions for s in self.attention_sites()])
+
     def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
         """src (b, s) token ids, src_mask (b, s) True on real tokens."""
         memory, maps = self.encoder(self.src_embed(src), src_mask, need_weights)
@@ -320,8 +339,42 @@ class TransformerEncoderModel(nn.Module):
         self.encoder = encoder
 
     def encode(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+        """tokens (b, s), mask (b, s) True on real tokens -> memory (b, s, d)."""
         memory, maps = self.encoder(self.embed(tokens), mask, need_weights)
         return EncoderOutput(memory, mask, AttentionMaps(encoder=maps) if need_weights else None)
 
     def forward(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
         return self.encode(tokens, mask, need_weights)
+
+    def hidden_states(
+        self, tokens: Tensor, mask: Tensor, *, need_weights: bool = False, use_positions: bool = True
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """The embedding layer's output, then each layer's ((layers + 1) x (b, s, d)), before
+        the final LayerNorm of a pre-norm stack; per-layer weights (b, h, s, s) when asked."""
+        x = self.embed(tokens, use_positions=use_positions)
+        states, maps = [x], []
+        attn_mask = mask[:, None, None, :]
+        for layer in self.encoder.layers:
+            x, w = layer(x, attn_mask, need_weights)
+            states.append(x)
+            if need_weights:
+                maps.append(w)
+        return states, maps
+
+    def token_vectors(self, tokens: Tensor) -> Tensor:
+        return self.embed.lookup(tokens)
+
+    def attention_sites(self) -> list[AttentionSite]:
+        return [AttentionSite("encoder", i, layer.self_attn) for i, layer in enumerate(self.encoder.layers)]
+
+    def position_schemes(self) -> list[nn.Module]:
+        return _unique([getattr(self.embed, "positions", None)] + [s.module.positions for s in self.attention_sites()])
+
+
+def _unique(modules: list[nn.Module | None]) -> list[nn.Module]:
+    """The modules that are there, each once (layers may share one scheme), in order."""
+    out: list[nn.Module] = []
+    for m in modules:
+        if m is not None and all(m is not o for o in out):
+            out.append(m)
+    return out

@@ -1,7 +1,7 @@
 """Figures. Every function takes arrays (and labels) and returns a matplotlib Figure;
 nothing here touches pyplot or global matplotlib state."""
 
-from .attention import plot_alignment, plot_attention_grid, readable
+from .attention import plot_alignment, plot_attention_grid
 from .positions import plot_positional_encoding, plot_relative_index, plot_rotary, plot_score_bias
 
 __all__ = [
@@ -11,5 +11,4 @@ __all__ = [
     "plot_relative_index",
     "plot_rotary",
     "plot_score_bias",
-    "readable",
 ]

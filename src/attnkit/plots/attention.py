@@ -1,4 +1,5 @@
-"""Attention heatmaps: target tokens (rows) attending to source tokens (columns)."""
+"""Attention heatmaps: target tokens (rows) attending to source tokens (columns).
+Token labels are drawn as given (``data.readable`` turns subword pieces into them)."""
 
 from __future__ import annotations
 
@@ -6,22 +7,6 @@ from collections.abc import Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
-
-WORD_START = "\u2581"  # sentencepiece's word-boundary mark
-
-
-def readable(pieces: Sequence[str]) -> list[str]:
-    """Subword pieces as a reader sees them: word starts lose the mark, a bare mark becomes '␣'."""
-    out = []
-    for p in pieces:
-        if p == WORD_START:
-            out.append("\u2423")
-        elif p.startswith(WORD_START):
-            out.append(p[1:])
-        else:
-            out.append(p)
-    return out
-
 
 def plot_alignment(
     weights: np.ndarray,
@@ -44,8 +29,8 @@ def plot_alignment(
     ax = fig.subplots()
     im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(weights.max())), aspect="equal")
     fs = _fontsize(max(t, s))
-    ax.set_xticks(range(s), readable(src_tokens), rotation=60, ha="right", rotation_mode="anchor", fontsize=fs)
-    ax.set_yticks(range(t), readable(tgt_tokens), fontsize=fs)
+    ax.set_xticks(range(s), list(src_tokens), rotation=60, ha="right", rotation_mode="anchor", fontsize=fs)
+    ax.set_yticks(range(t), list(tgt_tokens), fontsize=fs)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if p_t is not None:
@@ -96,9 +81,9 @@ def plot_attention_grid(
             if ci == 0:
                 ax.set_ylabel(f"layer {li}", fontsize=9)
                 if layers * t <= 60:  # token labels only where they can be read
-                    ax.set_yticks(range(t), readable(query_tokens), fontsize=fs)
+                    ax.set_yticks(range(t), list(query_tokens), fontsize=fs)
             if li == layers - 1 and cols * s <= 160:
-                ax.set_xticks(range(s), readable(key_tokens), rotation=90, fontsize=fs)
+                ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

@@ -52,15 +52,15 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     return fig
 
 
-def plot_head_statistics(stats: Sequence, *, title: str = "") -> Figure:
-    """Per (layer, head) normalised entropy and mean largest weight, one column per attention kind."""
-    from ..inspection.capture import LABELS
-
-    fig = Figure(figsize=(4.2 * len(stats), 6.0), layout="constrained")
-    axes = fig.subplots(2, len(stats), squeeze=False)
-    for ci, st in enumerate(stats):
+def plot_head_statistics(
+    panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *, title: str = ""
+) -> Figure:
+    """One column per attention kind: (label, normalised entropy (L, h), mean largest weight (L, h))."""
+    fig = Figure(figsize=(4.2 * len(panels), 6.0), layout="constrained")
+    axes = fig.subplots(2, len(panels), squeeze=False)
+    for ci, (label, normalised, max_weight) in enumerate(panels):
         for ri, (values, name, cmap) in enumerate(
-            ((st.normalised, "normalised entropy (1 = uniform)", "magma"), (st.max_weight, "mean largest weight", "viridis"))
+            ((normalised, "normalised entropy (1 = uniform)", "magma"), (max_weight, "mean largest weight", "viridis"))
         ):
             ax = axes[ri, ci]
             im = ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
@@ -71,7 +71,7 @@ def plot_head_statistics(stats: Sequence, *, title: str = "") -> Figure:
                             color="white" if values[li, h] < 0.6 else "black")
             ax.set_xticks(range(heads))
             ax.set_yticks(range(layers))
-            ax.set(xlabel="head", ylabel="layer", title=f"{LABELS[st.kind]}\n{name}")
+            ax.set(xlabel="head", ylabel="layer", title=f"{label}\n{name}")
             ax.title.set_fontsize(9)
             fig.colorbar(im, ax=ax, shrink=0.8)
     if title:
@@ -79,34 +79,34 @@ def plot_head_statistics(stats: Sequence, *, title: str = "") -> Figure:
     return fig
 
 
-def plot_contextual(v, words: Sequence[str], *, title: str = "") -> Figure:
-    """Seed 000 as a figure. Top: cosine similarity of every token's vector with every
-    other's, static token vectors beside the last layer's. Bottom: a 2-D projection
-    (PCA) of all token vectors at each depth, the occurrences of ``words`` marked."""
-    from ..inspection.contextual import cosine_matrix, pca_2d
-
-    labels = [f"{t} ({s + 1})" for s, _, t in v.labels]
+def plot_contextual(
+    labels: Sequence[str],
+    similarities: Sequence[tuple[str, np.ndarray]],
+    projections: Sequence[tuple[str, np.ndarray]],
+    marked: dict[int, int],
+    *,
+    words: Sequence[str] = (),
+    title: str = "",
+) -> Figure:
+    """Contextual word vectors. Top: cosine similarity matrices (name, (N, N)), e.g. static token
+    vectors beside the last layer's. Bottom: 2-D projections (name, (N, 2)) of all token
+    vectors, one per depth; ``marked`` maps a token index to its colour group (its sentence)."""
     n = len(labels)
-    depth = v.layers.shape[0]
-    panels = [("static (token table)", v.static)] + [("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(depth)]
-    fig = Figure(figsize=(max(12, 2.3 * len(panels)), 6.4 + 0.12 * n), layout="constrained")
+    fig = Figure(figsize=(max(12, 2.3 * len(projections)), 6.4 + 0.12 * n), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[1.4 + 0.02 * n, 1])
     fs = 8 if n <= 30 else 6
-    for ax, (name, x) in zip(top.subplots(1, 2), (panels[0], panels[-1])):
-        im = ax.imshow(cosine_matrix(x), cmap="viridis", vmin=-0.2, vmax=1)
+    for ax, (name, sim) in zip(top.subplots(1, len(similarities)), similarities):
+        im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1)
         ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
     top.colorbar(im, ax=top.axes, shrink=0.8)
-    marked = {i for w in words for i in v.find(w)}
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
-    for ax, (name, x) in zip(bottom.subplots(1, len(panels)), panels):
-        xy = pca_2d(x)
+    for ax, (name, xy) in zip(bottom.subplots(1, len(projections)), projections):
         ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
-        for i in sorted(marked):
-            s, _, t = v.labels[i]
-            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[s % len(colours)])
-            ax.annotate(f"{t} ({s + 1})", xy[i], fontsize=7, xytext=(3, 3), textcoords="offset points")
+        for i, group in sorted(marked.items()):
+            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[group % len(colours)])
+            ax.annotate(labels[i], xy[i], fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])

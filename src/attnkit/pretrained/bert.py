@@ -184,19 +184,14 @@ class PretrainedEncoder:
         return Encoded(batch.to(device), mask.to(device), [list(t) for t in toks])
 
     @torch.no_grad()
-    def hidden_states(self, batch: Encoded, need_weights: bool = False) -> tuple[list[Tensor], list[Tensor]]:
+    def hidden_states(
+        self, batch: Encoded, need_weights: bool = False, *, use_positions: bool = True
+    ) -> tuple[list[Tensor], list[Tensor]]:
         """Every layer's output, the embeddings first ((layers + 1) x (b, s, d)), and the
-        attention weights per layer ((b, h, s, s)) when asked."""
+        attention weights per layer ((b, h, s, s)) when asked; ``use_positions=False``
+        leaves the position embeddings out."""
         self.model.eval()
-        x = self.model.embed(batch.ids)
-        states, maps = [x], []
-        attn_mask = batch.mask[:, None, None, :]
-        for layer in self.model.encoder.layers:
-            x, w = layer(x, attn_mask, need_weights)
-            states.append(x)
-            if need_weights:
-                maps.append(w)
-        return states, maps
+        return self.model.hidden_states(batch.ids, batch.mask, need_weights=need_weights, use_positions=use_positions)
 
     @torch.no_grad()
     def forward_output(self, batch: Encoded, need_weights: bool = False) -> EncoderOutput:

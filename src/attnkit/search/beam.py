@@ -15,11 +15,12 @@ best_live_log_prob / lp(length limit). Once the n-th best finished score beats
 that bound, the remaining steps would only add hypotheses ranked below it: the
 output is the same, without computing them.
 
-Only the model interface is used (encode, init_state, decode_step, and the
-state's ``expand`` and ``reorder``), so the RNN and the Transformer share this code. With
-``use_cache=True`` each step feeds one token and the Transformer's key/value
-caches hold the prefix; ``use_cache=False`` recomputes the whole prefix every
-step (the baseline the cache is measured against).
+Only the model interface is used (``models.Seq2SeqModel``: encode, init_state,
+decode_step, output_projection, and the state's ``expand`` and ``reorder``), so the
+RNN and the Transformer share this code. With ``use_cache=True`` each step feeds
+one token and the Transformer's key/value caches hold the prefix;
+``use_cache=False`` recomputes the whole prefix every step (the baseline the cache
+is measured against).
 """
 
 from __future__ import annotations
@@ -27,38 +28,32 @@ from __future__ import annotations
 import copy
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..data.tokenizer import BOS, EOS
-from .hypotheses import Hypothesis, SearchResult, check_penalty, length_penalty, max_lengths, stack_cross
+from ..models.interface import Seq2SeqModel
+from .hypotheses import Hypothesis, SearchResult, length_penalty, max_lengths, stack_cross
+from .options import SearchOptions
 from .scoring import best_tokens
 
 
 @torch.inference_mode()
 def beam_search(
-    model: nn.Module,
+    model: Seq2SeqModel,
     src: Tensor,
     src_mask: Tensor,
+    options: SearchOptions | None = None,
     *,
-    beam: int = 5,
-    alpha: float | None = None,
-    penalty: str = "fairseq",
-    n_best: int = 1,
-    max_len_ratio: float = 1.5,
-    max_len_extra: int = 10,
     need_weights: bool = False,
     use_cache: bool = True,
 ) -> SearchResult:
-    """Decode a batch; src (b, s), src_mask (b, s). Returns the ``n_best`` best per sentence.
-    ``penalty``/``alpha``: the length penalty (``hypotheses.PENALTIES``; alpha None = the style's default)."""
-    alpha = check_penalty(penalty, alpha)
-    if beam < 1:
-        raise ValueError(f"beam size must be >= 1, got {beam}")
-    if not 1 <= n_best <= beam:
-        raise ValueError(f"n_best must be between 1 and the beam size {beam}, got {n_best}")
+    """Decode a batch; src (b, s), src_mask (b, s). Returns ``options.n_best`` hypotheses per
+    sentence, best first (``SearchOptions()``: beam 5, fairseq's length penalty)."""
+    options = options or SearchOptions()
+    alpha, penalty, k, n_best = options.length_alpha, options.penalty, options.beam, options.n_best
     device = src.device
-    b, k = src.shape[0], beam
-    limits = max_lengths(src_mask, max_len_ratio, max_len_extra).tolist()
+    b = src.shape[0]
+    limits = max_lengths(src_mask, options.max_len_ratio, options.max_len_extra).tolist()
 
     state = model.init_state(model.encode(src, src_mask))
     state.expand(k)  # (b * k) rows: k beams per sentence
@@ -70,10 +65,17 @@ def beam_search(
     attn_hist: Tensor | None = None  # (n * k, layers, heads, t, s)
     pt_hist: Tensor | None = None  # (n * k, t)
     active = list(range(b))  # sentence ids still decoding, in batch order
-    # finished hypotheses per sentence: (score, log_prob, tokens, ended_with_eos, attention, p_t)
-    pending: list[list[tuple]] = [[] for _ in range(b)]
+    pending: list[list[Hypothesis]] = [[] for _ in range(b)]  # finished hypotheses per sentence
 
-    logits_buffer = torch.empty(b * k, model.output.weight.shape[0], device=device)  # reused by every step (scoring.py)
+    def finish(sid: int, row: int, raw: float, seq: Tensor, ended: bool, lp: float) -> None:
+        pending[sid].append(Hypothesis(
+            tokens=seq.tolist(), score=raw / lp, log_prob=raw, finished=ended,
+            attention=None if attn_hist is None else attn_hist[row].float().cpu().numpy(),
+            p_t=None if pt_hist is None else pt_hist[row].float().cpu().numpy(),
+        ))
+
+    output = model.output_projection
+    logits_buffer = torch.empty(b * k, output.weight.shape[0], device=device)  # reused by every step (scoring.py)
     step = 0
     while active:
         n = len(active)
@@ -91,7 +93,7 @@ def beam_search(
 
         # The sentence's best 2k continuations are among each beam's best 2k words, so
         # rank those (n * k, 2k) instead of adding the score to all (n, k * V) log-probs.
-        best_logits, best_words, lse = best_tokens(model.output, out.hidden[:, -1], 2 * k, logits_buffer)  # (n * k, 2k)
+        best_logits, best_words, lse = best_tokens(output, out.hidden[:, -1], 2 * k, logits_buffer)  # (n * k, 2k)
         width = best_logits.shape[1]
         cand = (scores.view(n * k, 1) + (best_logits - lse)).view(n, k * width)
         top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2k)
@@ -106,12 +108,7 @@ def beam_search(
             lp = length_penalty(length, alpha, penalty)
             for i, j in eos.nonzero().tolist():
                 r = int(rows[i, j])
-                raw = float(top_scores[i, j])
-                pending[active[i]].append((
-                    raw / lp, raw, tokens[r, 1:], True,
-                    attn_hist[r] if attn_hist is not None else None,
-                    pt_hist[r] if pt_hist is not None else None,
-                ))
+                finish(active[i], r, float(top_scores[i, j]), tokens[r, 1:], True, lp)
 
         # continue the best k non-EOS candidates
         keep = word != EOS
@@ -128,17 +125,12 @@ def beam_search(
         for i, sid in enumerate(active):
             if len(pending[sid]) >= k or _settled(pending[sid], n_best, best_live[i], limits[sid], alpha, penalty):
                 done.append(i)
-            elif length >= limits[sid]:
+            elif length >= limits[sid]:  # out of length: the live hypotheses end here, unfinished
                 lp = length_penalty(length, alpha, penalty)
                 for j in range(k):
                     r = int(new_rows[i * k + j])
-                    raw = float(new_scores[i, j])
                     seq = torch.cat([tokens[r, 1:], new_words[i * k + j]])
-                    pending[sid].append((
-                        raw / lp, raw, seq, False,
-                        attn_hist[r] if attn_hist is not None else None,
-                        pt_hist[r] if pt_hist is not None else None,
-                    ))
+                    finish(sid, r, float(new_scores[i, j]), seq, False, lp)
                 done.append(i)
 
         tokens = torch.cat([tokens.index_select(0, new_rows), new_words], dim=1)
@@ -163,24 +155,13 @@ def beam_search(
             pt_hist = pt_hist.index_select(0, reorder)
         step += 1
 
-    nbest = []
-    for hyps in pending:
-        ranked = sorted(hyps, key=lambda h: h[0], reverse=True)[:n_best]
-        nbest.append([
-            Hypothesis(
-                tokens=seq.tolist(), score=score, log_prob=raw, finished=ended,
-                attention=None if attn is None else attn.float().cpu().numpy(),
-                p_t=None if pt is None else pt.float().cpu().numpy(),
-            )
-            for score, raw, seq, ended, attn, pt in ranked
-        ])
-    return SearchResult(nbest)
+    return SearchResult([sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in pending])
 
 
-def _settled(finished: list[tuple], n_best: int, best_live: float, limit: int, alpha: float, penalty: str) -> bool:
+def _settled(finished: list[Hypothesis], n_best: int, best_live: float, limit: int, alpha: float, penalty: str) -> bool:
     """True when no live hypothesis (log-probability ``best_live`` at best) can finish above
     the ``n_best``-th finished one, at any length up to ``limit`` (see the module docstring)."""
     if len(finished) < n_best:
         return False
-    nth = sorted((h[0] for h in finished), reverse=True)[n_best - 1]
+    nth = sorted((h.score for h in finished), reverse=True)[n_best - 1]
     return nth > best_live / length_penalty(limit, alpha, penalty)

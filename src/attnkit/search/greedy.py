@@ -1,33 +1,36 @@
 """Greedy decoding: at every step take the most probable token. Batched; uses
-only the model interface (encode, init_state, decode_step), so it serves the
-RNN and the Transformer alike; the Transformer's key/value caches mean the
-prefix is never recomputed."""
+only the model interface (``models.Seq2SeqModel``), so it serves the RNN and the
+Transformer alike; the Transformer's key/value caches mean the prefix is never
+recomputed."""
 
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ..data.tokenizer import BOS, EOS
+from ..models.interface import Seq2SeqModel
 from .hypotheses import Hypothesis, SearchResult, max_lengths, stack_cross
+from .options import SearchOptions
 from .scoring import best_tokens
 
 
 @torch.inference_mode()
 def greedy_search(
-    model: nn.Module,
+    model: Seq2SeqModel,
     src: Tensor,
     src_mask: Tensor,
+    options: SearchOptions | None = None,
     *,
-    max_len_ratio: float = 1.5,
-    max_len_extra: int = 10,
     need_weights: bool = False,
 ) -> SearchResult:
-    """Decode a batch; src (b, s), src_mask (b, s). Scores are summed log-probabilities."""
+    """Decode a batch; src (b, s), src_mask (b, s). Scores are summed log-probabilities.
+    Of ``options`` only the length limit applies (beam and length penalty do not)."""
+    options = options or SearchOptions(beam=1)
     b = src.shape[0]
     device = src.device
     state = model.init_state(model.encode(src, src_mask))
-    limits = max_lengths(src_mask, max_len_ratio, max_len_extra)
+    limits = max_lengths(src_mask, options.max_len_ratio, options.max_len_extra)
     prev = torch.full((b, 1), BOS, dtype=torch.long, device=device)
     finished = torch.zeros(b, dtype=torch.bool, device=device)
     ended = torch.zeros(b, dtype=torch.bool, device=device)  # produced EOS (not cut by the length limit)
@@ -36,10 +39,11 @@ def greedy_search(
     out_ids = torch.full((b, int(limits.max())), EOS, dtype=torch.long, device=device)
     cross: list[tuple[Tensor, Tensor]] = []  # (rows, weights) per step
     centres: list[tuple[Tensor, Tensor]] = []
-    logits_buffer = torch.empty(b, model.output.weight.shape[0], device=device)  # reused by every step
+    output = model.output_projection
+    logits_buffer = torch.empty(b, output.weight.shape[0], device=device)  # reused by every step
     for step in range(int(limits.max())):
         out = model.decode_step(state, prev, need_weights=need_weights, project=False)
-        best, nxt, lse = best_tokens(model.output, out.hidden[:, -1], 1, logits_buffer)
+        best, nxt, lse = best_tokens(output, out.hidden[:, -1], 1, logits_buffer)
         best_lp = (best - lse).squeeze(1)  # log-probability, no log-softmax pass
         done = finished[rows]  # finished, not yet dropped from the batch
         nxt = nxt.squeeze(1).masked_fill(done, EOS)

@@ -17,27 +17,13 @@ PENALTIES: dict[str, float] = {
 }
 
 
-def _unknown_penalty(penalty: str) -> ValueError:
-    return ValueError(f"unknown length penalty {penalty!r}; choose from {', '.join(PENALTIES)}")
-
-
-def check_penalty(penalty: str, alpha: float | None) -> float:
-    """Validate a length-penalty style and alpha; returns alpha (the style's default for None)."""
-    if penalty not in PENALTIES:
-        raise _unknown_penalty(penalty)
-    alpha = PENALTIES[penalty] if alpha is None else float(alpha)
-    if not alpha >= 0:
-        raise ValueError(f"length penalty alpha must be >= 0, got {alpha}")
-    return alpha
-
-
 def length_penalty(length: int | Tensor, alpha: float, penalty: str = "fairseq") -> float | Tensor:
     """lp(|Y|) for ``penalty`` (see ``PENALTIES``); alpha = 0 ranks by log-probability alone."""
     if penalty == "gnmt":
         return ((5.0 + length) / 6.0) ** alpha
     if penalty == "fairseq":
         return float(length) ** alpha if isinstance(length, int) else length.float() ** alpha
-    raise _unknown_penalty(penalty)
+    raise ValueError(f"unknown length penalty {penalty!r}; choose from {', '.join(PENALTIES)}")
 
 
 @dataclass

@@ -8,11 +8,9 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import nn
 
-from ..config import TrainConfig
+from ..config import OPTIMIZERS, SCHEDULES, TrainConfig
 from ..errors import unknown_choice
 
-SCHEDULES = ("inverse_sqrt", "constant", "linear", "cosine")
-OPTIMIZERS = ("adam", "adamw")
 
 
 def lr_multiplier(

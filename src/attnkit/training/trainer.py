@@ -24,63 +24,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config import Config, config_from_dict, save_config
+from ..config import Config, check_config, config_from_dict, save_config
 from ..data import Batch, BucketBatcher, ParallelText, Tokenizer, collate, inference_batches, read_parallel
 from ..data import multi30k
 from ..data.tokenizer import PAD
 from ..evaluation import bleu
-from ..model_dir import ModelDir
-from ..attention import ATTENTION_TYPES, SCORES
-from ..data.tokenizer import KINDS as TOKENIZER_KINDS
-from ..errors import unknown_choice
-from ..models import ARCHS, build_model
-from ..models.rnn import CELLS, INIT_HIDDEN
-from ..positions import POSITION_SCHEMES
+from ..model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
+from ..models import build_model
 from ..search import greedy_search
-from . import checkpoint, distributed
+from . import distributed
 from .loss import LossSums, projected_label_smoothed_loss
-from .schedule import OPTIMIZERS, SCHEDULES, build_optimizer, build_scheduler
-
-EARLY_STOP_METRICS = ("bleu", "loss")
-
-
-def check_choices(cfg: Config) -> None:
-    """Every named choice in the config, checked before any data is read or model built."""
-    m, t = cfg.model, cfg.train
-    choices = [
-        ("model.arch", m.arch, ARCHS),
-        ("model.positions", m.positions, POSITION_SCHEMES),
-        ("model.cell", m.cell, tuple(CELLS)),
-        ("model.attention", m.attention, ATTENTION_TYPES),
-        ("model.score", m.score, tuple(SCORES)),
-        ("model.init_hidden", m.init_hidden, INIT_HIDDEN),
-        ("tokenizer.kind", cfg.tokenizer.kind, TOKENIZER_KINDS),
-        ("train.schedule", t.schedule, SCHEDULES),
-        ("train.optimizer", t.optimizer, OPTIMIZERS),
-        ("train.early_stop_metric", t.early_stop_metric, EARLY_STOP_METRICS),
-        ("data.multi30k_variant", cfg.data.multi30k_variant, multi30k.VARIANTS),
-    ]
-    for key, value, valid in choices:
-        if value not in valid:
-            raise unknown_choice(key, value, valid)
-    if m.arch != "rnn" and m.d_model % m.heads:
-        raise ValueError(f"model.d_model={m.d_model} is not divisible by model.heads={m.heads}")
-    if t.accumulate < 1:
-        raise ValueError(f"train.accumulate must be >= 1, got {t.accumulate}")
-    for key in ("max_steps", "eval_every", "log_every", "batch_tokens", "keep_last"):
-        if getattr(t, key) < 1:
-            raise ValueError(f"train.{key} must be >= 1, got {getattr(t, key)}")
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name not in ("cpu", "cuda"):
-        raise ValueError(f"train.device must be auto, cpu or cuda, got {name!r}")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device=cuda but no CUDA device is available")
-    return torch.device(name)
-
+from .schedule import build_optimizer, build_scheduler
 
 def load_corpora(cfg: Config) -> tuple[ParallelText, ParallelText]:
     """Training and dev pairs: explicit files if data.train_src is set, else Multi30k."""
@@ -172,7 +126,7 @@ class Trainer:
         if resume:
             if not self.md.has_run():
                 raise FileNotFoundError(f"nothing to resume in {self.md.path} (no checkpoints/last.pt)")
-            saved = checkpoint.load(self.md.last)
+            saved = load_checkpoint(self.md.last)
             # the saved configuration wins, except for how long to train
             merged = saved["config"]
             merged["train"].update({k: getattr(cfg.train, k) for k in ("max_steps", "max_minutes", "patience")})
@@ -181,7 +135,7 @@ class Trainer:
             raise ValueError(
                 f"{self.md.path} already holds a training run; continue it with --resume or choose another out_dir"
             )
-        check_choices(cfg)
+        check_config(cfg, training=True)
         self._bar = None
         self.cfg = cfg
         self.resume_state = saved if resume else None
@@ -267,15 +221,15 @@ class Trainer:
             "rng": rng,
             "config": self.cfg.to_dict(),
         }
-        checkpoint.save_atomic(full, self.md.last)
+        save_atomic(full, self.md.last)
 
     def _save_step(self, improved: bool) -> None:
         weights = {"model": self.model.state_dict(), "step": self.state.step}
-        checkpoint.save_atomic(weights, self.md.checkpoints / f"step_{self.state.step}.pt")
+        save_atomic(weights, self.md.checkpoints / f"step_{self.state.step}.pt")
         for old in self.md.step_checkpoints()[: -self.cfg.train.keep_last]:
             old.unlink(missing_ok=True)
         if improved or not self.md.best.is_file():
-            checkpoint.save_atomic(weights, self.md.best)
+            save_atomic(weights, self.md.best)
 
     # ------------------------------------------------------------- validation
     @torch.inference_mode()
@@ -312,7 +266,7 @@ class Trainer:
         with self._autocast():
             out = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
             return projected_label_smoothed_loss(
-                out.hidden, self.model.output.weight, batch.tgt_out, smoothing=self.cfg.train.label_smoothing, pad_id=PAD
+                out.hidden, self.model.output_projection.weight, batch.tgt_out, smoothing=self.cfg.train.label_smoothing, pad_id=PAD
             )
 
     def _train_seconds(self) -> float:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
+from ..atomic import write_text
 from ..inspection.capture import AttentionRecord
 
 DIGITS = 4  # weights are rounded to this many decimals: the file stays small, the picture is the same
@@ -55,6 +56,4 @@ def write_html(path: str | Path, records: list[AttentionRecord], model: dict | N
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(records, model, title=title), encoding="utf-8")
-    return path
+    return write_text(path, render_html(records, model, title=title))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ..atomic import atomic_path
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
@@ -23,7 +25,6 @@ def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: 
     if exe is None:
         raise ValueError("--screenshot needs a chromium browser (e.g. apt-get install chromium)")
     png = Path(png)
-    png.parent.mkdir(parents=True, exist_ok=True)
     errors: list[str] = []
     try:
         with sync_playwright() as p:
@@ -34,7 +35,8 @@ def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: 
                 page.goto(Path(html).resolve().as_uri())
                 page.wait_for_selector("#lines line", state="attached", timeout=15_000)
                 page.hover("#lines text[data-side='q'][data-i='1']", timeout=5_000)  # show the hover highlight
-                page.screenshot(path=str(png), full_page=True)
+                with atomic_path(png) as tmp:
+                    page.screenshot(path=str(tmp), full_page=True, type="png")
             finally:
                 browser.close()
     except PlaywrightError as err:

@@ -1,0 +1,74 @@
+"""Every file attnkit writes ends either as the old file or the complete new one.
+
+Each writer writes to a temporary file in the target's directory, flushes it to
+disk, and renames it over the target: a crash, ``kill -9`` or a full disk in the
+middle leaves the previous file (or none) and at most a stray ``.*.tmp`` file,
+never a half-written target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+def _fsync_dir(path: Path) -> None:
+    try:  # make the rename itself durable
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write to; renamed over ``path`` when the block
+    ends without an exception, removed otherwise. Its name keeps ``path``'s suffix,
+    for writers that choose a format by it (matplotlib, numpy)."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a file to write")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
+    """``open(path, mode)`` that replaces ``path`` only once the block completes."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open writes whole files (mode 'w' or 'wb'), got {mode!r}")
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if "b" in mode else encoding) as f:
+        yield f
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_open(path) as f:
+        f.write(text)
+    return Path(path)
+
+
+def save_figure(fig: Any, path: str | Path, *, dpi: int = 130) -> Path:
+    """Save a matplotlib figure atomically (the format follows ``path``'s suffix)."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi)
+    return Path(path)

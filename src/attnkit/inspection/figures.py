@@ -1,0 +1,28 @@
+"""Figures of captured attention: one map of a record, or every layer and head of it."""
+
+from __future__ import annotations
+
+from .capture import LABELS, AttentionRecord
+
+
+def record_figure(record: AttentionRecord, *, kind: str | None = None, layer: int = -1, head: int | str = "mean"):
+    """A matplotlib Figure of ``record``'s ``kind`` attention (default: cross-attention when the
+    model has it): one (layer, head) map, the head average (``head="mean"``) with local
+    attention's p_t and window, or the grid of every layer and head (``head="all"``)."""
+    from ..plots import plot_alignment, plot_attention_grid
+
+    kind = kind or ("cross" if "cross" in record.maps else record.kinds[0])
+    q, k = record.queries(kind), record.keys(kind)
+    name = f"{LABELS[kind]}: {record.source[:70]}"
+    if head == "all":
+        return plot_attention_grid(record.get(kind), q, k, title=name)
+    w = record.select(kind, layer, head)
+    layers = record.get(kind).shape[0]
+    which = "head average" if head == "mean" else f"head {head}"
+    show_pt = kind == "cross" and record.p_t is not None
+    cross = kind == "cross"
+    return plot_alignment(
+        w, k, q, title=f"{name}\nlayer {layer % layers}, {which}",
+        p_t=record.p_t if show_pt else None, window=record.window if show_pt else None,
+        xlabel="source" if cross else "key", ylabel="output" if cross else "query",
+    )

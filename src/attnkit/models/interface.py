@@ -1,0 +1,132 @@
+"""The model interface: what search, training, capture and explain may use of a model.
+
+Nothing outside ``models/`` touches a model's layers; it goes through these
+protocols. A new architecture (an image encoder, a decoder-only model) plugs in
+by implementing them, and a test checks that every built-in model does.
+
+    Seq2SeqModel   encode -> init_state -> decode_step ... ; forward (teacher forcing);
+                   output_projection (the Linear from features to logits);
+                   attention_sites (every attention module, with its kind and layer);
+                   position_schemes (its positional modules)
+    DecodingState  expand(k) for beam search, reorder(index) for surviving rows
+    EncoderModel   encode; hidden_states (every layer's output); token_vectors
+                   (the static embedding table's rows); attention_sites; position_schemes
+
+Shapes as in ``attnkit.attention``: b batch, s source, t target, d width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from torch import Tensor, nn
+
+from .outputs import DecoderOutput, EncoderOutput
+
+ATTENTION_KINDS = ("encoder", "decoder", "cross")
+KIND_LABELS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
+
+
+@dataclass(frozen=True)
+class AttentionSite:
+    """One attention module of a model: ``kind`` (encoder, decoder or cross), its layer
+    index, and the module (``MultiHeadAttention``, or an RNN's Luong attention)."""
+
+    kind: str
+    layer: int
+    module: nn.Module
+
+
+def find_site(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> AttentionSite:
+    """The attention module of ``kind`` in ``layer`` (negative counts from the top),
+    or a ValueError naming what the model has."""
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"unknown attention kind {kind!r}; choose from {', '.join(ATTENTION_KINDS)}")
+    sites = [s for s in model.attention_sites() if s.kind == kind]
+    if not sites:
+        have = sorted({s.kind for s in model.attention_sites()}, key=ATTENTION_KINDS.index)
+        raise ValueError(f"this model ({type(model).__name__}) has no {KIND_LABELS[kind]} "
+                         f"(it has: {', '.join(have) or 'none'})")
+    if not -len(sites) <= layer < len(sites):
+        raise ValueError(f"layer {layer} out of range: the {KIND_LABELS[kind]} has {len(sites)} layer(s) "
+                         f"(0..{len(sites) - 1})")
+    return sites[layer]
+
+
+@runtime_checkable
+class DecodingState(Protocol):
+    """Incremental decoding state of a batch of rows (one row per hypothesis)."""
+
+    def expand(self, k: int) -> None:
+        """Decode k rows (beam hypotheses) per current row, each run of k rows consecutive."""
+        ...
+
+    def reorder(self, index: Tensor, same_sources: bool = False) -> None:
+        """Keep rows ``index`` (in that order). ``same_sources``: every kept row decodes
+        the same source sentence as the row it replaces, so the encoder side is unchanged."""
+        ...
+
+
+@runtime_checkable
+class Seq2SeqModel(Protocol):
+    """An encoder-decoder: source tokens in, next-token features and logits out."""
+
+    @property
+    def output_projection(self) -> nn.Linear:
+        """The output layer: features (…, d) -> logits (…, V). Search scores only the
+        rows it needs with it; the training loss fuses it into the loss."""
+        ...
+
+    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+        """src (b, s) token ids, src_mask (b, s) True on real tokens."""
+        ...
+
+    def init_state(self, encoder_out: EncoderOutput) -> DecodingState:
+        ...
+
+    def decode_step(
+        self, state: DecodingState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
+        """Feed target tokens (b, n) after the state's prefix; ``project=False``: features only."""
+        ...
+
+    def __call__(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
+    ) -> DecoderOutput:
+        """Teacher forcing over every target position at once."""
+        ...
+
+    def attention_sites(self) -> list[AttentionSite]:
+        """Every attention module, encoder layers first, then decoder self- and cross-attention."""
+        ...
+
+    def position_schemes(self) -> list[nn.Module]:
+        """The positional modules (``attnkit.positions``), each once, encoder side first."""
+        ...
+
+
+@runtime_checkable
+class EncoderModel(Protocol):
+    """An encoder alone (BERT-style): contextual vectors for every token."""
+
+    def encode(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+        ...
+
+    def hidden_states(
+        self, tokens: Tensor, mask: Tensor, *, need_weights: bool = False, use_positions: bool = True
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """Every layer's output, the embedding layer's first ((layers + 1) x (b, s, d)), and
+        per-layer attention weights (b, h, s, s) when asked. ``use_positions=False`` leaves
+        the position embeddings out (to show what attention does without them)."""
+        ...
+
+    def token_vectors(self, tokens: Tensor) -> Tensor:
+        """The static embedding table's rows for ``tokens`` (…, d): no position, no context."""
+        ...
+
+    def attention_sites(self) -> list[AttentionSite]:
+        ...
+
+    def position_schemes(self) -> list[nn.Module]:
+        ...

@@ -1,0 +1,51 @@
+"""How to search: one settings object carried from the command line to beam search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hypotheses import PENALTIES
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Decoding settings, checked once when made.
+
+    beam: hypotheses kept per sentence (1 with ``n_best`` 1: greedy search).
+    n_best: outputs returned per sentence, best first (at most ``beam``).
+    penalty, alpha: how finished hypotheses of different lengths are ranked,
+        log P(Y) / lp(|Y|) (``hypotheses.PENALTIES``); alpha None = the style's default
+        (fairseq's |Y|^1, as in the published Multi30k setup).
+    max_len_ratio, max_len_extra: an output stops at ratio * source length + extra tokens.
+    """
+
+    beam: int = 5
+    n_best: int = 1
+    penalty: str = "fairseq"
+    alpha: float | None = None
+    max_len_ratio: float = 1.5
+    max_len_extra: int = 10
+
+    def __post_init__(self) -> None:
+        if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
+            raise ValueError(f"beam size must be an integer >= 1, got {self.beam!r}")
+        if not isinstance(self.n_best, int) or not 1 <= self.n_best <= self.beam:
+            raise ValueError(f"n_best must be between 1 and the beam size {self.beam}, got {self.n_best!r}")
+        if self.penalty not in PENALTIES:
+            raise ValueError(f"unknown length penalty {self.penalty!r}; choose from {', '.join(PENALTIES)}")
+        if self.alpha is not None and not float(self.alpha) >= 0:
+            raise ValueError(f"length penalty alpha must be >= 0, got {self.alpha}")
+        if not self.max_len_ratio >= 0:
+            raise ValueError(f"max_len_ratio must be >= 0, got {self.max_len_ratio}")
+        if not isinstance(self.max_len_extra, int) or self.max_len_extra < 1:
+            raise ValueError(f"max_len_extra must be an integer >= 1, got {self.max_len_extra!r}")
+
+    @property
+    def length_alpha(self) -> float:
+        """alpha, or the penalty style's default when none was given."""
+        return PENALTIES[self.penalty] if self.alpha is None else float(self.alpha)
+
+    @property
+    def greedy(self) -> bool:
+        """One hypothesis, one output: greedy search gives the same result, faster."""
+        return self.beam == 1 and self.n_best == 1
