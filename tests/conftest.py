@@ -11,6 +11,16 @@ TOY_MODELS = {
 }
 
 
+SLOW_FIXTURES = {"trained_toys"}  # trains two toy models (about 15 s, once per session)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests that need the trained toy models are slow too (`pytest -m "not slow"` skips them)."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -1,7 +1,11 @@
-"""The command line: real output on success, one clear line and exit 1 on bad input."""
+"""The command line: real output on success; one clear line and exit 1 on a bad value, exit 2 on a
+command line that does not parse; one vocabulary of flags."""
 
+import argparse
 import subprocess
 import sys
+
+import pytest
 
 from attnkit.cli import main
 
@@ -31,3 +35,53 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
 def test_module_entry_point():
     done = subprocess.run([sys.executable, "-m", "attnkit", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("attnkit ")
+
+
+def _subcommands():
+    from attnkit.cli import build_parser
+
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sub.choices
+
+
+WRITES_FILES = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads", "embed", "positions"}
+LOADS_MODELS = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads", "embed", "positions"}
+SEARCHES = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads"}
+
+
+@pytest.mark.parametrize("name", sorted(_subcommands()))
+def test_every_subcommand_speaks_the_shared_flags(name, capsys):
+    """One vocabulary: -o/--output for files, --out-dir for directories, --device and --beam with
+    one default; every option explained with its default; examples at the end of --help."""
+    parser = _subcommands()[name]
+    options = {s: a for a in parser._actions for s in a.option_strings}
+    visible = [a for a in parser._actions if a.help != argparse.SUPPRESS]
+    assert all(a.help for a in visible), [a.dest for a in visible if not a.help]
+    if name in WRITES_FILES:
+        assert options["-o"] is options["--output"]
+    if name == "demo":
+        assert "--out-dir" in options and "--output" not in options
+    if name in LOADS_MODELS:
+        assert tuple(options["--device"].choices) == ("auto", "cpu", "cuda") and options["--device"].default == "auto"
+    if name in SEARCHES:
+        assert options["--beam"].default == 5
+    with pytest.raises(SystemExit) as done:
+        main([name, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "\nexamples:\n" in text and f"attnkit {name} " in text.split("\nexamples:\n")[1]
+    for flag in ("--device", "--beam", "--checkpoint"):
+        if flag in options:
+            assert f"(default: {options[flag].default})" in " ".join(text.split()), flag
+    # the former spellings still work, hidden
+    if "--output" in options or name == "demo":
+        assert "--out" in options and options["--out"].help == argparse.SUPPRESS
+        assert "--out " not in text
+
+
+def test_importing_attnkit_and_its_help_leave_matplotlib_out():
+    code = ("import sys, attnkit, attnkit.cli; attnkit.cli.build_parser(); "
+            "print(sorted(m for m in ('matplotlib', 'attnkit.plots') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

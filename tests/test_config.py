@@ -69,3 +69,45 @@ def test_bad_files(tmp_path):
     bad.write_text("model:\n  d_model: [1,\n")
     with pytest.raises(ValueError, match=r"not valid YAML at line \d"):
         load_config(bad)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- model\n- train\n")
+    with pytest.raises(ValueError, match="must hold a mapping of sections .* at its top level, not a list"):
+        load_config(listed)
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("model.layers=-2", r"model.layers=-2 is out of range: it must be >= 1"),
+        ("model.ffn=0", r"model.ffn=0 is out of range: it must be >= 1"),
+        ("model.heads=0", r"model.heads=0 is out of range: it must be >= 1"),
+        ("model.d_model=-32", r"model.d_model=-32 is out of range: it must be >= 1"),
+        ("model.heads=3", r"model.d_model=128 is not divisible by model.heads=3"),
+        ("model.dropout=1.0", r"model.dropout=1.0 is out of range: it must be >= 0 and < 1"),
+        ("train.max_minutes=-1", r"train.max_minutes=-1.0 is out of range: it must be >= 0"),
+        ("train.lr=0", r"train.lr=0.0 is out of range: it must be > 0"),
+        ("train.betas=[0.9, 1.5]", r"train.betas=\[0.9, 1.5\] are out of range"),
+        ("train.bleu_tokenize=bogus", r"unknown train.bleu_tokenize 'bogus'"),
+        ("train.device=gpu", r"unknown train.device 'gpu'"),
+        ("model.arch=rnn;model.hidden=255", r"model.hidden=255 must be even"),
+        ("model.positions=rope;model.d_model=24;model.heads=8", r"head size d_model / heads = 3 must be even"),
+        ("tokenizer.vocab_size=4", r"tokenizer.vocab_size=4 is out of range: it must be >= 8"),
+        ("train.time_schedule=true", r"train.time_schedule needs train.max_minutes > 0"),
+    ],
+)
+def test_ranges_and_choices_are_checked_with_the_key_named(override, message):
+    with pytest.raises(ValueError, match=message):
+        config_from_dict({}, override.split(";"))
+
+
+def test_every_rule_names_a_real_key_and_the_choices_match_the_code():
+    from attnkit.config import RULES, RNN_CELLS, check_config
+    from attnkit.models.rnn import CELLS
+
+    assert set(RULES) <= all_keys(Config)
+    assert tuple(CELLS) == RNN_CELLS
+    for key, rule in RULES.items():  # the defaults pass their own rules
+        section, name = key.split(".")
+        rule.check(key, getattr(getattr(Config(), section), name))
+    with pytest.raises(ValueError, match="model.arch=encoder has no decoder"):
+        check_config(config_from_dict({}, ["model.arch=encoder"]), training=True)

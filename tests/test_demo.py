@@ -6,6 +6,8 @@ import pytest
 
 from attnkit.demo import MARKER, run_demo
 
+pytestmark = pytest.mark.slow  # trains the demo models
+
 
 def test_local_p_rnn_demo_writes_heatmap_and_viewer(tmp_path):
     out = tmp_path / "demo"

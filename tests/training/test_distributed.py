@@ -14,6 +14,8 @@ from attnkit.config import config_from_dict, save_config
 from attnkit.model_dir import average_checkpoints, load_checkpoint, save_atomic
 from attnkit.training.trainer import train
 
+pytestmark = pytest.mark.slow  # torchrun: several processes
+
 STEPS = {"max_steps": 6, "eval_every": 3, "log_every": 2, "bleu_every": 0}
 
 

@@ -17,6 +17,8 @@ from attnkit.model_dir import average_checkpoints, load_checkpoint, save_atomic
 from attnkit.training.trainer import train
 from attnkit.translate import translate
 
+pytestmark = pytest.mark.slow  # trains models, kills and resumes runs
+
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_both_models_learn_the_toy_task(reversal, toy_config, tmp_path, arch):
     out = tmp_path / arch

@@ -10,6 +10,8 @@ import pytest
 from attnkit.viewer import write_html
 from attnkit.viewer.screenshot import find_browser
 
+pytestmark = pytest.mark.slow  # drives chromium
+
 REQUIRED = os.environ.get("ATTNKIT_REQUIRE_BROWSER") == "1"
 
 

@@ -7,6 +7,8 @@ import pytest
 from attnkit.cli import main
 from attnkit.viewer.screenshot import find_browser
 
+pytestmark = pytest.mark.slow  # drives chromium
+
 
 def test_view_with_screenshot(capsys, trained_toys, tmp_path):
     try:

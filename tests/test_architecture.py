@@ -1,0 +1,73 @@
+"""The package's shape: imports between its parts run one way, and nothing outside models/
+reaches into a model's layers (everything goes through models/interface.py)."""
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "attnkit"
+
+
+def _part(module: list[str]) -> str:
+    """The top-level part of the package a module belongs to (``models``, ``cli``, ...)."""
+    return module[0]
+
+
+def package_imports() -> dict[str, set[str]]:
+    """part -> the other parts it imports (at module level or inside functions)."""
+    edges: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        parts = list(rel.parts)
+        package = parts[:-1] if rel.name != "__init__" else parts[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - (node.level - 1)]
+                target = base + (node.module.split(".") if node.module else [])
+                names = [target[0]] if target else [a.name for a in node.names]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                if not module or not module.startswith("attnkit."):
+                    continue
+                names = [module.split(".")[1]]
+            else:
+                continue
+            for name in names:
+                if name != _part(parts):
+                    edges.setdefault(_part(parts), set()).add(name)
+    return edges
+
+
+def test_imports_between_parts_run_one_way():
+    edges = package_imports()
+
+    def reaches(a: str, b: str, seen: set[str]) -> bool:
+        for n in edges.get(a, ()):
+            if n == b or (n not in seen and (seen.add(n) or reaches(n, b, seen))):
+                return True
+        return False
+
+    cycles = sorted((a, b) for a in edges for b in edges[a] if reaches(b, a, set()))
+    assert cycles == [], f"parts that import each other (directly or through others): {cycles}"
+    # the library never imports the command line, the demo or the figures' consumers upwards
+    for low in ("attention", "positions", "models", "data", "search", "config", "errors", "atomic"):
+        assert not edges.get(low, set()) & {"cli", "flags", "demo", "inspection", "viewer", "plots", "training"}, low
+    assert "inspection" not in edges.get("plots", set())  # plots take arrays
+
+
+# a model's own submodules, or an attention module's parameters, reached from outside
+PRIVATE = re.compile(r"\bmodel\.(decoder_layers|encoder|decoder_norm|src_embed|tgt_embed|embed|output|attention|rnn)\b"
+                     r"|\.(in_proj_weight|in_proj_bias|self_attn|cross_attn)\b|hasattr\(model")
+
+
+def test_only_models_touch_a_models_layers():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in ("models", "attention"):
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = re.sub(r"\"[^\"]*\"|'[^']*'", '""', line.split("#")[0])  # names inside strings are not access
+            if PRIVATE.search(code):
+                offenders.append(f"{rel}:{i}: {line.strip()}")
+    assert offenders == []
