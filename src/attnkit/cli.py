@@ -131,9 +131,8 @@ def cmd_heads(args: argparse.Namespace) -> None:
 def cmd_embed(args: argparse.Namespace) -> None:
     """Contextual word vectors of a pretrained encoder."""
     from .inspection.contextual import contextual_figure, embed_report
-    from .pretrained import load_pretrained
-
     from .model_dir import resolve_device
+    from .pretrained import load_pretrained
 
     encoder = load_pretrained(args.model, device=resolve_device(args.device))
     text, vectors, words = embed_report(encoder, args.sentences, args.word)
@@ -171,7 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"attnkit {F.version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add = F.subcommand_adder(sub)
+    _training_commands(add)
+    _translation_commands(add)
+    _inspection_commands(add)
+    return parser
 
+
+def _training_commands(add) -> None:
     p = add("demo", cmd_demo, "train a small attention model on a built-in date task and draw its attention")
     F.out_dir(p, "runs/demo", "demo directory (an earlier demo there is replaced, only once the new one is complete)")
     p.add_argument("--arch", choices=["transformer", "rnn"], default="transformer", help="model to train")
@@ -185,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. model.encoder_layers=2 train.bf16=true")
     p.add_argument("--resume", action="store_true", help="continue the run in the config's out_dir where it stopped")
 
+
+def _translation_commands(add) -> None:
     p = add("translate", cmd_translate, "translate stdin or a file with a trained model")
     F.model_arg(p)
     F.decoding(p)
@@ -207,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Moses-detokenize outputs first (a model trained on tokenized text)")
     F.output(p, None, "also write the translations to this file")
 
+
+def _inspection_commands(add) -> None:
     for name, func, text in (
         ("capture", cmd_capture, "save every attention map of a model on sentences to one .npz file"),
         ("plot", cmd_plot, "attention heatmap(s) with the tokens on the axes"),
@@ -259,7 +268,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--length", type=F.positive_int, default=100, help="number of positions")
     F.output(p, "positional_encoding.png", "figure path (.png, .svg or .pdf)", kind="figure")
     F.weights_args(p)
-    return parser
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

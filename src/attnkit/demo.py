@@ -13,12 +13,12 @@ from typing import Any
 
 from .atomic import save_figure, write_text
 from .config import config_from_dict, save_config
+from .data import readable
 from .data.dates import date_pairs
 from .inspection import capture, model_info
 from .model_dir import load_model
-from .search import SearchOptions
-from .data import readable
 from .plots import plot_alignment
+from .search import SearchOptions
 from .training.trainer import train
 from .translate import translate
 from .viewer import write_html

@@ -25,8 +25,8 @@ from torch import nn
 
 from .atomic import atomic_path
 from .config import DEVICES, Config, load_config
-from .errors import unknown_choice
 from .data.tokenizer import PAD, Tokenizer
+from .errors import unknown_choice
 from .models import build_model
 
 CHECKPOINT_CHOICES = ("best", "last", "average")

@@ -1,6 +1,5 @@
 """The Multi30k loader against the shared local copy (no network in tests)."""
 
-import os
 from pathlib import Path
 
 import pytest

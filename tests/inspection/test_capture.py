@@ -2,7 +2,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-import torch
 
 from attnkit.config import config_from_dict
 from attnkit.data import Tokenizer

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnkit.config import config_from_dict, save_config
-from attnkit.model_dir import average_checkpoints, load_checkpoint, save_atomic
+from attnkit.model_dir import load_checkpoint
 from attnkit.training.trainer import train
 
 pytestmark = pytest.mark.slow  # torchrun: several processes

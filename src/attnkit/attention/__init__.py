@@ -7,7 +7,14 @@ Masks are boolean, True = may attend, broadcastable to (b, h, t, s).
 """
 
 from .attend import AttentionOutput, attend, dot_product_attention, masked_softmax
-from .masks import as_attention_mask, causal_mask, combine, key_mask, padding_mask, window_mask
+from .masks import (
+    as_attention_mask,
+    causal_mask,
+    combine,
+    key_mask,
+    padding_mask,
+    window_mask,
+)
 from .multihead import KVCache, MultiHeadAttention
 from .recurrent import (
     ATTENTION_TYPES,

@@ -6,11 +6,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config import BLEU_TOKENIZERS
 from ..data import Tokenizer
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
 from ..translate import translate
-from .metrics import BLEU_TOKENIZERS, DETOKENIZE_LANGS, Score, bleu, chrf  # noqa: F401
+from .metrics import DETOKENIZE_LANGS, Score, bleu, chrf
 
 
 @dataclass

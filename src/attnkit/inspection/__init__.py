@@ -1,7 +1,16 @@
 """Looking inside models: capture every attention map (and save it), the Q/K/V
 walk-through of one query, per-head statistics, and positional-scheme arrays."""
 
-from .capture import AttentionRecord, Prepared, capture, capture_ids, load_records, model_info, prepare, save_records
+from .capture import (
+    AttentionRecord,
+    Prepared,
+    capture,
+    capture_ids,
+    load_records,
+    model_info,
+    prepare,
+    save_records,
+)
 from .diagnostics import HeadStats, head_statistics
 from .explain import Walkthrough, attention_module, explain
 

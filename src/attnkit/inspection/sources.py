@@ -12,8 +12,16 @@ from ..data.tokenizer import Tokenizer
 from ..model_dir import load_model
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..search import SearchOptions
-from .capture import AttentionRecord, Prepared, capture, capture_pretrained, load_records, model_info, prepare
-from .capture import prepare_pretrained
+from .capture import (
+    AttentionRecord,
+    Prepared,
+    capture,
+    capture_pretrained,
+    load_records,
+    model_info,
+    prepare,
+    prepare_pretrained,
+)
 
 
 def is_pretrained(source: str | Path) -> bool:
@@ -64,9 +72,8 @@ def open_source(source: str | Path, weights: Weights | None = None) -> Source:
     """Load an attnkit model directory or a pretrained encoder (not a .npz: see ``attention_records``)."""
     weights = weights or Weights()
     if is_pretrained(source):
-        from ..pretrained import load_pretrained
-
         from ..model_dir import resolve_device
+        from ..pretrained import load_pretrained
 
         encoder = load_pretrained(source, device=resolve_device(weights.device))
         return Source(encoder.model, encoder.info, encoder=encoder)

@@ -6,8 +6,17 @@ init_state, decode_step, forward, output_projection, attention_sites) with its
 capture and explain use models through these protocols only.
 """
 
-from .factory import ARCHS, build_model
-from .interface import ATTENTION_KINDS, KIND_LABELS, AttentionSite, DecodingState, EncoderModel, Seq2SeqModel, find_site
+from ..config import ARCHS
+from .factory import build_model
+from .interface import (
+    ATTENTION_KINDS,
+    KIND_LABELS,
+    AttentionSite,
+    DecodingState,
+    EncoderModel,
+    Seq2SeqModel,
+    find_site,
+)
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 from .rnn import RNNEncoder, RNNSeq2Seq, RNNState
 from .transformer import (

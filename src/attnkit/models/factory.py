@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from ..attention import build_recurrent_attention
-from ..config import ARCHS, ModelConfig, check_model
+from ..config import ModelConfig, check_model
 from ..positions import AbsolutePositions, AttentionPositions, build_positions
 from .rnn import RNNEncoder, RNNSeq2Seq
 from .transformer import (
@@ -16,7 +16,6 @@ from .transformer import (
     TransformerEncoderModel,
     TransformerSeq2Seq,
 )
-
 
 
 def _embedding(vocab: int, dim: int, pad_id: int) -> nn.Embedding:

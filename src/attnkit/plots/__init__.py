@@ -2,7 +2,12 @@
 nothing here touches pyplot or global matplotlib state."""
 
 from .attention import plot_alignment, plot_attention_grid
-from .positions import plot_positional_encoding, plot_relative_index, plot_rotary, plot_score_bias
+from .positions import (
+    plot_positional_encoding,
+    plot_relative_index,
+    plot_rotary,
+    plot_score_bias,
+)
 
 __all__ = [
     "plot_alignment",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+
 def plot_alignment(
     weights: np.ndarray,
     src_tokens: Sequence[str],

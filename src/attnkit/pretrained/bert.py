@@ -21,7 +21,11 @@ from torch import Tensor, nn
 
 from ..models.bert import BertEmbedding
 from ..models.outputs import EncoderOutput
-from ..models.transformer import EncoderLayer, TransformerEncoder, TransformerEncoderModel
+from ..models.transformer import (
+    EncoderLayer,
+    TransformerEncoder,
+    TransformerEncoderModel,
+)
 
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}  # Hugging Face hidden_act -> attnkit activation
 IGNORED = ("embeddings.position_ids", "pooler.")  # buffers and the NSP pooler: not part of the encoder

@@ -8,7 +8,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-
 # How beam search ranks finished hypotheses of different lengths: score = log P(Y) / lp(|Y|),
 # |Y| counting the EOS token. Each style with its customary alpha (used when none is given).
 PENALTIES: dict[str, float] = {

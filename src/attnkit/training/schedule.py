@@ -12,7 +12,6 @@ from ..config import OPTIMIZERS, SCHEDULES, TrainConfig
 from ..errors import unknown_choice
 
 
-
 def lr_multiplier(
     step: int, *, schedule: str, warmup: int, max_steps: int, time_fraction: float | None = None
 ) -> float:

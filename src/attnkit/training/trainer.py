@@ -22,11 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor
 
 from ..config import Config, check_config, config_from_dict, save_config
-from ..data import Batch, BucketBatcher, ParallelText, Tokenizer, collate, inference_batches, read_parallel
-from ..data import multi30k
+from ..data import (
+    Batch,
+    BucketBatcher,
+    ParallelText,
+    Tokenizer,
+    collate,
+    inference_batches,
+    multi30k,
+    read_parallel,
+)
 from ..data.tokenizer import PAD
 from ..evaluation import bleu
 from ..model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
@@ -35,6 +43,7 @@ from ..search import greedy_search
 from . import distributed
 from .loss import LossSums, projected_label_smoothed_loss
 from .schedule import build_optimizer, build_scheduler
+
 
 def load_corpora(cfg: Config) -> tuple[ParallelText, ParallelText]:
     """Training and dev pairs: explicit files if data.train_src is set, else Multi30k."""
@@ -93,6 +102,24 @@ class Progress:
     bad_evals: int = 0
     train_seconds: float = 0.0
     history: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _Window:
+    """Training figures summed since the last log line."""
+
+    loss: Tensor | float = 0.0
+    nll: Tensor | float = 0.0
+    tokens: int = 0
+    start: float = field(default_factory=time.perf_counter)
+
+    def add(self, loss: Tensor, nll: Tensor, tokens: int) -> None:
+        self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
+
+    def reset(self) -> None:
+        self.loss = self.nll = 0.0
+        self.tokens = 0
+        self.start = time.perf_counter()
 
 
 class _StopRequest:
@@ -282,18 +309,14 @@ class Trainer:
     # -------------------------------------------------------------- training
     def train(self) -> dict[str, Any]:
         self._prepare()
-        cfg, tc, s, world = self.cfg, self.cfg.train, self.state, self.world
+        tc, s, world = self.cfg.train, self.state, self.world
         log = RunLog(self.md.log, self.md.path / "tensorboard" if tc.tensorboard else None) if world.main else None
-        bar = None
         if self.progress_bar and not self.quiet:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, smoothing=0.1)
-            self._bar = bar
+            self._bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, smoothing=0.1)
         self.model.train()
-        window_loss = window_nll = 0.0
-        window_tokens = 0
-        window_start = time.perf_counter()
+        window = _Window()
         started = self._started = time.perf_counter() - s.train_seconds
         stop_reason = "max_steps"
         batches = self.batcher.epoch(s.epoch)
@@ -303,49 +326,13 @@ class Trainer:
                     s.epoch, s.batch = s.epoch + 1, 0
                     batches = self.batcher.epoch(s.epoch)
                 update = batches[s.batch : s.batch + tc.accumulate * world.size]
-                n_tokens = sum(int(self.batcher.tgt_len[i].sum()) for i in update)  # of all ranks: no communication
-                mine = update[world.rank :: world.size]
-                for k, idx in enumerate(mine):
-                    b = self.batcher.collate(idx).to(self.device)
-                    last = k == len(mine) - 1
-                    with contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync():
-                        sums = self._loss(self.trained, b)
-                        # DDP averages gradients over ranks: x world makes the update the sum over all batches / n_tokens
-                        (sums.loss * (world.size / n_tokens)).backward()
-                    window_loss = window_loss + sums.loss.detach()  # stays on the device: no sync per batch
-                    window_nll = window_nll + sums.nll
-                if tc.clip_norm > 0:
-                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.optimizer.zero_grad(set_to_none=True)
+                window.add(*self._update(update))
                 s.step += 1
                 s.batch += len(update)
-                window_tokens += n_tokens
-
                 if s.step % tc.log_every == 0 or s.step == tc.max_steps:
-                    elapsed = time.perf_counter() - window_start
-                    window_loss, window_nll = world.sum(window_loss, window_nll)
-                    rec = dict(
-                        epoch=s.epoch, loss=float(window_loss) / window_tokens,
-                        ppl=math.exp(min(float(window_nll) / window_tokens, 50)),
-                        lr=self.scheduler.get_last_lr()[0], tgt_tokens_per_s=window_tokens / elapsed,
-                        elapsed_s=time.perf_counter() - started,
-                    )
-                    if log is not None:
-                        log.write("train", s.step, **rec)
-                    if bar is not None:
-                        bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tgt_tokens_per_s']:.0f}")
-                    else:
-                        self.say(
-                            f"step {s.step:>6}/{tc.max_steps}  epoch {s.epoch}  loss {rec['loss']:.3f}  "
-                            f"lr {rec['lr']:.2e}  {rec['tgt_tokens_per_s']:.0f} tgt tok/s"
-                        )
-                    window_loss = window_nll = 0.0
-                    window_tokens = 0
-                    window_start = time.perf_counter()
-                if bar is not None:
-                    bar.update(1)
+                    self._log_window(window, log, started)
+                if self._bar is not None:
+                    self._bar.update(1)
 
                 out_of_time = tc.max_minutes > 0 and time.perf_counter() - started > tc.max_minutes * 60
                 out_of_time, stop_requested = world.flags_from_main(out_of_time, stop.requested)
@@ -356,18 +343,60 @@ class Trainer:
                             self._save()
                         stop_reason = "interrupted"
                         break
-                    final = s.step == tc.max_steps or out_of_time
-                    early_stop = self._evaluate_and_save(log, final) if world.main else False
+                    early_stop = self._evaluate_and_save(log, s.step == tc.max_steps or out_of_time) if world.main else False
                     (early_stop,) = world.flags_from_main(early_stop)
-                    if early_stop:
-                        stop_reason = "early_stopping"
+                    if early_stop or out_of_time:
+                        stop_reason = "early_stopping" if early_stop else "max_minutes"
                         break
-                    window_start = time.perf_counter()  # validation time is not training throughput
-                    if out_of_time:
-                        stop_reason = "max_minutes"
-                        break
-        if bar is not None:
-            bar.close()
+                    window.start = time.perf_counter()  # validation time is not training throughput
+        return self._finish(stop_reason, log)
+
+    def _update(self, update: list) -> tuple[Tensor, Tensor, int]:
+        """One optimizer step over the batches ``update`` (this rank's share of them):
+        summed loss and NLL of this rank (on the device) and the target tokens of all ranks."""
+        world, tc = self.world, self.cfg.train
+        n_tokens = sum(int(self.batcher.tgt_len[i].sum()) for i in update)  # of all ranks: no communication
+        mine = update[world.rank :: world.size]
+        loss_sum = nll_sum = 0.0
+        for k, idx in enumerate(mine):
+            b = self.batcher.collate(idx).to(self.device)
+            last = k == len(mine) - 1
+            with contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync():
+                sums = self._loss(self.trained, b)
+                # DDP averages gradients over ranks: x world makes the update the sum over all batches / n_tokens
+                (sums.loss * (world.size / n_tokens)).backward()
+            loss_sum = loss_sum + sums.loss.detach()  # stays on the device: no sync per batch
+            nll_sum = nll_sum + sums.nll
+        if tc.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.clip_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return loss_sum, nll_sum, n_tokens
+
+    def _log_window(self, window: _Window, log: RunLog | None, started: float) -> None:
+        """Log the steps since the last log line (loss, perplexity, lr, speed) and start a new window."""
+        s, tc = self.state, self.cfg.train
+        elapsed = time.perf_counter() - window.start
+        loss, nll = self.world.sum(window.loss, window.nll)
+        rec = dict(
+            epoch=s.epoch, loss=float(loss) / window.tokens, ppl=math.exp(min(float(nll) / window.tokens, 50)),
+            lr=self.scheduler.get_last_lr()[0], tgt_tokens_per_s=window.tokens / elapsed,
+            elapsed_s=time.perf_counter() - started,
+        )
+        if log is not None:
+            log.write("train", s.step, **rec)
+        if self._bar is not None:
+            self._bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tgt_tokens_per_s']:.0f}")
+        else:
+            self.say(f"step {s.step:>6}/{tc.max_steps}  epoch {s.epoch}  loss {rec['loss']:.3f}  "
+                     f"lr {rec['lr']:.2e}  {rec['tgt_tokens_per_s']:.0f} tgt tok/s")
+        window.reset()
+
+    def _finish(self, stop_reason: str, log: RunLog | None) -> dict[str, Any]:
+        s, tc, world = self.state, self.cfg.train, self.world
+        if self._bar is not None:
+            self._bar.close()
             self._bar = None
         if log is not None:
             log.write("end", s.step, reason=stop_reason, train_seconds=s.train_seconds)
@@ -382,7 +411,8 @@ class Trainer:
         if stop_reason == "interrupted":
             self.say(f"interrupted at step {s.step}; saved {self.md.last}; continue with --resume")
         else:
-            self.say(f"finished at step {s.step} ({stop_reason}); best {tc.early_stop_metric}: {s.best}")
+            best = "none" if s.best is None else f"{s.best:.2f}" if tc.early_stop_metric == "bleu" else f"{s.best:.4f}"
+            self.say(f"finished at step {s.step} ({stop_reason}); best dev {tc.early_stop_metric}: {best}")
         return {"step": s.step, "reason": stop_reason, "best": s.best, "history": s.history, "train_seconds": s.train_seconds}
 
     def _evaluate_and_save(self, log: RunLog, final: bool) -> bool:
