@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import flags as F
 
@@ -46,6 +47,12 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                          lowercase=args.lowercase, detokenize_lang=args.detokenize, workers=args.workers))
 
 
+def _figure(fig, args: argparse.Namespace) -> None:
+    from .atomic import save_figure
+
+    print(f"\nfigure: {save_figure(fig, args.output, dpi=args.dpi)}")
+
+
 def _records(args: argparse.Namespace):
     from .inspection.sources import Weights, attention_records
 
@@ -80,8 +87,6 @@ def cmd_plot(args: argparse.Namespace) -> None:
 
 def cmd_view(args: argparse.Namespace) -> None:
     """Write the interactive viewer: one self-contained HTML file."""
-    from pathlib import Path
-
     from .viewer import write_html
 
     records, info = _records(args)
@@ -107,10 +112,9 @@ def cmd_explain(args: argparse.Namespace) -> None:
                    query=F.query_index(args.query, tokens))
     print(walk.report())
     if args.output:
-        from .atomic import save_figure
         from .plots.inspection import plot_walkthrough
 
-        print(f"\nfigure: {save_figure(plot_walkthrough(walk), args.output, dpi=args.dpi)}")
+        _figure(plot_walkthrough(walk), args)
 
 
 def cmd_heads(args: argparse.Namespace) -> None:
@@ -122,10 +126,7 @@ def cmd_heads(args: argparse.Namespace) -> None:
     stats = [head_statistics(records, kind) for kind in records[0].kinds]
     print("\n\n".join(st.report() for st in stats))
     if args.output:
-        from .atomic import save_figure
-
-        fig = head_statistics_figure(stats, title=f"{len(records)} sentence(s)")
-        print(f"\nfigure: {save_figure(fig, args.output, dpi=args.dpi)}")
+        _figure(head_statistics_figure(stats, title=f"{len(records)} sentence(s)"), args)
 
 
 def cmd_embed(args: argparse.Namespace) -> None:
@@ -138,35 +139,24 @@ def cmd_embed(args: argparse.Namespace) -> None:
     text, vectors, words = embed_report(encoder, args.sentences, args.word)
     print(text)
     if args.output:
-        from .atomic import save_figure
-
-        fig = contextual_figure(vectors, words, title=f"contextual word vectors: {encoder.info['name']}")
-        print(f"\nfigure: {save_figure(fig, args.output, dpi=args.dpi)}")
+        _figure(contextual_figure(vectors, words, title=f"contextual word vectors: {encoder.info['name']}"), args)
 
 
 def cmd_positions(args: argparse.Namespace) -> None:
     """Print and plot positional schemes, untrained or from a trained model."""
-    from .atomic import save_figure
-    from .inspection.positions import SCHEMES, check_sizes, position_figure
+    from .inspection.positions import check_sizes, draw_positions
+    from .model_dir import load_model
 
     check_sizes(args.length, args.d_model, args.heads)
-    model = None
-    if args.model:
-        from .model_dir import load_model
-
-        model = load_model(args.model, **F.weights(args))[0]
-    schemes = SCHEMES if args.scheme == "all" else (args.scheme,)
-    for scheme in schemes:
-        text, fig = position_figure(scheme, length=args.length, d_model=args.d_model, heads=args.heads,
-                                    model=model, model_name=args.model or "")
-        print(text)
-        path = args.output if len(schemes) == 1 else args.output.with_name(f"{args.output.stem}_{scheme}{args.output.suffix}")
-        print(f"figure: {save_figure(fig, path, dpi=110)}\n")
+    model = load_model(args.model, **F.weights(args))[0] if args.model else None
+    for text, path in draw_positions(args.scheme, args.output, length=args.length, d_model=args.d_model,
+                                     heads=args.heads, model=model, model_name=args.model or ""):
+        print(f"{text}\nfigure: {path}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = F.Parser(prog="attnkit", description="Attention mechanisms, models and views.",
-                                     formatter_class=F.HelpFormatter, epilog=F.EXAMPLES["attnkit"])
+                      formatter_class=F.HelpFormatter, epilog=F.EXAMPLES["attnkit"])
     parser.add_argument("--version", action="version", version=f"attnkit {F.version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add = F.subcommand_adder(sub)
@@ -270,24 +260,11 @@ def _inspection_commands(add) -> None:
     F.weights_args(p)
 
 
-def parse(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    # dotted overrides may come after options (`train cfg.yaml --resume model.layers=2`)
-    if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
-        args.overrides += extra
-    elif extra:
-        raise F.UsageError(f"attnkit {args.command}", f"unrecognized arguments: {' '.join(extra)}")
-    if getattr(args, "require_output", False) and args.output is None:
-        raise F.UsageError(f"attnkit {args.command}", "the following arguments are required: -o/--output")
-    return args
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run one command: 0 on success, 1 for a bad value found at work, 2 for a command line
     that does not parse; either error is one line on stderr."""
     try:
-        args = parse(argv)
+        args = F.parse_args(build_parser(), argv)
     except F.UsageError as err:
         print(err, file=sys.stderr)
         return 2

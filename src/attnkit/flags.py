@@ -254,6 +254,19 @@ def dpi(p: argparse.ArgumentParser, default: int = 130) -> None:
 
 # ------------------------------------------------------- parsed values
 
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse a command line; dotted config overrides may also come after options
+    (`train cfg.yaml --resume model.layers=2`). A command line that does not parse raises ``UsageError``."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides += extra
+    elif extra:
+        raise UsageError(f"attnkit {args.command}", f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "require_output", False) and args.output is None:
+        raise UsageError(f"attnkit {args.command}", "the following arguments are required: -o/--output")
+    return args
+
+
 def weights(args: argparse.Namespace) -> dict:
     """``load_model``'s keyword arguments from --checkpoint, --average-last and --device."""
     return dict(checkpoint_name=args.checkpoint, average_last=args.average_last, device=args.device)

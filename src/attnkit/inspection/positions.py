@@ -4,6 +4,8 @@ taken from a trained model."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 from torch import nn
@@ -138,3 +140,21 @@ def position_figure(
                 f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}")
         return text, plots.plot_rotary(angles, scores, title="rotary position embedding")
     raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
+
+
+def draw_positions(
+    scheme: str, output: str | Path, *, length: int, d_model: int, heads: int,
+    model: Seq2SeqModel | EncoderModel | None = None, model_name: str = "",
+) -> list[tuple[str, Path]]:
+    """`attnkit positions`: each figure of ``scheme`` (or of every scheme, ``"all"``: written as
+    OUTPUT_<scheme>) saved atomically; returns (text, path) per figure."""
+    from ..atomic import save_figure
+
+    output = Path(output)
+    schemes = SCHEMES if scheme == "all" else (scheme,)
+    done = []
+    for name in schemes:
+        text, fig = position_figure(name, length=length, d_model=d_model, heads=heads, model=model, model_name=model_name)
+        path = output if len(schemes) == 1 else output.with_name(f"{output.stem}_{name}{output.suffix}")
+        done.append((text, save_figure(fig, path, dpi=110)))
+    return done
