@@ -1,4 +1,4 @@
-"""Attention speed against baselines in the same run (issue 2).
+"""Attention speed against baselines in the same run.
 
 1. attnkit's attention without weights vs ``F.scaled_dot_product_attention``
    (target: within 1.1x);

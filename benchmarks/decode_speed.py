@@ -1,5 +1,5 @@
 """Decoding speed of a trained model on the Multi30k test set, against baselines in the same
-process (issue 7): beam 5 and greedy over the 1,000 test_2016_flickr sentences.
+process: beam 5 and greedy over the 1,000 test_2016_flickr sentences.
 
     python benchmarks/decode_speed.py --model-dir runs/bench/transformer_tiny_drop02
     python benchmarks/decode_speed.py --model-dir DIR --variants default memory_per_hypothesis --rounds 6

@@ -1,4 +1,4 @@
-"""Memory of an encoder training step on long inputs (issue 7): attention memory
+"""Memory of an encoder training step on long inputs: attention memory
 must grow linearly with the length when no attention weights are requested.
 
     python benchmarks/long_inputs.py                     # lengths 256 .. 4096

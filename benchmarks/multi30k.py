@@ -1,11 +1,11 @@
-"""The Multi30k En->De result (issue 4): train the example configs, evaluate on
+"""The Multi30k En->De result: train the example configs, evaluate on
 test_2016_flickr, measure decoding speed, and append a dated row to BENCHMARKS.md.
 
     python benchmarks/multi30k.py                                   # both configs, 90-minute budget each
     python benchmarks/multi30k.py --configs configs/multi30k_en_de_transformer_tiny.yaml --max-minutes 90
     python benchmarks/multi30k.py --model-dir runs/bench/multi30k_en_de_transformer_tiny   # evaluate only
     python benchmarks/multi30k.py --model-dir DIR --alpha dev       # length penalty chosen on val, then test
-    python benchmarks/multi30k.py --model-dir DIR --length-penalty gnmt --alpha 0.6   # GNMT's, as before 2026-11-22
+    python benchmarks/multi30k.py --model-dir DIR --length-penalty gnmt --alpha 0.6   # GNMT's penalty
     python benchmarks/multi30k.py --smoke                           # minutes, tiny numbers: checks the script
 
 Conventions (see ../shared/data/multi30k/README.md), for a model trained on the tok files

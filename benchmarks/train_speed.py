@@ -1,4 +1,4 @@
-"""Training throughput of the Multi30k Transformer-tiny config (issue 7), against a
+"""Training throughput of the Multi30k Transformer-tiny config, against a
 plain eager PyTorch baseline in the same run; and of the RNN config.
 
     python benchmarks/train_speed.py                       # all variants, 100 timed steps each

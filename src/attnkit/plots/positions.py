@@ -1,4 +1,4 @@
-"""Positional-encoding figures (seed 003): the PE matrix, chosen sinusoids, and
+"""Positional-encoding figures: the PE matrix, chosen sinusoids, and
 why sinusoids encode relative offset (similarity depends on distance only)."""
 
 from __future__ import annotations

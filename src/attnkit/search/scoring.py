@@ -7,7 +7,7 @@ looked at. So the (rows, V) logits, the largest tensor decoding makes (1,280
 rows x 8,000 words = 41 MB per beam step), are read twice (top-k, then one exp
 pass in place) and never copied. Computing them a block of rows at a time, to
 keep each block in cache through the three passes, was measured and is slower
-(BENCHMARKS.md, issue 7).
+(BENCHMARKS.md, "Tried, not adopted").
 
 The logits can be written into a buffer the caller keeps across steps. On CPU
 a fresh (1,280, 8,000) tensor is 41 MB, above glibc's largest mmap threshold:
