@@ -181,7 +181,7 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
             else:  # as `attnkit train` does it: output projection fused into the loss
                 out = fwd(b.src, b.src_mask, b.tgt_in, project=False)
                 loss = projected_label_smoothed_loss(
-                    out.hidden, model.output.weight, b.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD
+                    out.hidden, model.output_projection.weight, b.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD
                 ).loss
         (loss / b.n_tgt_tokens).backward()
         opt.step()
