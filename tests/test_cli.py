@@ -85,3 +85,23 @@ def test_importing_attnkit_and_its_help_leave_matplotlib_out():
             "print(sorted(m for m in ('matplotlib', 'attnkit.plots') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
+
+
+def test_demo_checks_everything_before_touching_an_earlier_demo(tmp_path, capsys):
+    earlier = tmp_path / "demo"
+    earlier.mkdir()
+    (earlier / "demo.json").write_text("{}")
+    (earlier / "attention.png").write_bytes(b"an earlier figure")
+    assert main(["demo", "--steps", "0", "--out-dir", str(earlier)]) == 2  # refused by the parser
+    assert main(["demo", "--arch", "transformer", "--attention", "local-p", "--out-dir", str(earlier)]) == 1
+    assert "is an RNN (Luong) attention" in capsys.readouterr().err
+    from attnkit.demo import run_demo
+
+    with pytest.raises(ValueError, match="train.max_steps=0 is out of range"):
+        run_demo(earlier, max_steps=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]  # no half-built demo left beside it
+    assert (earlier / "attention.png").read_bytes() == b"an earlier figure"
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert main(["demo", "--out-dir", str(a_file)]) == 1
+    assert "is a file; the demo writes a directory" in capsys.readouterr().err

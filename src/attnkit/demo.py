@@ -67,6 +67,7 @@ def run_demo(
     final = config_from_dict(demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"])  # checks every setting
     out.parent.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    building.chmod(0o755)  # mkdtemp makes it private; the demo is an ordinary directory
     try:
         result = _build_demo(building, arch=arch, max_steps=max_steps, seed=seed, attention=attention)
         save_config(final, building / "config.yaml")  # the paths where the demo ends up
