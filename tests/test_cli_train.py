@@ -57,6 +57,13 @@ def test_missing_file_and_config_errors(tmp_path, capsys):
     one_line_error(capsys, ["train", str(cfg), "model.arch=lstm"], r"unknown model.arch 'lstm'")
     one_line_error(capsys, ["train", str(cfg), "model.score=dott"], r"unknown model.score 'dott'; did you mean 'dot'")
     one_line_error(capsys, ["train", str(cfg), "train.keep_last=0"], r"train.keep_last=0 is out of range: it must be >= 1")
+    one_line_error(capsys, ["train", str(cfg), "model.heads=0"], r"model.heads=0 is out of range: it must be >= 1")
+    one_line_error(capsys, ["train", str(cfg), "model.arch=encoder"], r"model.arch=encoder has no decoder")
+    (tmp_path / "a_file").write_text("x")
+    one_line_error(capsys, ["train", str(cfg), f"out_dir={tmp_path / 'a_file'}"], r"is a file; a training run writes a directory")
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    one_line_error(capsys, ["train", str(listed)], r"must hold a mapping of sections")
 
 
 def test_existing_run_is_not_overwritten_and_resume_needs_a_run(tmp_path, capsys):

@@ -120,8 +120,6 @@ def evaluate_files(
     from ..model_dir import load_model
 
     sources, references = read_lines(src), read_lines(ref)
-    if len(sources) != len(references):
-        raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
     model, tok, cfg = load_model(model_dir, **(weights or {}))
     result = evaluate(
         model, tok, sources, references, options, batch_tokens=batch_tokens, tokenize=tokenize, lowercase=lowercase,

@@ -82,7 +82,7 @@ def open_source(source: str | Path, weights: Weights | None = None) -> Source:
     return Source(model, model_info(model, cfg), tok=tok, cfg=cfg)
 
 
-def _check_sentences(sentences: list[str]) -> list[str]:
+def _require_sentences(sentences: list[str]) -> list[str]:
     if not sentences:
         raise ValueError("give at least one sentence (as an argument or with --input FILE)")
     return sentences
@@ -105,8 +105,8 @@ def attention_records(
         return load_records(source)
     src = open_source(source, weights)
     if src.encoder is not None:
-        return capture_pretrained(src.encoder, _check_sentences(sentences)), src.info
-    records = capture(src.model, src.tok, _check_sentences(sentences), targets=targets, options=options,
+        return capture_pretrained(src.encoder, _require_sentences(sentences)), src.info
+    records = capture(src.model, src.tok, _require_sentences(sentences), targets=targets, options=options,
                       max_src_len=src.max_src_len, window=src.window)
     return records, src.info
 

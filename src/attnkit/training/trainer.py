@@ -150,6 +150,8 @@ class _StopRequest:
 class Trainer:
     def __init__(self, cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False) -> None:
         self.md = ModelDir(Path(cfg.out_dir))
+        if self.md.path.exists() and not self.md.path.is_dir():
+            raise NotADirectoryError(f"out_dir {self.md.path} is a file; a training run writes a directory")
         if resume:
             if not self.md.has_run():
                 raise FileNotFoundError(f"nothing to resume in {self.md.path} (no checkpoints/last.pt)")
