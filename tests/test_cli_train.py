@@ -73,3 +73,29 @@ def test_existing_run_is_not_overwritten_and_resume_needs_a_run(tmp_path, capsys
     capsys.readouterr()
     one_line_error(capsys, ["train", str(cfg)], r"already holds a training run; continue it with --resume")
     assert main(["train", str(cfg), "--resume", "train.max_steps=4"]) == 0
+
+
+def test_resume_applies_safe_changes_and_refuses_the_rest(tmp_path, capsys):
+    """A changed learning rate reaches the restored optimizer, with one line saying so; a change
+    that does not fit the checkpoint (model shape, tokenizer, data, batches) is refused by name."""
+    import torch
+
+    from attnkit.model_dir import load_checkpoint
+
+    cfg = corpus(tmp_path, GOOD * 5, GOOD * 5)
+    assert main(["train", str(cfg)]) == 0
+    capsys.readouterr()
+    for override, key in (("model.d_model=32", "model.d_model"), ("tokenizer.vocab_size=30", "tokenizer.vocab_size"),
+                          ("train.batch_tokens=100", "train.batch_tokens"), ("train.seed=7", "train.seed"),
+                          (f"data.train_src={tmp_path / 'a.tgt'}", "data.train_src")):
+        one_line_error(capsys, ["train", str(cfg), "--resume", "train.max_steps=4", override],
+                       rf"cannot change {re.escape(key)} when resuming \(.* in the checkpoint, .* now\)")
+    before = load_checkpoint(tmp_path / "model" / "checkpoints" / "last.pt")
+    assert main(["train", str(cfg), "--resume", "train.max_steps=4", "train.lr=0.001", "train.schedule=constant"]) == 0
+    err = capsys.readouterr().err
+    assert "resume: train.lr 0.005 -> 0.001" in err and "resume: train.schedule inverse_sqrt -> constant" in err
+    after = load_checkpoint(tmp_path / "model" / "checkpoints" / "last.pt")
+    assert after["progress"]["step"] == 4 and before["progress"]["step"] == 2
+    assert [g["lr"] for g in after["optimizer"]["param_groups"]] == [0.001]  # constant schedule at the new lr
+    assert after["config"]["train"]["lr"] == 0.001
+    assert not torch.equal(after["model"]["output.weight"], before["model"]["output.weight"])

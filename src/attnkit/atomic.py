@@ -72,3 +72,12 @@ def save_figure(fig: Any, path: str | Path, *, dpi: int = 130) -> Path:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=dpi)
     return Path(path)
+
+
+def remove_stale(directory: str | Path) -> list[Path]:
+    """Delete the temporary files a killed writer left in ``directory`` (``.NAME.XXXX.tmp*``).
+    Call it only where no other writer is at work (a training run on start or resume)."""
+    stale = [p for p in Path(directory).glob(".*.tmp*") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale

@@ -20,11 +20,13 @@ def cmd_demo(args: argparse.Namespace) -> None:
     run_demo(args.out_dir, arch=args.arch, max_steps=args.steps, seed=args.seed, attention=args.attention)
 
 
-def cmd_train(args: argparse.Namespace) -> None:
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train; a run stopped by SIGINT/SIGTERM saves and exits 128 + the signal's number."""
     from .config import load_config
     from .training.trainer import train
 
-    train(load_config(args.config, args.overrides), resume=args.resume)
+    summary = train(load_config(args.config, args.overrides), resume=args.resume)
+    return 128 + int(summary["signal"]) if "signal" in summary else 0
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
@@ -269,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         print(err, file=sys.stderr)
         return 2
     try:
-        args.func(args)
+        return args.func(args) or 0
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
         print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
         return 1

@@ -72,16 +72,22 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, toy_config, tmp_path,
         time.sleep(0.02)
     proc.send_signal(getattr(signal, how))
     _, err = proc.communicate(timeout=120)
-    if how == "SIGTERM":
-        assert proc.returncode == 0 and "continue with --resume" in err
+    if how == "SIGTERM":  # saved, and says so in its exit status: 128 + 15
+        assert proc.returncode == 143 and "continue with --resume" in err
     stopped_at = load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["step"]
     # SIGTERM saves at the current step; SIGKILL may even land between step_40.pt and last.pt
     assert 20 <= stopped_at < 120
 
+    (out / "checkpoints" / ".step_999.k1ll.tmp.pt").write_bytes(b"left by a writer killed mid-write")
     done = _run_cli("train", str(cfg_path), "--resume")
     _, err = done.communicate(timeout=300)
     assert done.returncode == 0, err
     assert "resumed from" in err
+    assert not list(out.glob(".*.tmp*")) and not list((out / "checkpoints").glob(".*.tmp*"))
+    entries = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    train_steps = [e["step"] for e in entries if e["kind"] == "train"]
+    assert train_steps == sorted(set(train_steps)) == list(range(20, 121, 20))  # one run, no repeats
+    assert [e["kind"] for e in entries].count("end") == 1
     ours, ref = _params(out / "checkpoints" / "last.pt"), _params(reference / "checkpoints" / "last.pt")
     assert ours.keys() == ref.keys()
     for k in ref:

@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import Config, check_config, config_from_dict, save_config
+from ..atomic import remove_stale, write_text
+from ..config import Config, check_config, resume_changes, save_config
 from ..data import (
     Batch,
     BucketBatcher,
@@ -64,9 +65,17 @@ def load_corpora(cfg: Config) -> tuple[ParallelText, ParallelText]:
 
 
 class RunLog:
-    """Machine-readable log (JSON lines, always) plus TensorBoard (optional)."""
+    """Machine-readable log (JSON lines, always) plus TensorBoard (optional).
 
-    def __init__(self, path: Path, tensorboard_dir: Path | None) -> None:
+    ``resume_at``: the step a resumed run continues from. Entries past it (logged by the
+    killed run after its last checkpoint) and the killed run's "end" entry are dropped,
+    so the log reads as one run."""
+
+    def __init__(self, path: Path, tensorboard_dir: Path | None, *, resume_at: int | None = None) -> None:
+        if resume_at is not None and path.is_file():
+            kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                    if _log_entry_before(line, resume_at)]
+            write_text(path, "".join(kept))
         self.file = open(path, "a", encoding="utf-8")
         self.tb = None
         if tensorboard_dir is not None:
@@ -89,6 +98,15 @@ class RunLog:
         self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _log_entry_before(line: str, step: int) -> bool:
+    """Whether a log line belongs to the run up to ``step`` (a torn last line does not)."""
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return entry.get("kind") != "end" and entry.get("step", step + 1) <= step
 
 
 @dataclass
@@ -127,6 +145,7 @@ class _StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
+        self.signal = 0  # the signal that asked (0: none yet)
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _StopRequest:
@@ -140,7 +159,7 @@ class _StopRequest:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:  # a second signal: stop now
             raise KeyboardInterrupt
-        self.requested = True
+        self.requested, self.signal = True, signum
 
     def __exit__(self, *exc: Any) -> None:
         for sig, old in self._old.items():
@@ -152,14 +171,12 @@ class Trainer:
         self.md = ModelDir(Path(cfg.out_dir))
         if self.md.path.exists() and not self.md.path.is_dir():
             raise NotADirectoryError(f"out_dir {self.md.path} is a file; a training run writes a directory")
+        self.changes: list[tuple[str, Any, Any]] = []  # what a resumed run changes, applied in _prepare
         if resume:
             if not self.md.has_run():
                 raise FileNotFoundError(f"nothing to resume in {self.md.path} (no checkpoints/last.pt)")
             saved = load_checkpoint(self.md.last)
-            # the saved configuration wins, except for how long to train
-            merged = saved["config"]
-            merged["train"].update({k: getattr(cfg.train, k) for k in ("max_steps", "max_minutes", "patience")})
-            cfg = config_from_dict(merged)
+            self.changes = resume_changes(saved["config"], cfg)
         elif self.md.has_run():
             raise ValueError(
                 f"{self.md.path} already holds a training run; continue it with --resume or choose another out_dir"
@@ -189,6 +206,8 @@ class Trainer:
         if self.world.main:
             self.md.path.mkdir(parents=True, exist_ok=True)
             self.md.checkpoints.mkdir(exist_ok=True)
+            for directory in (self.md.path, self.md.checkpoints):  # left by a run killed mid-write
+                remove_stale(directory)
         if self.resume_state is None and self.world.main:
             self.tok = Tokenizer.train(cfg.tokenizer, train.src, train.tgt, self.md.path)
             save_config(cfg, self.md.config_path)
@@ -227,6 +246,7 @@ class Trainer:
             torch.set_rng_state(s["rng"]["torch"])
             if torch.cuda.is_available() and s["rng"].get("cuda"):
                 torch.cuda.set_rng_state_all(s["rng"]["cuda"])
+            self._apply_changes()
             self.say(f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})")
         self.ddp = distributed.wrap(self.model, self.world, self.device)  # the model, or DDP around it
         self.trained = self.ddp  # what the training step calls
@@ -235,6 +255,21 @@ class Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         where = f", {self.world.size} processes" if self.world.distributed else ""
         self.say(f"model: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, device {self.device}{where}")
+
+    def _apply_changes(self) -> None:
+        """Settings changed on resume: the optimizer's own (lr, weight decay) are set in its
+        restored state; the others take effect through the config. One line each."""
+        tc = self.cfg.train
+        for key, old, new in self.changes:
+            self.say(f"resume: {key} {old} -> {new}")
+        keys = {key for key, _, _ in self.changes}
+        if "train.lr" in keys:
+            self.scheduler.base_lrs = [tc.lr for _ in self.optimizer.param_groups]
+            for group, factor in zip(self.optimizer.param_groups, self.scheduler.lr_lambdas):
+                group["initial_lr"], group["lr"] = tc.lr, tc.lr * factor(self.scheduler.last_epoch)
+        if "train.weight_decay" in keys:
+            for group in self.optimizer.param_groups:
+                group["weight_decay"] = tc.weight_decay
 
     # ------------------------------------------------------------ checkpoints
     def _save(self) -> None:
@@ -312,7 +347,9 @@ class Trainer:
     def train(self) -> dict[str, Any]:
         self._prepare()
         tc, s, world = self.cfg.train, self.state, self.world
-        log = RunLog(self.md.log, self.md.path / "tensorboard" if tc.tensorboard else None) if world.main else None
+        tb = self.md.path / "tensorboard" if tc.tensorboard else None
+        resume_at = s.step if self.resume_state is not None else None
+        log = RunLog(self.md.log, tb, resume_at=resume_at) if world.main else None
         if self.progress_bar and not self.quiet:
             from tqdm.auto import tqdm
 
@@ -351,7 +388,10 @@ class Trainer:
                         stop_reason = "early_stopping" if early_stop else "max_minutes"
                         break
                     window.start = time.perf_counter()  # validation time is not training throughput
-        return self._finish(stop_reason, log)
+        summary = self._finish(stop_reason, log)
+        if stop_reason == "interrupted":
+            summary["signal"] = stop.signal or signal.SIGTERM  # other ranks learn of it from rank 0
+        return summary
 
     def _update(self, update: list) -> tuple[Tensor, Tensor, int]:
         """One optimizer step over the batches ``update`` (this rank's share of them):
