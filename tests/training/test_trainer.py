@@ -12,8 +12,7 @@ import torch
 
 from attnkit.config import config_from_dict, save_config
 from attnkit.evaluation import bleu
-from attnkit.model_dir import ModelDir, load_model
-from attnkit.model_dir import load_checkpoint
+from attnkit.model_dir import ModelDir, load_checkpoint, load_model
 from attnkit.training.trainer import train
 from attnkit.translate import translate
 
