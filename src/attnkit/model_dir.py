@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from torch import nn
 from .atomic import atomic_path
 from .config import DEVICES, Config, load_config
 from .data.tokenizer import PAD, Tokenizer
-from .errors import unknown_choice
+from .errors import shorten, unknown_choice
 from .models import build_model
 
 CHECKPOINT_CHOICES = ("best", "last", "average")
@@ -44,11 +45,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint not found: {path}")
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as f:
+            zip_start = f.read(4) == b"PK\x03\x04"
+        reason = "truncated or damaged" if zip_start else "not a PyTorch file: attnkit saves zip archives"
+        raise ValueError(f"{path} is not a readable checkpoint ({reason})")
     try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(f"{path} is not a readable checkpoint ({reason[:120]})") from None
+        with warnings.catch_warnings():  # PyTorch's advice on pickle protocols is not for our users
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(f"{path} is not an attnkit checkpoint (it holds Python objects besides tensors, "
+                         "which attnkit never loads)") from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError):
+        raise ValueError(f"{path} is not a readable checkpoint (truncated or damaged)") from None
     if not isinstance(obj, dict) or "model" not in obj:
         raise ValueError(f"{path} is not an attnkit checkpoint (no model state)")
     return obj
@@ -151,6 +161,6 @@ def load_model(
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
-        first = str(err).splitlines()[1].strip() if len(str(err).splitlines()) > 1 else str(err)
-        raise ValueError(f"checkpoint does not fit the model in {md.config_path}: {first[:200]}") from None
+        lines = [line.strip() for line in str(err).splitlines()[1:] if line.strip()] or [str(err)]
+        raise ValueError(f"checkpoint does not fit the model in {md.config_path}: {shorten(lines[0], 200)}") from None
     return model.to(resolve_device(device) if isinstance(device, str) else device).eval(), tok, cfg

