@@ -78,6 +78,7 @@ CASES = [
     (["train", "cfg.yaml", "data.max_len=0"], "data.max_len=0 is out of range"),
     (["translate", "{m}", "--max-src-len", "-5"], "--max-src-len: expected an integer >= 1, got '-5'"),
     (["translate", "{m}", "--max-src-len", "0"], "--max-src-len: expected an integer >= 1"),
+    (["translate", "{m}", "--max-src-len", "5000"], "--max-src-len 5000 is beyond the model's limit of 1023 subwords"),
     (["translate", "{m}", "--beam", "0"], "--beam: expected an integer >= 1"),
     (["translate", "{m}", "--n-best", "0"], "--n-best: expected an integer >= 1"),
     (["translate", "{m}", "--beam", "2", "--n-best", "3", "-i", "in.txt"], "n_best must be between 1 and the beam size 2"),

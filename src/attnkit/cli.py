@@ -35,8 +35,11 @@ def cmd_translate(args: argparse.Namespace) -> None:
     from .translate import translate_file
 
     model, tok, cfg = load_model(args.model, **F.weights(args))
+    limit = cfg.model.max_positions - 1
+    if args.max_src_len and args.max_src_len > limit:
+        raise ValueError(f"--max-src-len {args.max_src_len} is beyond the model's limit of {limit} subwords")
     translate_file(model, tok, args.input, args.output, F.search_options(args), batch_tokens=args.batch_tokens,
-                   max_src_len=args.max_src_len or cfg.model.max_positions - 1, workers=args.workers,
+                   max_src_len=args.max_src_len or limit, workers=args.workers,
                    interactive=args.input is None and sys.stdin.isatty())
 
 
