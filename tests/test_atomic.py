@@ -34,6 +34,7 @@ def test_figures_keep_their_format(tmp_path):
     assert save_figure(fig, tmp_path / "sub" / "f.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow  # kills a process
 def test_a_killed_writer_leaves_the_old_file(tmp_path):
     path = tmp_path / "out.txt"
     path.write_text("old\n")

@@ -32,6 +32,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert not list(tmp_path.iterdir())  # nothing written
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_module_entry_point():
     done = subprocess.run([sys.executable, "-m", "attnkit", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("attnkit ")

@@ -63,6 +63,7 @@ def test_heads_statistics(capsys, trained_toys, tmp_path):
     assert out.count("most focused") == 3 and (tmp_path / "h.png").is_file()
 
 
+@pytest.mark.slow  # draws every scheme's figure
 def test_positions_every_scheme(capsys, tmp_path):
     code, out, err = run(capsys, ["positions", "--scheme", "all", "--heads", "4", "--length", "60", "--out",
                                   str(tmp_path / "pe.png")])

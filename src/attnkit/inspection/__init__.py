@@ -1,5 +1,6 @@
-"""Looking inside models: capture every attention map (and save it), the Q/K/V
-walk-through of one query, per-head statistics, and positional-scheme arrays."""
+"""Looking inside models: where attention comes from (a model directory, a pretrained
+encoder or a saved file: ``sources``), every attention map captured and saved, the Q/K/V
+walk-through of one query, per-head statistics, contextual vectors and positional figures."""
 
 from .capture import (
     AttentionRecord,
