@@ -8,6 +8,7 @@ default everywhere (``flags.py``)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -27,6 +28,12 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     summary = train(load_config(args.config, args.overrides), resume=args.resume)
     return 128 + int(summary["signal"]) if "signal" in summary else 0
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    from .packaged import models_report
+
+    print(models_report())
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
@@ -187,6 +194,7 @@ def _training_commands(add) -> None:
 
 
 def _translation_commands(add) -> None:
+    add("models", cmd_models, "list the trained models installed with attnkit (usable by name as MODEL)")
     p = add("translate", cmd_translate, "translate stdin or a file with a trained model")
     F.model_arg(p)
     F.decoding(p)
@@ -282,11 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like: stop quietly
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    return 0
 
 
 if __name__ == "__main__":

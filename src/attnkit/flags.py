@@ -37,6 +37,8 @@ EXAMPLES = {
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml train.max_minutes=90 out_dir=runs/tiny90
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml --resume""",
+    "models": """examples:
+  attnkit models""",
     "translate": """examples:
   echo "22 november 2026" | attnkit translate runs/demo
   attnkit translate runs/demo -i runs/demo/data/dev.src -o dev.out --beam 1
@@ -209,7 +211,8 @@ def weights_args(p: argparse.ArgumentParser) -> None:
 
 
 def model_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a model directory made by `attnkit train`")
+    p.add_argument("model", help="a model directory made by `attnkit train`, or an installed model's name "
+                   "(`attnkit models`)")
     weights_args(p)
 
 

@@ -1,4 +1,5 @@
-"""A model directory holds everything needed to use a trained model later:
+"""A model directory holds everything needed to use a trained model later (an installed
+model, ``attnkit.packaged``, holds config, tokenizer, ``model.safetensors`` and a manifest):
 
     config.yaml              the resolved configuration
     spm.joint.model          sentencepiece model(s) (or spm.src.model + spm.tgt.model)
@@ -24,6 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import packaged
 from .atomic import atomic_path
 from .config import DEVICES, Config, load_config
 from .data.tokenizer import PAD, Tokenizer
@@ -131,17 +133,21 @@ def resolve_device(name: str) -> torch.device:
 def load_model(
     path: str | Path, *, checkpoint_name: str = "best", average_last: int = 0, device: str | torch.device = "cpu"
 ) -> tuple[nn.Module, Tokenizer, Config]:
-    """Rebuild a trained model from its directory, in eval mode, on ``device`` (auto: cuda if present).
+    """Rebuild a trained model from its directory (or an installed model's name,
+    ``attnkit.packaged``), in eval mode, on ``device`` (auto: cuda if present).
 
-    checkpoint_name: "best", "last", or "average" (of the last ``average_last`` step checkpoints, all if 0).
+    checkpoint_name: "best", "last", or "average" (of the last ``average_last`` step checkpoints,
+    all if 0). An installed model holds one set of weights, loaded for "best" (the default).
     """
     if checkpoint_name not in CHECKPOINT_CHOICES:
         raise unknown_choice("checkpoint", checkpoint_name, CHECKPOINT_CHOICES)
     if average_last < 0:
         raise ValueError(f"average_last must be >= 0 (0: every kept step checkpoint), got {average_last}")
-    md = ModelDir(Path(path))
+    md = ModelDir(packaged.resolve_model(path))
     if not md.path.is_dir():
         raise FileNotFoundError(f"model directory not found: {md.path}")
+    if packaged.is_packaged(md.path):
+        packaged.verify(md.path)
     if not md.config_path.is_file():
         raise FileNotFoundError(f"{md.path} is not a model directory (no config.yaml)")
     cfg = load_config(md.config_path)
@@ -149,7 +155,12 @@ def load_model(
     model = build_model(
         cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint
     )
-    if checkpoint_name == "average":
+    if packaged.is_packaged(md.path):
+        if checkpoint_name != "best" or average_last:
+            raise ValueError(f"{md.path.name} is an installed model with one set of weights; "
+                             "--checkpoint and --average-last apply to directories made by `attnkit train`")
+        state = packaged.load_weights(md.path / packaged.WEIGHTS)
+    elif checkpoint_name == "average":
         steps = md.step_checkpoints()
         if not steps:
             raise FileNotFoundError(f"no step checkpoints to average in {md.checkpoints}")

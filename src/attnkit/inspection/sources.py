@@ -25,9 +25,15 @@ from .capture import (
 
 
 def is_pretrained(source: str | Path) -> bool:
-    """A Hugging Face BERT-format checkpoint (directory or installed package), not an attnkit model directory."""
-    if (Path(source) / "config.yaml").is_file():
-        return False
+    """A Hugging Face BERT-format checkpoint (directory or installed package), not an attnkit model
+    directory or installed model."""
+    from ..packaged import resolve_model
+
+    try:
+        if (resolve_model(source) / "config.yaml").is_file():
+            return False
+    except FileNotFoundError:
+        pass
     from ..pretrained import resolve
 
     try:
