@@ -1,9 +1,10 @@
 """The Multi30k En->De result: train the example configs, evaluate on
-test_2016_flickr, measure decoding speed, and append a dated row to BENCHMARKS.md.
+test_2016_flickr, measure decoding speed, and print the table BENCHMARKS.md uses.
 
     python benchmarks/multi30k.py                                   # both configs, 90-minute budget each
     python benchmarks/multi30k.py --configs configs/multi30k_en_de_transformer_tiny.yaml --max-minutes 90
     python benchmarks/multi30k.py --model-dir runs/bench/multi30k_en_de_transformer_tiny   # evaluate only
+    python benchmarks/multi30k.py --model-dir multi30k-en-de        # an installed model, by name
     python benchmarks/multi30k.py --model-dir DIR --alpha dev       # length penalty chosen on val, then test
     python benchmarks/multi30k.py --model-dir DIR --length-penalty gnmt --alpha 0.6   # GNMT's penalty
     python benchmarks/multi30k.py --smoke                           # minutes, tiny numbers: checks the script
@@ -35,6 +36,7 @@ from attnkit.data import collate, read_lines
 from attnkit.data import multi30k
 from attnkit.evaluation import bleu, evaluate, moses_detokenize, moses_tokenize_lc
 from attnkit.model_dir import load_model
+from attnkit.packaged import resolve_model
 from attnkit.search import PENALTIES, SearchOptions, beam_search
 from attnkit.training.trainer import train
 
@@ -43,7 +45,9 @@ CONFIGS = [ROOT / "configs/multi30k_en_de_transformer_tiny.yaml", ROOT / "config
 
 
 def train_throughput(model_dir: Path) -> tuple[float, float, int]:
-    """(training seconds, mean target tokens/s, steps) from the run's log."""
+    """(training seconds, mean target tokens/s, steps) from the run's log (NaN for an installed model)."""
+    if not (model_dir / "log.jsonl").is_file():
+        return float("nan"), float("nan"), 0
     records = [json.loads(line) for line in (model_dir / "log.jsonl").read_text().splitlines()]
     speeds = [r["tgt_tokens_per_s"] for r in records if r["kind"] == "train"][1:]  # skip the warm-up window
     end = [r for r in records if r["kind"] == "end"][-1]
@@ -96,11 +100,14 @@ def dev_alpha(model, tok, data: str, limit: int, variant: str, penalty: str) -> 
 
 def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float | str | None = None,
         penalty: str = "fairseq") -> dict:
-    """Evaluate one model; ``alpha="dev"`` chooses the length penalty on val first (``dev_alpha``),
-    None takes the style's default (``attnkit.search.PENALTIES``)."""
+    """Evaluate one model (a directory, or an installed model's name); ``alpha="dev"`` chooses the
+    length penalty on val first (``dev_alpha``), None takes the style's default (``attnkit.search.PENALTIES``)."""
+    model_dir = resolve_model(model_dir)
     cfg = load_config(model_dir / "config.yaml")
     variant = cfg.data.multi30k_variant
-    model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=10)
+    packaged = (model_dir / "manifest.json").is_file()
+    checkpoint = "best" if packaged else checkpoint  # an installed model has one set of weights
+    model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=0 if packaged else 10)
     if alpha == "dev":
         alpha = dev_alpha(model, tok, data, test_limit, variant, penalty)
     else:
@@ -140,25 +147,24 @@ def machine() -> str:
     return f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 
-def append_rows(rows: list[dict], path: Path) -> None:
+def table(rows: list[dict]) -> str:
+    """The rows as the markdown table BENCHMARKS.md uses, with the signatures under it."""
     lines = [
-        f"\n### Multi30k En→De test_2016_flickr — {time.strftime('%Y-%m-%d')} — {machine()}\n",
+        f"{machine()}",
         "| model | trained on | ckpt | length penalty α | steps | train min | train tgt tok/s | BLEU tok-lc | BLEU detok | chrF | greedy BLEU tok-lc | beam 5 s (sent/s) | greedy s (sent/s) | KV-cache speed-up (beam 5) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['config']} | {r['variant']} | {r['checkpoint']} | {r['penalty']} {r['alpha']:g} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
+            f"| {r['model_dir']} | {r['variant']} | {r['checkpoint']} | {r['penalty']} {r['alpha']:g} | {r['steps']} | {r['train_minutes']:.1f} | {r['train_tok_s']:.0f} "
             f"| {r['bleu_tok']:.2f} | {r['bleu_detok']:.2f} ({'cased' if r['variant'] == 'raw' else 'lc'}) | {r['chrf']:.2f} | {r['greedy_bleu_tok']:.2f} "
             f"| {r['beam5_s']:.1f} ({r['beam5_sent_s']:.0f}) | {r['greedy_s']:.1f} ({r['greedy_sent_s']:.0f}) "
             f"| {r['cache_speedup']:.1f}x |"
         )
     for r in rows:
-        lines.append(f"\nSignatures ({r['variant']} model): tok `{r['bleu_tok_sig']}`; detok `{r['bleu_detok_sig']}`; "
+        lines.append(f"\nSignatures ({r['model_dir']}): tok `{r['bleu_tok_sig']}`; detok `{r['bleu_detok_sig']}`; "
                      f"chrF (on the {r['variant']} text) `{r['chrf_sig']}`. {r['sentences']} test sentences.")
-    lines.append("")
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -167,15 +173,15 @@ def main() -> None:
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
     parser.add_argument("--max-minutes", type=float, default=90.0, help="training budget per config")
-    parser.add_argument("--model-dir", type=Path, nargs="*", help="evaluate these trained models instead of training")
+    parser.add_argument("--model-dir", nargs="*", help="evaluate these trained models (directories or installed "
+                        "models' names, e.g. multi30k-en-de) instead of training")
     parser.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
     parser.add_argument("--length-penalty", choices=sorted(PENALTIES), default="fairseq",
                         help="beam search's length penalty: fairseq's |Y|^alpha (as published) or GNMT's")
     parser.add_argument("--alpha", type=alpha_option, default=None,
                         help="length penalty alpha for beam 5: a number (default: the style's, 1 for fairseq), or 'dev' "
                              "to pick it on the val set from ALPHA_GRIDS (the test set is never used to choose)")
-    parser.add_argument("--smoke", action="store_true", help="1-minute training, 100 test sentences, no BENCHMARKS.md row")
-    parser.add_argument("--benchmarks-md", type=Path, default=ROOT / "BENCHMARKS.md")
+    parser.add_argument("--smoke", action="store_true", help="1-minute training, 100 test sentences")
     args = parser.parse_args()
 
     dirs = list(args.model_dir or [])
@@ -191,9 +197,7 @@ def main() -> None:
     rows = [run(d, args.data, limit, args.checkpoint, args.alpha, args.length_penalty) for d in dirs]
     for r in rows:
         print(json.dumps(r, indent=1))
-    if not args.smoke:
-        append_rows(rows, args.benchmarks_md)
-        print(f"appended to {args.benchmarks_md}")
+    print(table(rows))
 
 
 if __name__ == "__main__":
