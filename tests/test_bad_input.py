@@ -49,6 +49,7 @@ CASES = [
     ([], "required: COMMAND"),
     (["bogus"], "invalid choice: 'bogus'"),
     (["translate"], "required: model"),
+    (["models", "extra"], "unrecognized arguments: extra"),
     (["demo", "--steps", "0"], "--steps: expected an integer >= 1, got '0'"),
     (["demo", "--steps", "-3"], "--steps: expected an integer >= 1"),
     (["demo", "--steps", "x"], "--steps: expected an integer, got 'x'"),
