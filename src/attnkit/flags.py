@@ -38,7 +38,8 @@ EXAMPLES = {
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml train.max_minutes=90 out_dir=runs/tiny90
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml --resume""",
     "models": """examples:
-  attnkit models""",
+  attnkit models                                list name, architecture, size and BLEU of each
+  attnkit translate NAME -i input.txt           use one wherever a model directory goes""",
     "translate": """examples:
   echo "22 november 2026" | attnkit translate runs/demo
   attnkit translate runs/demo -i runs/demo/data/dev.src -o dev.out --beam 1
