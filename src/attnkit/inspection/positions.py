@@ -111,10 +111,10 @@ def position_figure(
             table = LearnedPositionalEmbedding(d, n)(n).detach().numpy()
             return ("learned positions: a trained table (give --model with model.positions=learned); "
                     "showing the untrained table: random noise, no structure"), plots.plot_positional_encoding(
-                        table, title="learned positions (untrained)")
+                        table, title="learned positions, untrained: random initial values", learned=True)
         table = module(min(n, module.max_len)).detach().float().cpu().numpy()
         return (f"learned positions of {model_name}: {table.shape}",
-                plots.plot_positional_encoding(table, title=f"learned positions ({model_name})"))
+                plots.plot_positional_encoding(table, title=f"learned positions of {model_name}", learned=True))
     if scheme == "alibi":
         text = f"ALiBi, {h} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(h).numpy()}"
         return text, plots.plot_score_bias(alibi_bias(h, min(n, 64)), title="ALiBi: a fixed linear distance penalty per head")

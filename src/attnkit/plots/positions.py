@@ -14,61 +14,81 @@ def position_similarity(pe: np.ndarray) -> np.ndarray:
     return pe @ pe.T
 
 
-def plot_positional_encoding(pe: np.ndarray, *, dims: Sequence[int] | None = None, title: str = "") -> Figure:
-    """Three panels: the (t, d) matrix, a few dimensions over positions, and
-    the similarity of every position to position 0 and to the middle one."""
+def plot_positional_encoding(
+    pe: np.ndarray, *, dims: Sequence[int] | None = None, title: str = "", learned: bool = False
+) -> Figure:
+    """Three panels: the (t, d) matrix, a few dimensions over positions (one curve each,
+    stacked so none hides another), and the similarity of every position to position 0 and
+    to the middle one. ``learned``: a trained table, described as such (no claims of the
+    sinusoids' properties)."""
     t, d = pe.shape
     if dims is None:  # high to low frequency: the first pair, then even dims spread over d
         dims = sorted({0, 1, *(2 * (d // k // 2) for k in (16, 8, 4))})
-    fig = Figure(figsize=(15, 4.2), layout="constrained")
+    dims = [j for j in dims if j < d]
+    fig = Figure(figsize=(15, 4.4), layout="constrained")
     ax_m, ax_s, ax_d = fig.subplots(1, 3)
 
-    im = ax_m.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-    ax_m.set(xlabel="dimension", ylabel="position", title="PE matrix (position x dimension)")
-    fig.colorbar(im, ax=ax_m, shrink=0.85)
+    lim = 1.0 if not learned else float(np.abs(pe).max()) or 1.0
+    im = ax_m.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+    ax_m.set(xlabel="dimension", ylabel="position", title="the table: one row per position")
+    fig.colorbar(im, ax=ax_m, shrink=0.85, label="value")
 
-    for j in (j for j in dims if j < d):
-        ax_s.plot(np.arange(t), pe[:, j], label=f"dim {j} ({'sin' if j % 2 == 0 else 'cos'})")
-    ax_s.set(xlabel="position", ylabel="value", title="dimensions: frequency falls with the index")
-    ax_s.legend(fontsize=8, loc="lower left")
+    step = 2.2 * lim
+    for k, j in enumerate(dims):
+        ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.1)
+        kind = "" if learned else (" sin" if j % 2 == 0 else " cos")
+        ax_s.text(t + 0.01 * t, -k * step, f"dim {j}{kind}", fontsize=8, va="center")
+    ax_s.set_yticks([])
+    ax_s.set_xlim(0, t * 1.18)
+    ax_s.set(xlabel="position", ylabel=f"value (curves offset by {step:.2g})",
+             title="a few dimensions" + ("" if learned else ": the frequency falls with the index"))
 
     sim = position_similarity(pe)
     mid = t // 2
-    ax_d.plot(np.arange(t), sim[0], label="PE(0) . PE(j)")
-    ax_d.plot(np.arange(t), sim[mid], label=f"PE({mid}) . PE(j)")
+    ax_d.plot(np.arange(t), sim[0], label="PE(0) · PE(j)")
+    ax_d.plot(np.arange(t), sim[mid], label=f"PE({mid}) · PE(j)")
     ax_d.axvline(mid, color="grey", lw=0.5)
     ax_d.set(xlabel="position j", ylabel="dot product",
-             title="PE(i).PE(j) depends on |i - j| only")
+             title="similarity of positions" + ("" if learned else ": it depends on |i − j| only"))
     ax_d.legend(fontsize=8)
+    for ax in (ax_m, ax_s, ax_d):
+        ax.title.set_fontsize(10)
     if title:
         fig.suptitle(title)
     return fig
 
 
 def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) -> Figure:
-    """Bias added to the attention scores by a relative scheme, (heads, t, t):
-    the matrix of a few heads, and every head's bias seen from the middle query
-    as a function of the offset j - i."""
+    """Bias added to the attention scores by a relative scheme, (heads, t, t): each head's
+    matrix on its own colour scale (the heads' magnitudes differ by orders), and every
+    head's bias seen from the middle query as a function of the offset j - i."""
     heads, t, _ = bias.shape
     shown = list(range(min(heads, max_heads)))
-    fig = Figure(figsize=(2.3 * len(shown) + 4.5, 2.9), layout="constrained")
-    axes = fig.subplots(1, len(shown) + 1, width_ratios=[1] * len(shown) + [2.0])
-    lim = float(np.abs(bias).max()) or 1.0
+    cols = min(4, len(shown))
+    rows = -(-len(shown) // cols)
+    fig = Figure(figsize=(3.1 * cols + 5.0, 2.7 * rows + 0.6), layout="constrained")
+    left, right = fig.subfigures(1, 2, width_ratios=[3.1 * cols, 5.0])
+    axes = np.atleast_1d(left.subplots(rows, cols, squeeze=False)).ravel()
     for ax, h in zip(axes, shown):
+        lim = float(np.abs(bias[h]).max()) or 1.0
         im = ax.imshow(bias[h], cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
         ax.set_title(f"head {h}", fontsize=9)
         ax.set_xlabel("key j", fontsize=8)
-        ax.set_ylabel("query i", fontsize=8) if h == 0 else None
+        ax.set_ylabel("query i", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.colorbar(im, ax=axes[: len(shown)], shrink=0.8)
+        left.colorbar(im, ax=ax, shrink=0.8).ax.tick_params(labelsize=7)
+    for ax in axes[len(shown):]:
+        ax.set_visible(False)
+    left.suptitle("score bias per head (each head on its own colour scale)", fontsize=9)
+    ax_l = right.subplots()
     mid = t // 2
     offsets = np.arange(t) - mid
     for h in range(heads):
-        axes[-1].plot(offsets, bias[h, mid], lw=1.2, label=f"head {h}" if heads <= 8 else None)
-    axes[-1].set(xlabel="offset j - i", ylabel="bias", title=f"bias seen from query i = {mid}")
-    axes[-1].title.set_fontsize(9)
+        ax_l.plot(offsets, bias[h, mid], lw=1.2, label=f"head {h}")
+    ax_l.set(xlabel="offset j − i", ylabel="bias added to the score", title=f"bias seen from query i = {mid}")
+    ax_l.title.set_fontsize(9)
     if heads <= 8:
-        axes[-1].legend(fontsize=7, ncol=2)
+        ax_l.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -82,11 +102,11 @@ def plot_relative_index(index: np.ndarray, max_distance: int, *, buckets: bool =
     ax_m, ax_l = fig.subplots(1, 2)
     im = ax_m.imshow(index, cmap="twilight_shifted" if not buckets else "viridis", interpolation="nearest")
     ax_m.set(xlabel="key j", ylabel="query i", title="bucket of (i, j)" if buckets else "table row of (i, j)")
-    fig.colorbar(im, ax=ax_m, shrink=0.85)
+    fig.colorbar(im, ax=ax_m, shrink=0.85, label="bucket" if buckets else "table row")
     mid = t // 2
     ax_l.step(np.arange(t) - mid, index[mid], where="mid")
-    ax_l.set(xlabel="offset j - i", ylabel="bucket" if buckets else "row = clip(j - i, -k, k) + k",
-             title=("nearby offsets get their own bucket, far ones share log-spaced buckets" if buckets
+    ax_l.set(xlabel="offset j − i", ylabel="bucket" if buckets else "row = clip(j − i, −k, k) + k",
+             title=("nearby offsets get their own bucket,\nfar ones share log-spaced buckets" if buckets
                     else f"offsets beyond ±{max_distance} share a row"))
     ax_l.title.set_fontsize(9)
     if title:
