@@ -114,8 +114,11 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
     first = examples[0]
     weights = first.alignment.mean(axis=(0, 1))  # average over layers and heads
     local = first.p_t is not None
+    layers, heads = first.alignment.shape[:2]
+    kind = (f"RNN, Luong {attention} attention" if arch == "rnn"
+            else f"Transformer cross-attention, mean of {layers} layers x {heads} heads")
     fig = plot_alignment(weights, readable(first.src_pieces), readable(first.out_pieces),
-                         title=f"{arch} {attention if arch == 'rnn' else ''} attention: '{first.source}' -> '{first.output}'",
+                         title=f"{kind}\n'{first.source}' -> '{first.output}'",
                          p_t=first.p_t, window=cfg.model.window if local else None)
     save_figure(fig, out / "attention.png", dpi=120)
     records = capture(model, tok, EXAMPLES, options=SearchOptions(beam=1), window=cfg.model.window if local else None)

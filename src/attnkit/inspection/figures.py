@@ -17,8 +17,8 @@ def record_figure(record: AttentionRecord, *, kind: str | None = None, layer: in
     if head == "all":
         return plot_attention_grid(record.get(kind), q, k, title=name)
     w = record.select(kind, layer, head)
-    layers = record.get(kind).shape[0]
-    which = "head average" if head == "mean" else f"head {head}"
+    layers, heads = record.get(kind).shape[:2]
+    which = f"head {head}" if head != "mean" else "average of its heads" if heads > 1 else "its one attention"
     show_pt = kind == "cross" and record.p_t is not None
     cross = kind == "cross"
     return plot_alignment(

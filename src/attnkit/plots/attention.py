@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+SPACE = "\u2423"  # how data.readable shows a word-start mark that stands alone
+
 
 def plot_alignment(
     weights: np.ndarray,
@@ -30,18 +32,23 @@ def plot_alignment(
     ax = fig.subplots()
     im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(weights.max())), aspect="equal")
     fs = _fontsize(max(t, s))
-    ax.set_xticks(range(s), list(src_tokens), rotation=60, ha="right", rotation_mode="anchor", fontsize=fs)
+    short = max(map(len, src_tokens), default=0) <= 3  # short labels stay upright: a rotated ␣ reads as a glyph
+    ax.set_xticks(range(s), list(src_tokens), rotation=0 if short else 60, ha="center" if short else "right",
+                  rotation_mode="anchor", fontsize=fs)
     ax.set_yticks(range(t), list(tgt_tokens), fontsize=fs)
+    if SPACE in src_tokens or SPACE in tgt_tokens:
+        xlabel += f"   ({SPACE}: a space of its own, before the next word)"
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if p_t is not None:
-        rows = np.arange(t)
-        ax.plot(p_t, rows, color="white", marker="o", ms=3, lw=1, label="p_t")
+        # each output step has its own centre and window: marks per row, never a line joining rows
+        ax.plot(p_t, np.arange(t), ls="none", color="white", marker="o", ms=4, mec="black", mew=0.5, label="p_t")
         if window is not None:
-            ax.plot(p_t - window, rows, color="white", ls="--", lw=0.8)
-            ax.plot(p_t + window, rows, color="white", ls="--", lw=0.8, label="p_t ± D")
+            for row, centre in enumerate(p_t):
+                ax.plot([centre - window, centre + window], [row, row], color="white", lw=1.0, alpha=0.8,
+                        label="window p_t ± D" if row == 0 else None)
         ax.set_xlim(-0.5, s - 0.5)
-        ax.legend(loc="lower left", fontsize=7, framealpha=0.6)
+        fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)  # below the figure: covers no cell
     fig.colorbar(im, ax=ax, shrink=0.8, label="attention weight")
     if title:
         ax.set_title(title, fontsize=10)
@@ -67,14 +74,14 @@ def plot_attention_grid(
         raise ValueError(f"maps are {t}x{s} but got {len(query_tokens)} query and {len(key_tokens)} key tokens")
     cols = heads + (1 if with_mean and heads > 1 else 0)
     size = max(1.6, min(3.2, 0.13 * max(t, s)))
-    fig = Figure(figsize=(0.9 + cols * size, 0.6 + layers * size), layout="constrained")
+    fig = Figure(figsize=(1.6 + cols * size, 0.9 + layers * size), layout="constrained")
     axes = np.atleast_2d(fig.subplots(layers, cols, squeeze=False))
     fs = _fontsize(max(t, s))
     for li in range(layers):
         for ci in range(cols):
             ax = axes[li, ci]
             w = maps[li, ci] if ci < heads else maps[li].mean(0)
-            ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto", interpolation="nearest")
+            im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
             if li == 0:
@@ -85,6 +92,7 @@ def plot_attention_grid(
                     ax.set_yticks(range(t), list(query_tokens), fontsize=fs)
             if li == layers - 1 and cols * s <= 160:
                 ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs)
+    fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight (one scale, 0 to 1, for every panel)")
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
