@@ -51,7 +51,7 @@ def test_explain_prints_and_draws(capsys, trained_toys, tmp_path):
     assert code == 0, err
     assert "query 2 'c'" in out and "sqrt" in out and "saturates" in out and "match the model's forward pass" in out
     assert fig.read_bytes()[:4] == b"%PDF"
-    code, out, err = run(capsys, ["explain", str(trained_toys["transformer"]), "a b", "--kind", "cross", "--query", "-1"])
+    code, out, err = run(capsys, ["explain", str(trained_toys["transformer"]), "a b", "--kind", "cross", "--query-pos", "-1"])
     assert code == 0, err
 
 
@@ -84,7 +84,7 @@ def test_positions_every_scheme(capsys, tmp_path):
         (["plot", "{model}", ""], "expected a non-empty sentence", 2),
         (["view", "{tmp}/missing.npz"], "no attention file", 1),
         (["view", "{tmp}/missing_model", "a"], "model directory not found", 1),
-        (["explain", "{model}", "a b", "--query", "zz"], "neither a position nor one of the tokens", 1),
+        (["explain", "{model}", "a b", "--query", "zz"], "is not one of the tokens", 1),
         (["capture", "{model}", "a b", "-o", "{tmp}/m.json"], "must end in .npz", 2),
         (["capture", "{model}", "a b"], "required: -o/--output", 2),
         (["explain", "{rnn}", "a b", "--kind", "cross"], "needs multi-head attention", 1),

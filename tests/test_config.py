@@ -101,7 +101,7 @@ def test_ranges_and_choices_are_checked_with_the_key_named(override, message):
 
 
 def test_every_rule_names_a_real_key_and_the_choices_match_the_code():
-    from attnkit.config import RULES, RNN_CELLS, check_config
+    from attnkit.config import RNN_CELLS, RULES, check_config
     from attnkit.models.rnn import CELLS
 
     assert set(RULES) <= all_keys(Config)

@@ -50,7 +50,7 @@ def test_every_command_takes_an_installed_models_name(shipped, capsys, tmp_path)
     assert capsys.readouterr().out.strip()
     assert main(["plot", "toy-rnn", "a b c", "-o", str(tmp_path / "p.png")]) == 0
     assert main(["view", "toy-transformer", "a b c", "-o", str(tmp_path / "v.html")]) == 0
-    assert main(["explain", "toy-transformer", "a b c", "--kind", "cross", "--query", "1"]) == 0
+    assert main(["explain", "toy-transformer", "a b c", "--kind", "cross", "--query-pos", "1"]) == 0
     capsys.readouterr()
     assert main(["translate", "toy-transformer", "--checkpoint", "average"]) == 1
     assert "installed model with one set of weights" in capsys.readouterr().err

@@ -119,9 +119,9 @@ def cmd_explain(args: argparse.Namespace) -> None:
                                        weights=Weights(**F.weights(args)))
     if prepared.output:
         print(f"{prepared.source}\n  -> {prepared.output}\n")
-    tokens = prepared.src_tokens if args.kind == "encoder" else prepared.tgt_in_tokens
+    tokens = {"encoder": prepared.src_tokens, "decoder": prepared.tgt_in_tokens, "cross": prepared.tgt_out_tokens}
     walk = explain(model, prepared, kind=args.kind, layer=args.layer, head=args.head,
-                   query=F.query_index(args.query, tokens))
+                   query=F.query_index(args, tokens[args.kind]))
     print(walk.report())
     if args.output:
         from .plots.inspection import plot_walkthrough
@@ -250,7 +250,10 @@ def _inspection_commands(add) -> None:
     p.add_argument("--target", help="force this target instead of the model's translation")
     F.attention_choice(p, default_layer=0, default_kind="encoder")
     p.add_argument("--head", type=F.non_negative_int, default=0, help="head index")
-    p.add_argument("--query", default="0", help="the query: a position or a token as printed")
+    q = p.add_mutually_exclusive_group()
+    q.add_argument("--query", metavar="TOKEN", help="the query token as printed (its first occurrence); for "
+                   "cross-attention the output token the decoder state predicts, as `plot` labels rows")
+    q.add_argument("--query-pos", type=int, default=0, metavar="N", help="the query by position (negative from the end)")
     F.output(p, None, "also draw the walk-through to this figure", kind="figure")
     F.dpi(p)
 

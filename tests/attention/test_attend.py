@@ -6,7 +6,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnkit.attention import attend, causal_mask, dot_product_attention, key_mask, masked_softmax, padding_mask
+from attnkit.attention import (
+    attend,
+    causal_mask,
+    dot_product_attention,
+    key_mask,
+    masked_softmax,
+    padding_mask,
+)
 
 
 def qkv(b=3, h=2, t=5, s=7, d=8, dtype=torch.float32):

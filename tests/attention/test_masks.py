@@ -1,7 +1,14 @@
 import pytest
 import torch
 
-from attnkit.attention import as_attention_mask, causal_mask, combine, key_mask, padding_mask, window_mask
+from attnkit.attention import (
+    as_attention_mask,
+    causal_mask,
+    combine,
+    key_mask,
+    padding_mask,
+    window_mask,
+)
 
 
 def test_padding_mask():

@@ -6,7 +6,13 @@ import pytest
 from attnkit.config import config_from_dict
 from attnkit.data import Tokenizer
 from attnkit.data.tokenizer import PAD
-from attnkit.inspection import capture, head_statistics, load_records, model_info, save_records
+from attnkit.inspection import (
+    capture,
+    head_statistics,
+    load_records,
+    model_info,
+    save_records,
+)
 from attnkit.model_dir import load_model
 from attnkit.models import build_model
 from attnkit.translate import translate

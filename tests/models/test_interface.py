@@ -5,7 +5,14 @@ import torch
 
 from attnkit.attention import GlobalAttention, LocalAttention, MultiHeadAttention
 from attnkit.config import ModelConfig
-from attnkit.models import AttentionSite, DecodingState, EncoderModel, Seq2SeqModel, build_model, find_site
+from attnkit.models import (
+    AttentionSite,
+    DecodingState,
+    EncoderModel,
+    Seq2SeqModel,
+    build_model,
+    find_site,
+)
 
 V = 40
 VARIANTS = {

@@ -7,7 +7,13 @@ import torch
 
 from attnkit.data import collate
 from attnkit.model_dir import load_model
-from attnkit.search import PENALTIES, SearchOptions, beam_search, greedy_search, length_penalty
+from attnkit.search import (
+    PENALTIES,
+    SearchOptions,
+    beam_search,
+    greedy_search,
+    length_penalty,
+)
 from attnkit.translate import translate
 
 ARCHS = ["transformer", "rnn"]

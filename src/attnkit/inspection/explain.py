@@ -58,6 +58,13 @@ class Walkthrough:
     model_weights: np.ndarray  # (s,) the same weights from the model's own forward pass
 
     @property
+    def query_label(self) -> str:
+        """The query as `plot` labels its row: a cross-attention row by the token it predicts."""
+        if self.kind == "cross":
+            return f"query {self.query}: the decoder state that predicts {self.query_token!r}"
+        return f"query {self.query} {self.query_token!r}"
+
+    @property
     def max_error(self) -> float:
         """Largest difference between the recomputed weights and the model's."""
         return float(np.abs(self.weights - self.model_weights).max())
@@ -67,7 +74,7 @@ class Walkthrough:
         d_k = self.q.shape[0]
         fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")  # noqa: E731
         lines = [
-            f"{LABELS[self.kind]}, layer {self.layer}, head {self.head}, query {self.query} {self.query_token!r}; d_k = {d_k}",
+            f"{LABELS[self.kind]}, layer {self.layer}, head {self.head}, {self.query_label}; d_k = {d_k}",
             "",
             f"q = x W^Q          {fmt(self.q)}",
             "keys and values of each token (first dims):",
@@ -117,7 +124,8 @@ def explain(
         raise ValueError(f"{LABELS[kind]} needs a target side")
     if not 0 <= head < module.num_heads:
         raise ValueError(f"head {head} out of range: the layer has {module.num_heads} heads (0..{module.num_heads - 1})")
-    q_tokens = prepared.src_tokens if kind == "encoder" else prepared.tgt_in_tokens
+    # rows are labelled as `plot` and the viewer label them: a cross-attention row by the token it predicts
+    q_tokens = {"encoder": prepared.src_tokens, "decoder": prepared.tgt_in_tokens, "cross": prepared.tgt_out_tokens}[kind]
     k_tokens = prepared.tgt_in_tokens if kind == "decoder" else prepared.src_tokens
     if not -len(q_tokens) <= query < len(q_tokens):
         raise ValueError(f"query {query} out of range: {len(q_tokens)} tokens (0..{len(q_tokens) - 1})")

@@ -9,46 +9,59 @@ from matplotlib.figure import Figure
 
 
 def plot_walkthrough(w, *, dims: int = 32) -> Figure:
-    """Four panels for one query (a ``Walkthrough``): q and the keys; raw and scaled
-    scores; softmax with and without 1/sqrt(d_k); the values weighted into z."""
+    """Five panels for one query (a ``Walkthrough``): q and the keys; q ⊙ k_j, whose rows sum
+    to the scores; raw and scaled scores; softmax with and without 1/sqrt(d_k); the values
+    weighted into z. Every heatmap has its colour bar."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
-    fig = Figure(figsize=(13, 3.2 + 0.22 * s), layout="constrained")
-    (ax_qk, ax_sc), (ax_sm, ax_v) = fig.subplots(2, 2)
+    fig = Figure(figsize=(17, 3.6 + 0.45 * s), layout="constrained")
+    axes = fig.subplot_mosaic([["qk", "prod", "scores"], ["softmax", "values", "values"]])
     labels = list(w.key_tokens)
     ticks = dict(fontsize=8)
+    dim_label = f"dimension (first {shown} of d_k = {d_k})" if shown < d_k else f"dimension (d_k = {d_k})"
+
+    def heatmap(ax, rows, title, colour_label):
+        lim = float(np.abs(rows).max()) or 1.0
+        im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+        fig.colorbar(im, ax=ax, shrink=0.9, label=colour_label)
+        ax.set(xlabel=dim_label, title=title)
 
     qk = np.vstack([w.q[None, :shown], w.k[:, :shown]])
-    lim = float(np.abs(qk).max()) or 1.0
-    ax_qk.imshow(qk, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    ax_qk.axhline(0.5, color="black", lw=1.5)
-    ax_qk.set_yticks(range(s + 1), [f"q: {w.query_token}"] + [f"k: {t}" for t in labels], **ticks)
-    ax_qk.set(xlabel=f"dimension (first {shown} of d_k = {d_k})", title="1. query and keys of this head")
+    heatmap(axes["qk"], qk, "1. the query and the keys of this head", "value")
+    axes["qk"].axhline(0.5, color="black", lw=1.5)
+    axes["qk"].set_yticks(range(s + 1), [f"q: {w.query_token}"] + [f"k: {t}" for t in labels], **ticks)
+
+    heatmap(axes["prod"], w.q[None, :shown] * w.k[:, :shown], "2. q ⊙ k_j: each row sums to q · k_j", "q_i k_ji")
+    axes["prod"].set_yticks(range(s), [f"q ⊙ k: {t}" for t in labels], **ticks)
 
     x = np.arange(s)
     finite = np.isfinite(w.scaled)
-    ax_sc.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
-    ax_sc.bar(x[finite] + 0.2, w.scaled[finite], width=0.4,
-              label=f"q · k_j / sqrt({d_k})" + (" + bias" if w.bias is not None else ""), color="#2563eb")
-    ax_sc.axhline(0, color="black", lw=0.5)
-    ax_sc.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
-    ax_sc.set(title="2. scores, raw and scaled")
-    ax_sc.legend(fontsize=8)
+    ax = axes["scores"]
+    ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
+    ax.bar(x[finite] + 0.2, w.scaled[finite], width=0.4,
+           label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""), color="#2563eb")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
+    ax.set(title="3. scores, raw and scaled", ylabel="score")
+    ax.legend(fontsize=8)
 
-    ax_sm.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax without scaling (saturates)", color="#f59e0b")
-    ax_sm.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
-    ax_sm.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
-    ax_sm.set(ylim=(0, 1.05), title="3. softmax")
-    ax_sm.legend(fontsize=8)
+    ax = axes["softmax"]
+    ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax without scaling (saturates)", color="#f59e0b")
+    ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
+    ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
+    ax.set(ylim=(0, 1.05), title="4. softmax", ylabel="weight")
+    ax.legend(fontsize=8)
 
     weighted = w.weights[:, None] * w.v[:, :shown]
-    rows = np.vstack([weighted, w.context[None, :shown]])
-    lim = float(np.abs(rows).max()) or 1.0
-    ax_v.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    ax_v.axhline(s - 0.5, color="black", lw=1.5)
-    ax_v.set_yticks(range(s + 1), [f"{a:.2f} · v: {t}" for a, t in zip(w.weights, labels)] + ["z = Σ a_j v_j"], **ticks)
-    ax_v.set(xlabel=f"dimension (first {shown})", title="4. weighted values and their sum z")
-    fig.suptitle(f"{w.kind} attention, layer {w.layer}, head {w.head}: query {w.query_token!r}", fontsize=11)
+    heatmap(axes["values"], np.vstack([weighted, w.context[None, :shown]]), "5. weighted values a_j v_j and their sum z",
+            "value")
+    axes["values"].axhline(s - 0.5, color="black", lw=1.5)
+    axes["values"].set_yticks(range(s + 1), [f"{a:.2f} · v: {t}" for a, t in zip(w.weights, labels)] + ["z = Σ a_j v_j"],
+                              **ticks)
+    for ax in axes.values():
+        ax.title.set_fontsize(10)
+    query = getattr(w, "query_label", f"query {w.query_token!r}")
+    fig.suptitle(f"{w.kind} attention, layer {w.layer}, head {w.head}: {query}", fontsize=11)
     return fig
 
 
