@@ -127,3 +127,13 @@ def test_head_statistics_extremes():
     np.testing.assert_allclose(st.normalised[1], 0.0, atol=1e-5)
     np.testing.assert_allclose(st.max_weight[1], 1.0)
     assert "most focused: layer 1" in st.report()
+
+
+def test_model_info_claims_only_what_the_model_has(trained_toys):
+    """An RNN has no heads and no positional scheme: the viewer's header must not say it has."""
+    from attnkit.model_dir import load_model
+
+    model, _, cfg = load_model(trained_toys["rnn"])
+    info = model_info(model, cfg)
+    assert info["arch"] == "rnn" and "heads" not in info and "positions" not in info
+    assert info["attention"] == cfg.model.attention and info["cell"] == cfg.model.cell

@@ -94,11 +94,15 @@ class AttentionRecord:
 def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
     """What a viewer needs to label a model."""
     info = {"class": type(model).__name__}
-    if cfg is not None:
-        m = cfg.model
+    if cfg is None:
+        return info
+    m = cfg.model
+    if m.arch == "rnn":  # one attention over the source, positions from the recurrence: no heads, no scheme
+        info.update(arch=m.arch, cell=m.cell, hidden=m.hidden, attention=m.attention, score=m.score)
+        if m.attention.startswith("local"):
+            info.update(window=m.window)
+    else:
         info.update(arch=m.arch, d_model=m.d_model, heads=m.heads, positions=m.positions)
-        if m.arch == "rnn":
-            info.update(attention=m.attention, score=m.score, window=m.window, cell=m.cell)
     return info
 
 
