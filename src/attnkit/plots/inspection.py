@@ -102,28 +102,42 @@ def plot_contextual(
     title: str = "",
 ) -> Figure:
     """Contextual word vectors. Top: cosine similarity matrices (name, (N, N)), e.g. static token
-    vectors beside the last layer's. Bottom: 2-D projections (name, (N, 2)) of all token
-    vectors, one per depth; ``marked`` maps a token index to its colour group (its sentence)."""
+    vectors beside the last layer's, and what they show. Bottom: 2-D projections (name, (N, 2)) of
+    all token vectors, one per depth; ``marked`` maps a token index to its colour group (its
+    sentence); tokens drawn at the same place share one label."""
     n = len(labels)
-    fig = Figure(figsize=(max(12, 2.3 * len(projections)), 6.4 + 0.12 * n), layout="constrained")
+    fig = Figure(figsize=(max(12, 2.3 * len(projections)), 6.6 + 0.12 * n), layout="constrained")
     top, bottom = fig.subfigures(2, 1, height_ratios=[1.4 + 0.02 * n, 1])
     fs = 8 if n <= 30 else 6
-    for ax, (name, sim) in zip(top.subplots(1, len(similarities)), similarities):
+    axes = top.subplots(1, len(similarities) + 1, width_ratios=[1] * len(similarities) + [0.8])
+    for ax, (name, sim) in zip(axes, similarities):
         im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1)
         ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
-    top.colorbar(im, ax=top.axes, shrink=0.8)
+    top.colorbar(im, ax=axes[:-1], shrink=0.8, label="cosine similarity")
+    axes[-1].axis("off")
+    axes[-1].text(0.0, 0.5, "Each cell: the cosine similarity of two tokens' vectors.\n\n"
+                  "Static vectors (the token table) are one\nand the same for a word wherever it stands.\n\n"
+                  "After self-attention each occurrence carries\nits context: the same word in different\n"
+                  "sentences drifts apart.\n\n(n) = the sentence a token is in", fontsize=9, va="center")
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
     for ax, (name, xy) in zip(bottom.subplots(1, len(projections)), projections):
-        ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
-        for i, group in sorted(marked.items()):
-            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[group % len(colours)])
-            ax.annotate(labels[i], xy[i], fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af", label="other tokens")
+        places: dict[tuple[int, int], list[int]] = {}
+        span = np.ptp(xy, axis=0) + 1e-9
+        for i in sorted(marked):
+            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[marked[i] % len(colours)])
+            places.setdefault(tuple(np.round((xy[i] - xy.min(0)) / span * 12).astype(int)), []).append(i)
+        for members in places.values():
+            names = sorted({labels[i] for i in members})
+            ax.annotate(", ".join(names), xy[members[0]], fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    bottom.suptitle("2-D projection (PCA) of all token vectors; marked: " + ", ".join(words) + "  (n) = sentence", fontsize=9)
+    bottom.suptitle("2-D projection (PCA) of all token vectors, fitted at each depth separately: compare groupings "
+                    "within a panel, not places across panels.  Marked: " + ", ".join(words)
+                    + "; grey: the other tokens", fontsize=9)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
