@@ -86,7 +86,7 @@ def plot_head_statistics(
             ax.set_yticks(range(layers))
             ax.set(xlabel="head", ylabel="layer", title=f"{label}\n{name}")
             ax.title.set_fontsize(9)
-            fig.colorbar(im, ax=ax, shrink=0.8)
+            fig.colorbar(im, ax=ax, shrink=0.8, label=name)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -115,7 +115,7 @@ def plot_contextual(
         ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
-    top.colorbar(im, ax=axes[:-1], shrink=0.8, label="cosine similarity")
+    top.colorbar(im, ax=axes[:-1], shrink=0.8, label="cosine similarity (one scale, both panels)")
     axes[-1].axis("off")
     axes[-1].text(0.0, 0.5, "Each cell: the cosine similarity of two tokens' vectors.\n\n"
                   "Static vectors (the token table) are one\nand the same for a word wherever it stands.\n\n"

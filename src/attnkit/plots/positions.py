@@ -76,7 +76,9 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
         ax.set_xlabel("key j", fontsize=8)
         ax.set_ylabel("query i", fontsize=8)
         ax.tick_params(labelsize=7)
-        left.colorbar(im, ax=ax, shrink=0.8).ax.tick_params(labelsize=7)
+        bar = left.colorbar(im, ax=ax, shrink=0.8)
+        bar.set_label("bias", fontsize=7)
+        bar.ax.tick_params(labelsize=7)
     for ax in axes[len(shown):]:
         ax.set_visible(False)
     left.suptitle("score bias per head (each head on its own colour scale)", fontsize=9)
@@ -124,7 +126,7 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> F
     im = ax_a.imshow(np.cos(angles), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax_a.set(xlabel="dimension pair i", ylabel="position m", title="cos(m θ_i): fast pairs left, slow pairs right")
     ax_a.title.set_fontsize(9)
-    fig.colorbar(im, ax=ax_a, shrink=0.85)
+    fig.colorbar(im, ax=ax_a, shrink=0.85, label="cos(m θ_i)")
     for m, row in enumerate(scores):
         ax_s.plot(np.arange(len(row)), row, lw=1.5 if m == 0 else 1.0, ls="-" if m == 0 else "--",
                   label=f"query at m = {m * 17}")

@@ -1,0 +1,81 @@
+"""Every figure type, drawn from small arrays and checked for what keeps a figure honest:
+token labels on the axes, a labelled colour bar for every heatmap (one stated shared scale
+where panels share one), and no text outside the canvas."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.image import AxesImage
+from matplotlib.text import Text
+
+from attnkit import plots
+from attnkit.plots.inspection import plot_contextual, plot_head_statistics, plot_walkthrough
+
+RNG = np.random.default_rng(0)
+SRC = ["▁a", "b", "␣", "longer", "</s>"]
+TGT = ["x", "y", "z", "</s>"]
+
+
+def _softmax(a):
+    e = np.exp(a - a.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _walkthrough():
+    s, d = 5, 8
+    q, k, v = RNG.normal(size=d), RNG.normal(size=(s, d)), RNG.normal(size=(s, d))
+    raw = k @ q
+    weights = _softmax(raw / np.sqrt(d))
+    return SimpleNamespace(kind="encoder", layer=0, head=1, query=2, query_token="␣", key_tokens=SRC, q=q, k=k, v=v,
+                           raw=raw, scale=d**-0.5, bias=None, scaled=raw / np.sqrt(d), weights=weights,
+                           unscaled_weights=_softmax(raw), context=weights @ v, query_label="query 2 '␣'")
+
+
+FIGURES = {
+    "alignment": lambda: plots.plot_alignment(_softmax(RNG.normal(size=(4, 5))), SRC, TGT, title="cross-attention"),
+    "alignment with p_t": lambda: plots.plot_alignment(_softmax(RNG.normal(size=(4, 5))), SRC, TGT,
+                                                       p_t=np.array([0.5, 1.2, 2.8, 3.9]), window=1, title="local-p"),
+    "grid": lambda: plots.plot_attention_grid(_softmax(RNG.normal(size=(2, 3, 4, 5))), TGT, SRC, title="grid"),
+    "positional encoding": lambda: plots.plot_positional_encoding(RNG.normal(size=(40, 16)), title="sinusoidal"),
+    "learned table": lambda: plots.plot_positional_encoding(RNG.normal(size=(40, 16)), title="learned", learned=True),
+    "score bias": lambda: plots.plot_score_bias(RNG.normal(size=(8, 12, 12)) * np.logspace(0, -2, 8)[:, None, None],
+                                                title="ALiBi"),
+    "relative index": lambda: plots.plot_relative_index(np.arange(144).reshape(12, 12) % 7, 3, buckets=True, title="T5"),
+    "rotary": lambda: plots.plot_rotary(RNG.normal(size=(40, 4)), RNG.normal(size=(3, 6)), title="RoPE"),
+    "head statistics": lambda: plot_head_statistics([("encoder self-attention", RNG.random((2, 4)), RNG.random((2, 4)))]),
+    "walkthrough": lambda: plot_walkthrough(_walkthrough()),
+    "contextual": lambda: plot_contextual(
+        [f"t{i} (1)" for i in range(6)], [("static", np.eye(6)), ("layer 2", np.eye(6))],
+        [("static", RNG.normal(size=(6, 2))), ("layer 2", RNG.normal(size=(6, 2)))], {0: 0, 3: 1}, words=["t0"]),
+}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_figures_are_labelled_and_fit_their_canvas(name):
+    fig = FIGURES[name]()
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    images = [a for ax in fig.get_axes() for a in ax.get_children() if isinstance(a, AxesImage)]
+    bars = [im.colorbar for im in images if im.colorbar is not None]
+    if images:
+        assert bars, "a heatmap without a colour bar"
+        assert all(bar.ax.get_ylabel() or bar.ax.get_xlabel() for bar in bars), "a colour bar without a label"
+        if len(bars) < len(images):  # panels share a scale: the figure must say so
+            texts = " ".join(t.get_text() for t in fig.findobj(Text))
+            assert "every panel" in texts or "one scale" in texts or "own colour scale" in texts
+    # everything drawn (titles, labels, ticks, legends) lies within the canvas
+    drawn = fig.get_tightbbox(renderer)  # inches
+    width, height = fig.get_size_inches()
+    assert drawn.x0 >= -0.02 and drawn.y0 >= -0.02 and drawn.x1 <= width + 0.02 and drawn.y1 <= height + 0.02, \
+        f"something is drawn outside the {width:.1f} x {height:.1f} in canvas: {drawn}"
+
+
+@pytest.mark.parametrize("name", ["alignment", "alignment with p_t", "grid"])
+def test_attention_maps_show_their_tokens(name):
+    fig = FIGURES[name]()
+    FigureCanvasAgg(fig).draw()
+    labels = {t.get_text() for ax in fig.get_axes() for t in ax.get_xticklabels() + ax.get_yticklabels()}
+    assert set(SRC) <= labels and set(TGT) <= labels
