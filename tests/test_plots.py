@@ -11,7 +11,11 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 
 from attnkit import plots
-from attnkit.plots.inspection import plot_contextual, plot_head_statistics, plot_walkthrough
+from attnkit.plots.inspection import (
+    plot_contextual,
+    plot_head_statistics,
+    plot_walkthrough,
+)
 
 RNG = np.random.default_rng(0)
 SRC = ["▁a", "b", "␣", "longer", "</s>"]
