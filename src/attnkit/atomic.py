@@ -74,6 +74,29 @@ def save_figure(fig: Any, path: str | Path, *, dpi: int = 130) -> Path:
     return Path(path)
 
 
+@contextlib.contextmanager
+def atomic_directory(target: str | Path) -> Iterator[Path]:
+    """A new directory beside ``target`` to build in; when the block ends without an
+    exception it replaces ``target`` (an earlier one, or nothing) whole, otherwise it is removed."""
+    import shutil
+
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    building.chmod(0o755)  # mkdtemp makes it private; what is built here is an ordinary directory
+    try:
+        yield building
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    old = target.with_name(f".{target.name}.old.{os.getpid()}") if target.exists() else None
+    if old is not None:
+        target.rename(old)
+    building.rename(target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def remove_stale(directory: str | Path) -> list[Path]:
     """Delete the temporary files a killed writer left in ``directory`` (``.NAME.XXXX.tmp*``).
     Call it only where no other writer is at work (a training run on start or resume)."""

@@ -4,14 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .atomic import save_figure, write_text
+from .atomic import atomic_directory, save_figure, write_text
 from .config import config_from_dict, save_config
 from .data import readable
 from .data.dates import date_pairs
@@ -65,29 +62,11 @@ def run_demo(
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another --out-dir")
     final = config_from_dict(demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"])  # checks every setting
-    out.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    building.chmod(0o755)  # mkdtemp makes it private; the demo is an ordinary directory
-    try:
+    with atomic_directory(out) as building:
         result = _build_demo(building, arch=arch, max_steps=max_steps, seed=seed, attention=attention)
         save_config(final, building / "config.yaml")  # the paths where the demo ends up
-        _swap_in(building, out)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
     print(f"attention heatmap: {out / 'attention.png'}\ninteractive viewer: {out / 'attention.html'}  (open it in a browser)")
     return {**result, "heatmap": str(out / "attention.png"), "viewer": str(out / "attention.html")}
-
-
-def _swap_in(new: Path, out: Path) -> None:
-    """Replace ``out`` (an earlier demo, or nothing) by the complete ``new`` directory."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old.{os.getpid()}")
-        out.rename(old)
-    new.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: str) -> dict[str, Any]:

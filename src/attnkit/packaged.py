@@ -167,15 +167,12 @@ def package_directory(source: Path, model: nn.Module, target: Path, *, dtype: to
     its config (out_dir dropped) and tokenizer copied, the weights in ``dtype``, the card, and a
     manifest with ``info``. Built beside ``target`` and swapped in whole."""
     import shutil
-    import tempfile
 
     import yaml
 
-    from .atomic import write_text
+    from .atomic import atomic_directory, write_text
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with atomic_directory(target) as building:
         config = yaml.safe_load((source / "config.yaml").read_text(encoding="utf-8"))
         config["out_dir"] = f"runs/{target.name}"  # where retraining it would write
         write_text(building / "config.yaml", yaml.safe_dump(config, sort_keys=False))
@@ -185,15 +182,4 @@ def package_directory(source: Path, model: nn.Module, target: Path, *, dtype: to
         if card:
             write_text(building / "card.md", card)
         write_manifest(building, {**info, "dtype": str(dtype).removeprefix("torch.")})
-        building.chmod(0o755)
-        old = target.with_name(f".{target.name}.old") if target.exists() else None
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-            target.rename(old)
-        building.rename(target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
     return target
