@@ -119,9 +119,8 @@ def cmd_explain(args: argparse.Namespace) -> None:
                                        weights=Weights(**F.weights(args)))
     if prepared.output:
         print(f"{prepared.source}\n  -> {prepared.output}\n")
-    tokens = {"encoder": prepared.src_tokens, "decoder": prepared.tgt_in_tokens, "cross": prepared.tgt_out_tokens}
     walk = explain(model, prepared, kind=args.kind, layer=args.layer, head=args.head,
-                   query=F.query_index(args, tokens[args.kind]))
+                   query=F.query_index(args, prepared.queries(args.kind)))
     print(walk.report())
     if args.output:
         from .plots.inspection import plot_walkthrough

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from .config import BLEU_TOKENIZERS, DEVICES
 from .evaluation.metrics import DETOKENIZE_LANGS
+from .inspection.positions import SCHEMES as POSITION_FIGURES
 from .model_dir import CHECKPOINT_CHOICES
 from .search import PENALTIES, SearchOptions
 
-__all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES"]
+__all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "POSITION_FIGURES"]
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
-POSITION_FIGURES = ("sinusoidal", "learned", "relative", "t5", "rope", "alibi")
 DEFAULT_BEAM = SearchOptions().beam
 
 EXAMPLES = {

@@ -18,11 +18,12 @@ from ..errors import unknown_choice
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
+SPACE = "\u2423"  # how a word-boundary mark standing alone is shown
 
 
 def readable(pieces: list[str]) -> list[str]:
     """Subword pieces as a reader sees them: word starts lose the mark, a bare mark becomes '␣'."""
-    return ["\u2423" if p == WORD_START else p.removeprefix(WORD_START) for p in pieces]
+    return [SPACE if p == WORD_START else p.removeprefix(WORD_START) for p in pieces]
 
 
 def _train_one(lines: list[str], cfg: TokenizerConfig, prefix: Path) -> spm.SentencePieceProcessor:

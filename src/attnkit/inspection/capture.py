@@ -46,8 +46,24 @@ VERSION = 1
 BOS_LABEL, EOS_LABEL = "<s>", "</s>"
 
 
+class _TokenLabels:
+    """Row and column labels of each attention kind, for anything holding the three token lists."""
+
+    src_tokens: list[str]
+    tgt_in_tokens: list[str]
+    tgt_out_tokens: list[str]
+
+    def queries(self, kind: str) -> list[str]:
+        """Row labels of ``kind``: what each query position is (a cross-attention row: the token it predicts)."""
+        return {"encoder": self.src_tokens, "decoder": self.tgt_in_tokens, "cross": self.tgt_out_tokens}[kind]
+
+    def keys(self, kind: str) -> list[str]:
+        """Column labels of ``kind``."""
+        return {"encoder": self.src_tokens, "decoder": self.tgt_in_tokens, "cross": self.src_tokens}[kind]
+
+
 @dataclass
-class AttentionRecord:
+class AttentionRecord(_TokenLabels):
     """The attention maps of one sentence (see the module docstring for shapes)."""
 
     source: str
@@ -62,14 +78,6 @@ class AttentionRecord:
     @property
     def kinds(self) -> list[str]:
         return [k for k in KINDS if k in self.maps]
-
-    def queries(self, kind: str) -> list[str]:
-        """Row labels of ``kind``: what each query position is."""
-        return {"encoder": self.src_tokens, "decoder": self.tgt_in_tokens, "cross": self.tgt_out_tokens}[kind]
-
-    def keys(self, kind: str) -> list[str]:
-        """Column labels of ``kind``."""
-        return {"encoder": self.src_tokens, "decoder": self.tgt_in_tokens, "cross": self.src_tokens}[kind]
 
     def get(self, kind: str) -> np.ndarray:
         if kind not in self.maps:
@@ -128,7 +136,7 @@ def capture_ids(model: Seq2SeqModel | EncoderModel, src_ids: list[int], tgt_in_i
 
 
 @dataclass
-class Prepared:
+class Prepared(_TokenLabels):
     """One sentence ready for a forward pass: ids and their readable tokens."""
 
     source: str

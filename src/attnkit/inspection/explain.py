@@ -21,15 +21,18 @@ import numpy as np
 import torch
 
 from ..attention.multihead import MultiHeadAttention
-from ..models.interface import EncoderModel, Seq2SeqModel, find_site
+from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel, find_site
 from .capture import LABELS, Prepared
 
 
 def attention_module(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> MultiHeadAttention:
     """The multi-head attention of ``kind`` in ``layer`` (negative counts from the top)."""
-    site = find_site(model, kind, layer)
+    return _multi_head(find_site(model, kind, layer))
+
+
+def _multi_head(site: AttentionSite) -> MultiHeadAttention:
     if not isinstance(site.module, MultiHeadAttention):
-        raise ValueError(f"the Q/K/V walk-through needs multi-head attention; this model's {LABELS[kind]} "
+        raise ValueError(f"the Q/K/V walk-through needs multi-head attention; this model's {LABELS[site.kind]} "
                          f"is {type(site.module).__name__}")
     return site.module
 
@@ -119,14 +122,13 @@ def explain(
     query: int = 0,
 ) -> Walkthrough:
     """Recompute one head's attention for query position ``query`` of ``prepared``."""
-    module = attention_module(model, kind, layer)
+    site = find_site(model, kind, layer)
+    module = _multi_head(site)
     if kind != "encoder" and prepared.tgt_in_ids is None:
         raise ValueError(f"{LABELS[kind]} needs a target side")
     if not 0 <= head < module.num_heads:
         raise ValueError(f"head {head} out of range: the layer has {module.num_heads} heads (0..{module.num_heads - 1})")
-    # rows are labelled as `plot` and the viewer label them: a cross-attention row by the token it predicts
-    q_tokens = {"encoder": prepared.src_tokens, "decoder": prepared.tgt_in_tokens, "cross": prepared.tgt_out_tokens}[kind]
-    k_tokens = prepared.tgt_in_tokens if kind == "decoder" else prepared.src_tokens
+    q_tokens, k_tokens = prepared.queries(kind), prepared.keys(kind)  # labelled as `plot` and the viewer do
     if not -len(q_tokens) <= query < len(q_tokens):
         raise ValueError(f"query {query} out of range: {len(q_tokens)} tokens (0..{len(q_tokens) - 1})")
     query %= len(q_tokens)
@@ -182,7 +184,7 @@ def explain(
     model_weights = seen["output"].weights[0, head, query].float()
     cpu = lambda x: x.detach().cpu().numpy()  # noqa: E731
     return Walkthrough(
-        kind=kind, layer=find_site(model, kind, layer).layer,
+        kind=kind, layer=site.layer,
         head=head, query=query, query_token=q_tokens[query], key_tokens=list(k_tokens),
         x=cpu(x_q[0, query]), q=cpu(q), k=cpu(k), v=cpu(v), raw=cpu(raw), scale=scale,
         bias=None if bias is None else cpu(bias), scaled=cpu(scaled), weights=cpu(weights),

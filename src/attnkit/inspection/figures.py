@@ -19,8 +19,8 @@ def record_figure(record: AttentionRecord, *, kind: str | None = None, layer: in
     w = record.select(kind, layer, head)
     layers, heads = record.get(kind).shape[:2]
     which = f"head {head}" if head != "mean" else "average of its heads" if heads > 1 else "its one attention"
-    show_pt = kind == "cross" and record.p_t is not None
     cross = kind == "cross"
+    show_pt = cross and record.p_t is not None
     return plot_alignment(
         w, k, q, title=f"{name}\nlayer {layer % layers}, {which}",
         p_t=record.p_t if show_pt else None, window=record.window if show_pt else None,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-SPACE = "\u2423"  # how data.readable shows a word-start mark that stands alone
+from ..data.tokenizer import SPACE
 
 
 def plot_alignment(
