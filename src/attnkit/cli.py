@@ -66,10 +66,10 @@ def _figure(fig, args: argparse.Namespace) -> None:
 
 
 def _records(args: argparse.Namespace):
-    from .inspection.sources import Weights, attention_records
+    from .inspection.sources import attention_records
 
     return attention_records(args.source, F.sentences(args), targets=args.target, options=F.search_options(args),
-                             weights=Weights(**F.weights(args)))
+                             weights=F.weights(args))
 
 
 def cmd_capture(args: argparse.Namespace) -> None:
@@ -113,10 +113,10 @@ def cmd_view(args: argparse.Namespace) -> None:
 def cmd_explain(args: argparse.Namespace) -> None:
     """The Q/K/V walk-through for one query token of one head."""
     from .inspection import explain
-    from .inspection.sources import Weights, prepare_sentence
+    from .inspection.sources import prepare_sentence
 
     model, prepared = prepare_sentence(args.source, args.sentence, target=args.target, options=F.search_options(args),
-                                       weights=Weights(**F.weights(args)))
+                                       weights=F.weights(args))
     if prepared.output:
         print(f"{prepared.source}\n  -> {prepared.output}\n")
     walk = explain(model, prepared, kind=args.kind, layer=args.layer, head=args.head,

@@ -103,11 +103,7 @@ class MultiHeadAttention(nn.Module):
         """Q W^Q, K W^K, V W^V split into heads: (b, h, t, d), (b, h, s, d), (b, h, s, d),
         before any positional transform (what ``explain`` walks through)."""
         self._check_inputs(query, key, value)
-        d = self.d_model
-        (q,) = self._split_heads(self._project(query, slice(0, d)))
-        (k,) = self._split_heads(self._project(key, slice(d, 2 * d)))
-        (v,) = self._split_heads(self._project(value, slice(2 * d, None)))
-        return q, k, v
+        return self._projections(query, key, value, None)
 
     def forward(
         self,

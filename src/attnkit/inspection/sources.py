@@ -44,15 +44,6 @@ def is_pretrained(source: str | Path) -> bool:
 
 
 @dataclass
-class Weights:
-    """Which weights of a model directory to load, and where."""
-
-    checkpoint_name: str = "best"
-    average_last: int = 0
-    device: str = "auto"
-
-
-@dataclass
 class Source:
     """A loaded model with what turns sentences into its ids: an attnkit model (``tok``,
     ``cfg``) or a pretrained encoder (``encoder``)."""
@@ -74,17 +65,17 @@ class Source:
         return m.window if m is not None and m.arch == "rnn" and m.attention.startswith("local") else None
 
 
-def open_source(source: str | Path, weights: Weights | None = None) -> Source:
-    """Load an attnkit model directory or a pretrained encoder (not a .npz: see ``attention_records``)."""
-    weights = weights or Weights()
+def open_source(source: str | Path, weights: dict | None = None) -> Source:
+    """Load an attnkit model directory or a pretrained encoder (not a .npz: see ``attention_records``).
+    ``weights``: ``load_model``'s keyword arguments (checkpoint_name, average_last, device)."""
+    weights = {"device": "auto", **(weights or {})}
     if is_pretrained(source):
         from ..model_dir import resolve_device
         from ..pretrained import load_pretrained
 
-        encoder = load_pretrained(source, device=resolve_device(weights.device))
+        encoder = load_pretrained(source, device=resolve_device(weights["device"]))
         return Source(encoder.model, encoder.info, encoder=encoder)
-    model, tok, cfg = load_model(source, checkpoint_name=weights.checkpoint_name, average_last=weights.average_last,
-                                 device=weights.device)
+    model, tok, cfg = load_model(source, **weights)
     return Source(model, model_info(model, cfg), tok=tok, cfg=cfg)
 
 
@@ -100,7 +91,7 @@ def attention_records(
     *,
     targets: list[str] | None = None,
     options: SearchOptions | None = None,
-    weights: Weights | None = None,
+    weights: dict | None = None,
 ) -> tuple[list[AttentionRecord], dict]:
     """Attention records and model info: read from a saved ``.npz``, or captured by running
     the model on ``sentences`` (with its own translation, searched with ``options``, or
@@ -119,7 +110,7 @@ def attention_records(
 
 def prepare_sentence(
     source: str | Path, sentence: str, *, target: str | None = None,
-    options: SearchOptions | None = None, weights: Weights | None = None,
+    options: SearchOptions | None = None, weights: dict | None = None,
 ) -> tuple[Seq2SeqModel | EncoderModel, Prepared]:
     """The model and one sentence ready for ``explain``: ids, tokens and the target side."""
     src = open_source(source, weights)
