@@ -66,7 +66,33 @@ def test_errors(trained_toys):
         explain(model, p, query=10)
     rnn, rtok, _ = load_model(trained_toys["rnn"])
     [rp] = prepare(rnn, rtok, ["a b"])
-    with pytest.raises(ValueError, match="needs multi-head attention; this model's cross-attention is GlobalAttention"):
-        explain(rnn, rp, kind="cross")
+    with pytest.raises(ValueError, match="head 1 out of range: the RNN's attention has one head"):
+        explain(rnn, rp, kind="cross", head=1)
     with pytest.raises(ValueError, match=r"has no encoder self-attention \(it has: cross\)"):
         explain(rnn, rp, kind="encoder")
+
+
+@pytest.mark.parametrize("attention", ["global", "local-m", "local-p"])
+@pytest.mark.parametrize("score", ["dot", "scaled_dot", "general", "concat", "additive"])
+@pytest.mark.parametrize("feeding", [True, False])
+def test_recurrent_walkthrough_reproduces_luong_attention(trained_toys, attention, score, feeding):
+    """Every score, window and decoder wiring: the recomputed weights are the model's, the
+    per-dimension terms sum to the scores, and local attention puts no weight outside its window."""
+    tok = Tokenizer.load(trained_toys["rnn"])
+    cfg = config_from_dict({"model": {"arch": "rnn", "d_model": 32, "hidden": 32, "layers": 1, "attention": attention,
+                                      "score": score, "window": 2, "input_feeding": feeding}})
+    net = build_model(cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint).eval()
+    [p] = prepare(net, tok, ["a b c d e f g h"], targets=["h g f e d"])
+    for query in range(len(p.tgt_in_tokens)):
+        w = explain(net, p, kind="cross", query=query)
+        assert w.recurrent and w.max_error < 1e-5
+        np.testing.assert_allclose(w.terms.sum(-1), w.raw, atol=1e-5)
+        np.testing.assert_allclose(w.context, w.weights @ w.v, atol=1e-5)
+        assert np.all(w.weights[~w.allowed] == 0)
+        if attention == "global":
+            assert w.allowed.all() and w.weights.sum() == pytest.approx(1.0, abs=1e-5)
+        else:
+            assert w.allowed.sum() <= 2 * w.window + 1 and abs(np.flatnonzero(w.allowed) - w.p_t).max() <= w.window
+        if attention == "local-p":  # the Gaussian is not renormalised: the weights sum to at most 1
+            assert w.gauss is not None and w.weights.sum() <= 1.0 + 1e-6
+    assert "match the model's forward pass" in w.report() and w.score in w.report()

@@ -47,6 +47,11 @@ class ScoreFunction(nn.Module):
         """Scores (..., t, s) for queries (..., t, d_q) against keys (..., s, d_k)."""
         return self.score(q, self.prepare_keys(k))
 
+    def terms(self, q: Tensor, k: Tensor) -> Tensor:
+        """The per-dimension terms of one query's scores: q (d_q,), k (s, d_k) -> (s, ·), each
+        row summing to that key's score (for a dot product, q ⊙ k_j)."""
+        raise NotImplementedError(f"{type(self).__name__} has no per-dimension terms")
+
     @staticmethod
     def _check_dim(x: Tensor, expected: int, what: str) -> None:
         if x.shape[-1] != expected:
@@ -55,6 +60,9 @@ class ScoreFunction(nn.Module):
 
 class DotScore(ScoreFunction):
     """Luong et al. 2015, eq. 8 (dot): score(q, k) = q^T k. No parameters."""
+
+    formula = "q · k"
+    terms_formula = "q ⊙ k"
 
     def __init__(self, *, query_dim: int, key_dim: int | None = None) -> None:
         key_dim = query_dim if key_dim is None else key_dim
@@ -66,6 +74,9 @@ class DotScore(ScoreFunction):
         self._check_dim(q, self.query_dim, "query")
         return q @ prepared.transpose(-2, -1)  # (..., t, s)
 
+    def terms(self, q: Tensor, k: Tensor) -> Tensor:
+        return q * self.prepare_keys(k)
+
 
 class ScaledDotScore(DotScore):
     """Vaswani et al. 2017, eq. 1: score(q, k) = q^T k / sqrt(d_k).
@@ -74,9 +85,15 @@ class ScaledDotScore(DotScore):
     so a large d_k does not saturate the softmax.
     """
 
+    formula = "q · k / √d"
+    terms_formula = "q ⊙ k / √d"
+
     def score(self, q: Tensor, prepared: Tensor) -> Tensor:
         self._check_dim(q, self.query_dim, "query")
         return scaled_dot(q, prepared)  # (..., t, s)
+
+    def terms(self, q: Tensor, k: Tensor) -> Tensor:
+        return q * self.prepare_keys(k) / math.sqrt(k.shape[-1])
 
 
 class GeneralScore(ScoreFunction):
@@ -84,6 +101,9 @@ class GeneralScore(ScoreFunction):
 
     Computed as (W_a^T q) . k so the per-step cost is one projection of the query.
     """
+
+    formula = "(W_aᵀ q) · k"
+    terms_formula = "(W_aᵀ q) ⊙ k"
 
     def __init__(self, *, query_dim: int, key_dim: int) -> None:
         super().__init__(query_dim=query_dim, key_dim=key_dim)
@@ -93,6 +113,9 @@ class GeneralScore(ScoreFunction):
     def score(self, q: Tensor, prepared: Tensor) -> Tensor:
         self._check_dim(q, self.query_dim, "query")
         return (q @ self.W_a) @ prepared.transpose(-2, -1)  # (..., t, s)
+
+    def terms(self, q: Tensor, k: Tensor) -> Tensor:
+        return (q @ self.W_a) * self.prepare_keys(k)  # (W_a^T q) ⊙ k_j
 
 
 class _TanhScore(ScoreFunction):
@@ -113,6 +136,9 @@ class _TanhScore(ScoreFunction):
         energy = torch.tanh(aq.unsqueeze(-2) + prepared.unsqueeze(-3))  # (..., t, s, a)
         return energy @ self.v_a  # (..., t, s)
 
+    def terms(self, q: Tensor, k: Tensor) -> Tensor:
+        return self.v_a * torch.tanh(self._project_query(q) + self.prepare_keys(k))  # v_a ⊙ tanh(...)
+
 
 class ConcatScore(_TanhScore):
     """Luong et al. 2015, eq. 8 (concat): score(q, k) = v_a^T tanh(W_a [q; k]).
@@ -121,6 +147,9 @@ class ConcatScore(_TanhScore):
     concatenation equals applying its query and key column blocks separately,
     which is how it is computed (the key block once per sentence).
     """
+
+    formula = "v_a · tanh(W_a [q; k])"
+    terms_formula = "v_a ⊙ tanh(W_a [q; k])"
 
     def __init__(self, *, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
         super().__init__(query_dim=query_dim, key_dim=key_dim, hidden_dim=hidden_dim)
@@ -140,6 +169,9 @@ class ConcatScore(_TanhScore):
 
 class AdditiveScore(_TanhScore):
     """Bahdanau et al. 2015, eq. A.1.2: score(q, k) = v_a^T tanh(W_a q + U_a k)."""
+
+    formula = "v_a · tanh(W_a q + U_a k)"
+    terms_formula = "v_a ⊙ tanh(W_a q + U_a k)"
 
     def __init__(self, *, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
         super().__init__(query_dim=query_dim, key_dim=key_dim, hidden_dim=hidden_dim)

@@ -10,6 +10,17 @@ recompute attention step by step from the layer's own weights and inputs,
 and check the result against what the model computed in its forward pass.
 The softmax without the 1/sqrt(d_k) scaling is shown too: with d_k-dimensional
 q and k the raw scores grow like sqrt(d_k) and the softmax saturates.
+
+An RNN decoder's Luong attention is walked through the same way, with its own
+score (Luong et al. 2015, eq. 8; the query is the decoder state h_t, keys and
+values the encoder states):
+
+    dot      e_s = h_t . h̄_s                     terms: h_t ⊙ h̄_s
+    general  e_s = (W_a^T h_t) . h̄_s             terms: (W_a^T h_t) ⊙ h̄_s
+    concat   e_s = v_a . tanh(W_a [h_t; h̄_s])     terms: v_a ⊙ tanh(...)
+
+and, for local attention, the window [p_t - D, p_t + D] (local-p: p_t = S
+sigmoid(v_p^T tanh(W_p h_t)), weights softmax-in-window x exp(-(s - p_t)^2 / 2 (D/2)^2)).
 """
 
 from __future__ import annotations
@@ -21,19 +32,16 @@ import numpy as np
 import torch
 
 from ..attention.multihead import MultiHeadAttention
+from ..attention.recurrent import GlobalAttention, LocalAttention
 from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel, find_site
 from .capture import LABELS, Prepared
 
 
 def attention_module(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> MultiHeadAttention:
     """The multi-head attention of ``kind`` in ``layer`` (negative counts from the top)."""
-    return _multi_head(find_site(model, kind, layer))
-
-
-def _multi_head(site: AttentionSite) -> MultiHeadAttention:
+    site = find_site(model, kind, layer)
     if not isinstance(site.module, MultiHeadAttention):
-        raise ValueError(f"the Q/K/V walk-through needs multi-head attention; this model's {LABELS[site.kind]} "
-                         f"is {type(site.module).__name__}")
+        raise ValueError(f"this model's {LABELS[site.kind]} is {type(site.module).__name__}, not multi-head attention")
     return site.module
 
 
@@ -59,6 +67,20 @@ class Walkthrough:
     unscaled_weights: np.ndarray  # (s,) softmax(raw + bias): what attention would be without the scaling
     context: np.ndarray      # (d_k,) sum_j weights_j v_j (+ relative value term)
     model_weights: np.ndarray  # (s,) the same weights from the model's own forward pass
+    score: str = "q · k / √d_k"  # the score function
+    terms_formula: str = "q ⊙ k"  # what each row of ``terms`` is
+    terms: np.ndarray | None = None  # (s, ·) per-dimension terms; row j sums to raw[j] (default q ⊙ k_j)
+    allowed: np.ndarray | None = None  # (s,) keys this query may attend to (causal mask, local window)
+    p_t: float | None = None  # local attention: the window centre
+    window: int | None = None  # local attention: the half-width D
+    gauss: np.ndarray | None = None  # (s,) local-p: exp(-(s - p_t)^2 / (2 (D/2)^2))
+    recurrent: bool = False  # Luong attention of an RNN decoder: one head, no 1/sqrt(d_k) step
+
+    def __post_init__(self) -> None:
+        if self.terms is None:
+            self.terms = self.q[None, :] * self.k
+        if self.allowed is None:
+            self.allowed = np.isfinite(self.scaled)
 
     @property
     def query_label(self) -> str:
@@ -73,6 +95,8 @@ class Walkthrough:
         return float(np.abs(self.weights - self.model_weights).max())
 
     def report(self, dims: int = 6) -> str:
+        if self.recurrent:
+            return self._recurrent_report(dims)
         np_opts = dict(precision=3, suppress_small=True, max_line_width=140)
         d_k = self.q.shape[0]
         fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")  # noqa: E731
@@ -106,6 +130,38 @@ class Walkthrough:
         return "\n".join(lines)
 
 
+    def _recurrent_report(self, dims: int) -> str:
+        np_opts = dict(precision=3, suppress_small=True, max_line_width=140)
+        fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")  # noqa: E731
+        lines = [f"{LABELS[self.kind]} (Luong), {self.query_label}; score e_s = {self.score}", "",
+                 f"q = h_t, the decoder state   {fmt(self.q)}"]
+        if self.p_t is not None:
+            lines.append(f"window centre p_t = {self.p_t:.2f}, half-width D = {self.window}: "
+                         f"keys {self.p_t - self.window:.2f} .. {self.p_t + self.window:.2f}")
+        width = max(len(t) for t in self.key_tokens)
+        head = f"{'token':<{width}}  {'score':>8}  {'softmax':>8}" + (f"  {'gauss':>8}" if self.gauss is not None else "")
+        lines += ["", head + f"  {'weight':>8}"]
+        inside = self.scaled[self.allowed]
+        align = np.zeros_like(self.raw)
+        if inside.size:
+            e = np.exp(inside - inside.max())
+            align[self.allowed] = e / e.sum()
+        for j, t in enumerate(self.key_tokens):
+            if not self.allowed[j]:
+                lines.append(f"{t:<{width}}  {self.raw[j]:8.3f}  {'outside':>8}" + (f"  {'':>8}" if self.gauss is not None else "")
+                             + f"  {0.0:8.3f}")
+                continue
+            row = f"{t:<{width}}  {self.raw[j]:8.3f}  {align[j]:8.3f}"
+            if self.gauss is not None:
+                row += f"  {self.gauss[j]:8.3f}"
+            lines.append(row + f"  {self.weights[j]:8.3f}")
+        lines += ["", f"weights sum to {self.weights.sum():.3f}"
+                  + (" (local-p: softmax x Gaussian, not renormalised)" if self.gauss is not None else ""),
+                  f"c_t = sum_s a_s h̄_s  {fmt(self.context)}",
+                  f"check: recomputed weights match the model's forward pass to {self.max_error:.1e}"]
+        return "\n".join(lines)
+
+
 def entropy(p: np.ndarray) -> float:
     p = p[p > 0]
     return float(-(p * np.log(p)).sum())
@@ -121,37 +177,24 @@ def explain(
     head: int = 0,
     query: int = 0,
 ) -> Walkthrough:
-    """Recompute one head's attention for query position ``query`` of ``prepared``."""
+    """Recompute one head's attention for query position ``query`` of ``prepared``
+    (an RNN decoder's Luong attention has one head: 0)."""
     site = find_site(model, kind, layer)
-    module = _multi_head(site)
     if kind != "encoder" and prepared.tgt_in_ids is None:
         raise ValueError(f"{LABELS[kind]} needs a target side")
+    if isinstance(site.module, (GlobalAttention, LocalAttention)):
+        return _explain_recurrent(model, prepared, site, head, query)
+    if not isinstance(site.module, MultiHeadAttention):
+        raise ValueError(f"no walk-through for {type(site.module).__name__}")
+    module = site.module
     if not 0 <= head < module.num_heads:
         raise ValueError(f"head {head} out of range: the layer has {module.num_heads} heads (0..{module.num_heads - 1})")
     q_tokens, k_tokens = prepared.queries(kind), prepared.keys(kind)  # labelled as `plot` and the viewer do
-    if not -len(q_tokens) <= query < len(q_tokens):
-        raise ValueError(f"query {query} out of range: {len(q_tokens)} tokens (0..{len(q_tokens) - 1})")
-    query %= len(q_tokens)
-
-    seen: dict = {}
-
-    def hook(mod, args, kwargs, output):
-        seen.update(args=args, kwargs=kwargs, output=output)
-
-    model.eval()
-    device = next(model.parameters()).device
-    src = torch.tensor([prepared.src_ids], device=device)
-    mask = torch.ones_like(src, dtype=torch.bool)
-    handle = module.register_forward_hook(hook, with_kwargs=True)
-    try:
-        if prepared.tgt_in_ids is None:
-            model.encode(src, mask, need_weights=True)
-        else:
-            model(src, mask, torch.tensor([prepared.tgt_in_ids], device=device), need_weights=True)
-    finally:
-        handle.remove()
-
-    x_q, x_k, x_v = seen["args"][:3]
+    query = _query_index(query, q_tokens)
+    [(args, kwargs, output)] = _calls(model, prepared, module)
+    device = args[0].device
+    seen = {"kwargs": kwargs, "output": output}
+    x_q, x_k, x_v = args[:3]
     hd, h = module.head_dim, module.num_heads
     Q, K, V = (x.float() for x in module.head_projections(x_q, x_k, x_v))  # (1, h, ·, hd)
     x_q = x_q.float()
@@ -182,11 +225,83 @@ def explain(
         q_pos, k_pos = torch.arange(t, device=device), torch.arange(s, device=device)
         context = context + positions.value_term(full_w, q_pos, k_pos)[0, head, query]
     model_weights = seen["output"].weights[0, head, query].float()
-    cpu = lambda x: x.detach().cpu().numpy()  # noqa: E731
     return Walkthrough(
         kind=kind, layer=site.layer,
         head=head, query=query, query_token=q_tokens[query], key_tokens=list(k_tokens),
         x=cpu(x_q[0, query]), q=cpu(q), k=cpu(k), v=cpu(v), raw=cpu(raw), scale=scale,
         bias=None if bias is None else cpu(bias), scaled=cpu(scaled), weights=cpu(weights),
         unscaled_weights=cpu(unscaled), context=cpu(context), model_weights=cpu(model_weights),
+    )
+
+
+def cpu(x: torch.Tensor) -> np.ndarray:
+    return x.detach().float().cpu().numpy()
+
+
+def _query_index(query: int, q_tokens: list[str]) -> int:
+    if not -len(q_tokens) <= query < len(q_tokens):
+        raise ValueError(f"query {query} out of range: {len(q_tokens)} tokens (0..{len(q_tokens) - 1})")
+    return query % len(q_tokens)
+
+
+def _calls(model: Seq2SeqModel | EncoderModel, prepared: Prepared, module: torch.nn.Module) -> list[tuple]:
+    """(args, kwargs, output) of every call of ``module`` in one forward pass over ``prepared``."""
+    calls: list[tuple] = []
+
+    def hook(mod, args, kwargs, output):
+        calls.append((args, kwargs, output))
+
+    model.eval()
+    device = next(model.parameters()).device
+    src = torch.tensor([prepared.src_ids], device=device)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    handle = module.register_forward_hook(hook, with_kwargs=True)
+    try:
+        if prepared.tgt_in_ids is None:
+            model.encode(src, mask, need_weights=True)
+        else:
+            model(src, mask, torch.tensor([prepared.tgt_in_ids], device=device), need_weights=True)
+    finally:
+        handle.remove()
+    return calls
+
+
+def _explain_recurrent(model: Seq2SeqModel, prepared: Prepared, site: AttentionSite, head: int, query: int) -> Walkthrough:
+    """Luong attention of decoder step ``query``: its score, window (local) and weights, recomputed."""
+    module = site.module
+    if head != 0:
+        raise ValueError(f"head {head} out of range: the RNN's attention has one head (0)")
+    q_tokens, k_tokens = prepared.queries("cross"), prepared.keys("cross")
+    query = _query_index(query, q_tokens)
+    calls = _calls(model, prepared, module)  # one per decoder step (input feeding), or one for all steps
+    states = torch.cat([args[0] for args, _, _ in calls], 1)[0].float()  # (t, H) decoder states h_t
+    keys, values = (x[0].float() for x in calls[0][0][1:3])  # (s, H) encoder states
+    model_weights = torch.cat([out.weights for _, _, out in calls], 1)[0, query].float()
+    h = states[query]
+    s = keys.shape[0]
+    terms = module.score.terms(h, keys)  # (s, ·)
+    raw = terms.sum(-1)
+    positions = torch.arange(s, device=keys.device, dtype=raw.dtype)
+    allowed = torch.ones(s, dtype=torch.bool, device=keys.device)
+    p_t = window = gauss = None
+    if isinstance(module, LocalAttention):
+        window = module.window
+        centres = torch.cat([out.p_t for _, _, out in calls], 1)[0].float()
+        p_t = float(centres[query])
+        allowed = (positions >= math.ceil(p_t - window)) & (positions <= p_t + window)
+    scaled = torch.where(allowed, raw, torch.tensor(float("-inf"), device=raw.device))
+    weights = torch.softmax(scaled, -1)
+    if isinstance(module, LocalAttention) and module.mode == "local-p":
+        sigma = window / 2.0
+        g = torch.exp(-((positions - p_t) ** 2) / (2.0 * sigma**2))
+        weights = weights * g
+        gauss = cpu(g)
+    weights = cpu(weights)
+    return Walkthrough(
+        kind="cross", layer=site.layer, head=0, query=query, query_token=q_tokens[query], key_tokens=list(k_tokens),
+        x=cpu(h), q=cpu(h), k=cpu(keys), v=cpu(values), raw=cpu(raw), scale=1.0, bias=None, scaled=cpu(scaled),
+        weights=weights, unscaled_weights=weights, context=weights @ cpu(values), model_weights=cpu(model_weights),
+        score=module.score.formula.replace("q", "h_t").replace("k", "h̄_s"),
+        terms_formula=module.score.terms_formula.replace("q", "h_t").replace("k", "h̄_s"),
+        terms=cpu(terms), allowed=cpu(allowed).astype(bool), p_t=p_t, window=window, gauss=gauss, recurrent=True,
     )

@@ -18,7 +18,8 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     axes = fig.subplot_mosaic([["qk", "prod", "scores"], ["softmax", "values", "values"]])
     labels = list(w.key_tokens)
     ticks = dict(fontsize=8)
-    dim_label = f"dimension (first {shown} of d_k = {d_k})" if shown < d_k else f"dimension (d_k = {d_k})"
+    d_name = "H" if w.recurrent else "d_k"
+    dim_label = f"dimension (first {shown} of {d_name} = {d_k})" if shown < d_k else f"dimension ({d_name} = {d_k})"
 
     def heatmap(ax, rows, title, colour_label):
         lim = float(np.abs(rows).max()) or 1.0
@@ -31,23 +32,40 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     axes["qk"].axhline(0.5, color="black", lw=1.5)
     axes["qk"].set_yticks(range(s + 1), [f"q: {w.query_token}"] + [f"k: {t}" for t in labels], **ticks)
 
-    heatmap(axes["prod"], w.q[None, :shown] * w.k[:, :shown], "2. q ⊙ k_j: each row sums to q · k_j", "q_i k_ji")
-    axes["prod"].set_yticks(range(s), [f"q ⊙ k: {t}" for t in labels], **ticks)
+    terms = w.terms_formula if w.recurrent else "q ⊙ k_j"
+    heatmap(axes["prod"], w.terms[:, :shown], f"2. {terms}: each row sums to the score", "term")
+    axes["prod"].set_yticks(range(s), labels, **ticks)
+    axes["prod"].set_ylabel("key")
+    if w.recurrent:
+        axes["qk"].set_yticks(range(s + 1), [f"h_t: {w.query_token}"] + [f"h̄_s: {t}" for t in labels], **ticks)
+        axes["qk"].set_title("1. the decoder state h_t and the encoder states h̄_s")
 
     x = np.arange(s)
     finite = np.isfinite(w.scaled)
     ax = axes["scores"]
-    ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
-    ax.bar(x[finite] + 0.2, w.scaled[finite], width=0.4,
-           label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""), color="#2563eb")
+    if w.recurrent:
+        ax.bar(x[finite], w.raw[finite], width=0.6, label=f"score {w.score}", color="#2563eb")
+        ax.bar(x[~finite], w.raw[~finite], width=0.6, label="outside the window", color="#d1d5db")
+        ax.set(title="3. scores")
+    else:
+        ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
+        ax.bar(x[finite] + 0.2, w.scaled[finite], width=0.4,
+               label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""), color="#2563eb")
+        ax.set(title="3. scores, raw and scaled")
     ax.axhline(0, color="black", lw=0.5)
     ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
-    ax.set(title="3. scores, raw and scaled", ylabel="score")
+    ax.set(ylabel="score")
     ax.legend(fontsize=8)
 
     ax = axes["softmax"]
-    ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax without scaling (saturates)", color="#f59e0b")
-    ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
+    if w.recurrent:
+        ax.bar(x, w.weights, width=0.6, color="#2563eb",
+               label="softmax in the window × Gaussian" if w.gauss is not None else "softmax: the attention weights")
+        if w.gauss is not None:
+            ax.plot(x, w.gauss, color="#dc2626", marker=".", lw=1, label=f"Gaussian around p_t = {w.p_t:.2f}")
+    else:
+        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax without scaling (saturates)", color="#f59e0b")
+        ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
     ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
     ax.set(ylim=(0, 1.05), title="4. softmax", ylabel="weight")
     ax.legend(fontsize=8)
@@ -61,7 +79,8 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     for ax in axes.values():
         ax.title.set_fontsize(10)
     query = getattr(w, "query_label", f"query {w.query_token!r}")
-    fig.suptitle(f"{w.kind} attention, layer {w.layer}, head {w.head}: {query}", fontsize=11)
+    where = "RNN decoder (Luong)" if w.recurrent else f"layer {w.layer}, head {w.head}"
+    fig.suptitle(f"{w.kind} attention, {where}: {query}", fontsize=11)
     return fig
 
 
