@@ -110,6 +110,14 @@ def cmd_view(args: argparse.Namespace) -> None:
         print(f"screenshot: {screenshot(path, args.screenshot)}")
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    """The live attention studio in the browser."""
+    from .server.app import serve
+
+    limits = F.StudioLimits(max_chars=args.max_chars, max_tokens=args.max_tokens, max_beam=args.max_beam, max_nbest=args.max_nbest)
+    serve(args.models, host=args.host, port=args.port, limits=limits, device=args.device, workers=args.workers)
+
+
 def cmd_explain(args: argparse.Namespace) -> None:
     """The Q/K/V walk-through for one query token of one head."""
     from .inspection import explain
@@ -242,6 +250,19 @@ def _inspection_commands(add) -> None:
         else:
             F.output(p, None, "also plot the statistics to this figure", kind="figure")
             F.dpi(p)
+
+    p = add("serve", cmd_serve, "the live attention studio: type a sentence, explore every layer, head and query in the browser")
+    p.add_argument("models", nargs="*", metavar="MODEL", help="model directories, installed model names or pretrained "
+                   "encoders (default: every installed model, the pretrained MiniLM if installed, runs/demo/model if present)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (anything but loopback is reachable from other machines)")
+    p.add_argument("--port", type=F.port_number, default=8000, help="TCP port")
+    p.add_argument("--workers", type=F.positive_int, default=2, help="requests computed at once")
+    defaults = F.StudioLimits()
+    for name, text in (("max_chars", "most characters in a sentence"), ("max_tokens", "most subword tokens in a sentence"),
+                       ("max_beam", "largest beam size"), ("max_nbest", "longest n-best list")):
+        p.add_argument(f"--{name.replace('_', '-')}", dest=name, type=F.positive_int, default=getattr(defaults, name),
+                       help=f"{text} a request may ask for")
+    F.device_arg(p)
 
     p = add("explain", cmd_explain, "Q/K/V walk-through of one query token of one head")
     F.source(p, many=False)

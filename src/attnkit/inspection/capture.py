@@ -146,6 +146,8 @@ class Prepared(_TokenLabels):
     tgt_in_tokens: list[str] = field(default_factory=list)
     tgt_out_tokens: list[str] = field(default_factory=list)
     output: str = ""
+    score: float | None = None  # the search's score of ``output`` (None for a forced target)
+    nbest: list[tuple[str, float]] = field(default_factory=list)  # (text, score), best first, when asked for
 
 
 def _check_sentences(sentences: list[str]) -> None:
@@ -179,6 +181,8 @@ def prepare(
         found = translate(model, tok, sentences, options, max_src_len=max_src_len)
         texts = [t.output for t in found]
         tgt_ids = [[tok.tgt.piece_to_id(p) for p in t.out_pieces if p != EOS_LABEL] for t in found]
+        for p, t in zip(out, found):
+            p.score, p.nbest = t.score, t.nbest
     else:
         texts, tgt_ids = list(targets), tok.encode_tgt(targets)
     for p, text, ids in zip(out, texts, tgt_ids):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -22,22 +23,21 @@ def _rounded(a: np.ndarray) -> list:
     return np.round(a.astype(np.float64), DIGITS).tolist()
 
 
+def example_json(r: AttentionRecord) -> dict:
+    """One sentence as the page draws it: tokens, maps {kind: [layer][head][query][key]}, p_t."""
+    return {
+        "source": r.source, "output": r.output, "src_tokens": r.src_tokens,
+        "tgt_in_tokens": r.tgt_in_tokens, "tgt_out_tokens": r.tgt_out_tokens,
+        "window": r.window, "p_t": None if r.p_t is None else _rounded(r.p_t),
+        "maps": {kind: _rounded(a) for kind, a in r.maps.items()},
+    }
+
+
 def viewer_data(records: list[AttentionRecord], model: dict | None = None) -> dict:
-    """The JSON document the viewer draws."""
+    """The JSON document the static viewer draws."""
     if not records:
         raise ValueError("nothing to view: no sentences")
-    return {
-        "model": model or {},
-        "examples": [
-            {
-                "source": r.source, "output": r.output, "src_tokens": r.src_tokens,
-                "tgt_in_tokens": r.tgt_in_tokens, "tgt_out_tokens": r.tgt_out_tokens,
-                "window": r.window, "p_t": None if r.p_t is None else _rounded(r.p_t),
-                "maps": {kind: _rounded(a) for kind, a in r.maps.items()},
-            }
-            for r in records
-        ],
-    }
+    return {"model": model or {}, "examples": [example_json(r) for r in records], "live": None}
 
 
 def _script_safe(text: str) -> str:
@@ -45,11 +45,24 @@ def _script_safe(text: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def page_html(data: dict, *, title: str) -> str:
+    """The one page: the static viewer (``data`` holds the examples) and the live studio
+    (``data["live"]`` holds the served models) are the same HTML, CSS and JavaScript."""
+    files = resources.files("attnkit.viewer")
+    template = files.joinpath("page.html").read_text(encoding="utf-8")
+    parts = {
+        "__STYLE__": files.joinpath("page.css").read_text(encoding="utf-8"),
+        "__SCRIPT__": files.joinpath("page.js").read_text(encoding="utf-8"),
+        "__DATA__": _script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
+        "__TITLE__": html.escape(title),
+        "__VERSION__": __version__,
+    }
+    # one pass: nothing inside a substituted part (a title, a token) is ever substituted again
+    return re.sub(r"__(STYLE|SCRIPT|DATA|TITLE|VERSION)__", lambda m: parts[m.group(0)], template)
+
+
 def render_html(records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> str:
-    template = resources.files("attnkit.viewer").joinpath("template.html").read_text(encoding="utf-8")
-    data = _script_safe(json.dumps(viewer_data(records, model), ensure_ascii=False, separators=(",", ":")))
-    return (template.replace("__TITLE__", html.escape(title)).replace("__VERSION__", __version__)
-            .replace("__DATA__", data))
+    return page_html(viewer_data(records, model), title=title)
 
 
 def write_html(path: str | Path, records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> Path:

@@ -1,0 +1,136 @@
+"""`attnkit serve`: the attention studio as a local web application (Starlette on uvicorn).
+
+Routes (all answers JSON unless said otherwise; errors are ``{"error": "..."}`` with a 4xx):
+
+    GET  /                    the page (the same page `attnkit view` writes, in live mode)
+    GET  /api/models          the served models and the request limits
+    POST /api/translate       {model, text, beam?, nbest?, target?} -> translation, n-best, every attention map
+    POST /api/explain         {model, text, target?, kind?, layer?, head?, query?} -> the Q/K/V walk-through
+    POST /api/embed           {model, text} -> contextual-vector similarities (pretrained encoders)
+    GET  /api/positions?model=NAME   PNG of the model's positional scheme
+
+Models load once at start; each request runs in a worker thread (at most ``workers`` at
+once, one at a time per model), never on the event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import sys
+from ipaddress import ip_address
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from ..viewer.html import page_html
+from .service import Limits, RequestError, Studio, default_models
+
+MAX_BODY = 256 * 1024  # bytes of one request body
+LOG = logging.getLogger("attnkit.server")
+HEADERS = {  # the page is self-contained: it may talk only to this server
+    "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                               "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
+
+
+def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio") -> Starlette:
+    """The ASGI application answering for ``studio``'s models."""
+    limiter = anyio.CapacityLimiter(workers)
+    page = page_html({"model": {}, "examples": [], "live": studio.describe()}, title=title)
+
+    async def run(call: str, payload: object) -> object:
+        try:
+            return await anyio.to_thread.run_sync(studio.run, call, payload, limiter=limiter)
+        except RequestError as err:
+            return _error(err.status, str(err))
+        except ValueError as err:  # a value the model cannot take (a query out of range, a token limit)
+            return _error(422, str(err))
+        except Exception:  # a bug must not take the server down: log it, answer 500
+            LOG.exception("request %s failed", call)
+            return _error(500, f"internal error while answering {call}; see the server's log")
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(page, headers=HEADERS)
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(studio.describe(), headers=HEADERS)
+
+    def post(call: str):
+        async def endpoint(request: Request) -> Response:
+            body = await request.body()
+            if len(body) > MAX_BODY:
+                return _error(413, f"the request body is {len(body)} bytes; the limit is {MAX_BODY}")
+            try:
+                payload = json.loads(body)
+            except (ValueError, UnicodeDecodeError):
+                return _error(400, "the request body is not valid JSON")
+            result = await run(call, payload)
+            return result if isinstance(result, Response) else JSONResponse(result, headers=HEADERS)
+
+        return endpoint
+
+    async def positions(request: Request) -> Response:
+        result = await run("positions_png", {"model": request.query_params.get("model")})
+        if isinstance(result, Response):
+            return result
+        return Response(result, media_type="image/png", headers={**HEADERS, "Cache-Control": "max-age=3600"})
+
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/api/models", models, methods=["GET"]),
+        Route("/api/translate", post("translate"), methods=["POST"]),
+        Route("/api/explain", post("explain"), methods=["POST"]),
+        Route("/api/embed", post("embed"), methods=["POST"]),
+        Route("/api/positions", positions, methods=["GET"]),
+    ]
+    return Starlette(routes=routes)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_port(host: str, port: int) -> None:
+    """A clear error now, instead of uvicorn's log line, when the address is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as err:
+            raise ValueError(f"cannot listen on {host}:{port}: {err.strerror} (choose another --port)") from None
+
+
+def serve(sources: list[str], *, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
+          device: str = "auto", workers: int = 2) -> None:
+    """Load ``sources`` (default: ``default_models()``) and serve them until Ctrl-C."""
+    import uvicorn
+
+    check_port(host, port)
+    studio = Studio(sources or default_models(), limits=limits, device=device)
+    if not is_loopback(host):
+        print(f"warning: listening on {host}, not loopback: anyone who can reach this machine can use the studio",
+              file=sys.stderr)
+    config = uvicorn.Config(create_app(studio, workers=workers), host=host, port=port, log_level="warning",
+                            access_log=False)
+    names = ", ".join(studio.models)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"attnkit studio: http://{shown}:{port}/  ({names}); Ctrl-C stops it", flush=True)
+    uvicorn.Server(config).run()
+    print("attnkit studio: stopped", flush=True)

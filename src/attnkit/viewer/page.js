@@ -1,0 +1,524 @@
+"use strict";
+// attnkit's attention page. One script draws both the static viewer (`attnkit view`: the
+// sentences are in the page) and the live studio (`attnkit serve`: DATA.live lists the
+// models, sentences come from /api/translate). No library, nothing fetched but our own API.
+(function () {
+  const DATA = JSON.parse(document.getElementById("attnkit-data").textContent);
+  const LIVE = DATA.live;
+  const KIND_LABEL = { encoder: "encoder self-attention", decoder: "decoder self-attention", cross: "cross-attention (output → source)" };
+  const SPECIAL = new Set(["<s>", "</s>", "[CLS]", "[SEP]", "[PAD]", "<pad>"]);
+  const HEAD_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777",
+                        "#4b5563", "#65a30d", "#7c3aed", "#0d9488", "#b45309", "#be123c", "#1d4ed8", "#15803d"];
+  const SVG = "http://www.w3.org/2000/svg";
+  const FONT = "13px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+  const SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+  const $ = (id) => document.getElementById(id);
+  const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), scale: "abs", hideSpecial: false,
+                  pinned: null, hover: null, tab: "head", model: null };
+  let examples = DATA.examples || [];
+  let modelInfo = DATA.model || {};
+  const explainCache = new Map();
+  let neuronTicket = 0;  // a neuron view drawn for an older request is dropped
+
+  // ---- small helpers -------------------------------------------------------------------
+  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 73, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137], [53, 183, 121], [110, 206, 88], [253, 231, 37]];
+  function rgb(x) {
+    x = Math.max(0, Math.min(1, x)) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
+    return VIRIDIS[i].map((v, k) => Math.round(v + f * (VIRIDIS[i + 1][k] - v)));
+  }
+  const colour = (x) => { const c = rgb(x); return `rgb(${c[0]},${c[1]},${c[2]})`; };
+  function diverging(x) {  // -1 blue .. 0 white .. 1 red
+    x = Math.max(-1, Math.min(1, x));
+    const a = Math.abs(x), end = x < 0 ? [33, 102, 172] : [178, 24, 43];
+    return `rgb(${end.map((v) => Math.round(255 + a * (v - 255))).join(",")})`;
+  }
+  function el(tag, attrs, parent) {
+    const e = document.createElementNS(SVG, tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function html(tag, attrs, parent, text) {
+    const e = document.createElement(tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function option(select, value, text) { html("option", { value: value }, select, text); }
+  const measurer = document.createElement("canvas").getContext("2d");
+  function textWidth(tokens, font) {
+    measurer.font = font;
+    return Math.ceil(Math.max(0, ...tokens.map((t) => measurer.measureText(t).width)));
+  }
+  const fmt = (x, d = 3) => (x === null || x === undefined ? "–" : Number(x).toFixed(d));
+
+  // ---- what is shown -------------------------------------------------------------------
+  function example() { return examples[state.example]; }
+  function queries(ex, kind) { return kind === "encoder" ? ex.src_tokens : kind === "decoder" ? ex.tgt_in_tokens : ex.tgt_out_tokens; }
+  function keys(ex, kind) { return kind === "decoder" ? ex.tgt_in_tokens : ex.src_tokens; }
+  function shown(tokens) {  // indices of the tokens drawn
+    const all = tokens.map((_, i) => i);
+    if (!state.hideSpecial) return all;
+    const kept = all.filter((i) => !SPECIAL.has(tokens[i]));
+    return kept.length ? kept : all;
+  }
+  function heads() { return example().maps[state.kind][state.layer].length; }
+  function matrixOf(layer, head) {
+    const maps = example().maps[state.kind][layer];
+    if (head !== "mean") return maps[head];
+    const h = maps.length, out = maps[0].map((row) => row.map(() => 0));
+    for (const m of maps) m.forEach((row, i) => row.forEach((v, j) => { out[i][j] += v / h; }));
+    return out;
+  }
+  function rowScale(W, rows, cols) {  // divisor per row: 1 (absolute) or the row's largest shown weight
+    return rows.map((i) => (state.scale === "row" ? Math.max(1e-9, ...cols.map((j) => W[i][j])) : 1));
+  }
+  const scaleNote = () => (state.scale === "row" ? "per-query scale: each row ÷ its largest weight" : "absolute scale: weight 0 to 1");
+
+  // ---- selectors -----------------------------------------------------------------------
+  function fillSelectors() {
+    const ex = example(), kind = $("kind");
+    kind.innerHTML = "";
+    for (const k of ["encoder", "decoder", "cross"]) if (ex.maps[k]) option(kind, k, KIND_LABEL[k]);
+    if (!ex.maps[state.kind]) {
+      state.kind = ex.maps.cross ? "cross" : Object.keys(ex.maps)[0];
+      state.layer = ex.maps[state.kind].length - 1;
+    }
+    kind.value = state.kind;
+    fillLayerHead();
+  }
+  function fillLayerHead() {
+    const maps = example().maps[state.kind], layer = $("layer"), head = $("head");
+    layer.innerHTML = ""; head.innerHTML = "";
+    maps.forEach((_, i) => option(layer, i, i === maps.length - 1 && maps.length > 1 ? `${i} (last)` : String(i)));
+    state.layer = Math.min(state.layer, maps.length - 1);
+    layer.value = state.layer;
+    const h = maps[0].length;
+    if (h > 1) option(head, "mean", "average of heads");
+    for (let i = 0; i < h; i++) option(head, i, h === 1 ? "0 (the only head)" : String(i));
+    if (h === 1) state.head = 0;
+    else if (state.head !== "mean" && state.head >= h) state.head = "mean";
+    head.value = state.head;
+    state.chips = new Set(state.head === "mean" ? [...Array(h).keys()] : [state.head]);
+  }
+
+  // ---- head view -----------------------------------------------------------------------
+  function drawChips() {
+    const box = $("head-chips"); box.innerHTML = "";
+    const h = heads();
+    if (h === 1) return;
+    for (let i = 0; i < h; i++) {
+      const c = HEAD_COLOURS[i % HEAD_COLOURS.length];
+      const b = html("button", { type: "button", "data-head": i }, box, `head ${i}`);
+      b.style.borderColor = c;
+      if (state.chips.has(i)) { b.classList.add("on"); b.style.background = c; } else b.style.color = c;
+      b.addEventListener("click", () => {
+        if (state.chips.has(i) && state.chips.size > 1) state.chips.delete(i); else state.chips.add(i);
+        state.head = state.chips.size === 1 ? [...state.chips][0] : "mean";
+        $("head").value = state.head;
+        draw();
+      });
+    }
+  }
+
+  function drawLines() {
+    const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
+    const rows = shown(q), cols = shown(k);
+    const svg = $("lines"); svg.innerHTML = "";
+    const row = 22, top = 14, gap = 240;
+    const wq = textWidth(rows.map((i) => q[i]), FONT) + 16, wk = textWidth(cols.map((j) => k[j]), FONT) + 16;
+    svg.setAttribute("width", wq + gap + wk);
+    svg.setAttribute("height", top * 2 + row * Math.max(rows.length, cols.length));
+    const yq = (r) => top + row * (r + 0.5), yk = (c) => top + row * (c + 0.5);
+    const g = el("g", {}, svg);
+    const many = state.chips.size > 1;
+    for (const h of [...state.chips].sort((a, b) => a - b)) {
+      const W = matrixOf(state.layer, h), div = rowScale(W, rows, cols);
+      const stroke = heads() === 1 ? HEAD_COLOURS[0] : HEAD_COLOURS[h % HEAD_COLOURS.length];
+      rows.forEach((i, r) => cols.forEach((j, c) => {
+        const o = W[i][j] / div[r];
+        if (o < 0.03) return;
+        el("line", { x1: wq, y1: yq(r), x2: wq + gap, y2: yk(c), stroke: stroke, "stroke-width": (0.8 + 3 * o).toFixed(2),
+                     "stroke-opacity": (many ? 0.85 * o : o).toFixed(3), "data-q": i, "data-k": j, "data-h": h,
+                     "data-o": (many ? 0.85 * o : o).toFixed(3) }, g);
+      }));
+    }
+    const label = (tokens, idx, x, anchor, side, y) => idx.forEach((i, r) => {
+      const t = el("text", { x: x, y: y(r), "text-anchor": anchor, "data-side": side, "data-i": i }, svg);
+      t.textContent = tokens[i];
+      t.addEventListener("mouseenter", () => { state.hover = { side: side, i: i }; applyFocus(); });
+      t.addEventListener("mouseleave", () => { state.hover = null; applyFocus(); });
+      t.addEventListener("click", () => {
+        const same = state.pinned && state.pinned.side === side && state.pinned.i === i;
+        state.pinned = same ? null : { side: side, i: i };
+        applyFocus();
+        if (state.tab === "neuron") drawNeuron();
+      });
+    });
+    label(q, rows, wq - 8, "end", "q", yq);
+    label(k, cols, wq + gap + 8, "start", "k", yk);
+    applyFocus();
+  }
+
+  // Focus changes attributes only: the drawing stays, so the pointer never loses its token.
+  function applyFocus() {
+    const f = state.hover || state.pinned;
+    for (const line of $("lines").querySelectorAll("line")) {
+      const on = !f || (f.side === "q" ? +line.dataset.q === f.i : +line.dataset.k === f.i);
+      line.setAttribute("stroke-opacity", (on ? +line.dataset.o : +line.dataset.o * 0.05).toFixed(3));
+      line.classList.toggle("active", !!f && on);
+    }
+    for (const t of $("lines").querySelectorAll("text")) {
+      const hit = (p) => !!p && t.dataset.side === p.side && +t.dataset.i === p.i;
+      t.classList.toggle("active", hit(f));
+      t.classList.toggle("pinned", hit(state.pinned));
+    }
+    $("readout").textContent = f ? focusText(f) : "";
+  }
+  function focusText(f) {
+    const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
+    const W = matrixOf(state.layer, state.head), which = state.head === "mean" ? "average of heads" : `head ${state.head}`;
+    const top = (pairs) => pairs.sort((a, b) => b[1] - a[1]).slice(0, 4).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(" · ");
+    const pin = state.pinned && f === state.pinned ? " (pinned; click again to release)" : "";
+    if (f.side === "q")
+      return `“${q[f.i]}” (query ${f.i}) looks at: ${top(W[f.i].map((w, j) => [k[j], w]))} — ${which}, layer ${state.layer}${pin}`;
+    return `who looks at “${k[f.i]}” (key ${f.i}): ${top(W.map((r, i) => [q[i], r[f.i]]))} — ${which}, layer ${state.layer}${pin}`;
+  }
+
+  // ---- matrix view ---------------------------------------------------------------------
+  function setupCanvas(canvas, width, height) {
+    const r = window.devicePixelRatio || 1;
+    canvas.width = Math.ceil(width * r); canvas.height = Math.ceil(height * r);
+    canvas.style.width = `${width}px`; canvas.style.height = `${height}px`;
+    const ctx = canvas.getContext("2d");
+    ctx.setTransform(r, 0, 0, r, 0, 0);
+    return ctx;
+  }
+
+  function drawMatrix() {
+    const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
+    const rows = shown(q), cols = shown(k);
+    const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
+    const cell = Math.max(6, Math.min(24, Math.floor(520 / Math.max(rows.length, cols.length))));
+    const font = cell >= 10 ? SMALL : "9px system-ui, sans-serif";
+    const lq = textWidth(rows.map((i) => q[i]), font), lk = textWidth(cols.map((j) => k[j]), font);
+    const sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
+    const left = lq + 10, top = Math.ceil(lk * sin + 16), right = Math.ceil(lk * cos + 12);
+    const width = left + cell * cols.length + right, height = top + cell * rows.length + 6;
+    const canvas = $("matrix"), ctx = setupCanvas(canvas, width, height);
+    rows.forEach((i, r) => cols.forEach((j, c) => {
+      ctx.fillStyle = colour(W[i][j] / div[r]);
+      ctx.fillRect(left + c * cell, top + r * cell, cell, cell);
+    }));
+    ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle";
+    ctx.textAlign = "right";
+    rows.forEach((i, r) => ctx.fillText(q[i], left - 5, top + (r + 0.5) * cell));
+    ctx.textAlign = "left";
+    cols.forEach((j, c) => {
+      ctx.save(); ctx.translate(left + (c + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3);
+      ctx.fillText(k[j], 0, 0); ctx.restore();
+    });
+    if (state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
+      // local attention: the window [p_t - D, p_t + D] of each row, drawn row by row, and p_t itself
+      const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
+      ctx.strokeStyle = "white"; ctx.fillStyle = "white"; ctx.lineWidth = 1.5;
+      rows.forEach((i, r) => {
+        const p = ex.p_t[i], y = top + (r + 0.5) * cell;
+        ctx.beginPath();
+        ctx.moveTo(x(Math.max(cols[0] - 0.5, p - ex.window)), y); ctx.lineTo(x(Math.min(last + 0.5, p + ex.window)), y);
+        ctx.stroke();
+        ctx.beginPath(); ctx.arc(x(p), y, Math.max(2, cell / 5), 0, 2 * Math.PI); ctx.fill();
+      });
+    }
+    canvas.onmousemove = (e) => {
+      const b = canvas.getBoundingClientRect();
+      const c = Math.floor((e.clientX - b.left - left) / cell), r = Math.floor((e.clientY - b.top - top) / cell);
+      if (r < 0 || c < 0 || r >= rows.length || c >= cols.length) { $("readout").textContent = ""; return; }
+      const i = rows[r], j = cols[c];
+      let text = `${q[i]} → ${k[j]}: weight ${W[i][j].toFixed(3)}`;
+      if (state.scale === "row") text += ` (${(W[i][j] / div[r]).toFixed(2)} of its row's largest, ${div[r].toFixed(3)})`;
+      if (ex.p_t && state.kind === "cross") text += ` · p_t = ${ex.p_t[i].toFixed(2)}, window ±${ex.window}`;
+      $("readout").textContent = text;
+    };
+    canvas.onmouseleave = () => { $("readout").textContent = ""; };
+    drawLegend(ex);
+  }
+
+  function drawLegend(ex) {
+    const w = 260, ctx = setupCanvas($("legend"), w + 240, 44);
+    for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
+    ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
+    const ends = state.scale === "row" ? ["0", "row's largest"] : ["0", "1"];
+    ctx.textAlign = "left"; ctx.fillText(ends[0], 10, 22);
+    ctx.textAlign = "right"; ctx.fillText(ends[1], w + 10, 22);
+    ctx.textAlign = "left";
+    let text = state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)";
+    if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
+    ctx.fillText(text, w + 22, 4);
+    if (ex.p_t && state.kind === "cross") ctx.fillText(`white: window p_t ± ${ex.window}, dot: p_t`, w + 22, 22);
+    else if (state.head === "mean" && heads() > 1) ctx.fillText(`average of ${heads()} heads`, w + 22, 22);
+  }
+
+  // ---- model view ----------------------------------------------------------------------
+  function drawModelView() {
+    const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
+    const rows = shown(q), cols = shown(k), maps = ex.maps[state.kind];
+    const grid = $("model-grid"); grid.innerHTML = "";
+    const h = maps[0].length;
+    grid.style.gridTemplateColumns = `auto repeat(${h}, 88px)`;
+    html("div", { class: "axis" }, grid, "");
+    for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : `head ${j}`);
+    maps.forEach((layerMaps, l) => {
+      html("div", { class: "axis" }, grid, `layer ${l}`);
+      layerMaps.forEach((W, j) => {
+        const c = html("canvas", { "data-layer": l, "data-head": j, title: `layer ${l}, head ${j}` }, grid);
+        c.width = cols.length; c.height = rows.length;
+        const ctx = c.getContext("2d"), img = ctx.createImageData(cols.length, rows.length);
+        const div = rowScale(W, rows, cols);
+        rows.forEach((i, r) => cols.forEach((jj, cc) => {
+          const v = rgb(W[i][jj] / div[r]), p = 4 * (r * cols.length + cc);
+          img.data[p] = v[0]; img.data[p + 1] = v[1]; img.data[p + 2] = v[2]; img.data[p + 3] = 255;
+        }));
+        ctx.putImageData(img, 0, 0);
+        if (l === state.layer && String(j) === String(state.head)) c.classList.add("selected");
+        c.addEventListener("click", () => {
+          state.layer = l; state.head = j; $("layer").value = l; $("head").value = j; state.chips = new Set([j]);
+          selectTab("head");
+        });
+      });
+    });
+    $("readout").textContent = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s); ${scaleNote()}`;
+  }
+
+  // ---- neuron view ---------------------------------------------------------------------
+  function strip(values, lim, px) {  // one vector as a row of coloured cells (blue < 0 < red)
+    const c = document.createElement("canvas");
+    c.width = values.length; c.height = 1;
+    c.style.width = `${values.length * px}px`; c.style.height = "12px";
+    const ctx = c.getContext("2d");
+    values.forEach((v, d) => { ctx.fillStyle = diverging(v / lim); ctx.fillRect(d, 0, 1, 1); });
+    return c;
+  }
+  const absMax = (rows) => Math.max(1e-9, ...rows.flat().filter((x) => x !== null).map(Math.abs));
+
+  async function drawNeuron() {
+    const box = $("neuron"); box.innerHTML = "";
+    const ticket = ++neuronTicket;
+    if (!LIVE) {
+      html("p", { class: "note" }, box, "The neuron view recomputes q, k and v from the model's own weights, so it needs the model: " +
+           "open this model with `attnkit serve MODEL`, or run `attnkit explain MODEL \"sentence\"` on the command line.");
+      return;
+    }
+    const ex = example(), q = queries(ex, state.kind);
+    const query = state.pinned && state.pinned.side === "q" ? state.pinned.i : 0;
+    const head = state.head === "mean" ? Math.min(...state.chips) : state.head;
+    const note = html("p", { class: "note" }, box, `Query ${query} “${q[query]}”` +
+      (state.pinned && state.pinned.side === "q" ? "" : " (click a query token in the head view to choose another)") +
+      (state.head === "mean" ? `; head ${head} (the neuron view shows one head: choose it above)` : ""));
+    const request = { model: state.model, text: ex.source, target: ex.output || null, kind: state.kind,
+                      layer: state.layer, head: head, query: query };
+    const key = JSON.stringify(request);
+    let w = explainCache.get(key);
+    if (!w) {
+      try { w = await api("/api/explain", request); } catch (err) { note.textContent = String(err.message || err); note.classList.add("error"); return; }
+      explainCache.set(key, w);
+    }
+    if (ticket !== neuronTicket) return;
+    renderWalkthrough(box, w);
+  }
+
+  function renderWalkthrough(box, w) {
+    const px = Math.max(2, Math.min(6, Math.floor(192 / w.d_k)));
+    const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
+    const f = html("div", { class: "formula" }, box);
+    if (w.recurrent) {
+      f.textContent = `${w.query_label}. Score e_s = ${w.score}; weights = softmax(e)` +
+        (w.gauss ? ` inside the window, × exp(−(s − p_t)² / 2(D/2)²) with p_t = ${fmt(w.p_t, 2)}, D = ${w.window}` :
+         w.p_t !== null ? ` inside the window p_t ± D = ${fmt(w.p_t, 2)} ± ${w.window}` : "") +
+        `; c_t = Σ a_s h̄_s. Recomputed weights match the model to ${w.max_error}.`;
+    } else {
+      f.textContent = `${w.query_label}, layer ${w.layer}, head ${w.head}. e_j = q·k_j / √${w.d_k}` +
+        (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`;
+    }
+    const t = html("table", {}, box), head = html("tr", {}, t);
+    const cols = w.recurrent
+      ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", "in window", w.gauss ? "softmax" : "", w.gauss ? "× Gaussian" : "", "weight a_s"]
+      : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", "mask", "softmax a_j", "a_j v_j"];
+    cols.forEach((c) => { if (c) html("th", {}, head, c); });
+    const qrow = html("tr", { class: "query" }, t);
+    html("td", { class: "token" }, qrow, w.recurrent ? `h_t: ${w.query_token}` : `q: ${w.query_token}`);
+    html("td", {}, qrow).appendChild(strip(w.q, vecLim, px));
+    for (let c = 2; c < cols.filter(Boolean).length; c++) html("td", {}, qrow, "");
+    const softmaxInWindow = w.gauss ? w.weights.map((a, j) => (w.gauss[j] > 0 ? a / w.gauss[j] : 0)) : null;
+    w.key_tokens.forEach((tok, j) => {
+      const r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
+      html("td", { class: "token" }, r, tok);
+      html("td", {}, r).appendChild(strip(w.k[j], vecLim, px));
+      html("td", {}, r).appendChild(strip(w.terms[j], termLim, px));
+      html("td", {}, r, fmt(w.raw[j]));
+      if (w.recurrent) {
+        html("td", {}, r, w.allowed[j] ? "yes" : "no");
+        if (w.gauss) { html("td", {}, r, w.allowed[j] ? fmt(softmaxInWindow[j]) : "–"); html("td", {}, r, fmt(w.gauss[j])); }
+      } else {
+        html("td", {}, r, fmt(w.raw[j] * w.scale));
+        if (w.bias) html("td", {}, r, fmt(w.bias[j]));
+        html("td", {}, r, w.allowed[j] ? "" : "masked (−∞)");
+      }
+      const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
+      bar.style.width = `${Math.round(60 * w.weights[j])}px`;
+      cell.appendChild(document.createTextNode(fmt(w.weights[j])));
+      if (!w.recurrent) html("td", {}, r).appendChild(strip(w.v[j].map((v) => v * w.weights[j]), vLim, px));
+    });
+    const z = html("tr", { class: "sum" }, t);
+    html("td", { class: "token" }, z, w.recurrent ? "c_t = Σ a_s h̄_s" : "z = Σ a_j v_j");
+    const n = cols.filter(Boolean).length;
+    for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? fmt(w.weights.reduce((a, b) => a + b, 0)) : "");
+    html("td", {}, z).appendChild(strip(w.context, vLim, px));
+    html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): q and keys on ±${vecLim.toFixed(2)}, ` +
+      `the terms on ±${termLim.toFixed(2)}, values on ±${vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums to its score.` +
+      (w.recurrent ? "" : " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
+        `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
+  }
+
+  // ---- positions and contextual vectors (live) -----------------------------------------
+  function drawPositions() {
+    const box = $("positions"); box.innerHTML = "";
+    const img = html("img", { alt: `positional scheme of ${state.model}`, src: `/api/positions?model=${encodeURIComponent(state.model)}` }, box);
+    img.addEventListener("error", () => { box.innerHTML = ""; html("p", { class: "note" }, box, "this model has no positional scheme to draw"); });
+    $("readout").textContent = `positional scheme: ${modelInfo.positions || "none"}`;
+  }
+
+  async function drawEmbed() {
+    const box = $("embed"); box.innerHTML = "";
+    let r;
+    try { r = await api("/api/embed", { model: state.model, text: example().source }); }
+    catch (err) { html("p", { class: "note" }, box, String(err.message || err)); return; }
+    html("div", { class: "formula" }, box, "Cosine similarity of the same word in two places: the token table gives both the same vector; " +
+      "after self-attention each occurrence carries its own context.");
+    if (!r.repeated.length) { html("p", { class: "note" }, box, "No word occurs twice in this sentence: repeat one to compare its two vectors."); return; }
+    const t = html("table", {}, box), head = html("tr", {}, t);
+    html("th", {}, head, "pair"); r.depths.forEach((d) => html("th", {}, head, d));
+    for (const [i, j] of r.repeated) {
+      const row = html("tr", {}, t);
+      html("td", { class: "token" }, row, `${r.tokens[i]} (${i}) ~ ${r.tokens[j]} (${j})`);
+      r.similarity.forEach((m) => html("td", {}, row, fmt(m[i][j])));
+    }
+  }
+
+  // ---- tabs and drawing ----------------------------------------------------------------
+  function selectTab(tab) {
+    state.tab = tab;
+    $("readout").textContent = "";
+    for (const b of $("tabs").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.tab === tab);
+    for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== `tab-${tab}`;
+    draw();
+  }
+
+  function draw() {
+    if (!examples.length) return;
+    const ex = example();
+    $("src-text").textContent = ex.source;
+    $("out-text").textContent = ex.output ? "→ " + ex.output : "";
+    const info = modelInfo || {};
+    $("model-info").textContent = Object.entries(info).map(([key, v]) => `${key}: ${v}`).join(" · ");
+    if (state.tab === "head") { drawChips(); drawLines(); }
+    else if (state.tab === "model") drawModelView();
+    else if (state.tab === "matrix") drawMatrix();
+    else if (state.tab === "neuron") drawNeuron();
+    else if (state.tab === "positions") drawPositions();
+    else if (state.tab === "embed") drawEmbed();
+  }
+
+  function showExamples(list, info) {
+    examples = list; modelInfo = info || {};
+    state.example = 0; state.pinned = null; state.hover = null;
+    $("example-box").hidden = examples.length < 2;
+    $("example").innerHTML = "";
+    examples.forEach((ex, i) => option($("example"), i, `${i + 1}: ${ex.source.slice(0, 60)}`));
+    state.kind = null;
+    fillSelectors();
+    draw();
+  }
+
+  // ---- live studio ---------------------------------------------------------------------
+  async function api(path, body) {
+    const response = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const data = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+    if (!response.ok) throw new Error(data.error || `HTTP ${response.status}`);
+    return data;
+  }
+
+  const EXAMPLE_TEXT = { translation: "Two dogs are playing in the snow.", encoder: "The bank of the river is not the bank that holds my money." };
+
+  function currentModel() { return LIVE.models.find((m) => m.name === state.model); }
+
+  function chooseModel(name) {
+    state.model = name;
+    const m = currentModel();
+    const translation = m.task === "translation";
+    $("go").textContent = translation ? "Translate" : "Show attention";
+    for (const id of ["beam", "nbest", "target"]) $(id).parentElement.hidden = !translation;
+    $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions);
+    $("tabs").querySelector("[data-tab=embed]").hidden = translation;
+    if (["positions", "embed"].includes(state.tab)) selectTab("head");
+    if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[m.task];
+    explainCache.clear();
+  }
+
+  async function submit(target) {
+    const m = currentModel(), status = $("status");
+    const body = { model: state.model, text: $("text").value };
+    if (m.task === "translation") {
+      body.beam = +$("beam").value; body.nbest = +$("nbest").value;
+      const forced = target !== undefined ? target : $("target").value.trim();
+      if (forced) body.target = forced;
+    }
+    status.textContent = "working…"; status.classList.remove("error");
+    try {
+      const r = await api("/api/translate", body);
+      status.textContent = `${r.forced ? "forced translation scored" : "translated"} in ${r.server_ms} ms (server)`;
+      const list = $("nbest-list"); list.innerHTML = "";
+      r.nbest.forEach((h, i) => {
+        const li = html("li", {}, list, h.text);
+        html("span", { class: "score" }, li, `score ${fmt(h.score)}`);
+        if (!r.forced && i === 0) li.classList.add("chosen");
+        li.title = "show the attention of this translation";
+        li.addEventListener("click", () => { $("target").value = h.text; submit(h.text); });
+      });
+      explainCache.clear();
+      showExamples([r.example], m.info);
+    } catch (err) {
+      status.textContent = String(err.message || err); status.classList.add("error");
+    }
+  }
+
+  // ---- wiring --------------------------------------------------------------------------
+  $("example").addEventListener("change", (e) => { state.example = +e.target.value; state.pinned = null; fillSelectors(); draw(); });
+  $("kind").addEventListener("change", (e) => { state.kind = e.target.value; state.pinned = null; state.layer = example().maps[state.kind].length - 1; fillLayerHead(); draw(); });
+  $("layer").addEventListener("change", (e) => { state.layer = +e.target.value; draw(); });
+  $("head").addEventListener("change", (e) => {
+    state.head = e.target.value === "mean" ? "mean" : +e.target.value;
+    state.chips = new Set(state.head === "mean" ? [...Array(heads()).keys()] : [state.head]);
+    draw();
+  });
+  $("scale").addEventListener("change", (e) => { state.scale = e.target.value; draw(); });
+  $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; draw(); });
+  for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
+
+  if (LIVE) {
+    $("live").hidden = false;
+    $("tabs").querySelector("[data-tab=positions]").hidden = false;
+    LIVE.models.forEach((m) => option($("model"), m.name, `${m.name} (${m.task})`));
+    $("model").addEventListener("change", (e) => { chooseModel(e.target.value); submit(); });
+    $("live").addEventListener("submit", (e) => { e.preventDefault(); submit(); });
+    $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); submit(); } });
+    $("example-box").hidden = true;
+    chooseModel(LIVE.models[0].name);
+    submit();
+  } else {
+    showExamples(examples, modelInfo);
+  }
+  window.attnkit = { state: state, draw: draw, selectTab: selectTab };
+})();
