@@ -1,3 +1,4 @@
+import os
 import random
 from pathlib import Path
 
@@ -69,3 +70,29 @@ def trained_toys(reversal, tmp_path_factory) -> dict[str, Path]:
         train(config_from_dict(_toy_config(reversal, out, arch)), quiet=True)
         dirs[arch] = out
     return dirs
+
+
+REQUIRE_BROWSER = os.environ.get("ATTNKIT_REQUIRE_BROWSER") == "1"
+
+
+@pytest.fixture(scope="module")  # per module: Playwright's sync API cannot nest (the screenshot test starts its own)
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if REQUIRE_BROWSER:
+            pytest.fail("playwright is not installed (pip install -e '.[test]')")
+        pytest.skip("playwright is not installed")
+    from attnkit.viewer.screenshot import find_browser
+
+    exe = find_browser()
+    if exe is None:
+        if REQUIRE_BROWSER:
+            pytest.fail("no chromium found (apt-get install chromium)")
+        pytest.skip("no chromium on this machine")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+

@@ -86,8 +86,12 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
             return result
         return Response(result, media_type="image/png", headers={**HEADERS, "Cache-Control": "max-age=3600"})
 
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)
+
     routes = [
         Route("/", index, methods=["GET"]),
+        Route("/favicon.ico", no_icon, methods=["GET"]),
         Route("/api/models", models, methods=["GET"]),
         Route("/api/translate", post("translate"), methods=["POST"]),
         Route("/api/explain", post("explain"), methods=["POST"]),
@@ -131,6 +135,15 @@ def serve(sources: list[str], *, host: str = "127.0.0.1", port: int = 8000, limi
                             access_log=False)
     names = ", ".join(studio.models)
     shown = f"[{host}]" if ":" in host else host
-    print(f"attnkit studio: http://{shown}:{port}/  ({names}); Ctrl-C stops it", flush=True)
-    uvicorn.Server(config).run()
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started:  # listening now: the address printed works
+                print(f"attnkit studio: http://{shown}:{port}/  ({names}); Ctrl-C stops it", flush=True)
+
+    try:
+        Server(config).run()
+    except KeyboardInterrupt:  # uvicorn has shut down gracefully and passes Ctrl-C on: stopping is the normal end
+        pass
     print("attnkit studio: stopped", flush=True)

@@ -376,8 +376,10 @@
     const n = cols.filter(Boolean).length;
     for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? fmt(w.weights.reduce((a, b) => a + b, 0)) : "");
     html("td", {}, z).appendChild(strip(w.context, vLim, px));
-    html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): q and keys on ±${vecLim.toFixed(2)}, ` +
-      `the terms on ±${termLim.toFixed(2)}, values on ±${vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums to its score.` +
+    const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
+    const values = w.recurrent ? "c_t" : "the weighted values and z";
+    html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${vecLim.toFixed(2)}, ` +
+      `the terms on ±${termLim.toFixed(2)}, ${values} on ±${vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums to its score.` +
       (w.recurrent ? "" : " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
   }

