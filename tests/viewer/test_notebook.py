@@ -1,0 +1,36 @@
+"""The viewer inline in Jupyter, checked by executing a real notebook with nbclient."""
+
+import html
+import re
+
+import pytest
+
+from attnkit.viewer import show
+
+pytestmark = pytest.mark.slow  # starts a Jupyter kernel
+
+
+def test_show_renders_the_viewer_in_a_sandboxed_iframe(toy_records):
+    records, info = toy_records["rnn"]
+    out = show(records, info, height=500)._repr_html_()
+    assert out.startswith('<iframe sandbox="allow-scripts" srcdoc="') and "height: 500px" in out
+    page = html.unescape(re.search(r'srcdoc="(.*?)" style', out, re.S).group(1))
+    assert 'id="attnkit-data"' in page and records[0].source in page
+    with pytest.raises(ValueError, match="height"):
+        show(records, info, height=10)
+
+
+def test_a_notebook_displays_the_viewer(trained_toys):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("from attnkit.inspection.sources import attention_records\nfrom attnkit.viewer import show"),
+        nbformat.v4.new_code_cell(f"records, info = attention_records({str(trained_toys['transformer'])!r}, ['a b c d'])\n"
+                                  "show(records, info)"),
+    ]
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    [output] = nb.cells[1].outputs
+    page = html.unescape(output["data"]["text/html"])
+    assert output["output_type"] == "execute_result" and "<iframe" in page
+    assert '"source":"a b c d"' in page and '"output":"d c b a"' in page
