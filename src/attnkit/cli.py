@@ -87,6 +87,13 @@ def cmd_plot(args: argparse.Namespace) -> None:
     from .atomic import save_figure
     from .inspection.figures import record_figure
 
+    if args.steps:  # a run's snapshots: attention forming during training
+        from .inspection.snapshots import steps_figure
+
+        fig = steps_figure(args.source, steps=args.steps, kind=args.kind, layer=args.layer,
+                           head=args.head if args.head != "all" else "mean")
+        print(f"figure: {save_figure(fig, args.output, dpi=args.dpi)}")
+        return
     records, _ = _records(args)
     paths = []
     for i, r in enumerate(records):
@@ -99,11 +106,21 @@ def cmd_plot(args: argparse.Namespace) -> None:
 
 def cmd_view(args: argparse.Namespace) -> None:
     """Write the interactive viewer: one self-contained HTML file."""
+    from .inspection.snapshots import has_snapshots, load_snapshots
     from .viewer import write_html
 
-    records, info = _records(args)
-    path = write_html(args.output, records, info, title=args.title or f"attnkit attention: {Path(str(args.source)).name}")
-    print(f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {len(records)} sentence(s)); open it in a browser")
+    if not F.sentences(args) and has_snapshots(args.source):  # a run's attention as it formed: a step slider
+        from .viewer.html import write_snapshot_html
+
+        snaps = load_snapshots(args.source)
+        path = write_snapshot_html(args.output, snaps, title=args.title or f"attnkit: attention during training of "
+                                   f"{Path(str(args.source)).name}", max_steps=args.max_steps)
+        print(f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {min(len(snaps), args.max_steps)} of "
+              f"{len(snaps)} training steps); open it in a browser")
+    else:
+        records, info = _records(args)
+        path = write_html(args.output, records, info, title=args.title or f"attnkit attention: {Path(str(args.source)).name}")
+        print(f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {len(records)} sentence(s)); open it in a browser")
     if args.screenshot:
         from .viewer.screenshot import screenshot
 
@@ -240,11 +257,16 @@ def _inspection_commands(add) -> None:
             F.attention_choice(p, default_layer=-1)
             p.add_argument("--head", type=F.head_arg, default="mean", help="head index, 'mean' or 'all' "
                            "(grid of every layer and head)")
+            p.add_argument("--steps", type=F.positive_int, nargs="?", const=6, default=None, metavar="N",
+                           help="a run trained with train.attention_snapshots: N of its snapshots (default 6), "
+                                "first to last, one column each")
             F.output(p, "attention.png", "figure (.png, .svg or .pdf); several sentences get _1, _2, ...", kind="figure")
             F.dpi(p)
         elif name == "view":
             F.output(p, "attention.html", "output .html", kind=".html")
             p.add_argument("--title", help="page title (default: from the source's name)")
+            p.add_argument("--max-steps", type=F.positive_int, default=24, metavar="N",
+                           help="a run's snapshots (no sentences given): at most N training steps on the slider")
             p.add_argument("--screenshot", type=F.figure_path, metavar="PNG",
                            help="also save a picture of the page as chromium draws it (needs playwright)")
         else:

@@ -119,6 +119,7 @@ class TrainConfig:
     keep_last: int = 10  # last-K checkpoints kept (for averaging)
     log_every: int = 100
     tensorboard: bool = False
+    attention_snapshots: int = 0  # first N dev sentences whose attention is saved at every validation (snapshots/)
 
 
 @dataclass
@@ -350,6 +351,7 @@ RULES: dict[str, Choice | Range] = {
     "train.patience": NON_NEGATIVE,
     "train.keep_last": POSITIVE,
     "train.log_every": POSITIVE,
+    "train.attention_snapshots": NON_NEGATIVE,
 }
 
 
@@ -402,7 +404,7 @@ RESUMABLE = {
     "train.device", "train.max_steps", "train.max_minutes", "train.lr", "train.weight_decay", "train.schedule",
     "train.time_schedule", "train.warmup", "train.label_smoothing", "train.clip_norm", "train.bf16", "train.compile",
     "train.eval_every", "train.bleu_every", "train.bleu_tokenize", "train.patience", "train.keep_last",
-    "train.log_every", "train.tensorboard",
+    "train.log_every", "train.tensorboard", "train.attention_snapshots",
 }
 
 

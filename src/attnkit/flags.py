@@ -54,10 +54,12 @@ EXAMPLES = {
     "plot": """examples:
   attnkit plot runs/demo "22 november 2026" -o attention.png
   attnkit plot runs/demo "22 november 2026" --kind encoder --head all -o grid.png
-  attnkit plot maps.npz -o from_file.png""",
+  attnkit plot maps.npz -o from_file.png
+  attnkit plot RUN_DIR --steps 6 -o forming.png  a run trained with train.attention_snapshots=3""",
     "view": """examples:
   attnkit view runs/demo "22 november 2026" "jul 4, 1976" -o attention.html
-  attnkit view maps.npz -o attention.html --screenshot attention.png""",
+  attnkit view maps.npz -o attention.html --screenshot attention.png
+  attnkit view RUN_DIR -o forming.html          a run's snapshots, with a training-step slider""",
     "heads": """examples:
   attnkit heads runs/demo -i runs/demo/data/dev.src -o heads.png""",
     "explain": """examples:

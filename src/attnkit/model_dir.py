@@ -111,6 +111,17 @@ class ModelDir:
     def log(self) -> Path:
         return self.path / "log.jsonl"
 
+    @property
+    def snapshots(self) -> Path:
+        """Attention snapshots taken during training (``train.attention_snapshots``)."""
+        return self.path / "snapshots"
+
+    def snapshot_files(self) -> list[tuple[int, Path]]:
+        """(step, snapshots/step_N.npz), oldest first."""
+        found = [(int(m.group(1)), p) for p in self.snapshots.glob("step_*.npz")
+                 if (m := re.fullmatch(r"step_(\d+)\.npz", p.name))]
+        return sorted(found)
+
     def step_checkpoints(self) -> list[Path]:
         """step_N.pt files, oldest first."""
         found = [(int(m.group(1)), p) for p in self.checkpoints.glob("step_*.pt") if (m := re.fullmatch(r"step_(\d+)\.pt", p.name))]

@@ -96,3 +96,39 @@ def plot_attention_grid(
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def plot_attention_steps(
+    rows: Sequence[tuple[Sequence[str], Sequence[str], Sequence[tuple[int, np.ndarray]]]],
+    *,
+    title: str = "",
+    xlabel: str = "source",
+    ylabel: str = "output",
+) -> Figure:
+    """Attention as training proceeds: one row per sentence, (query tokens, key tokens,
+    [(step, (t, s) matrix), ...]); one column per step, every panel on one 0..1 scale."""
+    if not rows or not rows[0][2]:
+        raise ValueError("no snapshots to draw")
+    cols = len(rows[0][2])
+    longest = max(max(len(q), len(k)) for q, k, _ in rows)
+    size = max(1.8, min(3.0, 0.16 * longest))
+    fig = Figure(figsize=(1.8 + cols * size, 0.9 + len(rows) * (size + 0.5)), layout="constrained")
+    axes = fig.subplots(len(rows), cols, squeeze=False)
+    fs = _fontsize(longest)
+    for r, (q, k, panels) in enumerate(rows):
+        for c, (step, w) in enumerate(panels):
+            ax = axes[r, c]
+            if w.shape != (len(q), len(k)):
+                raise ValueError(f"a {w.shape} map for {len(q)} query and {len(k)} key tokens")
+            im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+            ax.set_xticks(range(len(k)), list(k), rotation=90, fontsize=fs)
+            ax.set_yticks(range(len(q)), list(q) if c == 0 else [], fontsize=fs)
+            ax.set_title(f"step {step}", fontsize=9)
+            if c == 0:
+                ax.set_ylabel(ylabel, fontsize=9)
+            if r == len(rows) - 1:
+                ax.set_xlabel(xlabel, fontsize=9)
+    fig.colorbar(im, ax=axes, shrink=0.7, label="attention weight (one scale, 0 to 1, for every panel)")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig

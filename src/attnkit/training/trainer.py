@@ -206,7 +206,7 @@ class Trainer:
         if self.world.main:
             self.md.path.mkdir(parents=True, exist_ok=True)
             self.md.checkpoints.mkdir(exist_ok=True)
-            for directory in (self.md.path, self.md.checkpoints):  # left by a run killed mid-write
+            for directory in (self.md.path, self.md.checkpoints, self.md.snapshots):  # left by a run killed mid-write
                 remove_stale(directory)
         if self.resume_state is None and self.world.main:
             self.tok = Tokenizer.train(cfg.tokenizer, train.src, train.tgt, self.md.path)
@@ -247,6 +247,10 @@ class Trainer:
             if torch.cuda.is_available() and s["rng"].get("cuda"):
                 torch.cuda.set_rng_state_all(s["rng"]["cuda"])
             self._apply_changes()
+            if self.world.main:  # snapshots a killed run took after its last checkpoint are taken again
+                for step, path in self.md.snapshot_files():
+                    if step > self.state.step:
+                        path.unlink()
             self.say(f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})")
         self.ddp = distributed.wrap(self.model, self.world, self.device)  # the model, or DDP around it
         self.trained = self.ddp  # what the training step calls
@@ -323,6 +327,24 @@ class Trainer:
             result.update(dev_bleu=score.score, bleu_signature=score.signature)
         model.train(was_training)
         return result
+
+    def _snapshot(self, result: dict[str, Any]) -> None:
+        """Every attention map of the first ``train.attention_snapshots`` dev sentences, teacher-forced
+        on their references so that every step has the same rows, saved as snapshots/step_N.npz
+        (read by `attnkit view RUN_DIR` and `attnkit plot RUN_DIR --steps`). Uses no randomness."""
+        from ..inspection.capture import capture, model_info, save_records
+
+        n, m = self.cfg.train.attention_snapshots, self.cfg.model
+        window = m.window if m.arch == "rnn" and m.attention.startswith("local") else None
+        was_training = self.model.training
+        try:
+            records = capture(self.model, self.tok, self.dev.src[:n], targets=self.dev.tgt[:n], window=window)
+        finally:
+            self.model.train(was_training)
+        info = {**model_info(self.model, self.cfg), "step": self.state.step,
+                **{k: round(v, 4) for k, v in result.items() if k in ("dev_loss", "dev_bleu")}}
+        self.md.snapshots.mkdir(exist_ok=True)
+        save_records(self.md.snapshots / f"step_{self.state.step}.npz", records, info)
 
     def _loss(self, model: torch.nn.Module, batch: Batch) -> LossSums:
         """Teacher-forced loss with the output projection fused into it (see training/loss.py).
@@ -474,6 +496,8 @@ class Trainer:
         log.write("valid", s.step, **result)
         bleu_txt = f"  BLEU {result['dev_bleu']:.2f}" if "dev_bleu" in result else ""
         self.say(f"valid step {s.step}: loss {result['dev_loss']:.3f}  ppl {result['dev_ppl']:.2f}{bleu_txt}{'  *best*' if improved else ''}")
+        if tc.attention_snapshots and self.world.main:
+            self._snapshot(result)
         self._save_step(improved)
         self._save()
         return tc.patience > 0 and s.bad_evals >= tc.patience

@@ -65,6 +65,30 @@ def render_html(records: list[AttentionRecord], model: dict | None = None, *, ti
     return page_html(viewer_data(records, model), title=title)
 
 
+SNAPSHOT_KEYS = ("step", "dev_loss", "dev_bleu")  # per-step values in a snapshot's model info
+
+
+def snapshot_data(snapshots: list[tuple[int, list[AttentionRecord], dict]], max_steps: int = 24) -> dict:
+    """The viewer's document for training snapshots: the page gets a step slider over at most
+    ``max_steps`` of them (evenly spread, the first and the last included)."""
+    from ..inspection.snapshots import pick
+
+    chosen = pick(snapshots, max_steps)
+    info = {k: v for k, v in chosen[-1][2].items() if k not in SNAPSHOT_KEYS}
+    steps = [{**{k: i[k] for k in SNAPSHOT_KEYS if k in i}, "step": step, "examples": [example_json(r) for r in records]}
+             for step, records, i in chosen]
+    return {"model": info, "examples": steps[-1]["examples"], "live": None, "steps": steps}
+
+
+def write_snapshot_html(path: str | Path, snapshots: list[tuple[int, list[AttentionRecord], dict]], *,
+                        title: str, max_steps: int = 24) -> Path:
+    """The viewer of a run's attention snapshots, with a step slider."""
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
+    return write_text(path, page_html(snapshot_data(snapshots, max_steps), title=title))
+
+
 def write_html(path: str | Path, records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> Path:
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):

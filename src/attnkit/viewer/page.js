@@ -509,6 +509,17 @@
   $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; draw(); });
   for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
 
+  if (DATA.steps) {  // training snapshots: the same sentences at every validation
+    const slider = $("step"), last = DATA.steps.length - 1;
+    const label = () => {
+      const st = DATA.steps[+slider.value];
+      $("step-label").textContent = `${st.step}` + (st.dev_loss !== undefined ? ` · dev loss ${st.dev_loss.toFixed(3)}` : "") +
+        (st.dev_bleu !== undefined ? ` · dev BLEU ${st.dev_bleu.toFixed(1)}` : "") + ` (${+slider.value + 1} of ${last + 1})`;
+    };
+    $("step-box").hidden = false;
+    slider.max = last; slider.value = last; label();
+    slider.addEventListener("input", () => { examples = DATA.steps[+slider.value].examples; label(); draw(); });
+  }
   if (LIVE) {
     $("live").hidden = false;
     $("tabs").querySelector("[data-tab=positions]").hidden = false;

@@ -1,0 +1,57 @@
+"""Attention as it forms during training: the snapshots a run with ``train.attention_snapshots: N``
+saves at every validation (the first N dev sentences, teacher-forced on their references, so
+every step has the same rows and columns), read back for the viewer's step slider and for a
+figure of selected steps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..model_dir import ModelDir
+from .capture import LABELS, AttentionRecord, load_records
+
+
+def has_snapshots(path: str | Path) -> bool:
+    return Path(path).is_dir() and bool(ModelDir(Path(path)).snapshot_files())
+
+
+def load_snapshots(run_dir: str | Path) -> list[tuple[int, list[AttentionRecord], dict]]:
+    """(step, records, model info) of every snapshot of ``run_dir``, oldest first."""
+    found = ModelDir(Path(run_dir)).snapshot_files()
+    if not found:
+        raise FileNotFoundError(f"no attention snapshots in {run_dir} (train with train.attention_snapshots=N)")
+    return [(step, *load_records(path)) for step, path in found]
+
+
+def pick(items: list, count: int) -> list:
+    """``count`` items spread evenly over ``items``, the first and the last included."""
+    if count < 1:
+        raise ValueError(f"the number of steps must be >= 1, got {count}")
+    if count >= len(items):
+        return list(items)
+    if count == 1:
+        return [items[-1]]
+    return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
+
+
+def steps_figure(run_dir: str | Path, *, steps: int = 6, kind: str | None = None, layer: int = -1,
+                 head: int | str = "mean", sentences: int = 3):
+    """A figure of ``steps`` snapshots (evenly spread, first and last included): one row per
+    snapshot sentence (at most ``sentences``), one column per step."""
+    from ..plots import plot_attention_steps
+
+    snaps = pick(load_snapshots(run_dir), steps)
+    first = snaps[-1][1][0]
+    kind = kind or ("cross" if "cross" in first.maps else first.kinds[0])
+    rows = []
+    for i in range(min(sentences, len(snaps[-1][1]))):
+        rec = snaps[-1][1][i]
+        rows.append((rec.queries(kind), rec.keys(kind), [(step, records[i].select(kind, layer, head))
+                                                         for step, records, _ in snaps]))
+    layers, heads = first.get(kind).shape[:2]
+    which = f"head {head}" if head != "mean" else "average of heads" if heads > 1 else "its one attention"
+    cross = kind == "cross"
+    return plot_attention_steps(
+        rows, title=f"{LABELS[kind]} forming during training of {Path(run_dir).name}\n"
+                    f"layer {layer % layers}, {which}; dev sentences with their reference outputs",
+        xlabel="source" if cross else "key", ylabel="reference output" if cross else "query")
