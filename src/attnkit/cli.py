@@ -275,7 +275,7 @@ def _inspection_commands(add) -> None:
 
     p = add("serve", cmd_serve, "the live attention studio: type a sentence, explore every layer, head and query in the browser")
     p.add_argument("models", nargs="*", metavar="MODEL", help="model directories, installed model names or pretrained "
-                   "encoders (default: every installed model, the pretrained MiniLM if installed, runs/demo/model if present)")
+                   "encoders (default: every installed model, the pretrained MiniLM if installed, the demo model runs/demo if present)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (anything but loopback is reachable from other machines)")
     p.add_argument("--port", type=F.port_number, default=8000, help="TCP port")
     p.add_argument("--workers", type=F.positive_int, default=2, help="requests computed at once")

