@@ -22,7 +22,7 @@ def documented_commands() -> list[tuple[str, str]]:
     """(doc, command) for every command line in the docs' code blocks (a transcript's '$ ' dropped)."""
     found = []
     for doc in DOCS:
-        for block in re.findall(r"```[a-z]*\n(.*?)```", (REPO / doc).read_text(encoding="utf-8"), re.S):
+        for block in re.findall(r"```[a-z]*\n(.*?)```", (REPO / doc).read_text(encoding="utf-8"), re.DOTALL):
             for line in re.sub(r"\\\n\s*", " ", block).splitlines():
                 line = line.strip().removeprefix("$ ")
                 if COMMAND.match(line):

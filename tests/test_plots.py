@@ -2,8 +2,6 @@
 token labels on the axes, a labelled colour bar for every heatmap (one stated shared scale
 where panels share one), and no text outside the canvas."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -11,6 +9,7 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 
 from attnkit import plots
+from attnkit.inspection.explain import Walkthrough
 from attnkit.plots.inspection import (
     plot_contextual,
     plot_head_statistics,
@@ -32,9 +31,24 @@ def _walkthrough():
     q, k, v = RNG.normal(size=d), RNG.normal(size=(s, d)), RNG.normal(size=(s, d))
     raw = k @ q
     weights = _softmax(raw / np.sqrt(d))
-    return SimpleNamespace(kind="encoder", layer=0, head=1, query=2, query_token="␣", key_tokens=SRC, q=q, k=k, v=v,
-                           raw=raw, scale=d**-0.5, bias=None, scaled=raw / np.sqrt(d), weights=weights,
-                           unscaled_weights=_softmax(raw), context=weights @ v, query_label="query 2 '␣'")
+    return Walkthrough(kind="encoder", layer=0, head=1, query=2, query_token="␣", key_tokens=SRC, x=q, q=q, k=k, v=v,
+                       raw=raw, scale=d**-0.5, bias=None, scaled=raw / np.sqrt(d), weights=weights,
+                       unscaled_weights=_softmax(raw), context=weights @ v, model_weights=weights)
+
+
+def _recurrent_walkthrough():
+    """local-p: keys 1..3 inside the window around p_t = 2.2, a Gaussian on the softmax."""
+    s, d = 5, 8
+    q, k = RNG.normal(size=d), RNG.normal(size=(s, d))
+    raw, allowed = k @ q, np.array([False, True, True, True, False])
+    scaled = np.where(allowed, raw, -np.inf)
+    gauss = np.exp(-((np.arange(s) - 2.2) ** 2) / 2)
+    weights = _softmax(scaled) * gauss
+    return Walkthrough(kind="cross", layer=0, head=0, query=1, query_token="Hund", key_tokens=SRC, x=q, q=q, k=k, v=k,
+                       raw=raw, scale=1.0, bias=None, scaled=scaled, weights=weights, unscaled_weights=weights,
+                       context=weights @ k, model_weights=weights, score="(W_aᵀ h_t) · h̄_s",
+                       terms_formula="(W_aᵀ h_t) ⊙ h̄_s", terms=q[None] * k, allowed=allowed, p_t=2.2, window=1,
+                       gauss=gauss, recurrent=True)
 
 
 FIGURES = {
@@ -50,6 +64,9 @@ FIGURES = {
     "rotary": lambda: plots.plot_rotary(RNG.normal(size=(40, 4)), RNG.normal(size=(3, 6)), title="RoPE"),
     "head statistics": lambda: plot_head_statistics([("encoder self-attention", RNG.random((2, 4)), RNG.random((2, 4)))]),
     "walkthrough": lambda: plot_walkthrough(_walkthrough()),
+    "recurrent walkthrough": lambda: plot_walkthrough(_recurrent_walkthrough()),
+    "steps": lambda: plots.plot_attention_steps(
+        [(TGT, SRC, [(100 * i, _softmax(RNG.normal(size=(4, 5)))) for i in range(1, 4)])], title="forming"),
     "contextual": lambda: plot_contextual(
         [f"t{i} (1)" for i in range(6)], [("static", np.eye(6)), ("layer 2", np.eye(6))],
         [("static", RNG.normal(size=(6, 2))), ("layer 2", RNG.normal(size=(6, 2)))], {0: 0, 3: 1}, words=["t0"]),

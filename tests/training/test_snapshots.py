@@ -63,7 +63,7 @@ def test_resume_drops_the_snapshots_of_lost_steps(reversal, toy_config, tmp_path
 def test_view_has_a_step_slider_and_plot_draws_the_steps(run, tmp_path, capsys):
     assert main(["view", str(run), "-o", str(tmp_path / "forming.html")]) == 0
     page = (tmp_path / "forming.html").read_text()
-    data = json.loads(re.search(r'id="attnkit-data">(.*?)</script>', page, re.S).group(1))
+    data = json.loads(re.search(r'id="attnkit-data">(.*?)</script>', page, re.DOTALL).group(1))
     assert [s["step"] for s in data["steps"]] == [100, 200, 300] and len(data["steps"][0]["examples"]) == 2
     assert "3 of 3 training steps" in capsys.readouterr().out
     assert main(["view", str(run), "-o", str(tmp_path / "two.html"), "--max-steps", "2"]) == 0

@@ -99,7 +99,7 @@ class Walkthrough:
             return self._recurrent_report(dims)
         np_opts = dict(precision=3, suppress_small=True, max_line_width=140)
         d_k = self.q.shape[0]
-        fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")  # noqa: E731
+        fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")
         lines = [
             f"{LABELS[self.kind]}, layer {self.layer}, head {self.head}, {self.query_label}; d_k = {d_k}",
             "",
@@ -132,7 +132,7 @@ class Walkthrough:
 
     def _recurrent_report(self, dims: int) -> str:
         np_opts = dict(precision=3, suppress_small=True, max_line_width=140)
-        fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")  # noqa: E731
+        fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")
         lines = [f"{LABELS[self.kind]} (Luong), {self.query_label}; score e_s = {self.score}", "",
                  f"q = h_t, the decoder state   {fmt(self.q)}"]
         if self.p_t is not None:

@@ -112,7 +112,8 @@ def plot_attention_steps(
     cols = len(rows[0][2])
     longest = max(max(len(q), len(k)) for q, k, _ in rows)
     size = max(1.8, min(3.0, 0.16 * longest))
-    fig = Figure(figsize=(1.8 + cols * size, 0.9 + len(rows) * (size + 0.5)), layout="constrained")
+    label = 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under each row for its rotated key labels
+    fig = Figure(figsize=(1.8 + cols * size, 1.2 + len(rows) * (size + 0.6 + label)), layout="constrained")
     axes = fig.subplots(len(rows), cols, squeeze=False)
     fs = _fontsize(longest)
     for r, (q, k, panels) in enumerate(rows):

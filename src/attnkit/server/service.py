@@ -18,7 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..inspection.capture import AttentionRecord, capture_ids, prepare, prepare_pretrained
+from ..inspection.capture import (
+    AttentionRecord,
+    capture_ids,
+    prepare,
+    prepare_pretrained,
+)
 from ..inspection.explain import Walkthrough, explain
 from ..inspection.sources import Source, open_source
 from ..models.interface import Seq2SeqModel
