@@ -330,7 +330,7 @@
   }
 
   function renderWalkthrough(box, w) {
-    const px = Math.max(2, Math.min(6, Math.floor(192 / w.d_k)));
+    const px = Math.max(1, Math.min(6, Math.floor(192 / w.d_k)));  // a strip is at most ~256 px wide
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
     const f = html("div", { class: "formula" }, box);
     if (w.recurrent) {
@@ -371,11 +371,18 @@
       cell.appendChild(document.createTextNode(fmt(w.weights[j])));
       if (!w.recurrent) html("td", {}, r).appendChild(strip(w.v[j].map((v) => v * w.weights[j]), vLim, px));
     });
-    const z = html("tr", { class: "sum" }, t);
-    html("td", { class: "token" }, z, w.recurrent ? "c_t = Σ a_s h̄_s" : "z = Σ a_j v_j");
-    const n = cols.filter(Boolean).length;
-    for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? fmt(w.weights.reduce((a, b) => a + b, 0)) : "");
-    html("td", {}, z).appendChild(strip(w.context, vLim, px));
+    const z = html("tr", { class: "sum" }, t), n = cols.filter(Boolean).length;
+    const total = fmt(w.weights.reduce((a, b) => a + b, 0));
+    if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
+      html("td", { class: "token" }, z, "c_t = Σ a_s h̄_s");
+      html("td", {}, z).appendChild(strip(w.context, vLim, px));
+      for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
+      html("td", {}, z, `Σ ${total}`);
+    } else {
+      html("td", { class: "token" }, z, "z = Σ a_j v_j");
+      for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
+      html("td", {}, z).appendChild(strip(w.context, vLim, px));
+    }
     const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
     const values = w.recurrent ? "c_t" : "the weighted values and z";
     html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${vecLim.toFixed(2)}, ` +
