@@ -87,7 +87,7 @@ def test_positions_every_scheme(capsys, tmp_path):
         (["explain", "{model}", "a b", "--query", "zz"], "is not one of the tokens", 1),
         (["capture", "{model}", "a b", "-o", "{tmp}/m.json"], "must end in .npz", 2),
         (["capture", "{model}", "a b"], "required: -o/--output", 2),
-        (["explain", "{rnn}", "a b", "--kind", "cross"], "needs multi-head attention", 1),
+        (["explain", "{rnn}", "a b", "--kind", "cross", "--head", "1"], "the RNN's attention has one head", 1),
         (["plot", "{model}", "a b", "--checkpoint", "average", "--average-last", "-1"], "expected an integer >= 0", 2),
     ],
 )

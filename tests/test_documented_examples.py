@@ -37,9 +37,20 @@ def test_the_docs_have_examples():
     assert len(COMMANDS) >= 15 and any("multi30k-en-de-rnn" in c for _, c in COMMANDS)
 
 
+@pytest.fixture(scope="module")
+def with_demo(tmp_path_factory):
+    """A working directory holding a (short) demo model at runs/demo, for the examples that use it."""
+    work = tmp_path_factory.mktemp("docs_demo")
+    subprocess.run([sys.executable, "-m", "attnkit", "demo", "--steps", "300", "--out-dir", str(work / "runs/demo")],
+                   check=True, capture_output=True)
+    return work
+
+
 @pytest.mark.parametrize("doc,command", [c for c in COMMANDS if not LONG.search(c[1])],
                          ids=lambda x: x if "/" not in x and not x.endswith(".md") else None)
-def test_documented_command_runs(doc, command, tmp_path):
+def test_documented_command_runs(doc, command, tmp_path, request):
+    if "runs/demo" in command:  # the demo's model: made once for these examples
+        tmp_path = request.getfixturevalue("with_demo")
     shared = (REPO.parent / "shared").resolve()
     if "../shared/" in command and not shared.is_dir():
         pytest.skip("needs ../shared beside the repository")
