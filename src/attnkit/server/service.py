@@ -135,17 +135,9 @@ class Studio:
         beam = self._int(request, "beam", 5, 1, self.limits.max_beam)
         nbest = self._int(request, "nbest", 1, 1, min(beam, self.limits.max_nbest), limit_name="max_nbest (and the beam)")
         src = m.source
-        if src.encoder is not None:
-            if target:
-                raise RequestError("an encoder has no target side: leave 'target' out")
-            prepared = prepare_pretrained(src.encoder, [text])[0]
-            self._check_tokens(len(prepared.src_ids), "text")
-        else:
-            self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
-            if target:
-                self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
-            prepared = prepare(src.model, src.tok, [text], targets=[target] if target else None,
-                               options=SearchOptions(beam=beam, n_best=nbest), max_src_len=src.max_src_len)[0]
+        if src.encoder is not None and target:
+            raise RequestError("an encoder has no target side: leave 'target' out")
+        prepared = self._prepare(m, text, target, SearchOptions(beam=beam, n_best=nbest))
         maps, p_t = capture_ids(src.model, prepared.src_ids, prepared.tgt_in_ids)
         record = AttentionRecord(
             source=prepared.source, src_tokens=prepared.src_tokens, maps=maps, output=prepared.output,
@@ -171,18 +163,23 @@ class Studio:
         layer = self._int(request, "layer", -1, -64, 63)
         head = self._int(request, "head", 0, 0, 255)
         query = self._int(request, "query", 0, -1024, 1023)
+        prepared = self._prepare(m, text, target, SearchOptions())
+        walk = explain(m.source.model, prepared, kind=kind, layer=layer, head=head, query=query)
+        return {"model": m.name, **walkthrough_json(walk), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
+    def _prepare(self, m: StudioModel, text: str, target: str | None, options: SearchOptions) -> Prepared:
+        """``text`` (and ``target``) as the model's ids, within the token limit; a seq2seq model's
+        target side is its own translation, searched with ``options``, unless ``target`` forces one."""
         src = m.source
         if src.encoder is not None:
             prepared = prepare_pretrained(src.encoder, [text])[0]
             self._check_tokens(len(prepared.src_ids), "text")
-        else:
-            self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
-            if target:
-                self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
-            prepared = prepare(src.model, src.tok, [text], targets=[target] if target else None,
-                               max_src_len=src.max_src_len)[0]
-        walk = explain(src.model, prepared, kind=kind, layer=layer, head=head, query=query)
-        return {"model": m.name, **walkthrough_json(walk), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+            return prepared
+        self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
+        if target:
+            self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
+        return prepare(src.model, src.tok, [text], targets=[target] if target else None, options=options,
+                       max_src_len=src.max_src_len)[0]
 
     def _embed(self, request: dict, m: StudioModel) -> dict:
         """Contextual vectors of a pretrained encoder: the cosine similarity of every pair of tokens
@@ -192,7 +189,7 @@ class Studio:
         if m.source.encoder is None:
             raise RequestError(f"{m.name} is not a pretrained encoder: contextual vectors are shown for encoders")
         text = self._text(request, "text", required=True)
-        self._check_tokens(len(prepare_pretrained(m.source.encoder, [text])[0].src_ids), "text")
+        self._prepare(m, text, None, SearchOptions())  # the token limit
         v = token_vectors(m.source.encoder, [text])
         depths = [("static", v.static)] + [("embeddings" if k == 0 else f"layer {k}", v.layers[k])
                                            for k in range(v.layers.shape[0])]
