@@ -100,3 +100,24 @@ def test_attention_maps_show_their_tokens(name):
     FigureCanvasAgg(fig).draw()
     labels = {t.get_text() for ax in fig.get_axes() for t in ax.get_xticklabels() + ax.get_yticklabels()}
     assert set(SRC) <= labels and set(TGT) <= labels
+
+
+def test_projection_labels_neither_overlap_nor_leave_their_panel():
+    # eight marked tokens bunched in two tight clusters, one at the right edge: labels must be moved apart
+    # (a label per place: points 0.09 apart fall in different places, but their labels would touch)
+    points = np.array([[0.09 * i, 0.09 * i] for i in range(4)] + [[1.0 - 0.09 * i, 0.7 + 0.09 * i] for i in range(4)]
+                      + [[0.5, 0.5], [0.3, 0.1]])
+    labels = [f"a long label ({i})" for i in range(10)]
+    fig = plot_contextual(labels, [("static", np.eye(10))], [("layer 1", points)], {i: i % 2 for i in range(8)})
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    panel = fig.get_axes()[-1]
+    notes = [t for t in panel.texts if t.get_text()]
+    assert len(notes) == 8
+    boxes = [t.get_window_extent(renderer) for t in notes]
+    frame = panel.get_window_extent(renderer)
+    for i, a in enumerate(boxes):
+        assert frame.x0 - 1 <= a.x0 and a.x1 <= frame.x1 + 1, f"{notes[i].get_text()} leaves its panel"
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), "two labels overlap"

@@ -162,7 +162,9 @@ def cmd_heads(args: argparse.Namespace) -> None:
     stats = [head_statistics(records, kind) for kind in records[0].kinds]
     print("\n\n".join(st.report() for st in stats))
     if args.output:
-        _figure(head_statistics_figure(stats, title=f"{len(records)} sentence(s)"), args)
+        name = Path(str(args.source)).name
+        title = f"{name}: how each head spreads its attention, averaged over {len(records)} sentence(s)"
+        _figure(head_statistics_figure(stats, title=title), args)
 
 
 def cmd_embed(args: argparse.Namespace) -> None:

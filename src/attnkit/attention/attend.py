@@ -91,8 +91,10 @@ def _small_cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, b
     if p > 0.0:
         weights = F.dropout(weights, p, True)
     context = torch.matmul(weights, v)
-    if mask is not None and not bool(mask.any(-1).all()):
-        context = context * mask.any(-1, keepdim=True).to(context.dtype)  # as the CPU kernels: 0, not an average
+    # as the CPU kernels: 0, not an average (eager skips the multiply when every query sees a key;
+    # a compiled graph always multiplies, since a data-dependent branch would break the graph)
+    if mask is not None and (torch.compiler.is_compiling() or not bool(mask.any(-1).all())):
+        context = context * mask.any(-1, keepdim=True).to(context.dtype)
     return context
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib import patheffects
 from matplotlib.figure import Figure
 
 from ..data.tokenizer import SPACE
@@ -42,12 +43,14 @@ def plot_alignment(
     ax.set_ylabel(ylabel)
     if p_t is not None:
         # each output step has its own centre and window: marks per row, never a line joining rows
-        ax.plot(p_t, np.arange(t), ls="none", color="white", marker="o", ms=4, mec="black", mew=0.5, label="p_t")
+        ax.plot(p_t, np.arange(t), ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8, label="p_t",
+                zorder=3)  # over the window bars
         if window is not None:
             for row, centre in enumerate(p_t):
-                ax.plot([centre - window, centre + window], [row, row], color="white", lw=1.0, alpha=0.8,
+                ax.plot([centre - window, centre + window], [row, row], color="white", lw=1.0,
+                        path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],  # seen on any cell
                         label="window p_t ± D" if row == 0 else None)
-        ax.set_xlim(-0.5, s - 0.5)
+        ax.set_xlim(-0.5, max(s - 0.5, float(np.max(p_t)) + 0.3))  # p_t = S * sigmoid(.) may pass the last key
         fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)  # below the figure: covers no cell
     fig.colorbar(im, ax=ax, shrink=0.8, label="attention weight")
     if title:

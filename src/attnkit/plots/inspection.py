@@ -45,7 +45,8 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     ax = axes["scores"]
     if w.recurrent:
         ax.bar(x[finite], w.raw[finite], width=0.6, label=f"score {w.score}", color="#2563eb")
-        ax.bar(x[~finite], w.raw[~finite], width=0.6, label="outside the window", color="#d1d5db")
+        if (~finite).any():
+            ax.bar(x[~finite], w.raw[~finite], width=0.6, label="outside the window", color="#d1d5db")
         ax.set(title="3. scores")
     else:
         ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
@@ -67,8 +68,9 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax without scaling (saturates)", color="#f59e0b")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
     ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
-    ax.set(ylim=(0, 1.05), title="4. softmax", ylabel="weight")
-    ax.legend(fontsize=8)
+    # headroom above 1 for the legend, so that it never covers a bar
+    ax.set(ylim=(0, 1.38), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
+    ax.legend(fontsize=8, loc="upper center", ncol=1)
 
     weighted = w.weights[:, None] * w.v[:, :shown]
     heatmap(axes["values"], np.vstack([weighted, w.context[None, :shown]]), "5. weighted values a_j v_j and their sum z",
@@ -141,16 +143,14 @@ def plot_contextual(
                   "After self-attention each occurrence carries\nits context: the same word in different\n"
                   "sentences drifts apart.\n\n(n) = the sentence a token is in", fontsize=9, va="center")
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
-    for ax, (name, xy) in zip(bottom.subplots(1, len(projections)), projections):
+    for ax, (name, xy) in zip(bottom.subplots(1, len(projections), squeeze=False)[0], projections):
         ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af", label="other tokens")
         places: dict[tuple[int, int], list[int]] = {}
         span = np.ptp(xy, axis=0) + 1e-9
         for i in sorted(marked):
             ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[marked[i] % len(colours)])
             places.setdefault(tuple(np.round((xy[i] - xy.min(0)) / span * 12).astype(int)), []).append(i)
-        for members in places.values():
-            names = sorted({labels[i] for i in members})
-            ax.annotate(", ".join(names), xy[members[0]], fontsize=7, xytext=(3, 3), textcoords="offset points")
+        _place_labels(ax, xy, [(members[0], ", ".join(sorted({labels[i] for i in members}))) for members in places.values()])
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -160,3 +160,22 @@ def plot_contextual(
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _place_labels(ax, xy: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
+    """Label points ``xy[i]`` with ``text``, moving a label down (with a thin leader line) when it
+    would overlap one already placed, and to the point's left when it would leave the panel."""
+    lo, span = xy.min(0), np.ptp(xy, axis=0) + 1e-9
+    placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
+    for i, text in sorted(items, key=lambda item: -xy[item[0], 1]):  # from the top down
+        x, y = (0.05 + (xy[i] - lo) / span) / 1.1  # matplotlib's default 5 % data margins
+        width = 0.018 * len(text)
+        right = x + 0.02 + width > 1.0
+        left = x - 0.02 - width if right else x + 0.02
+        ty = y + 0.02
+        while any(abs(ty - py) < height and left < px + pw and px < left + width for px, py, pw in placed):
+            ty -= height
+        placed.append((left, ty, width))
+        moved = abs(ty - (y + 0.02)) > 1e-9
+        ax.annotate(text, xy[i], xytext=(left, ty), textcoords="axes fraction", fontsize=7, va="bottom",
+                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280"} if moved else None)
