@@ -68,7 +68,7 @@ def test_positions_every_scheme(capsys, tmp_path):
     code, out, err = run(capsys, ["positions", "--scheme", "all", "--heads", "4", "--length", "60", "--out",
                                   str(tmp_path / "pe.png")])
     assert code == 0, err
-    for scheme in ("sinusoidal", "learned", "relative", "t5", "rope", "alibi"):
+    for scheme in ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi"):
         assert (tmp_path / f"pe_{scheme}.png").is_file()
     rope = float(out.split("largest difference across m = ")[1].split()[0])
     assert rope < 1e-4  # RoPE scores depend on the offset only

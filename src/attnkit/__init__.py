@@ -14,6 +14,7 @@ from .attention import (
 )
 from .positions import (
     ALiBi,
+    FourierPositions,
     LearnedPositionalEmbedding,
     RelativePositions,
     RotaryPositions,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ALiBi",
     "AttentionOutput",
+    "FourierPositions",
     "GlobalAttention",
     "KVCache",
     "LearnedPositionalEmbedding",

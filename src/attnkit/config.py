@@ -74,7 +74,7 @@ class ModelConfig:
     dropout: float = 0.3
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0  # inside the Transformer FFN, after the activation (none in the paper or fairseq)
-    positions: str = "sinusoidal"  # sinusoidal, learned, relative, t5, rope, alibi, none
+    positions: str = "sinusoidal"  # sinusoidal, learned, fourier, relative, t5, rope, alibi, none
     max_positions: int = 1024  # table size for learned positions
     norm_first: bool = True  # pre-norm (True) or post-norm as in Vaswani et al. (False)
     tie_embeddings: bool = True  # share source, target and output embeddings (needs a joint vocabulary)

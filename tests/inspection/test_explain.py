@@ -34,7 +34,7 @@ def test_walkthrough_reproduces_the_trained_model(trained_toys, kind):
         assert w.weights[0] == pytest.approx(1.0) and np.all(w.weights[1:] == 0)
 
 
-@pytest.mark.parametrize("positions", ["rope", "alibi", "t5", "relative", "learned", "none"])
+@pytest.mark.parametrize("positions", ["rope", "alibi", "t5", "relative", "learned", "fourier", "none"])
 def test_walkthrough_with_every_positional_scheme(trained_toys, positions):
     model, tok = _fresh(trained_toys["transformer"], positions=positions, norm_first=True)
     [p] = prepare(model, tok, ["a b c d e f"], targets=["f e d c"])

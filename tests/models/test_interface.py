@@ -20,6 +20,7 @@ VARIANTS = {
     "transformer-learned-prenorm": dict(arch="transformer", positions="learned", norm_first=True),
     "transformer-rope": dict(arch="transformer", positions="rope"),
     "transformer-alibi": dict(arch="transformer", positions="alibi"),
+    "transformer-fourier": dict(arch="transformer", positions="fourier"),
     "transformer-t5": dict(arch="transformer", positions="t5"),
     "transformer-relative": dict(arch="transformer", positions="relative"),
     "rnn-global-lstm": dict(arch="rnn", attention="global", score="general"),

@@ -4,6 +4,7 @@ taken from a trained model."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from torch import nn
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..positions import (
     ALiBi,
+    FourierPositions,
     LearnedPositionalEmbedding,
     RelativePositions,
     RotaryPositions,
@@ -22,7 +24,7 @@ from ..positions import (
     t5_bucket,
 )
 
-SCHEMES = ("sinusoidal", "learned", "relative", "t5", "rope", "alibi")
+SCHEMES = ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi")
 MAX_CELLS = 4_000_000  # length x d_model of a drawn table: beyond it the figure is unreadable and memory runs out
 
 
@@ -115,6 +117,23 @@ def position_figure(
         table = module(min(n, module.max_len)).detach().float().cpu().numpy()
         return (f"learned positions of {model_name}: {table.shape}",
                 plots.plot_positional_encoding(table, title=f"learned positions of {model_name}", learned=True))
+    if scheme == "fourier":
+        module = find_scheme(model, FourierPositions) if model is not None else None
+        trained = module is not None
+        if not trained:
+            torch.manual_seed(0)
+            module = FourierPositions(d)
+        with torch.no_grad():
+            table = module(n).float().cpu().numpy()
+            wavelengths = (2 * math.pi / module.frequencies.abs().clamp_min(1e-9)).flatten().sort().values.numpy()
+        whose = f"of {model_name}" if trained else "untrained (W_r ~ N(0, 1/gamma^2))"
+        text = (f"learnable Fourier features {whose}: {module.features} features, gamma = {module.gamma}\n"
+                "r_x = [cos(x W_r^T), sin(x W_r^T)] / sqrt(F);  PE_x = GELU(r_x W_1 + b_1) W_2 + b_2\n"
+                f"wavelengths 2 pi / |w| in positions: shortest {wavelengths[0]:.1f}, median "
+                f"{float(np.median(wavelengths)):.1f}, longest {wavelengths[-1]:.3g}")
+        title = (f"learnable Fourier features of {model_name}" if trained else
+                 f"learnable Fourier features, untrained: random frequencies (gamma = {module.gamma}) through an MLP")
+        return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True)
     if scheme == "alibi":
         text = f"ALiBi, {h} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(h).numpy()}"
         return text, plots.plot_score_bias(alibi_bias(h, min(n, 64)), title="ALiBi: a fixed linear distance penalty per head")

@@ -15,12 +15,16 @@ def position_similarity(pe: np.ndarray) -> np.ndarray:
 
 
 def plot_positional_encoding(
-    pe: np.ndarray, *, dims: Sequence[int] | None = None, title: str = "", learned: bool = False
+    pe: np.ndarray, *, dims: Sequence[int] | None = None, title: str = "", learned: bool = False,
+    centre: bool = False,
 ) -> Figure:
     """Three panels: the (t, d) matrix, a few dimensions over positions (one curve each,
     stacked so none hides another), and the similarity of every position to position 0 and
     to the middle one. ``learned``: a trained table, described as such (no claims of the
-    sinusoids' properties)."""
+    sinusoids' properties). ``centre``: each dimension minus its mean over the positions
+    (for an encoding with large constant parts, such as an MLP's output), said in the figure."""
+    if centre:
+        pe = pe - pe.mean(axis=0, keepdims=True)
     t, d = pe.shape
     if dims is None:  # high to low frequency: the first pair, then even dims spread over d
         dims = sorted({0, 1, *(2 * (d // k // 2) for k in (16, 8, 4))})
@@ -30,7 +34,8 @@ def plot_positional_encoding(
 
     lim = 1.0 if not learned else float(np.abs(pe).max()) or 1.0
     im = ax_m.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
-    ax_m.set(xlabel="dimension", ylabel="position", title="the table: one row per position")
+    ax_m.set(xlabel="dimension", ylabel="position", title="the table: one row per position"
+             + (",\neach dimension minus its mean over positions" if centre else ""))
     fig.colorbar(im, ax=ax_m, shrink=0.85, label="value")
 
     step = 2.2 * lim
@@ -48,7 +53,7 @@ def plot_positional_encoding(
     ax_d.plot(np.arange(t), sim[0], label="PE(0) · PE(j)")
     ax_d.plot(np.arange(t), sim[mid], label=f"PE({mid}) · PE(j)")
     ax_d.axvline(mid, color="grey", lw=0.5)
-    ax_d.set(xlabel="position j", ylabel="dot product",
+    ax_d.set(xlabel="position j", ylabel="dot product" + (" (centred vectors)" if centre else ""),
              title="similarity of positions" + ("" if learned else ": it depends on |i − j| only"))
     ax_d.legend(fontsize=8)
     for ax in (ax_m, ax_s, ax_d):

@@ -8,13 +8,14 @@ from __future__ import annotations
 from ..errors import unknown_choice
 from .alibi import ALiBi, alibi_slopes
 from .base import AbsolutePositions, AttentionPositions, as_positions
+from .fourier import FourierPositions
 from .learned import LearnedPositionalEmbedding
 from .relative import RelativePositions
 from .rotary import RotaryPositions
 from .sinusoidal import SinusoidalPositionalEncoding, sinusoid_table
 from .t5 import T5RelativeBias, t5_bucket
 
-POSITION_SCHEMES = ("sinusoidal", "learned", "relative", "t5", "rope", "alibi", "none")
+POSITION_SCHEMES = ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi", "none")
 
 
 def build_positions(
@@ -38,6 +39,8 @@ def build_positions(
         return SinusoidalPositionalEncoding(d_model, max_len)
     if name == "learned":
         return LearnedPositionalEmbedding(d_model, max_len)
+    if name == "fourier":
+        return FourierPositions(d_model, dims=1)
     if name == "relative":
         return RelativePositions(head_dim, max_distance or 16)
     if name == "t5":
@@ -55,6 +58,7 @@ __all__ = [
     "ALiBi",
     "AbsolutePositions",
     "AttentionPositions",
+    "FourierPositions",
     "LearnedPositionalEmbedding",
     "POSITION_SCHEMES",
     "RelativePositions",

@@ -1,6 +1,6 @@
 """Two places position information can enter a Transformer.
 
-* Absolute schemes (sinusoidal, learned) give a vector per position that is
+* Absolute schemes (sinusoidal, learned, learnable Fourier features) give a vector per position that is
   added to the token embeddings: ``forward(positions) -> (t, d_model)``.
 * Attention schemes (relative/Shaw, T5 buckets, RoPE, ALiBi) act inside
   self-attention through three hooks, each a no-op by default:
