@@ -121,8 +121,9 @@ def position_figure(
         module = find_scheme(model, FourierPositions) if model is not None else None
         trained = module is not None
         if not trained:
-            torch.manual_seed(0)
-            module = FourierPositions(d)
+            with torch.random.fork_rng():  # a fixed draw, without touching the caller's generator
+                torch.manual_seed(0)
+                module = FourierPositions(d)
         with torch.no_grad():
             table = module(n).float().cpu().numpy()
             wavelengths = (2 * math.pi / module.frequencies.abs().clamp_min(1e-9)).flatten().sort().values.numpy()
