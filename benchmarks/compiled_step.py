@@ -75,7 +75,7 @@ def main() -> None:
 
     from attnkit.data.tokenizer import PAD
     from attnkit.models import build_model
-    from attnkit.training.loss import projected_label_smoothed_loss
+    from attnkit.training.loss import label_smoothed_loss, projected_label_smoothed_loss
     from attnkit.training.schedule import build_optimizer
 
     fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
@@ -99,10 +99,8 @@ def main() -> None:
     def whole(model, src, mask, tin, tout, bf):  # one graph: the loss over every row, padding masked
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf):
             logits = model(src, mask, tin, project=False).hidden @ model.output_projection.weight.t()
-        lp = torch.log_softmax(logits.float(), -1)
-        keep = tout != PAD
-        loss = ((1 - eps) * -lp.gather(-1, tout[..., None]).squeeze(-1) - eps * lp.mean(-1)) * keep
-        return loss.sum(), keep.sum()
+        s = label_smoothed_loss(logits, tout, smoothing=eps, pad_id=PAD)
+        return s.loss, s.tokens
 
     runs = {}
     for v in args.variants:

@@ -146,11 +146,12 @@ def plot_contextual(
     for ax, (name, xy) in zip(bottom.subplots(1, len(projections), squeeze=False)[0], projections):
         ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af", label="other tokens")
         places: dict[tuple[int, int], list[int]] = {}
-        span = np.ptp(xy, axis=0) + 1e-9
+        unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
         for i in sorted(marked):
             ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[marked[i] % len(colours)])
-            places.setdefault(tuple(np.round((xy[i] - xy.min(0)) / span * 12).astype(int)), []).append(i)
-        _place_labels(ax, xy, [(members[0], ", ".join(sorted({labels[i] for i in members}))) for members in places.values()])
+            places.setdefault(tuple(np.round(unit[i] * 12).astype(int)), []).append(i)
+        _place_labels(ax, xy, unit, [(members[0], ", ".join(sorted({labels[i] for i in members})))
+                                     for members in places.values()])
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -162,13 +163,13 @@ def plot_contextual(
     return fig
 
 
-def _place_labels(ax, xy: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
-    """Label points ``xy[i]`` with ``text``, moving a label down (with a thin leader line) when it
-    would overlap one already placed, and to the point's left when it would leave the panel."""
-    lo, span = xy.min(0), np.ptp(xy, axis=0) + 1e-9
+def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
+    """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``, moving a
+    label down (with a thin leader line) when it would overlap one already placed, and to the
+    point's left when it would leave the panel."""
     placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
-    for i, text in sorted(items, key=lambda item: -xy[item[0], 1]):  # from the top down
-        x, y = (0.05 + (xy[i] - lo) / span) / 1.1  # matplotlib's default 5 % data margins
+    for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
+        x, y = (0.05 + unit[i]) / 1.1  # matplotlib's default 5 % data margins
         width = 0.018 * len(text)
         right = x + 0.02 + width > 1.0
         left = x - 0.02 - width if right else x + 0.02
