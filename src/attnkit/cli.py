@@ -16,9 +16,18 @@ from . import flags as F
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
+    if args.task == "caption":
+        from .demo_caption import run_caption_demo
+
+        if args.attention != "global":
+            raise ValueError("--attention picks the date demo's RNN attention; the caption demo uses global attention")
+        run_caption_demo(args.out_dir or "runs/demo_caption", arch=args.arch or "rnn", max_steps=args.steps or 1200,
+                         seed=args.seed)
+        return
     from .demo import run_demo
 
-    run_demo(args.out_dir, arch=args.arch, max_steps=args.steps, seed=args.seed, attention=args.attention)
+    run_demo(args.out_dir or "runs/demo", arch=args.arch or "transformer", max_steps=args.steps or 800,
+             seed=args.seed, attention=args.attention)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -48,6 +57,14 @@ def cmd_translate(args: argparse.Namespace) -> None:
     translate_file(model, tok, args.input, args.output, F.search_options(args), batch_tokens=args.batch_tokens,
                    max_src_len=args.max_src_len or limit, workers=args.workers,
                    interactive=args.input is None and sys.stdin.isatty())
+
+
+def cmd_caption(args: argparse.Namespace) -> None:
+    """Caption image files; -o draws each word's attention over the image."""
+    from .caption import caption_files
+
+    caption_files(args.model, args.images, F.search_options(args), weights=F.weights(args), output=args.output,
+                  dpi=args.dpi)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -205,12 +222,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _training_commands(add) -> None:
-    p = add("demo", cmd_demo, "train a small attention model on a built-in date task and draw its attention")
-    F.out_dir(p, "runs/demo", "demo directory (an earlier demo there is replaced, only once the new one is complete)")
-    p.add_argument("--arch", choices=["transformer", "rnn"], default="transformer", help="model to train")
+    p = add("demo", cmd_demo, "train a small attention model on a built-in task (dates, or captions of digit "
+            "scenes) and draw its attention")
+    p.add_argument("--task", choices=["dates", "caption"], default="dates",
+                   help="dates: rewrite dates in ISO form; caption: name the digits of an image from left to right")
+    F.out_dir(p, None, "demo directory (an earlier demo there is replaced, only once the new one is complete; "
+              "default runs/demo, runs/demo_caption for --task caption)")
+    p.add_argument("--arch", choices=["transformer", "rnn"], default=None,
+                   help="model to train (default: transformer for dates; rnn for captions: CNN + LSTM with Luong "
+                        "attention; transformer: ViT + Transformer decoder)")
     p.add_argument("--attention", choices=["global", "local-m", "local-p"], default="global",
                    help="the RNN's Luong attention (local-p draws p_t and its window)")
-    p.add_argument("--steps", type=F.positive_int, default=800, help="training steps")
+    p.add_argument("--steps", type=F.positive_int, default=None, help="training steps (default 800; 1200 for captions)")
     p.add_argument("--seed", type=int, default=1, help="random seed (data, initialisation, batches)")
 
     p = add("train", cmd_train, "train a model from a YAML config")
@@ -230,6 +253,15 @@ def _translation_commands(add) -> None:
     p.add_argument("--n-best", type=F.positive_int, default=1, help="write the N best as 'line ||| text ||| score'")
     p.add_argument("--max-src-len", type=F.positive_int, default=None,
                    help="longer inputs are cut to this many subwords, with a warning (default: the model's limit)")
+
+    p = add("caption", cmd_caption, "caption image files with a trained captioning model and draw its attention")
+    F.model_arg(p)
+    p.add_argument("images", nargs="+", type=F.existing_file, help="image files (PNG, JPEG, ...) of the size the "
+                   "model was trained on, read as greyscale")
+    F.search_args(p)
+    F.output(p, None, "figure: the image with each word's attention over it (name_1.png, ... for several images)",
+             kind="figure")
+    F.dpi(p)
 
     p = add("evaluate", cmd_evaluate, "translate a test set and print BLEU, chrF and speed")
     F.model_arg(p)

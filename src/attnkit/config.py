@@ -33,14 +33,19 @@ SCHEDULES = ("inverse_sqrt", "constant", "linear", "cosine")
 OPTIMIZERS = ("adam", "adamw")
 EARLY_STOP_METRICS = ("bleu", "loss")
 DEVICES = ("auto", "cpu", "cuda")
+TASKS = ("translation", "caption")
+IMAGE_ENCODERS = ("cnn", "vit")
+IMAGE_POSITIONS = ("sinusoidal", "learned", "fourier", "none")  # positions.grid.GRID_SCHEMES
 # sacreBLEU's tokenizers (13a: its default, for detokenized text; none: text tokenized already)
 BLEU_TOKENIZERS = ("13a", "none", "intl", "char", "zh", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200")
 
 
 @dataclass
 class DataConfig:
-    """Where the parallel text is. Either explicit file paths, or ``multi30k``."""
+    """Where the parallel text is (explicit file paths, or ``multi30k``), or, for
+    ``task: caption``, the built-in digit scenes (``data.scenes``)."""
 
+    task: str = "translation"  # "translation" (text to text) or "caption" (image to text: digit scenes)
     train_src: str | None = None
     train_tgt: str | None = None
     dev_src: str | None = None
@@ -51,6 +56,12 @@ class DataConfig:
     tgt_lang: str = "de"
     max_len: int = 100  # subword tokens per side; longer training pairs are dropped
     max_dev_sentences: int = 0  # 0 = the whole dev set
+    # task: caption -- scenes of 3-5 real digit scans (scikit-learn's bundled UCI set); dev scenes use held-out scans
+    image_size: int = 32  # canvas side, pixels
+    train_scenes: int = 20000
+    dev_scenes: int = 500
+    digits: tuple[int, int] = (3, 5)  # fewest and most digits per scene
+    noise: float = 0.05  # std of the Gaussian pixel noise
 
 
 @dataclass
@@ -86,6 +97,9 @@ class ModelConfig:
     window: int = 10  # local attention half-width D
     input_feeding: bool = True
     init_hidden: str = "last"  # decoder start state: "last" (encoder's final states) or "zero" (all from attention)
+    # image captioning (data.task: caption); model.positions then gives the regions' 2-D positions
+    image_encoder: str = "cnn"  # "cnn" (small CNN) or "vit" (patches + model.encoder_layers Transformer layers)
+    region: int = 4  # side of an image region in pixels: the ViT patch, the CNN's total downsampling
 
     def __post_init__(self) -> None:
         if self.layers is not None:
@@ -308,6 +322,11 @@ NON_NEGATIVE = Range(0)
 PROBABILITY = Range(0, 1, high_open=True)  # dropout, label smoothing: 1 would drop everything
 
 RULES: dict[str, Choice | Range] = {
+    "data.task": Choice(TASKS),
+    "data.image_size": POSITIVE,
+    "data.train_scenes": POSITIVE,
+    "data.dev_scenes": POSITIVE,
+    "data.noise": NON_NEGATIVE,
     "data.multi30k_variant": Choice(MULTI30K_VARIANTS),
     "data.max_len": POSITIVE,
     "data.max_dev_sentences": NON_NEGATIVE,
@@ -332,6 +351,8 @@ RULES: dict[str, Choice | Range] = {
     "model.score": Choice(tuple(SCORES)),
     "model.window": NON_NEGATIVE,
     "model.init_hidden": Choice(INIT_HIDDEN),
+    "model.image_encoder": Choice(IMAGE_ENCODERS),
+    "model.region": POSITIVE,
     "train.device": Choice(DEVICES),
     "train.batch_tokens": POSITIVE,
     "train.accumulate": POSITIVE,
@@ -391,8 +412,42 @@ def check_config(cfg: Config, *, training: bool = False) -> None:
     if training and cfg.model.arch == "encoder":
         raise ValueError("model.arch=encoder has no decoder: `attnkit train` trains translation models "
                          "(model.arch transformer or rnn)")
-    if cfg.model.tie_embeddings and not cfg.tokenizer.joint and cfg.model.arch != "encoder":
+    if cfg.data.task == "caption":
+        check_captioning(cfg)
+    elif cfg.model.tie_embeddings and not cfg.tokenizer.joint and cfg.model.arch != "encoder":
         raise ValueError("model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)")
+
+
+def check_captioning(cfg: Config) -> None:
+    """How the keys of an image-captioning config must fit together."""
+    d, m = cfg.data, cfg.model
+    if m.arch == "encoder":
+        raise ValueError("data.task=caption needs a decoder: model.arch transformer or rnn")
+    if m.positions not in IMAGE_POSITIONS:
+        raise ValueError(f"model.positions={m.positions} acts inside text self-attention; image regions take "
+                         f"{', '.join(IMAGE_POSITIONS)}")
+    if m.arch == "rnn" and m.attention != "global":
+        raise ValueError(f"model.attention={m.attention} is a window over a 1-D sequence; attention over image "
+                         "regions is global")
+    if m.arch == "rnn" and m.image_encoder == "vit":
+        raise ValueError("model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
+                         "(the RNN decoder takes model.image_encoder=cnn)")
+    if d.image_size % m.region:
+        raise ValueError(f"data.image_size={d.image_size} does not tile into model.region={m.region} pixel regions")
+    if m.image_encoder == "cnn" and 2 ** int(m.region).bit_length() != 2 * m.region:
+        raise ValueError(f"the CNN halves the resolution per stage: model.region must be a power of 2, got {m.region}")
+    width = m.hidden if m.arch == "rnn" else m.d_model
+    if m.positions == "sinusoidal" and width % 4:
+        raise ValueError(f"2-D sinusoids need a region width divisible by 4 (model.{'hidden' if m.arch == 'rnn' else 'd_model'}"
+                         f"={width})")
+    lo, hi = d.digits
+    if not 1 <= lo <= hi:
+        raise ValueError(f"data.digits={[lo, hi]} must be the fewest and most digits per scene, 1 <= fewest <= most")
+    slots = (d.image_size // 10) ** 2  # data.scenes: one 8-pixel digit per 10-pixel slot
+    if hi > slots:
+        raise ValueError(f"data.digits: {hi} digits do not fit a {d.image_size}-pixel canvas (at most {slots})")
+    if cfg.train.attention_snapshots:
+        raise ValueError("train.attention_snapshots takes dev sentences; a captioning run has none (set it to 0)")
 
 
 # ------------------------------------------------------------ resuming a run

@@ -33,7 +33,8 @@ EXAMPLES = {
   attnkit COMMAND --help                        options and examples of one command""",
     "demo": """examples:
   attnkit demo
-  attnkit demo --arch rnn --attention local-p --out-dir runs/demo_local_p""",
+  attnkit demo --arch rnn --attention local-p --out-dir runs/demo_local_p
+  attnkit demo --task caption                   caption digit scenes, attention over the image""",
     "train": """examples:
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml
   attnkit train configs/multi30k_en_de_transformer_tiny.yaml train.max_minutes=90 out_dir=runs/tiny90
@@ -45,6 +46,9 @@ EXAMPLES = {
   echo "22 november 2026" | attnkit translate runs/demo
   attnkit translate runs/demo -i runs/demo/data/dev.src -o dev.out --beam 1
   attnkit translate runs/demo -i runs/demo/data/dev.src --n-best 3""",
+    "caption": """examples:
+  attnkit caption runs/demo_caption scene.png
+  attnkit caption runs/demo_caption scene.png -o scene_attention.png""",
     "evaluate": """examples:
   attnkit evaluate runs/demo --src runs/demo/data/dev.src --ref runs/demo/data/dev.tgt
   attnkit evaluate MODEL_DIR --checkpoint average --tokenize none --src test.en --ref test.de""",
@@ -207,9 +211,9 @@ def output(p: argparse.ArgumentParser, default: str | None, text: str, *, requir
         p.set_defaults(require_output=True)
 
 
-def out_dir(p: argparse.ArgumentParser, default: str, text: str) -> None:
+def out_dir(p: argparse.ArgumentParser, default: str | None, text: str) -> None:
     """--out-dir (``--out``: the former spelling, hidden)."""
-    p.add_argument("--out-dir", type=Path, default=Path(default), help=text, metavar="DIR")
+    p.add_argument("--out-dir", type=Path, default=None if default is None else Path(default), help=text, metavar="DIR")
     p.add_argument("--out", dest="out_dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 

@@ -29,8 +29,10 @@ from . import packaged
 from .atomic import atomic_path
 from .config import DEVICES, Config, load_config
 from .data.tokenizer import PAD, Tokenizer
+from .data.vocabulary import WordVocabulary
 from .errors import shorten, unknown_choice
 from .models import build_model
+from .models.factory import build_captioner
 
 CHECKPOINT_CHOICES = ("best", "last", "average")
 
@@ -141,14 +143,21 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+TASK_USE = {"translation": "translate text with `attnkit translate MODEL`",
+            "caption": "caption images with `attnkit caption MODEL IMAGE`"}
+
+
 def load_model(
-    path: str | Path, *, checkpoint_name: str = "best", average_last: int = 0, device: str | torch.device = "cpu"
-) -> tuple[nn.Module, Tokenizer, Config]:
+    path: str | Path, *, checkpoint_name: str = "best", average_last: int = 0, device: str | torch.device = "cpu",
+    task: str | None = "translation",
+) -> tuple[nn.Module, Tokenizer | WordVocabulary, Config]:
     """Rebuild a trained model from its directory (or an installed model's name,
     ``attnkit.packaged``), in eval mode, on ``device`` (auto: cuda if present).
 
     checkpoint_name: "best", "last", or "average" (of the last ``average_last`` step checkpoints,
     all if 0). An installed model holds one set of weights, loaded for "best" (the default).
+    task: the ``data.task`` the caller can use ("translation", "caption"; None: either). A
+    captioning model comes with its ``WordVocabulary``.
     """
     if checkpoint_name not in CHECKPOINT_CHOICES:
         raise unknown_choice("checkpoint", checkpoint_name, CHECKPOINT_CHOICES)
@@ -162,10 +171,16 @@ def load_model(
     if not md.config_path.is_file():
         raise FileNotFoundError(f"{md.path} is not a model directory (no config.yaml)")
     cfg = load_config(md.config_path)
-    tok = Tokenizer.load(md.path)
-    model = build_model(
-        cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint
-    )
+    if task is not None and cfg.data.task != task:
+        raise ValueError(f"{md.path} is a {cfg.data.task} model: {TASK_USE[cfg.data.task]}")
+    if cfg.data.task == "caption":
+        tok = WordVocabulary.load(md.path)
+        model = build_captioner(cfg.model, vocab=tok.tgt_vocab, pad_id=PAD, image_size=cfg.data.image_size)
+    else:
+        tok = Tokenizer.load(md.path)
+        model = build_model(
+            cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint
+        )
     if packaged.is_packaged(md.path):
         if checkpoint_name != "best" or average_last:
             raise ValueError(f"{md.path.name} is an installed model with one set of weights; "

@@ -1,6 +1,6 @@
-"""Text -> tokenizer -> batches."""
+"""Text -> tokenizer -> batches; images (digit scenes) -> batches."""
 
-from .batching import Batch, BucketBatcher, collate, inference_batches
+from .batching import Batch, BucketBatcher, ImageBatcher, collate, collate_images, inference_batches
 from .text import ParallelText, read_lines, read_parallel
 from .tokenizer import BOS, EOS, PAD, UNK, Tokenizer, readable
 
@@ -9,11 +9,13 @@ __all__ = [
     "Batch",
     "BucketBatcher",
     "EOS",
+    "ImageBatcher",
     "PAD",
     "ParallelText",
     "Tokenizer",
     "UNK",
     "collate",
+    "collate_images",
     "inference_batches",
     "read_lines",
     "read_parallel",

@@ -108,3 +108,36 @@ def inference_batches(src: list[list[int]], batch_tokens: int, max_sentences: in
     """Batches for decoding, sorted by source length (restore order with ``Batch.indices``)."""
     lengths = np.fromiter((len(s) + 1 for s in src), dtype=np.int64, count=len(src))
     return _cut(np.argsort(lengths, kind="stable"), lengths, batch_tokens, max_sentences)
+
+
+def collate_images(images: np.ndarray, tgt: list[list[int]] | None, indices: np.ndarray) -> Batch:
+    """images (b, H, W) float32 -> Batch with src the images and src_mask (b, H, W) all True
+    (every pixel real); targets as in ``collate``."""
+    src = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
+    mask = torch.ones(src.shape, dtype=torch.bool)
+    if tgt is None:
+        return Batch(src, mask, None, None, indices)
+    tgt_in = torch.from_numpy(_pad(tgt, BOS, None))
+    tgt_out = torch.from_numpy(_pad(tgt, None, EOS))
+    return Batch(src, mask, tgt_in, tgt_out, indices, int(sum(len(t) + 1 for t in tgt)))
+
+
+class ImageBatcher:
+    """Training batches over (image, caption) pairs of one image size: shuffled by (seed, epoch)
+    and cut into batches of at most ``batch_tokens`` padded target tokens."""
+
+    def __init__(self, images: np.ndarray, tgt: list[list[int]], *, batch_tokens: int, seed: int) -> None:
+        if len(images) != len(tgt):
+            raise ValueError(f"{len(images)} images but {len(tgt)} captions")
+        self.images, self.tgt, self.batch_tokens, self.seed = images, tgt, batch_tokens, seed
+        self.tgt_len = np.fromiter((len(t) + 1 for t in tgt), dtype=np.int64, count=len(tgt))
+        if int(self.tgt_len.max()) > batch_tokens:
+            raise ValueError(f"train.batch_tokens={batch_tokens} is smaller than the longest caption "
+                             f"({int(self.tgt_len.max())} tokens)")
+
+    def epoch(self, epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, epoch])
+        return _cut(rng.permutation(len(self.tgt)), self.tgt_len, self.batch_tokens, 10_000)
+
+    def collate(self, indices: np.ndarray) -> Batch:
+        return collate_images(self.images[indices], [self.tgt[i] for i in indices], indices)

@@ -7,6 +7,8 @@ from torch import nn
 from ..attention import build_recurrent_attention
 from ..config import ModelConfig, check_model
 from ..positions import AbsolutePositions, AttentionPositions, build_positions
+from ..positions.grid import build_grid_positions
+from .image import ConvRegions, ImageRNNEncoder, PatchRegions, RegionEmbedding, RNNCaptioner, TransformerCaptioner
 from .rnn import RNNEncoder, RNNSeq2Seq
 from .transformer import (
     DecoderLayer,
@@ -105,6 +107,62 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
         hidden=cfg.hidden,
         layers=cfg.decoder_layers,
         vocab_size=tgt_vocab,
+        dropout=cfg.dropout,
+        input_feeding=cfg.input_feeding,
+        init_hidden=cfg.init_hidden,
+        tie_output=cfg.tie_embeddings and cfg.d_model == cfg.hidden,
+    )
+
+
+def _region_embedding(cfg: ModelConfig, width: int, image_size: int) -> RegionEmbedding:
+    regions = (ConvRegions(width, region=cfg.region) if cfg.image_encoder == "cnn"
+               else PatchRegions(width, region=cfg.region))
+    positions = build_grid_positions(cfg.positions, d_model=width, max_grid=image_size // cfg.region)
+    return RegionEmbedding(regions, positions=positions, dropout=cfg.dropout)
+
+
+def build_captioner(cfg: ModelConfig, *, vocab: int, pad_id: int, image_size: int) -> RNNCaptioner | TransformerCaptioner:
+    """An image encoder (``cfg.image_encoder``) with the decoder of ``cfg.arch``, for
+    square images of ``image_size`` pixels; ``model.positions`` is the regions' 2-D scheme
+    (and the Transformer decoder's 1-D one)."""
+    check_model(cfg)
+    if cfg.arch == "encoder":
+        raise ValueError("captioning needs a decoder: model.arch transformer or rnn")
+    tgt_emb = _embedding(vocab, cfg.d_model, pad_id)
+    if cfg.arch == "transformer":
+        embed = _region_embedding(cfg, cfg.d_model, image_size)
+        encoder = (_encoder(cfg) if cfg.image_encoder == "vit"
+                   else TransformerEncoder([], d_model=cfg.d_model, norm_first=cfg.norm_first))
+        return TransformerCaptioner(
+            src_embed=embed,
+            tgt_embed=_token_embedding(cfg, tgt_emb, causal=True),
+            encoder=encoder,
+            decoder_layers=[
+                DecoderLayer(cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+                             activation_dropout=cfg.activation_dropout, norm_first=cfg.norm_first)
+                for _ in range(cfg.decoder_layers)
+            ],
+            d_model=cfg.d_model,
+            vocab_size=vocab,
+            norm_first=cfg.norm_first,
+            tie_output=cfg.tie_embeddings,
+        )
+    embed = _region_embedding(cfg, cfg.hidden, image_size)
+    if cfg.image_encoder == "vit":
+        raise ValueError("model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
+                         "(the RNN decoder takes model.image_encoder=cnn)")
+    attention = build_recurrent_attention(
+        cfg.attention, query_dim=cfg.hidden, key_dim=cfg.hidden, score=cfg.score, window=cfg.window,
+        dropout=cfg.attention_dropout,
+    )
+    return RNNCaptioner(
+        encoder=ImageRNNEncoder(embed, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.decoder_layers),
+        tgt_embedding=tgt_emb,
+        attention=attention,
+        cell=cfg.cell,
+        hidden=cfg.hidden,
+        layers=cfg.decoder_layers,
+        vocab_size=vocab,
         dropout=cfg.dropout,
         input_feeding=cfg.input_feeding,
         init_hidden=cfg.init_hidden,

@@ -52,8 +52,9 @@ class SearchResult:
 
 
 def max_lengths(src_mask: Tensor, ratio: float, extra: int) -> Tensor:
-    """Per-sentence output limit: ratio * source length + extra tokens (b,)."""
-    return (src_mask.sum(1).float() * ratio).long() + extra
+    """Per-sentence output limit: ratio * source length + extra tokens (b,). The source
+    length is the count of real positions (tokens, or an image's pixels)."""
+    return (src_mask.flatten(1).sum(1).float() * ratio).long() + extra
 
 
 def stack_cross(maps: object) -> tuple[Tensor, Tensor | None]:

@@ -26,42 +26,14 @@ from torch import Tensor
 
 from ..atomic import remove_stale, write_text
 from ..config import Config, check_config, resume_changes, save_config
-from ..data import (
-    Batch,
-    BucketBatcher,
-    ParallelText,
-    Tokenizer,
-    collate,
-    inference_batches,
-    multi30k,
-    read_parallel,
-)
+from ..data import Batch
 from ..data.tokenizer import PAD
-from ..evaluation import bleu
 from ..model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
-from ..models import build_model
 from ..search import greedy_search
 from . import distributed
 from .loss import LossSums, projected_label_smoothed_loss
 from .schedule import build_optimizer, build_scheduler
-
-
-def load_corpora(cfg: Config) -> tuple[ParallelText, ParallelText]:
-    """Training and dev pairs: explicit files if data.train_src is set, else Multi30k."""
-    d = cfg.data
-    if d.train_src or d.train_tgt:
-        missing = [k for k in ("train_src", "train_tgt", "dev_src", "dev_tgt") if not getattr(d, k)]
-        if missing:
-            raise ValueError(f"data.{missing[0]} is not set (file corpora need train_src, train_tgt, dev_src, dev_tgt)")
-        train = read_parallel(d.train_src, d.train_tgt)
-        dev = read_parallel(d.dev_src, d.dev_tgt)
-    else:
-        loc = lambda split, lang: multi30k.locate(split, lang, root=d.multi30k, variant=d.multi30k_variant)  # noqa: E731
-        train = read_parallel(loc("train", d.src_lang), loc("train", d.tgt_lang))
-        dev = read_parallel(loc("val", d.src_lang), loc("val", d.tgt_lang))
-    if d.max_dev_sentences > 0:
-        dev = ParallelText(dev.src[: d.max_dev_sentences], dev.tgt[: d.max_dev_sentences], dev.skipped_empty)
-    return train, dev
+from .tasks import make_task
 
 
 class RunLog:
@@ -202,38 +174,21 @@ class Trainer:
     def _prepare(self) -> None:
         cfg = self.cfg
         torch.manual_seed(cfg.train.seed)
-        train, dev = load_corpora(cfg)
+        self.task = make_task(cfg)
         if self.world.main:
             self.md.path.mkdir(parents=True, exist_ok=True)
             self.md.checkpoints.mkdir(exist_ok=True)
             for directory in (self.md.path, self.md.checkpoints, self.md.snapshots):  # left by a run killed mid-write
                 remove_stale(directory)
         if self.resume_state is None and self.world.main:
-            self.tok = Tokenizer.train(cfg.tokenizer, train.src, train.tgt, self.md.path)
+            self.task.make_vocabulary(self.md.path)
             save_config(cfg, self.md.config_path)
-        self.world.barrier()  # the other ranks read the tokenizer rank 0 trained
+        self.world.barrier()  # the other ranks read the vocabulary rank 0 made
         if self.resume_state is not None or not self.world.main:
-            self.tok = Tokenizer.load(self.md.path)
-        src, tgt = self.tok.encode_src(train.src), self.tok.encode_tgt(train.tgt)
-        keep = [i for i in range(len(src)) if 0 < len(src[i]) <= cfg.data.max_len and 0 < len(tgt[i]) <= cfg.data.max_len]
-        if not keep:
-            raise ValueError(f"every training pair is longer than data.max_len={cfg.data.max_len} subwords")
-        dropped = len(src) - len(keep)
-        self.say(
-            f"data: {len(keep)} training pairs ({dropped} longer than {cfg.data.max_len} subwords dropped, "
-            f"{train.skipped_empty} with an empty side skipped), {len(dev)} dev pairs; "
-            f"vocabulary {self.tok.src_vocab}{' joint' if self.tok.joint else f'/{self.tok.tgt_vocab}'}"
-        )
-        self.batcher = BucketBatcher(
-            [src[i] for i in keep], [tgt[i] for i in keep], batch_tokens=cfg.train.batch_tokens, seed=cfg.train.seed
-        )
-        self.dev = dev
-        self.dev_src = self.tok.encode_src(dev.src)
-        self.dev_tgt = self.tok.encode_tgt(dev.tgt)
-
-        self.model = build_model(
-            cfg.model, src_vocab=self.tok.src_vocab, tgt_vocab=self.tok.tgt_vocab, pad_id=PAD, shared_vocab=self.tok.joint
-        ).to(self.device)
+            self.task.load_vocabulary(self.md.path)
+        self.batcher, described = self.task.batcher()
+        self.say(described)
+        self.model = self.task.build_model().to(self.device)
         self.optimizer = build_optimizer(cfg.train, self.model.parameters())
         self.state = Progress()
         self.scheduler = build_scheduler(cfg.train, self.optimizer, clock=self._train_seconds)
@@ -308,23 +263,22 @@ class Trainer:
         model.eval()
         loss_sum = nll_sum = 0.0
         tokens = 0
-        hyps: list[list[int]] = [[] for _ in self.dev_src]
+        hyps: list[list[int]] = [[] for _ in range(self.task.dev_size)]
         want_bleu = cfg.train.bleu_every > 0 and (final or len(self.state.history) % cfg.train.bleu_every == 0)
-        for idx in inference_batches(self.dev_src, cfg.train.batch_tokens):
-            batch = collate([self.dev_src[i] for i in idx], [self.dev_tgt[i] for i in idx], idx).to(self.device)
+        for batch in self.task.dev_batches():
+            batch = batch.to(self.device)
             sums = self._loss(model, batch)
             if want_bleu:
                 with self._autocast():
-                    out = greedy_search(model, batch.src, batch.src_mask)
-                    for i, toks in zip(idx, out.best):
+                    out = greedy_search(model, batch.src, batch.src_mask, self.task.search_options)
+                    for i, toks in zip(batch.indices, out.best):
                         hyps[i] = toks
             loss_sum += float(sums.loss)
             nll_sum += float(sums.nll)
             tokens += int(sums.tokens)
         result: dict[str, Any] = {"dev_loss": loss_sum / tokens, "dev_ppl": math.exp(min(nll_sum / tokens, 50))}
         if want_bleu:
-            score = bleu(self.tok.decode_tgt(hyps), self.dev.tgt, tokenize=cfg.train.bleu_tokenize)
-            result.update(dev_bleu=score.score, bleu_signature=score.signature)
+            result.update(self.task.score(hyps))
         model.train(was_training)
         return result
 
@@ -338,7 +292,8 @@ class Trainer:
         window = m.window if m.arch == "rnn" and m.attention.startswith("local") else None
         was_training = self.model.training
         try:
-            records = capture(self.model, self.tok, self.dev.src[:n], targets=self.dev.tgt[:n], window=window)
+            dev = self.task.dev
+            records = capture(self.model, self.task.tok, dev.src[:n], targets=dev.tgt[:n], window=window)
         finally:
             self.model.train(was_training)
         info = {**model_info(self.model, self.cfg), "step": self.state.step,
@@ -495,6 +450,7 @@ class Trainer:
         s.history.append({"step": s.step, **{k: v for k, v in result.items() if k != "bleu_signature"}})
         log.write("valid", s.step, **result)
         bleu_txt = f"  BLEU {result['dev_bleu']:.2f}" if "dev_bleu" in result else ""
+        bleu_txt += f"  exact match {result['dev_exact']:.1f}%" if "dev_exact" in result else ""
         self.say(f"valid step {s.step}: loss {result['dev_loss']:.3f}  ppl {result['dev_ppl']:.2f}{bleu_txt}{'  *best*' if improved else ''}")
         if tc.attention_snapshots and self.world.main:
             self._snapshot(result)

@@ -1,0 +1,112 @@
+"""Caption images with a trained captioning model: image -> regions -> search -> words,
+keeping each word's attention over the image regions.
+
+An image file is read as greyscale in [0, 1] (PNG, JPEG and whatever else Pillow reads);
+it must have the size the model was trained on (no silent resizing: a resized digit is
+not what the model learned to read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .data import collate_images
+from .data.vocabulary import WordVocabulary
+from .models.image import region_maps
+from .models.interface import Seq2SeqModel
+from .search import SearchOptions, beam_search, greedy_search
+
+
+@dataclass
+class Caption:
+    """One image's caption. ``attention`` (t, gh, gw): each word's attention over the grid of
+    regions (mean over the heads of ``layer``; t words, the end-of-caption step left out);
+    ``region``: the side of a region in pixels."""
+
+    image: np.ndarray  # (H, W) in [0, 1]
+    words: list[str]
+    score: float
+    attention: np.ndarray
+    region: int
+
+
+def read_image(path: str | Path, size: int) -> np.ndarray:
+    """A size x size image file as greyscale (H, W) float32 in [0, 1]; one-line errors."""
+    from PIL import Image, UnidentifiedImageError
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"image not found: {path}")
+    try:
+        with Image.open(path) as img:
+            img.load()
+            grey = img.convert("L")
+    except (UnidentifiedImageError, OSError, ValueError) as err:
+        raise ValueError(f"{path} is not a readable image ({type(err).__name__})") from None
+    if grey.size != (size, size):
+        w, h = grey.size
+        raise ValueError(f"{path} is {w} x {h} pixels; this model reads {size} x {size} images")
+    return np.asarray(grey, dtype=np.float32) / 255.0
+
+
+def caption_images(
+    model: Seq2SeqModel,
+    vocab: WordVocabulary,
+    images: np.ndarray,
+    options: SearchOptions | None = None,
+    *,
+    max_words: int = 10,
+    layer: int = -1,
+    batch_size: int = 256,
+) -> list[Caption]:
+    """images (n, H, W) in [0, 1] -> a Caption each, with its words' attention."""
+    if images.ndim != 3:
+        raise ValueError(f"images must be (n, height, width), got shape {images.shape}")
+    options = options or SearchOptions(beam=1)
+    options = SearchOptions(beam=options.beam, penalty=options.penalty, alpha=options.alpha, max_len_ratio=0.0,
+                            max_len_extra=max_words + 1)
+    device = model.output_projection.weight.device
+    grid = model.region_grid(*images.shape[1:])
+    region = images.shape[1] // grid[0]
+    out: list[Caption] = []
+    for start in range(0, len(images), batch_size):
+        chunk = images[start:start + batch_size]
+        batch = collate_images(chunk, None, np.arange(len(chunk))).to(device)
+        search = greedy_search if options.beam == 1 else beam_search
+        with torch.inference_mode():
+            result = search(model, batch.src, batch.src_mask, options, need_weights=True)
+        for image, hyps in zip(chunk, result.nbest):
+            hyp = hyps[0]
+            weights = hyp.attention[layer].mean(0)[: len(hyp.tokens)]  # (t, r)
+            out.append(Caption(image, vocab.tgt_pieces(hyp.tokens), hyp.score, region_maps(weights, grid), region))
+    return out
+
+
+def caption_files(model_dir: str | Path, paths: list[Path], options: SearchOptions | None = None, *,
+                  weights: dict | None = None, output: Path | None = None, dpi: int = 130) -> list[Caption]:
+    """`attnkit caption`: caption image files, print one line per image, and draw each caption's
+    attention overlay to ``output`` (name_1.png, name_2.png, ... for several images)."""
+    from .atomic import save_figure
+    from .flags import numbered
+    from .model_dir import load_model
+    from .plots.images import plot_caption
+
+    model, vocab, cfg = load_model(model_dir, task="caption", **(weights or {}))
+    size = cfg.data.image_size
+    images = np.stack([read_image(p, size) for p in paths])  # every file checked before any output
+    captions = caption_images(model, vocab, images, options, max_words=cfg.data.digits[1] + 2)
+    for path, cap in zip(paths, captions):
+        print(f"{path}\t{' '.join(cap.words)}")
+    if output is not None:
+        for i, (path, cap) in enumerate(zip(paths, captions)):
+            if not cap.words:
+                continue
+            fig = plot_caption(cap.image, cap.words, cap.attention, title=f"{path.name}: “{' '.join(cap.words)}”")
+            target = numbered(output, i, len(paths))
+            save_figure(fig, target, dpi=dpi)
+            print(f"figure: {target}")
+    return captions

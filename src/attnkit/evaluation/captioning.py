@@ -1,0 +1,63 @@
+"""How well a captioning model reads held-out scenes: caption exact match, BLEU, and
+attention correctness (``correctness.py``) next to its uniform-attention baseline.
+
+Attention correctness is scored on the words the model got right: word i of a caption
+is scored when it equals word i of the reference, since only then is it known which
+digit (which box) it names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..caption import Caption, caption_images
+from ..data.scenes import Box, Scene
+from ..data.vocabulary import WordVocabulary
+from ..models.interface import Seq2SeqModel
+from ..search import SearchOptions
+from .correctness import Correctness, attention_correctness
+from .metrics import bleu
+
+
+@dataclass
+class CaptionScores:
+    exact: float  # % of captions equal to the reference
+    bleu: float  # corpus BLEU of the words (sacreBLEU, tokenize none)
+    correctness: Correctness
+    scenes: int
+
+    def __str__(self) -> str:
+        return (f"{self.scenes} held-out scenes: exact match {self.exact:.1f}%, BLEU {self.bleu:.1f}, "
+                f"{self.correctness}")
+
+
+def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> CaptionScores:
+    """Compare ``captions`` with the scenes they were made from."""
+    if len(captions) != len(scenes):
+        raise ValueError(f"{len(captions)} captions for {len(scenes)} scenes")
+    hyps = [" ".join(c.words) for c in captions]
+    refs = [" ".join(s.words) for s in scenes]
+    maps: list[np.ndarray] = []
+    boxes: list[Box | None] = []
+    for cap, scene in zip(captions, scenes):
+        for i, word in enumerate(cap.words):
+            maps.append(cap.attention[i])
+            boxes.append(scene.boxes[i] if i < len(scene.words) and scene.words[i] == word else None)
+    size = scenes[0].image.shape if scenes else (1, 1)
+    exact = 100.0 * float(np.mean([h == r for h, r in zip(hyps, refs)])) if hyps else 0.0
+    if any(b is not None for b in boxes):
+        correct = attention_correctness(maps, boxes, size)
+    else:
+        correct = Correctness(float("nan"), float("nan"), 0)
+    return CaptionScores(exact, bleu(hyps, refs, tokenize="none").score, correct, len(scenes))
+
+
+def evaluate_captions(model: Seq2SeqModel, vocab: WordVocabulary, scenes: Sequence[Scene],
+                      options: SearchOptions | None = None, *, layer: int = -1) -> tuple[CaptionScores, list[Caption]]:
+    """Caption ``scenes`` and score them; also returns the captions."""
+    captions = caption_images(model, vocab, np.stack([s.image for s in scenes]), options,
+                              max_words=max(len(s.words) for s in scenes) + 2, layer=layer)
+    return score_captions(captions, scenes), captions

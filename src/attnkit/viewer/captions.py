@@ -1,0 +1,60 @@
+"""The image-attention viewer: one self-contained HTML file (no network) in which hovering
+over a word of a caption lays that word's attention over the image, region by region."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..atomic import write_text
+from ..caption import Caption
+from ..data.scenes import Scene
+from ..evaluation.correctness import attention_in_box
+from .html import DIGITS, _script_safe
+
+
+def caption_json(cap: Caption, name: str, scene: Scene | None = None) -> dict:
+    """One image as the page draws it: pixels 0-255, words, maps (t, gh, gw); with its scene,
+    the reference, the box of each correctly named digit and the attention share inside it."""
+    boxes = inside = None
+    if scene is not None:
+        boxes = [scene.boxes[i] if i < len(scene.words) and scene.words[i] == w else None
+                 for i, w in enumerate(cap.words)]
+        inside = [None if b is None else round(attention_in_box(cap.attention[i], b, cap.image.shape), DIGITS)
+                  for i, b in enumerate(boxes)]
+        boxes = [None if b is None else vars(b) for b in boxes]
+    return {
+        "name": name, "words": cap.words, "image": np.round(np.clip(cap.image, 0, 1) * 255).astype(int).tolist(),
+        "attention": np.round(cap.attention.astype(np.float64), DIGITS).tolist(),
+        "vmax": float(max(1e-9, cap.attention.max(initial=0.0))),
+        "reference": " ".join(scene.words) if scene is not None else None, "boxes": boxes, "inside": inside,
+    }
+
+
+def caption_page(captions: Sequence[Caption], names: Sequence[str], scenes: Sequence[Scene] | None = None, *,
+                 title: str = "attnkit: attention over an image") -> str:
+    if not captions:
+        raise ValueError("nothing to view: no captions")
+    if len(names) != len(captions) or (scenes is not None and len(scenes) != len(captions)):
+        raise ValueError("one name (and scene, if given) per caption")
+    data = {"examples": [caption_json(c, n, None if scenes is None else scenes[i])
+                         for i, (c, n) in enumerate(zip(captions, names))]}
+    template = resources.files("attnkit.viewer").joinpath("captions.html").read_text(encoding="utf-8")
+    parts = {"__DATA__": _script_safe(json.dumps(data, separators=(",", ":"))), "__TITLE__": html.escape(title),
+             "__VERSION__": __version__}
+    return re.sub(r"__(DATA|TITLE|VERSION)__", lambda m: parts[m.group(0)], template)
+
+
+def write_caption_html(path: str | Path, captions: Sequence[Caption], names: Sequence[str],
+                       scenes: Sequence[Scene] | None = None, *, title: str = "attnkit: attention over an image") -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
+    return write_text(path, caption_page(captions, names, scenes, title=title))
