@@ -72,6 +72,23 @@ def trained_toys(reversal, tmp_path_factory) -> dict[str, Path]:
     return dirs
 
 
+@pytest.fixture(scope="session")
+def tiny_captioner(tmp_path_factory) -> Path:
+    """A ViT + Transformer captioner trained for 3 steps on digit scenes (untrained in effect:
+    for shapes and plumbing, not for what it says)."""
+    pytest.importorskip("sklearn")
+    from attnkit.config import config_from_dict
+    from attnkit.training.trainer import train
+
+    out = tmp_path_factory.mktemp("captioner") / "model"
+    cfg = {"out_dir": str(out), "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
+           "model": {"arch": "transformer", "image_encoder": "vit", "d_model": 16, "heads": 2, "ffn": 16, "layers": 1},
+           "train": {"max_steps": 3, "eval_every": 3, "batch_tokens": 60, "warmup": 1}}
+    summary = train(config_from_dict(cfg), quiet=True)
+    assert summary["step"] == 3 and "dev_exact" in summary["history"][-1]
+    return out
+
+
 REQUIRE_BROWSER = os.environ.get("ATTNKIT_REQUIRE_BROWSER") == "1"
 
 

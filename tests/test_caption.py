@@ -33,12 +33,12 @@ def test_overlay_lights_exactly_the_pixels_of_the_attended_region():
     weights[2, 1] = 1.0  # region at row 2, column 1: pixels 8..11 x 4..7
     pixels = upsample(weights, image.shape)
     assert pixels.shape == (16, 12) and pixels[8:12, 4:8].min() == 1.0 and pixels.sum() == 16
-    fig = plot_caption(image, ["7"], weights[None], boxes=[Box(8, 4, 4, 4)])
+    fig = plot_caption(image, ["7"], weights[None], boxes=[Box(8, 4, 4, 4)], inside=[1.0])
     panel = fig.axes[1]
     base, heat = panel.images
     assert base.get_extent() == heat.get_extent() == [-0.5, 11.5, 15.5, -0.5]  # the same pixel grid
     np.testing.assert_array_equal(heat.get_array(), pixels)
-    assert "100% in box" in panel.get_title()  # all of the attention lies in the box drawn
+    assert "100% in box" in panel.get_title()
     with pytest.raises(ValueError, match="words"):
         plot_caption(image, ["7", "1"], weights[None])
 
@@ -66,3 +66,29 @@ def test_scores_count_only_correctly_named_words():
     assert '"inside":[1.0,0.25]' in html and '"inside":[1.0,null]' in html and "</script>" in html
     with pytest.raises(ValueError, match="one name"):
         caption_page([right], ["a", "b"])
+
+
+def test_caption_command_prints_each_image_and_draws_its_attention(tiny_captioner, tmp_path, capsys):
+    from attnkit.cli import main
+    from attnkit.data.scenes import make_scenes
+
+    for i, scene in enumerate(make_scenes(2, held_out=True, seed=5)):
+        Image.fromarray(np.round(scene.image * 255).astype(np.uint8)).save(tmp_path / f"s{i}.png")
+    out = tmp_path / "att.png"
+    assert main(["caption", str(tiny_captioner), str(tmp_path / "s0.png"), str(tmp_path / "s1.png"), "-o", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{tmp_path / 's0.png'}\t") and lines[1].startswith(f"{tmp_path / 's1.png'}\t")
+    words = [line.split("\t")[1] for line in lines[:2]]
+    for i, w in enumerate(words):  # an untrained model may say nothing; a figure for each caption with words
+        assert (tmp_path / f"att_{i + 1}.png").is_file() == bool(w)
+
+
+def test_loaded_captioner_captions_arrays_with_attention_over_its_grid(tiny_captioner):
+    from attnkit.caption import caption_images
+    from attnkit.model_dir import load_model
+
+    model, vocab, cfg = load_model(tiny_captioner, task="caption")
+    images = np.random.default_rng(0).random((3, 32, 32)).astype(np.float32)
+    for cap in caption_images(model, vocab, images, max_words=4):
+        assert len(cap.words) <= 4 and cap.attention.shape == (len(cap.words), 8, 8) and cap.region == 4
+        np.testing.assert_allclose(cap.attention.sum(axis=(1, 2)), 1.0, atol=1e-5)

@@ -104,3 +104,8 @@ def remove_stale(directory: str | Path) -> list[Path]:
     for p in stale:
         p.unlink(missing_ok=True)
     return stale
+
+
+def numbered(path: Path, index: int, count: int) -> Path:
+    """``path`` for one output of ``count``: name_1.png, name_2.png, ... when there are several."""
+    return path if count == 1 else path.with_name(f"{path.stem}_{index + 1}{path.suffix}")

@@ -24,7 +24,7 @@ from .search import SearchOptions, beam_search, greedy_search
 @dataclass
 class Caption:
     """One image's caption. ``attention`` (t, gh, gw): each word's attention over the grid of
-    regions (mean over the heads of ``layer``; t words, the end-of-caption step left out);
+    regions (``caption_images``' ``layer``; t words, the end-of-caption step left out);
     ``region``: the side of a region in pixels."""
 
     image: np.ndarray  # (H, W) in [0, 1]
@@ -60,15 +60,16 @@ def caption_images(
     options: SearchOptions | None = None,
     *,
     max_words: int = 10,
-    layer: int = -1,
+    layer: int | None = -1,
     batch_size: int = 256,
 ) -> list[Caption]:
-    """images (n, H, W) in [0, 1] -> a Caption each, with its words' attention."""
+    """images (n, H, W) in [0, 1] -> a Caption each, with its words' attention: the mean over
+    the heads of decoder layer ``layer`` (None: over every layer and head)."""
     if images.ndim != 3:
         raise ValueError(f"images must be (n, height, width), got shape {images.shape}")
     options = options or SearchOptions(beam=1)
     options = SearchOptions(beam=options.beam, penalty=options.penalty, alpha=options.alpha, max_len_ratio=0.0,
-                            max_len_extra=max_words + 1)
+                            max_len_extra=max_words)
     device = model.output_projection.weight.device
     grid = model.region_grid(*images.shape[1:])
     region = images.shape[1] // grid[0]
@@ -81,7 +82,8 @@ def caption_images(
             result = search(model, batch.src, batch.src_mask, options, need_weights=True)
         for image, hyps in zip(chunk, result.nbest):
             hyp = hyps[0]
-            weights = hyp.attention[layer].mean(0)[: len(hyp.tokens)]  # (t, r)
+            att = hyp.attention.mean(axis=(0, 1)) if layer is None else hyp.attention[layer].mean(0)
+            weights = att[: len(hyp.tokens)]  # (t, r)
             out.append(Caption(image, vocab.tgt_pieces(hyp.tokens), hyp.score, region_maps(weights, grid), region))
     return out
 
@@ -90,8 +92,7 @@ def caption_files(model_dir: str | Path, paths: list[Path], options: SearchOptio
                   weights: dict | None = None, output: Path | None = None, dpi: int = 130) -> list[Caption]:
     """`attnkit caption`: caption image files, print one line per image, and draw each caption's
     attention overlay to ``output`` (name_1.png, name_2.png, ... for several images)."""
-    from .atomic import save_figure
-    from .flags import numbered
+    from .atomic import numbered, save_figure
     from .model_dir import load_model
     from .plots.images import plot_caption
 

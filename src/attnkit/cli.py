@@ -101,7 +101,7 @@ def cmd_capture(args: argparse.Namespace) -> None:
 
 def cmd_plot(args: argparse.Namespace) -> None:
     """Static figure(s) of attention: one map, or every layer and head as a grid."""
-    from .atomic import save_figure
+    from .atomic import numbered, save_figure
     from .inspection.figures import record_figure
 
     if args.steps:  # a run's snapshots: attention forming during training
@@ -115,7 +115,7 @@ def cmd_plot(args: argparse.Namespace) -> None:
     paths = []
     for i, r in enumerate(records):
         fig = record_figure(r, kind=args.kind, layer=args.layer, head=args.head)
-        paths.append(save_figure(fig, F.numbered(args.output, i, len(records)), dpi=args.dpi))
+        paths.append(save_figure(fig, numbered(args.output, i, len(records)), dpi=args.dpi))
         if r.output:
             print(f"{r.source}\n  -> {r.output}")
     print("figure(s): " + ", ".join(map(str, paths)))
@@ -225,7 +225,7 @@ def _training_commands(add) -> None:
     p = add("demo", cmd_demo, "train a small attention model on a built-in task (dates, or captions of digit "
             "scenes) and draw its attention")
     p.add_argument("--task", choices=["dates", "caption"], default="dates",
-                   help="dates: rewrite dates in ISO form; caption: name the digits of an image from left to right")
+                   help="dates: rewrite dates in ISO form; caption: name the digits of an image in reading order")
     F.out_dir(p, None, "demo directory (an earlier demo there is replaced, only once the new one is complete; "
               "default runs/demo, runs/demo_caption for --task caption)")
     p.add_argument("--arch", choices=["transformer", "rnn"], default=None,

@@ -33,13 +33,14 @@ def caption_demo_config(out_dir: Path, arch: str, max_steps: int) -> dict[str, A
          "attention": "global", "score": "general", "dropout": 0.1, "positions": "sinusoidal"}
         if arch == "rnn"
         else {"arch": "transformer", "image_encoder": "vit", "d_model": 128, "heads": 4, "ffn": 256,
-              "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.1, "positions": "sinusoidal"}
+              "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.1, "positions": "sinusoidal", "norm_first": True}
     )
     return {
         "out_dir": str(out_dir),
-        "data": {"task": "caption", "image_size": 32, "train_scenes": 20000, "dev_scenes": 300},
+        "data": {"task": "caption", "image_size": 32, "train_scenes": 20000, "dev_scenes": 500},
         "model": model,
-        "train": {"max_steps": max_steps, "batch_tokens": 500, "lr": 0.003, "schedule": "constant", "warmup": 50,
+        # configs/digit_scenes_caption_{rnn,vit}.yaml, but shorter: the cosine decay ends at max_steps
+        "train": {"max_steps": max_steps, "batch_tokens": 500, "lr": 0.003, "schedule": "cosine", "warmup": 50,
                   "eval_every": max(1, max_steps // 4), "log_every": 100, "label_smoothing": 0.1, "clip_norm": 1.0,
                   "early_stop_metric": "bleu"},
     }

@@ -317,8 +317,3 @@ def query_index(args: argparse.Namespace, tokens: list[str]) -> int:
     if args.query in tokens:
         return tokens.index(args.query)
     raise ValueError(f"--query {args.query!r} is not one of the tokens {tokens} (--query-pos N picks a position)")
-
-
-def numbered(path: Path, index: int, count: int) -> Path:
-    """``path`` for one output of ``count``: name_1.png, name_2.png, ... when there are several."""
-    return path if count == 1 else path.with_name(f"{path.stem}_{index + 1}{path.suffix}")

@@ -113,3 +113,26 @@ def test_no_model_to_serve_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "attnkit", "serve", str(tmp_path / "missing"), "--port", str(free_port())],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "not found" in r.stderr
+
+
+def test_caption_a_scene_and_an_uploaded_image_in_the_browser(browser, tiny_captioner, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    Image.fromarray(np.zeros((32, 32), np.uint8)).save(tmp_path / "blank.png")
+    with running(str(tiny_captioner)) as (url, _):
+        page = browser.new_context(viewport={"width": 1200, "height": 900}, bypass_csp=True).new_page()
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)  # only a captioner: the caption page
+        assert page.is_visible("#live") and page.is_hidden("#text-models")
+        page.click("#scene")
+        page.wait_for_selector("#pick button")
+        assert page.inner_text("#pick button.on") == "held-out scene 0"
+        assert page.inner_text("#ref").startswith("reference: ")
+        page.set_input_files("#upload", str(tmp_path / "blank.png"))
+        page.wait_for_function("document.querySelectorAll('#pick button').length === 2")
+        assert page.inner_text("#pick button.on") == "your image" and page.inner_text("#ref") == ""
+        page.context.close()
+        assert errors == [], errors

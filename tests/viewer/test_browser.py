@@ -115,3 +115,42 @@ def test_switching_layer_and_head_with_100_tokens_is_fast(browser, tmp_path):
         }""")
         assert times[len(times) // 2] <= 100, (tab, times)
     assert errors == []
+
+
+def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser, tmp_path):
+    import numpy as np
+
+    from attnkit.caption import Caption
+    from attnkit.data.scenes import Box, Scene
+    from attnkit.viewer.captions import write_caption_html
+
+    image = np.zeros((16, 16), np.float32)
+    attention = np.zeros((2, 4, 4))
+    attention[0, 2, 1] = 1.0  # "3" looks at the region at row 2, column 1 (pixels 8..11 x 4..7)
+    attention[1, 0, 3] = 1.0  # "5" at row 0, column 3
+    cap = Caption(image, ["3", "5"], 0.0, attention, 4)
+    scene = Scene(image, ["3", "5"], [Box(8, 4, 4, 4), Box(0, 8, 8, 8)])
+    path = write_caption_html(tmp_path / "captions.html", [cap, cap], ["one", "two"], [scene, scene])
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.resolve().as_uri())
+    assert page.is_hidden("#live")  # a static file has no server to ask
+
+    def pixel(x, y):  # image pixel (x, y) of the 10x zoomed canvas, at its centre
+        return page.evaluate(f"Array.from(document.getElementById('view').getContext('2d')"
+                             f".getImageData({x * 10 + 5}, {y * 10 + 5}, 1, 1).data.slice(0, 3))")
+
+    page.hover(".word >> nth=0")
+    assert pixel(5, 9) != pixel(12, 1)  # inside the attended region: lit; elsewhere: the image
+    assert pixel(12, 1) == pixel(0, 15)
+    text = page.inner_text("#readout")
+    assert "“3”" in text and "row 2, column 1" in text and "100% of its attention is inside" in text
+    page.keyboard.press("ArrowRight")
+    assert "“5”" in page.inner_text("#readout") and "0% of its attention" in page.inner_text("#readout")
+    assert pixel(13, 2) != pixel(5, 9)  # the lit region moved with the word
+    page.keyboard.press("ArrowDown")
+    assert page.locator("#pick button.on").inner_text() == "two"
+    errors = [e for e in errors if "willReadFrequently" not in e]  # the test's own pixel reads
+    assert errors == [], errors

@@ -3,9 +3,11 @@
 The 1,797 digit scans (8 x 8, 17 grey levels, from UCI) that scikit-learn bundles are split
 once by scan: a held-out share of the scans is never used in training scenes. A scene puts
 3-5 scans at random, non-overlapping places of a canvas (on a grid of slots, each scan
-jittered inside its slot), adds noise, and reads its caption off the scene: the digits from
-left to right. So each word of the caption names one digit whose box is known, which is
-what attention correctness (``evaluation.attention_correctness``) needs.
+jittered inside its slot), adds noise, and reads its caption off the scene: the digits in
+reading order, row by row from the top, each row from left to right. Rows are the slots'
+rows, so the order never hangs on a pixel of jitter. Each word of the caption names one
+digit whose box is known, which is what attention correctness
+(``evaluation.attention_correctness``) needs.
 
 scikit-learn is an optional dependency: ``pip install 'attnkit[images]'``.
 """
@@ -36,7 +38,7 @@ class Box:
 @dataclass
 class Scene:
     image: np.ndarray  # (H, W) float32 in [0, 1]
-    words: list[str]  # the caption: digits from left to right
+    words: list[str]  # the caption: the digits in reading order (rows from the top, each from the left)
     boxes: list[Box]  # boxes[i]: where words[i] is
 
 
@@ -77,14 +79,13 @@ def make_scene(scans: np.ndarray, labels: np.ndarray, pool: np.ndarray, rng: np.
         raise ValueError(f"{n} digits do not fit on a {size}-pixel canvas")
     image = rng.normal(0.0, noise, (size, size)).astype(np.float32) if noise > 0 else np.zeros((size, size), np.float32)
     placed: list[tuple[Box, int]] = []
-    for cell in rng.choice(slots_per_side**2, size=n, replace=False):
+    for cell in sorted(rng.choice(slots_per_side**2, size=n, replace=False)):  # row-major: reading order
         r, c = divmod(int(cell), slots_per_side)
         top = r * slot + int(rng.integers(0, slot - DIGIT + 1))
         left = c * slot + int(rng.integers(0, slot - DIGIT + 1))
         scan = int(rng.choice(pool))
         image[top:top + DIGIT, left:left + DIGIT] += scans[scan]
         placed.append((Box(top, left, DIGIT, DIGIT), int(labels[scan])))
-    placed.sort(key=lambda item: (item[0].left, item[0].top))  # read from left to right
     return Scene(np.clip(image, 0.0, 1.0), [str(d) for _, d in placed], [b for b, _ in placed])
 
 

@@ -56,7 +56,7 @@ def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> Capt
 
 
 def evaluate_captions(model: Seq2SeqModel, vocab: WordVocabulary, scenes: Sequence[Scene],
-                      options: SearchOptions | None = None, *, layer: int = -1) -> tuple[CaptionScores, list[Caption]]:
+                      options: SearchOptions | None = None, *, layer: int | None = -1) -> tuple[CaptionScores, list[Caption]]:
     """Caption ``scenes`` and score them; also returns the captions."""
     captions = caption_images(model, vocab, np.stack([s.image for s in scenes]), options,
                               max_words=max(len(s.words) for s in scenes) + 2, layer=layer)

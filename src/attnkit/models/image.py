@@ -36,7 +36,7 @@ class ConvRegions(nn.Module):
     resolution log2(region) times, so each output cell is the feature of one region x region
     block of pixels (its receptive field reaches past the block: a region sees its neighbours)."""
 
-    def __init__(self, d_model: int, *, region: int, channels: int = 32) -> None:
+    def __init__(self, d_model: int, *, region: int, channels: int = 16) -> None:
         super().__init__()
         halvings = int(math.log2(region))
         if region < 1 or 2**halvings != region:
@@ -57,17 +57,20 @@ class ConvRegions(nn.Module):
 
 class PatchRegions(nn.Module):
     """ViT's patch embedding: each region x region patch, flattened, through one Linear
-    (a convolution with stride = kernel = region)."""
+    (a convolution with stride = kernel = region), then LayerNorm over the features, so
+    patches enter at the scale of the positions added to them (CLIP's ``ln_pre``)."""
 
     def __init__(self, d_model: int, *, region: int) -> None:
         super().__init__()
         if region < 1:
             raise ValueError(f"model.region must be >= 1, got {region}")
         self.proj = nn.Conv2d(1, d_model, region, stride=region)
+        self.norm = nn.LayerNorm(d_model)
         self.region = region
 
     def forward(self, images: Tensor) -> Tensor:
-        return self.proj(images[:, None])  # (b, d, gh, gw)
+        x = self.proj(images[:, None])  # (b, d, gh, gw)
+        return self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
 class RegionEmbedding(nn.Module):

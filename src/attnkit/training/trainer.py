@@ -359,12 +359,13 @@ class Trainer:
                             self._save()
                         stop_reason = "interrupted"
                         break
+                    paused = time.perf_counter()
                     early_stop = self._evaluate_and_save(log, s.step == tc.max_steps or out_of_time) if world.main else False
                     (early_stop,) = world.flags_from_main(early_stop)
                     if early_stop or out_of_time:
                         stop_reason = "early_stopping" if early_stop else "max_minutes"
                         break
-                    window.start = time.perf_counter()  # validation time is not training throughput
+                    window.start += time.perf_counter() - paused  # validation time is not training throughput
         summary = self._finish(stop_reason, log)
         if stop_reason == "interrupted":
             summary["signal"] = stop.signal or signal.SIGTERM  # other ranks learn of it from rank 0

@@ -39,13 +39,15 @@ def caption_json(cap: Caption, name: str, scene: Scene | None = None) -> dict:
 
 
 def caption_page(captions: Sequence[Caption], names: Sequence[str], scenes: Sequence[Scene] | None = None, *,
-                 title: str = "attnkit: attention over an image") -> str:
-    if not captions:
+                 title: str = "attnkit: attention over an image", live: dict | None = None) -> str:
+    """The page: ``captions`` to view, or (``live``: the studio's description) none yet, with
+    controls that ask the server to caption a new held-out scene or an uploaded image."""
+    if not captions and live is None:
         raise ValueError("nothing to view: no captions")
     if len(names) != len(captions) or (scenes is not None and len(scenes) != len(captions)):
         raise ValueError("one name (and scene, if given) per caption")
     data = {"examples": [caption_json(c, n, None if scenes is None else scenes[i])
-                         for i, (c, n) in enumerate(zip(captions, names))]}
+                         for i, (c, n) in enumerate(zip(captions, names))], "live": live}
     template = resources.files("attnkit.viewer").joinpath("captions.html").read_text(encoding="utf-8")
     parts = {"__DATA__": _script_safe(json.dumps(data, separators=(",", ":"))), "__TITLE__": html.escape(title),
              "__VERSION__": __version__}
