@@ -3,7 +3,7 @@ the image (Xu et al. 2015, fig. 2/3 style), one panel per word.
 
 The heat map is drawn region by region, not smoothed: a region's weight fills exactly the
 region x region pixels it covers (``upsample``), so what is lit is what the model attended
-to. All panels share one colour scale.
+to. Colour and opacity both grow with the weight, on one scale shared by all panels.
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.cm import ScalarMappable
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..data.scenes import Box
+
+OPACITY = 0.85  # of the heat map where the weight is largest (the viewer uses the same)
 
 
 def upsample(weights: np.ndarray, image_shape: tuple[int, int]) -> np.ndarray:
@@ -53,7 +56,9 @@ def plot_caption(
     heat = None
     for i, (ax, word) in enumerate(zip(axes[1:], words)):
         ax.imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=extent)
-        heat = ax.imshow(upsample(attention[i], image.shape), cmap="inferno", vmin=0.0, vmax=vmax, alpha=0.6,
+        pixels = upsample(attention[i], image.shape)
+        # opacity follows the weight too: a region the word ignores leaves the image as it is
+        heat = ax.imshow(pixels, cmap="inferno", vmin=0.0, vmax=vmax, alpha=OPACITY * pixels / vmax,
                          extent=extent, interpolation="nearest")
         label = f"“{word}”"
         box = boxes[i] if boxes is not None else None
@@ -67,7 +72,8 @@ def plot_caption(
         ax.set_xticks([])
         ax.set_yticks([])
     if heat is not None:
-        fig.colorbar(heat, ax=list(axes[1:]), shrink=0.8, label="weight of the region")
+        bar = fig.colorbar(ScalarMappable(heat.norm, heat.cmap), ax=list(axes[1:]), shrink=0.8)  # opaque colours
+        bar.set_label("weight of the region")
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
