@@ -95,21 +95,22 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
 
     src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
     tgt_emb = src_emb if cfg.tie_embeddings else _embedding(tgt_vocab, cfg.d_model, pad_id)
+    decoder = _rnn_decoder(cfg, tgt_emb, tgt_vocab)  # before the encoder: the order parameters are drawn in
+    return RNNSeq2Seq(
+        encoder=RNNEncoder(src_emb, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.encoder_layers, dropout=cfg.dropout),
+        **decoder,
+    )
+
+
+def _rnn_decoder(cfg: ModelConfig, tgt_emb: nn.Embedding, vocab: int) -> dict:
+    """The RNN decoder's keyword arguments (``RNNSeq2Seq`` and ``RNNCaptioner``): Luong attention and the cell."""
     attention = build_recurrent_attention(
         cfg.attention, query_dim=cfg.hidden, key_dim=cfg.hidden, score=cfg.score, window=cfg.window,
         dropout=cfg.attention_dropout,
     )
-    return RNNSeq2Seq(
-        encoder=RNNEncoder(src_emb, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.encoder_layers, dropout=cfg.dropout),
-        tgt_embedding=tgt_emb,
-        attention=attention,
-        cell=cfg.cell,
-        hidden=cfg.hidden,
-        layers=cfg.decoder_layers,
-        vocab_size=tgt_vocab,
-        dropout=cfg.dropout,
-        input_feeding=cfg.input_feeding,
-        init_hidden=cfg.init_hidden,
+    return dict(
+        tgt_embedding=tgt_emb, attention=attention, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.decoder_layers,
+        vocab_size=vocab, dropout=cfg.dropout, input_feeding=cfg.input_feeding, init_hidden=cfg.init_hidden,
         tie_output=cfg.tie_embeddings and cfg.d_model == cfg.hidden,
     )
 
@@ -151,20 +152,7 @@ def build_captioner(cfg: ModelConfig, *, vocab: int, pad_id: int, image_size: in
     if cfg.image_encoder == "vit":
         raise ValueError("model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
                          "(the RNN decoder takes model.image_encoder=cnn)")
-    attention = build_recurrent_attention(
-        cfg.attention, query_dim=cfg.hidden, key_dim=cfg.hidden, score=cfg.score, window=cfg.window,
-        dropout=cfg.attention_dropout,
-    )
     return RNNCaptioner(
         encoder=ImageRNNEncoder(embed, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.decoder_layers),
-        tgt_embedding=tgt_emb,
-        attention=attention,
-        cell=cfg.cell,
-        hidden=cfg.hidden,
-        layers=cfg.decoder_layers,
-        vocab_size=vocab,
-        dropout=cfg.dropout,
-        input_feeding=cfg.input_feeding,
-        init_hidden=cfg.init_hidden,
-        tie_output=cfg.tie_embeddings and cfg.d_model == cfg.hidden,
+        **_rnn_decoder(cfg, tgt_emb, vocab),
     )
