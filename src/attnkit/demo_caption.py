@@ -15,7 +15,7 @@ from .atomic import atomic_directory, save_figure, write_text
 from .caption import caption_images
 from .config import config_from_dict, save_config
 from .data.scenes import make_scenes
-from .evaluation.captioning import score_captions
+from .evaluation.captioning import named_boxes, score_captions
 from .model_dir import load_model
 from .plots.images import plot_caption
 from .training.trainer import train
@@ -83,9 +83,9 @@ def _build(out: Path, *, arch: str, max_steps: int, seed: int) -> dict[str, Any]
     for scene, cap in list(zip(scenes, captions))[:EXAMPLE_FILES]:
         print(f"  reference {' '.join(scene.words):<10} -> {' '.join(cap.words)}")
     print(f"\n{scores}\n(wall time {seconds:.0f} s)")
-    first, scene = captions[0], scenes[0]
-    boxes = [scene.boxes[i] if i < len(scene.words) and scene.words[i] == w else None for i, w in enumerate(first.words)]
-    fig = plot_caption(first.image, first.words, first.attention, boxes=boxes,
+    first = captions[0]
+    boxes, inside = named_boxes(first, scenes[0])
+    fig = plot_caption(first.image, first.words, first.attention, boxes=boxes, inside=inside,
                        title=f"{kind}: a held-out scene, each word's attention (dashed: the digit's box)")
     save_figure(fig, out / "caption.png", dpi=130)
     n = 12

@@ -9,7 +9,13 @@ from attnkit.config import ModelConfig
 from attnkit.models import DecodingState, Seq2SeqModel
 from attnkit.models.factory import build_captioner
 from attnkit.models.image import ConvRegions, PatchRegions, region_maps
-from attnkit.positions.grid import FourierGrid, LearnedGrid, SinusoidalGrid, build_grid_positions, grid_coords
+from attnkit.positions.grid import (
+    FourierGrid,
+    LearnedGrid,
+    SinusoidalGrid,
+    build_grid_positions,
+    grid_coords,
+)
 from attnkit.positions.sinusoidal import sinusoid_table
 from attnkit.search import SearchOptions, beam_search, greedy_search
 

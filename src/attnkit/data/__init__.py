@@ -1,19 +1,26 @@
 """Text -> tokenizer -> batches; images (digit scenes) -> batches."""
 
-from .batching import Batch, BucketBatcher, ImageBatcher, collate, collate_images, inference_batches
+from .batching import (
+    Batch,
+    BucketBatcher,
+    ImageBatcher,
+    collate,
+    collate_images,
+    inference_batches,
+)
 from .text import ParallelText, read_lines, read_parallel
 from .tokenizer import BOS, EOS, PAD, UNK, Tokenizer, readable
 
 __all__ = [
     "BOS",
+    "EOS",
+    "PAD",
+    "UNK",
     "Batch",
     "BucketBatcher",
-    "EOS",
     "ImageBatcher",
-    "PAD",
     "ParallelText",
     "Tokenizer",
-    "UNK",
     "collate",
     "collate_images",
     "inference_batches",

@@ -18,7 +18,7 @@ from ..data.scenes import Box, Scene
 from ..data.vocabulary import WordVocabulary
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
-from .correctness import Correctness, attention_correctness
+from .correctness import Correctness, attention_correctness, attention_in_box
 from .metrics import bleu
 
 
@@ -34,6 +34,16 @@ class CaptionScores:
                 f"{self.correctness}")
 
 
+def named_boxes(caption: Caption, scene: Scene) -> tuple[list[Box | None], list[float | None]]:
+    """For each word of ``caption``: the box of the digit it names (None unless the word equals
+    the reference word in its place) and the share of its attention inside that box."""
+    boxes = [scene.boxes[i] if i < len(scene.words) and scene.words[i] == w else None
+             for i, w in enumerate(caption.words)]
+    inside = [None if b is None else attention_in_box(caption.attention[i], b, caption.image.shape)
+              for i, b in enumerate(boxes)]
+    return boxes, inside
+
+
 def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> CaptionScores:
     """Compare ``captions`` with the scenes they were made from."""
     if len(captions) != len(scenes):
@@ -43,9 +53,8 @@ def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> Capt
     maps: list[np.ndarray] = []
     boxes: list[Box | None] = []
     for cap, scene in zip(captions, scenes):
-        for i, word in enumerate(cap.words):
-            maps.append(cap.attention[i])
-            boxes.append(scene.boxes[i] if i < len(scene.words) and scene.words[i] == word else None)
+        maps.extend(cap.attention)
+        boxes.extend(named_boxes(cap, scene)[0])
     size = scenes[0].image.shape if scenes else (1, 1)
     exact = 100.0 * float(np.mean([h == r for h, r in zip(hyps, refs)])) if hyps else 0.0
     if any(b is not None for b in boxes):

@@ -8,7 +8,14 @@ from ..attention import build_recurrent_attention
 from ..config import ModelConfig, check_model
 from ..positions import AbsolutePositions, AttentionPositions, build_positions
 from ..positions.grid import build_grid_positions
-from .image import ConvRegions, ImageRNNEncoder, PatchRegions, RegionEmbedding, RNNCaptioner, TransformerCaptioner
+from .image import (
+    ConvRegions,
+    ImageRNNEncoder,
+    PatchRegions,
+    RegionEmbedding,
+    RNNCaptioner,
+    TransformerCaptioner,
+)
 from .rnn import RNNEncoder, RNNSeq2Seq
 from .transformer import (
     DecoderLayer,

@@ -161,8 +161,8 @@ def region_maps(weights: Tensor, grid: tuple[int, int]) -> Tensor:
 
 
 __all__ = [
-    "ConvRegions",
     "IMAGE_ENCODERS",
+    "ConvRegions",
     "ImageRNNEncoder",
     "PatchRegions",
     "RNNCaptioner",

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import Config
+from ..data.vocabulary import WordVocabulary
 from ..inspection.capture import (
     AttentionRecord,
     capture_ids,
@@ -26,8 +28,6 @@ from ..inspection.capture import (
 )
 from ..inspection.explain import Walkthrough, explain
 from ..inspection.sources import Source, open_source
-from ..config import Config
-from ..data.vocabulary import WordVocabulary
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json

@@ -16,7 +16,7 @@ from .. import __version__
 from ..atomic import write_text
 from ..caption import Caption
 from ..data.scenes import Scene
-from ..evaluation.correctness import attention_in_box
+from ..evaluation.captioning import named_boxes
 from .html import DIGITS, _script_safe
 
 
@@ -25,11 +25,9 @@ def caption_json(cap: Caption, name: str, scene: Scene | None = None) -> dict:
     the reference, the box of each correctly named digit and the attention share inside it."""
     boxes = inside = None
     if scene is not None:
-        boxes = [scene.boxes[i] if i < len(scene.words) and scene.words[i] == w else None
-                 for i, w in enumerate(cap.words)]
-        inside = [None if b is None else round(attention_in_box(cap.attention[i], b, cap.image.shape), DIGITS)
-                  for i, b in enumerate(boxes)]
-        boxes = [None if b is None else vars(b) for b in boxes]
+        found, shares = named_boxes(cap, scene)
+        boxes = [None if b is None else vars(b) for b in found]
+        inside = [None if x is None else round(x, DIGITS) for x in shares]
     return {
         "name": name, "words": cap.words, "image": np.round(np.clip(cap.image, 0, 1) * 255).astype(int).tolist(),
         "attention": np.round(cap.attention.astype(np.float64), DIGITS).tolist(),
