@@ -46,10 +46,22 @@ def with_demo(tmp_path_factory):
     return work
 
 
+@pytest.fixture(scope="module")
+def with_caption_demo(tmp_path_factory):
+    """A working directory holding a (short) caption demo at runs/demo_caption."""
+    pytest.importorskip("sklearn")
+    work = tmp_path_factory.mktemp("docs_caption_demo")
+    subprocess.run([sys.executable, "-m", "attnkit", "demo", "--task", "caption", "--steps", "20", "--out-dir",
+                    str(work / "runs/demo_caption")], check=True, capture_output=True)
+    return work
+
+
 @pytest.mark.parametrize("doc,command", [c for c in COMMANDS if not LONG.search(c[1])],
                          ids=lambda x: x if "/" not in x and not x.endswith(".md") else None)
 def test_documented_command_runs(doc, command, tmp_path, request):
-    if "runs/demo" in command:  # the demo's model: made once for these examples
+    if "runs/demo_caption" in command:  # the caption demo's model and scenes
+        tmp_path = request.getfixturevalue("with_caption_demo")
+    elif "runs/demo" in command:  # the demo's model: made once for these examples
         tmp_path = request.getfixturevalue("with_demo")
     shared = (REPO.parent / "shared").resolve()
     if "../shared/" in command and not shared.is_dir():

@@ -49,3 +49,15 @@ def test_scenes_are_a_function_of_the_seed():
     a, b = make_scenes(3, seed=7), make_scenes(3, seed=7)
     assert all(np.array_equal(x.image, y.image) and x.words == y.words for x, y in zip(a, b))
     assert Box(0, 0, 8, 8).overlaps(Box(7, 7, 8, 8)) and not Box(0, 0, 8, 8).overlaps(Box(8, 0, 8, 8))
+
+
+def test_without_scikit_learn_the_scenes_say_how_to_get_it(monkeypatch, capsys, tmp_path):
+    from attnkit.cli import main
+
+    monkeypatch.setitem(__import__("sys").modules, "sklearn.datasets", None)  # import fails as if not installed
+    with pytest.raises(ValueError, match=r"pip install 'attnkit\[images\]'"):
+        load_digits()
+    assert main(["demo", "--task", "caption", "--out-dir", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnkit demo: error: the digit scenes need scikit-learn") and len(err.splitlines()) == 1
+    assert not (tmp_path / "d").exists()

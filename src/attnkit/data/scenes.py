@@ -47,7 +47,7 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     try:
         from sklearn.datasets import load_digits as sk_load_digits
     except ImportError:
-        raise ImportError("the digit scenes need scikit-learn: pip install 'attnkit[images]'") from None
+        raise ValueError("the digit scenes need scikit-learn: pip install 'attnkit[images]'") from None
     data = sk_load_digits()
     return (data.images / 16.0).astype(np.float32), data.target.astype(np.int64)
 
