@@ -17,7 +17,7 @@ import torch
 from .data import collate_images
 from .data.vocabulary import WordVocabulary
 from .models.image import region_maps
-from .models.interface import Seq2SeqModel
+from .models.interface import ImageCaptioner
 from .search import SearchOptions, beam_search, greedy_search
 
 
@@ -54,7 +54,7 @@ def read_image(path: str | Path, size: int) -> np.ndarray:
 
 
 def caption_images(
-    model: Seq2SeqModel,
+    model: ImageCaptioner,
     vocab: WordVocabulary,
     images: np.ndarray,
     options: SearchOptions | None = None,

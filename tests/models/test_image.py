@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnkit.config import ModelConfig
-from attnkit.models import DecodingState, Seq2SeqModel
+from attnkit.models import DecodingState, ImageCaptioner, Seq2SeqModel
 from attnkit.models.factory import build_captioner
 from attnkit.models.image import ConvRegions, PatchRegions, region_maps
 from attnkit.positions.grid import (
@@ -45,7 +45,7 @@ def images(b=3):
 @pytest.mark.parametrize("name", VARIANTS)
 def test_captioner_satisfies_the_interface_and_steps_equal_teacher_forcing(name):
     model = make(name)
-    assert isinstance(model, Seq2SeqModel)
+    assert isinstance(model, Seq2SeqModel) and isinstance(model, ImageCaptioner)
     src, mask = images()
     enc = model.encode(src, mask)
     assert enc.memory.shape == (3, 16, model.output_projection.in_features) and enc.mask.shape == (3, 16)

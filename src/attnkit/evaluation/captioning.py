@@ -16,7 +16,7 @@ import numpy as np
 from ..caption import Caption, caption_images
 from ..data.scenes import Box, Scene
 from ..data.vocabulary import WordVocabulary
-from ..models.interface import Seq2SeqModel
+from ..models.interface import ImageCaptioner
 from ..search import SearchOptions
 from .correctness import Correctness, attention_correctness, attention_in_box
 from .metrics import bleu
@@ -64,7 +64,7 @@ def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> Capt
     return CaptionScores(exact, bleu(hyps, refs, tokenize="none").score, correct, len(scenes))
 
 
-def evaluate_captions(model: Seq2SeqModel, vocab: WordVocabulary, scenes: Sequence[Scene],
+def evaluate_captions(model: ImageCaptioner, vocab: WordVocabulary, scenes: Sequence[Scene],
                       options: SearchOptions | None = None, *, layer: int | None = -1) -> tuple[CaptionScores, list[Caption]]:
     """Caption ``scenes`` and score them; also returns the captions."""
     captions = caption_images(model, vocab, np.stack([s.image for s in scenes]), options,

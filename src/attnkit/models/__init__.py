@@ -14,6 +14,7 @@ from .interface import (
     AttentionSite,
     DecodingState,
     EncoderModel,
+    ImageCaptioner,
     Seq2SeqModel,
     find_site,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "AttentionSite",
     "DecodingState",
     "EncoderModel",
+    "ImageCaptioner",
     "KIND_LABELS",
     "Seq2SeqModel",
     "find_site",

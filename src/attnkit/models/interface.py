@@ -9,6 +9,7 @@ by implementing them, and a test checks that every built-in model does.
                    attention_sites (every attention module, with its kind and layer);
                    position_schemes (its positional modules)
     DecodingState  expand(k) for beam search, reorder(index) for surviving rows
+    ImageCaptioner a Seq2SeqModel over image regions; region_grid (rows, columns of regions)
     EncoderModel   encode; hidden_states (every layer's output); token_vectors
                    (the static embedding table's rows); attention_sites; position_schemes
 
@@ -103,6 +104,16 @@ class Seq2SeqModel(Protocol):
 
     def position_schemes(self) -> list[nn.Module]:
         """The positional modules (``attnkit.positions``), each once, encoder side first."""
+        ...
+
+
+@runtime_checkable
+class ImageCaptioner(Seq2SeqModel, Protocol):
+    """A Seq2SeqModel whose source is an image: ``encode(images (b, H, W), pixel_mask (b, H, W))``,
+    its memory one row per image region, row-major over the region grid."""
+
+    def region_grid(self, height: int, width: int) -> tuple[int, int]:
+        """(rows, columns) of regions of a height x width image."""
         ...
 
 

@@ -28,7 +28,7 @@ from ..inspection.capture import (
 )
 from ..inspection.explain import Walkthrough, explain
 from ..inspection.sources import Source, open_source
-from ..models.interface import Seq2SeqModel
+from ..models.interface import ImageCaptioner, Seq2SeqModel
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json
 
@@ -89,7 +89,7 @@ class StudioCaptioner:
     """An image-captioning model the server answers for (``/api/caption``)."""
 
     name: str
-    model: Seq2SeqModel
+    model: ImageCaptioner
     vocab: WordVocabulary
     config: Config
     origin: str
