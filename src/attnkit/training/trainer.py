@@ -2,7 +2,9 @@
 validation (loss and greedy BLEU), early stopping, checkpoints and resume.
 
 The loop knows nothing about the model beyond ``forward(src, src_mask, tgt_in)``
-and the search interface used for validation. Resuming restores the model,
+and the search interface used for validation, nor about the data: the task
+(``tasks.py``: translation or captioning) supplies data, vocabulary, batches,
+model and dev scores. Resuming restores the model,
 optimizer, schedule, RNG states and the data position (epoch, batch), so a run
 killed at any moment and resumed ends with the same parameters as one that
 never stopped.
