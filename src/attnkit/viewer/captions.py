@@ -3,21 +3,16 @@ over a word of a caption lays that word's attention over the image, region by re
 
 from __future__ import annotations
 
-import html
-import json
-import re
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
 from ..atomic import write_text
 from ..caption import Caption
 from ..data.scenes import Scene
 from ..evaluation.captioning import named_boxes
-from .html import DIGITS, _script_safe
+from .html import DIGITS, fill_template
 
 
 def caption_json(cap: Caption, name: str, scene: Scene | None = None) -> dict:
@@ -46,10 +41,7 @@ def caption_page(captions: Sequence[Caption], names: Sequence[str], scenes: Sequ
         raise ValueError("one name (and scene, if given) per caption")
     data = {"examples": [caption_json(c, n, None if scenes is None else scenes[i])
                          for i, (c, n) in enumerate(zip(captions, names))], "live": live}
-    template = resources.files("attnkit.viewer").joinpath("captions.html").read_text(encoding="utf-8")
-    parts = {"__DATA__": _script_safe(json.dumps(data, separators=(",", ":"))), "__TITLE__": html.escape(title),
-             "__VERSION__": __version__}
-    return re.sub(r"__(DATA|TITLE|VERSION)__", lambda m: parts[m.group(0)], template)
+    return fill_template("captions.html", data, title=title)
 
 
 def write_caption_html(path: str | Path, captions: Sequence[Caption], names: Sequence[str],

@@ -45,20 +45,25 @@ def _script_safe(text: str) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def page_html(data: dict, *, title: str) -> str:
-    """The one page: the static viewer (``data`` holds the examples) and the live studio
-    (``data["live"]`` holds the served models) are the same HTML, CSS and JavaScript."""
-    files = resources.files("attnkit.viewer")
-    template = files.joinpath("page.html").read_text(encoding="utf-8")
-    parts = {
-        "__STYLE__": files.joinpath("page.css").read_text(encoding="utf-8"),
-        "__SCRIPT__": files.joinpath("page.js").read_text(encoding="utf-8"),
+def fill_template(name: str, data: dict, *, title: str, **files: str) -> str:
+    """Template ``name`` of this package with the data (as JSON, safe inside <script>), the
+    title, the version and the named package files (``STYLE="page.css"``) put in."""
+    here = resources.files("attnkit.viewer")
+    template = here.joinpath(name).read_text(encoding="utf-8")
+    parts = {f"__{key}__": here.joinpath(file).read_text(encoding="utf-8") for key, file in files.items()}
+    parts.update({
         "__DATA__": _script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
         "__TITLE__": html.escape(title),
         "__VERSION__": __version__,
-    }
+    })
     # one pass: nothing inside a substituted part (a title, a token) is ever substituted again
-    return re.sub(r"__(STYLE|SCRIPT|DATA|TITLE|VERSION)__", lambda m: parts[m.group(0)], template)
+    return re.sub("|".join(map(re.escape, parts)), lambda m: parts[m.group(0)], template)
+
+
+def page_html(data: dict, *, title: str) -> str:
+    """The one page: the static viewer (``data`` holds the examples) and the live studio
+    (``data["live"]`` holds the served models) are the same HTML, CSS and JavaScript."""
+    return fill_template("page.html", data, title=title, STYLE="page.css", SCRIPT="page.js")
 
 
 def render_html(records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> str:
