@@ -23,13 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from attnkit.caption import caption_images
 from attnkit.config import load_config
 from attnkit.data.scenes import make_scenes
-from attnkit.evaluation.captioning import score_captions
+from attnkit.evaluation.captioning import evaluate_captions
 from attnkit.model_dir import load_model
 from attnkit.training.trainer import train
 
@@ -48,10 +46,9 @@ def run(model: str, scheme: str, steps: int | None, seed: int, test: int, out: P
     seconds = time.perf_counter() - started
     net, vocab, _ = load_model(out, task="caption")
     scenes = make_scenes(test, held_out=True, seed=seed + 1000, size=cfg.data.image_size)
-    images = np.stack([s.image for s in scenes])
     row = {"model": model, "positions": scheme, "steps": summary["step"], "train_s": round(seconds, 1)}
     for name, layer in (("last", -1), ("mean", None)) if model == "vit" else (("last", -1),):
-        scores = score_captions(caption_images(net, vocab, images, max_words=cfg.data.digits[1] + 2, layer=layer), scenes)
+        scores, _ = evaluate_captions(net, vocab, scenes, max_words=cfg.data.digits[1] + 2, layer=layer)
         row.update(exact=round(scores.exact, 1), bleu=round(scores.bleu, 1))
         row[f"correctness_{name}"] = round(scores.correctness.score, 3)
         row["uniform"] = round(scores.correctness.uniform, 3)

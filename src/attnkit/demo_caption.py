@@ -12,10 +12,9 @@ from typing import Any
 import numpy as np
 
 from .atomic import atomic_directory, save_figure, write_text
-from .caption import caption_images
 from .config import config_from_dict, save_config
 from .data.scenes import make_scenes
-from .evaluation.captioning import named_boxes, score_captions
+from .evaluation.captioning import evaluate_captions, named_boxes
 from .model_dir import load_model
 from .plots.images import plot_caption
 from .training.trainer import train
@@ -79,8 +78,7 @@ def _build(out: Path, *, arch: str, max_steps: int, seed: int) -> dict[str, Any]
     model, vocab, _ = load_model(out, checkpoint_name="best", task="caption")
     # test scenes: held-out scans, drawn apart from the dev scenes that chose the checkpoint
     scenes = make_scenes(TEST_SCENES, held_out=True, seed=seed + 1000, size=cfg.data.image_size)
-    captions = caption_images(model, vocab, np.stack([s.image for s in scenes]), max_words=cfg.data.digits[1] + 2)
-    scores = score_captions(captions, scenes)
+    scores, captions = evaluate_captions(model, vocab, scenes, max_words=cfg.data.digits[1] + 2)
     seconds = time.perf_counter() - started
 
     kind = "CNN + LSTM, Luong global attention" if arch == "rnn" else "ViT + Transformer, last layer's cross-attention (mean of heads)"

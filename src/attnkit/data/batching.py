@@ -45,13 +45,18 @@ def _pad(seqs: list[list[int]], prefix: int | None, suffix: int | None) -> np.nd
     return out
 
 
-def collate(src: list[list[int]], tgt: list[list[int]] | None, indices: np.ndarray) -> Batch:
-    s = torch.from_numpy(_pad(src, None, EOS))
+def _with_targets(src: Tensor, mask: Tensor, tgt: list[list[int]] | None, indices: np.ndarray) -> Batch:
+    """A Batch of ``src`` and ``mask``, with BOS + y and y + EOS when targets are given."""
     if tgt is None:
-        return Batch(s, s != PAD, None, None, indices)
+        return Batch(src, mask, None, None, indices)
     tgt_in = torch.from_numpy(_pad(tgt, BOS, None))
     tgt_out = torch.from_numpy(_pad(tgt, None, EOS))
-    return Batch(s, s != PAD, tgt_in, tgt_out, indices, int(sum(len(t) + 1 for t in tgt)))
+    return Batch(src, mask, tgt_in, tgt_out, indices, int(sum(len(t) + 1 for t in tgt)))
+
+
+def collate(src: list[list[int]], tgt: list[list[int]] | None, indices: np.ndarray) -> Batch:
+    s = torch.from_numpy(_pad(src, None, EOS))
+    return _with_targets(s, s != PAD, tgt, indices)
 
 
 def _cut(order: np.ndarray, lengths: np.ndarray, batch_tokens: int, max_sentences: int) -> list[np.ndarray]:
@@ -114,12 +119,7 @@ def collate_images(images: np.ndarray, tgt: list[list[int]] | None, indices: np.
     """images (b, H, W) float32 -> Batch with src the images and src_mask (b, H, W) all True
     (every pixel real); targets as in ``collate``."""
     src = torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))
-    mask = torch.ones(src.shape, dtype=torch.bool)
-    if tgt is None:
-        return Batch(src, mask, None, None, indices)
-    tgt_in = torch.from_numpy(_pad(tgt, BOS, None))
-    tgt_out = torch.from_numpy(_pad(tgt, None, EOS))
-    return Batch(src, mask, tgt_in, tgt_out, indices, int(sum(len(t) + 1 for t in tgt)))
+    return _with_targets(src, torch.ones(src.shape, dtype=torch.bool), tgt, indices)
 
 
 class ImageBatcher:

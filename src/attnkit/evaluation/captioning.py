@@ -65,8 +65,11 @@ def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> Capt
 
 
 def evaluate_captions(model: ImageCaptioner, vocab: WordVocabulary, scenes: Sequence[Scene],
-                      options: SearchOptions | None = None, *, layer: int | None = -1) -> tuple[CaptionScores, list[Caption]]:
-    """Caption ``scenes`` and score them; also returns the captions."""
+                      options: SearchOptions | None = None, *, layer: int | None = -1,
+                      max_words: int | None = None) -> tuple[CaptionScores, list[Caption]]:
+    """Caption ``scenes`` (at most ``max_words`` words each; default: the longest scene's + 2)
+    and score them; also returns the captions."""
+    max_words = max_words or max(len(s.words) for s in scenes) + 2
     captions = caption_images(model, vocab, np.stack([s.image for s in scenes]), options,
-                              max_words=max(len(s.words) for s in scenes) + 2, layer=layer)
+                              max_words=max_words, layer=layer)
     return score_captions(captions, scenes), captions
