@@ -3,6 +3,7 @@ attention) and the ViT + Transformer captioners, scored on held-out scenes.
 
     python benchmarks/caption_positions.py                           # both models x 4 schemes
     python benchmarks/caption_positions.py --models rnn --schemes sinusoidal none --steps 600
+    python benchmarks/caption_positions.py --score runs/caption_vit   # a trained model dir only
 
 Each run trains the committed config (configs/digit_scenes_caption_{rnn,vit}.yaml) with
 ``model.positions`` set, takes its best dev checkpoint (dev scenes: held-out scans), and
@@ -44,10 +45,17 @@ def run(model: str, scheme: str, steps: int | None, seed: int, test: int, out: P
     started = time.perf_counter()
     summary = train(cfg, progress_bar=False, quiet=True)
     seconds = time.perf_counter() - started
-    net, vocab, _ = load_model(out, task="caption")
-    scenes = make_scenes(test, held_out=True, seed=seed + 1000, size=cfg.data.image_size)
     row = {"model": model, "positions": scheme, "steps": summary["step"], "train_s": round(seconds, 1)}
-    for name, layer in (("last", -1), ("mean", None)) if model == "vit" else (("last", -1),):
+    return row | score(out, seed, test)
+
+
+def score(model_dir: Path, seed: int, test: int) -> dict:
+    """A trained captioner's scores on ``test`` scenes from held-out scans (seed + 1000)."""
+    net, vocab, cfg = load_model(model_dir, task="caption")
+    scenes = make_scenes(test, held_out=True, seed=seed + 1000, size=cfg.data.image_size)
+    vit = cfg.model.arch == "transformer"
+    row = {}
+    for name, layer in (("last", -1), ("mean", None)) if vit else (("last", -1),):
         scores, _ = evaluate_captions(net, vocab, scenes, max_words=cfg.data.digits[1] + 2, layer=layer)
         row.update(exact=round(scores.exact, 1), bleu=round(scores.bleu, 1))
         row[f"correctness_{name}"] = round(scores.correctness.score, 3)
@@ -62,9 +70,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=None, help="training steps (default: the config's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--test-scenes", type=int, default=1000)
+    ap.add_argument("--score", type=Path, metavar="MODEL_DIR", help="only score this trained captioner (no training)")
     args = ap.parse_args()
     print(f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
           file=sys.stderr)
+    if args.score:
+        print(json.dumps({"model_dir": str(args.score)} | score(args.score, args.seed, args.test_scenes)))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models:
