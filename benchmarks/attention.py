@@ -36,9 +36,11 @@ def reference_with_weights(q, k, v, mask):
 
 
 def median_seconds(fn, min_run_time: float) -> float:
-    return Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()).blocked_autorange(
-        min_run_time=min_run_time
-    ).median
+    return (
+        Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+        .blocked_autorange(min_run_time=min_run_time)
+        .median
+    )
 
 
 def dense_table(lengths: list[int], min_run_time: float) -> list[dict]:
@@ -56,9 +58,16 @@ def dense_table(lengths: list[int], min_run_time: float) -> list[dict]:
                 ref_w = median_seconds(lambda: reference_with_weights(q, k, v, mask), min_run_time)
                 ours_w = median_seconds(lambda: dot_product_attention(q, k, v, mask, need_weights=True), min_run_time)
             rows.append(
-                dict(dtype=str(dtype).removeprefix("torch."), t=n, sdpa_ms=sdpa * 1e3, ours_ms=ours * 1e3,
-                     ratio=ours / sdpa, ref_weights_ms=ref_w * 1e3, ours_weights_ms=ours_w * 1e3,
-                     ratio_weights=ours_w / ref_w)
+                dict(
+                    dtype=str(dtype).removeprefix("torch."),
+                    t=n,
+                    sdpa_ms=sdpa * 1e3,
+                    ours_ms=ours * 1e3,
+                    ratio=ours / sdpa,
+                    ref_weights_ms=ref_w * 1e3,
+                    ours_weights_ms=ours_w * 1e3,
+                    ratio_weights=ours_w / ref_w,
+                )
             )
     return rows
 
@@ -107,7 +116,9 @@ def local_table(sizes: list[int], window: int, d: int = 64) -> list[dict]:
                 continue
             out = subprocess.run(
                 [sys.executable, __file__, "--child", kind, str(s), str(window), str(d)],
-                check=True, capture_output=True, text=True,
+                check=True,
+                capture_output=True,
+                text=True,
             )
             res = json.loads(out.stdout.strip().splitlines()[-1])
             row[f"{kind}_ms"] = res["seconds"] * 1e3
@@ -138,14 +149,18 @@ def main() -> None:
     window = 8
     print(f"# attention benchmark — {time.strftime('%Y-%m-%d')} — {machine()}\n")
     print("## Dense attention, b=32 h=4 d=32, padding mask, median of repeated runs\n")
-    print("| dtype | t=s | SDPA ms | ours (no weights) ms | ratio | matmul-softmax-matmul ms | ours (weights) ms | ratio |")
+    print(
+        "| dtype | t=s | SDPA ms | ours (no weights) ms | ratio | matmul-softmax-matmul ms | ours (weights) ms | ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in dense_table(lengths, 0.05 if args.quick else 0.5):
         print(
             f"| {r['dtype']} | {r['t']} | {r['sdpa_ms']:.3f} | {r['ours_ms']:.3f} | {r['ratio']:.2f}x "
             f"| {r['ref_weights_ms']:.3f} | {r['ours_weights_ms']:.3f} | {r['ratio_weights']:.2f}x |"
         )
-    print(f"\n## Local vs global attention (recurrent), b=1, t=s, d=64, D={window}, general score, median of 3 forwards, peak resident memory added by one\n")
+    print(
+        f"\n## Local vs global attention (recurrent), b=1, t=s, d=64, D={window}, general score, median of 3 forwards, peak resident memory added by one\n"
+    )
     print("| s | global ms | global peak MiB | local-m ms | local-m peak MiB | local-p ms | local-p peak MiB |")
     print("|---|---|---|---|---|---|---|")
     for r in local_table(local_sizes, window):

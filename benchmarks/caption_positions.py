@@ -29,7 +29,7 @@ import torch
 from attnkit.config import load_config
 from attnkit.data.scenes import make_scenes
 from attnkit.evaluation.captioning import evaluate_captions
-from attnkit.model_dir import load_model
+from attnkit.loading.model_dir import load_model
 from attnkit.training.trainer import train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,8 +72,10 @@ def main() -> None:
     ap.add_argument("--test-scenes", type=int, default=1000)
     ap.add_argument("--score", type=Path, metavar="MODEL_DIR", help="only score this trained captioner (no training)")
     args = ap.parse_args()
-    print(f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
-          file=sys.stderr)
+    print(
+        f"# {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        file=sys.stderr,
+    )
     if args.score:
         print(json.dumps({"model_dir": str(args.score)} | score(args.score, args.seed, args.test_scenes)))
         return
@@ -87,10 +89,14 @@ def main() -> None:
     print("\n| model | positions | exact match | BLEU | attention correctness | uniform | training |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        corr = f"{r['correctness_last']:.3f}" + (f" (all layers {r['correctness_mean']:.3f})" if "correctness_mean" in r else "")
+        corr = f"{r['correctness_last']:.3f}" + (
+            f" (all layers {r['correctness_mean']:.3f})" if "correctness_mean" in r else ""
+        )
         name = "CNN + LSTM" if r["model"] == "rnn" else "ViT + Transformer"
-        print(f"| {name} | {r['positions']} | {r['exact']:.1f}% | {r['bleu']:.1f} | {corr} | {r['uniform']:.3f} | "
-              f"{r['train_s']:.0f} s |")
+        print(
+            f"| {name} | {r['positions']} | {r['exact']:.1f}% | {r['bleu']:.1f} | {corr} | {r['uniform']:.3f} | "
+            f"{r['train_s']:.0f} s |"
+        )
 
 
 if __name__ == "__main__":

@@ -56,15 +56,19 @@ def batches(data: str, length: int, count: int, workdir: Path):
     for k in range(count):
         idx = [pick[(k * rows + j) % len(pick)] for j in range(rows)]
         b = collate([s[i] for i in idx], [t[i] for i in idx], idx)
-        pad = lambda x: torch.nn.functional.pad(x, (0, length - x.shape[1]))  # noqa: E731  (PAD is 0)
+        pad = lambda x: torch.nn.functional.pad(x, (0, length - x.shape[1]))
         out.append((pad(b.src), pad(b.src_mask), pad(b.tgt_in), pad(b.tgt_out)))
     return cfg, tok, out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--variants", nargs="+", choices=VARIANTS,
-                   help="default: all, but the bf16 ones only where bf16 matmul beats float32")
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        choices=VARIANTS,
+        help="default: all, but the bf16 ones only where bf16 matmul beats float32",
+    )
     p.add_argument("--length", type=int, default=16)
     p.add_argument("--steps", type=int, default=15, help="timed steps per variant and round")
     p.add_argument("--rounds", type=int, default=2, help="rounds over the variants (alternating)")
@@ -79,8 +83,10 @@ def main() -> None:
     from attnkit.training.schedule import build_optimizer
 
     fp32, bf16 = matmul_gflops(torch.float32), matmul_gflops(torch.bfloat16)
-    print(f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
-          f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    print(
+        f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    )
     print(f"matmul peak: float32 {fp32:.1f} GFLOP/s, bfloat16 {bf16:.2f} GFLOP/s")
     if args.variants is None:
         args.variants = [v for v in VARIANTS if bf16 > fp32 or not v.endswith("bf16")]
@@ -105,18 +111,19 @@ def main() -> None:
     runs = {}
     for v in args.variants:
         torch.manual_seed(0)
-        model = build_model(cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD,
-                            shared_vocab=tok.joint).train()
+        model = build_model(
+            cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint
+        ).train()
         opt = build_optimizer(cfg.train, model.parameters())
         bf = v.endswith("bf16")
         if v.startswith("eager"):
-            fn = lambda m, *b, _bf=bf: fused(m, lambda *x: m(*x, project=False).hidden, *b, _bf)  # noqa: E731
+            fn = lambda m, *b, _bf=bf: fused(m, lambda *x: m(*x, project=False).hidden, *b, _bf)
         elif v == "compiled_model":
             graph = torch.compile(lambda *x, _m=model: _m(*x, project=False).hidden, dynamic=False)
-            fn = lambda m, *b, _g=graph: fused(m, _g, *b, False)  # noqa: E731
+            fn = lambda m, *b, _g=graph: fused(m, _g, *b, False)
         else:
             graph = torch.compile(whole, dynamic=False)
-            fn = lambda m, *b, _g=graph, _bf=bf: _g(m, *b, _bf)  # noqa: E731
+            fn = lambda m, *b, _g=graph, _bf=bf: _g(m, *b, _bf)
         runs[v] = {"model": model, "opt": opt, "fn": fn, "times": [], "tokens": 0}
 
     def step(r, k):
@@ -127,13 +134,13 @@ def main() -> None:
         r["opt"].zero_grad(set_to_none=True)
         return int((tout != PAD).sum())
 
-    for v, r in runs.items():
+    for r in runs.values():
         t0 = time.perf_counter()
         for k in range(3):
             step(r, k)
         r["warmup"] = time.perf_counter() - t0
     for _ in range(args.rounds):
-        for v, r in runs.items():
+        for r in runs.values():
             t0 = time.perf_counter()
             r["tokens"] += sum(step(r, k) for k in range(args.steps))
             r["times"].append(time.perf_counter() - t0)

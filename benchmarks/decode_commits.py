@@ -28,8 +28,8 @@ import hashlib, json, sys, time
 import torch
 torch.set_num_threads(int(sys.argv[4]))
 from attnkit.data import multi30k, read_lines
-from attnkit.model_dir import load_model
-from attnkit.translate import translate
+from attnkit.loading.model_dir import load_model
+from attnkit.inference.translate import translate
 try:
     from attnkit.search import SearchOptions
     options = lambda beam: {"options": SearchOptions(beam=beam)}
@@ -50,7 +50,9 @@ print(json.dumps(result))
 def run(tree: Path, args: argparse.Namespace) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(args.model_dir), args.checkpoint, args.data, str(args.threads)],
-        capture_output=True, text=True, env={"PYTHONPATH": str(tree / "src"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tree / "src"), "PATH": "/usr/bin:/bin"},
     )
     if done.returncode:
         raise SystemExit(f"{tree}: {done.stderr.strip().splitlines()[-1]}")
@@ -69,8 +71,11 @@ def main() -> None:
     args.model_dir = args.model_dir.resolve()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.base],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base), args.base],
+            check=True,
+            capture_output=True,
+        )
         try:
             trees = {"base": base, "current": ROOT}
             seconds: dict[tuple[str, str], list[float]] = {}

@@ -34,15 +34,14 @@ from pathlib import Path
 
 import torch
 
-from attnkit import translate as translate_module
 from attnkit.data import multi30k, read_lines
-from attnkit.model_dir import load_model
+from attnkit.inference import translate as translate_module
+from attnkit.inference.translate import translate
+from attnkit.loading.model_dir import load_model
 from attnkit.models.transformer import TransformerState
+from attnkit.search import SearchOptions, scoring
 from attnkit.search import beam as beam_module
 from attnkit.search import greedy as greedy_module
-from attnkit.search import scoring
-from attnkit.search import SearchOptions
-from attnkit.translate import translate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,7 +66,7 @@ def variant(name: str) -> Iterator[dict]:
 
         patch(TransformerState, "expand", expand)
     elif name == "fresh_logits":
-        fresh = lambda output, hidden, width, buffer=None: scoring.best_tokens(output, hidden, width)  # noqa: E731
+        fresh = lambda output, hidden, width, buffer=None: scoring.best_tokens(output, hidden, width)
         patch(beam_module, "best_tokens", fresh)
         patch(greedy_module, "best_tokens", fresh)
     elif name == "no_cache":  # beam search only: translate() runs greedy search for beam 1
@@ -112,17 +111,23 @@ def main() -> None:
                     raise SystemExit(f"{name} beam {beam}: the translations differ from {args.variants[0]}'s")
     words = {beam: sum(map(len, tok.encode_tgt(reference[beam]))) for beam in args.beams}
 
-    print(f"{args.model_dir} ({args.checkpoint}), {len(src)} sentences, {args.rounds} alternating rounds, "
-          f"{platform.machine()}, {args.threads} threads, torch {torch.__version__}")
-    print("| variant | beam | seconds per pass (all rounds) | median s | sentences/s | output subwords/s | speed vs the first |")
+    print(
+        f"{args.model_dir} ({args.checkpoint}), {len(src)} sentences, {args.rounds} alternating rounds, "
+        f"{platform.machine()}, {args.threads} threads, torch {torch.__version__}"
+    )
+    print(
+        "| variant | beam | seconds per pass (all rounds) | median s | sentences/s | output subwords/s | speed vs the first |"
+    )
     print("|---|---|---|---|---|---|---|")
     for beam in args.beams:
         base = statistics.median(seconds[(args.variants[0], beam)])
         for name in args.variants:
             runs = seconds[(name, beam)]
             med = statistics.median(runs)
-            print(f"| {name} | {beam} | {', '.join(f'{s:.2f}' for s in runs)} | {med:.2f} | {len(src) / med:.0f} "
-                  f"| {words[beam] / med:.0f} | {base / med:.2f}x |")
+            print(
+                f"| {name} | {beam} | {', '.join(f'{s:.2f}' for s in runs)} | {med:.2f} | {len(src) / med:.0f} "
+                f"| {words[beam] / med:.0f} | {base / med:.2f}x |"
+            )
 
 
 if __name__ == "__main__":

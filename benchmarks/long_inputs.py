@@ -41,7 +41,9 @@ def run(path: str, length: int, heads: int) -> dict:
     from attnkit.models import build_model
 
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="encoder", d_model=128, heads=heads, ffn=256, layers=4, dropout=0.1, max_positions=length + 1)
+    cfg = ModelConfig(
+        arch="encoder", d_model=128, heads=heads, ffn=256, layers=4, dropout=0.1, max_positions=length + 1
+    )
     model = build_model(cfg, src_vocab=8000, tgt_vocab=8000, pad_id=0, shared_vocab=True).train()
     need = path == "explicit"
 
@@ -74,20 +76,27 @@ def main() -> None:
     rows = []
     for path in args.paths:
         for n in args.lengths:
-            out = subprocess.run([sys.executable, __file__, "--one", path, str(n), "--heads", str(args.heads)],
-                                 capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", path, str(n), "--heads", str(args.heads)],
+                capture_output=True,
+                text=True,
+            )
             if out.returncode:
                 print(f"{path} {n}: failed\n{out.stderr[-1500:]}", file=sys.stderr)
                 continue
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             r = rows[-1]
             print(f"{path:<9} {n:>6} tokens: +{r['growth_mib']:8.1f} MiB  {r['step_s']:6.2f} s", flush=True)
-    print(f"\n{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
-          f"encoder 4 x (d_model 128, {args.heads} heads, FFN 256), batch 1, forward + backward")
+    print(
+        f"\n{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}; "
+        f"encoder 4 x (d_model 128, {args.heads} heads, FFN 256), batch 1, forward + backward"
+    )
     print("| path | tokens | peak memory growth MiB | MiB per 1k tokens | step s |\n|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['path']} | {r['length']} | {r['growth_mib']:.1f} | {r['growth_mib'] / r['length'] * 1000:.1f} | "
-              f"{r['step_s']:.2f} |")
+        print(
+            f"| {r['path']} | {r['length']} | {r['growth_mib']:.1f} | {r['growth_mib'] / r['length'] * 1000:.1f} | "
+            f"{r['step_s']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

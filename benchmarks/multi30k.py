@@ -32,11 +32,10 @@ from pathlib import Path
 import torch
 
 from attnkit.config import load_config
-from attnkit.data import collate, read_lines
-from attnkit.data import multi30k
+from attnkit.data import collate, multi30k, read_lines
 from attnkit.evaluation import bleu, evaluate, moses_detokenize, moses_tokenize_lc
-from attnkit.model_dir import load_model
-from attnkit.packaged import resolve_model
+from attnkit.loading.model_dir import load_model
+from attnkit.loading.packaged import resolve_model
 from attnkit.search import PENALTIES, SearchOptions, beam_search
 from attnkit.training.trainer import train
 
@@ -92,14 +91,21 @@ def dev_alpha(model, tok, data: str, limit: int, variant: str, penalty: str) -> 
     tokenize = "13a" if variant == "raw" else "none"
     grid = ALPHA_GRIDS[penalty]
     scores = {
-        a: evaluate(model, tok, src, ref, SearchOptions(beam=5, alpha=a, penalty=penalty), tokenize=tokenize).bleu.score for a in grid
+        a: evaluate(model, tok, src, ref, SearchOptions(beam=5, alpha=a, penalty=penalty), tokenize=tokenize).bleu.score
+        for a in grid
     }
     print(f"val BLEU by {penalty} alpha: " + ", ".join(f"{a:g}: {b:.2f}" for a, b in scores.items()), flush=True)
     return max(grid, key=lambda a: (scores[a], -a))
 
 
-def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: float | str | None = None,
-        penalty: str = "fairseq") -> dict:
+def run(
+    model_dir: Path,
+    data: str,
+    test_limit: int,
+    checkpoint: str,
+    alpha: float | str | None = None,
+    penalty: str = "fairseq",
+) -> dict:
     """Evaluate one model (a directory, or an installed model's name); ``alpha="dev"`` chooses the
     length penalty on val first (``dev_alpha``), None takes the style's default (``attnkit.search.PENALTIES``)."""
     model_dir = resolve_model(model_dir)
@@ -112,7 +118,7 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
         alpha = dev_alpha(model, tok, data, test_limit, variant, penalty)
     else:
         alpha = SearchOptions(penalty=penalty, alpha=alpha).length_alpha
-    loc = lambda lang, v: multi30k.locate("test_2016_flickr", lang, root=data, variant=v)  # noqa: E731
+    loc = lambda lang, v: multi30k.locate("test_2016_flickr", lang, root=data, variant=v)
     src = read_lines(loc("en", variant))[:test_limit]
     ref_tok = read_lines(loc("de", "tok"))[:test_limit]
     ref_raw = read_lines(loc("de", "raw"))[:test_limit]
@@ -131,15 +137,28 @@ def run(model_dir: Path, data: str, test_limit: int, checkpoint: str, alpha: flo
     cached, uncached = cache_speedup(model, tok, src[:200])
     seconds, tok_s, steps = train_throughput(model_dir)
     return {
-        "config": cfg.model.arch, "model_dir": str(model_dir), "checkpoint": checkpoint,
-        "penalty": penalty, "alpha": alpha, "steps": steps,
-        "train_minutes": seconds / 60, "train_tok_s": tok_s,
-        "variant": variant, "bleu_tok": tok_bleu.score, "bleu_tok_sig": tok_bleu.signature,
-        "bleu_detok": detok_bleu.score, "bleu_detok_sig": detok_bleu.signature,
-        "chrf": beam5.chrf.score, "chrf_sig": beam5.chrf.signature, "greedy_bleu_tok": greedy_tok_bleu.score,
-        "beam5_s": beam5.seconds, "beam5_sent_s": beam5.sentences_per_s,
-        "greedy_s": greedy.seconds, "greedy_sent_s": greedy.sentences_per_s,
-        "cache_speedup": uncached / cached, "sentences": len(src),
+        "config": cfg.model.arch,
+        "model_dir": str(model_dir),
+        "checkpoint": checkpoint,
+        "penalty": penalty,
+        "alpha": alpha,
+        "steps": steps,
+        "train_minutes": seconds / 60,
+        "train_tok_s": tok_s,
+        "variant": variant,
+        "bleu_tok": tok_bleu.score,
+        "bleu_tok_sig": tok_bleu.signature,
+        "bleu_detok": detok_bleu.score,
+        "bleu_detok_sig": detok_bleu.signature,
+        "chrf": beam5.chrf.score,
+        "chrf_sig": beam5.chrf.signature,
+        "greedy_bleu_tok": greedy_tok_bleu.score,
+        "beam5_s": beam5.seconds,
+        "beam5_sent_s": beam5.sentences_per_s,
+        "greedy_s": greedy.seconds,
+        "greedy_sent_s": greedy.sentences_per_s,
+        "cache_speedup": uncached / cached,
+        "sentences": len(src),
     }
 
 
@@ -162,8 +181,10 @@ def table(rows: list[dict]) -> str:
             f"| {r['cache_speedup']:.1f}x |"
         )
     for r in rows:
-        lines.append(f"\nSignatures ({r['model_dir']}): tok `{r['bleu_tok_sig']}`; detok `{r['bleu_detok_sig']}`; "
-                     f"chrF (on the {r['variant']} text) `{r['chrf_sig']}`. {r['sentences']} test sentences.")
+        lines.append(
+            f"\nSignatures ({r['model_dir']}): tok `{r['bleu_tok_sig']}`; detok `{r['bleu_detok_sig']}`; "
+            f"chrF (on the {r['variant']} text) `{r['chrf_sig']}`. {r['sentences']} test sentences."
+        )
     return "\n".join(lines)
 
 
@@ -173,14 +194,26 @@ def main() -> None:
     parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
     parser.add_argument("--max-minutes", type=float, default=90.0, help="training budget per config")
-    parser.add_argument("--model-dir", nargs="*", help="evaluate these trained models (directories or installed "
-                        "models' names, e.g. multi30k-en-de) instead of training")
+    parser.add_argument(
+        "--model-dir",
+        nargs="*",
+        help="evaluate these trained models (directories or installed "
+        "models' names, e.g. multi30k-en-de) instead of training",
+    )
     parser.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
-    parser.add_argument("--length-penalty", choices=sorted(PENALTIES), default="fairseq",
-                        help="beam search's length penalty: fairseq's |Y|^alpha (as published) or GNMT's")
-    parser.add_argument("--alpha", type=alpha_option, default=None,
-                        help="length penalty alpha for beam 5: a number (default: the style's, 1 for fairseq), or 'dev' "
-                             "to pick it on the val set from ALPHA_GRIDS (the test set is never used to choose)")
+    parser.add_argument(
+        "--length-penalty",
+        choices=sorted(PENALTIES),
+        default="fairseq",
+        help="beam search's length penalty: fairseq's |Y|^alpha (as published) or GNMT's",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=alpha_option,
+        default=None,
+        help="length penalty alpha for beam 5: a number (default: the style's, 1 for fairseq), or 'dev' "
+        "to pick it on the val set from ALPHA_GRIDS (the test set is never used to choose)",
+    )
     parser.add_argument("--smoke", action="store_true", help="1-minute training, 100 test sentences")
     args = parser.parse_args()
 
@@ -188,7 +221,11 @@ def main() -> None:
     if not dirs:
         for cfg_path in args.configs:
             out = args.out / cfg_path.stem
-            overrides = [f"out_dir={out}", f"data.multi30k={args.data}", f"train.max_minutes={1 if args.smoke else args.max_minutes}"]
+            overrides = [
+                f"out_dir={out}",
+                f"data.multi30k={args.data}",
+                f"train.max_minutes={1 if args.smoke else args.max_minutes}",
+            ]
             if args.smoke:
                 overrides += ["train.eval_every=20", "train.bleu_every=0", "train.warmup=20"]
             train(load_config(cfg_path, overrides), resume=(out / "checkpoints" / "last.pt").is_file())

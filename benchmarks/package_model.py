@@ -21,14 +21,14 @@ from pathlib import Path
 
 import torch
 
-from attnkit import packaged
 from attnkit.data import multi30k, read_lines
 from attnkit.evaluation import evaluate
-from attnkit.model_dir import load_model
+from attnkit.loading import packaged
+from attnkit.loading.model_dir import load_model
 from attnkit.search import SearchOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from multi30k import ROOT, run  # noqa: E402
+from multi30k import ROOT, run
 
 MAX_TOTAL_MB = 25  # all installed models together
 
@@ -42,15 +42,19 @@ dataset's own terms before using this model beyond research and teaching."""
 def val_bleu(model, tok, data: str, variant: str) -> float:
     src = read_lines(multi30k.locate("val", "en", root=data, variant=variant))
     ref = read_lines(multi30k.locate("val", "de", root=data, variant=variant))
-    return evaluate(model, tok, src, ref, SearchOptions(beam=5), tokenize="13a" if variant == "raw" else "none").bleu.score
+    return evaluate(
+        model, tok, src, ref, SearchOptions(beam=5), tokenize="13a" if variant == "raw" else "none"
+    ).bleu.score
 
 
 def card(name: str, info: dict, recipe: str, row: dict, val: dict) -> str:
-    scores = "\n".join(f"| {s['metric']} | {s['test_set']} | **{s['score']:.2f}** | `{s['signature']}` |" for s in info["scores"])
+    scores = "\n".join(
+        f"| {s['metric']} | {s['test_set']} | **{s['score']:.2f}** | `{s['signature']}` |" for s in info["scores"]
+    )
     return f"""# {name}
 
-{info['architecture']}, {info['parameters'] / 1e6:.2f}M parameters, trained on Multi30k En→De
-({info['data']}). Weights in {info['dtype']}.
+{info["architecture"]}, {info["parameters"] / 1e6:.2f}M parameters, trained on Multi30k En→De
+({info["data"]}). Weights in {info["dtype"]}.
 
 ## Use
 
@@ -65,15 +69,15 @@ attnkit plot {name} "Two dogs are playing in the snow." -o attention.png
 |---|---|---|---|
 {scores}
 
-Val BLEU with float32 weights {val['float32']:.2f}, rounded to float16 {val['float16']:.2f}: {info['dtype']} is shipped
-(float16 when it moves BLEU by at most 0.1). Decoding the test set on 2 CPU cores: beam 5 in {row['beam5_s']:.1f} s,
-greedy in {row['greedy_s']:.1f} s.
+Val BLEU with float32 weights {val["float32"]:.2f}, rounded to float16 {val["float16"]:.2f}: {info["dtype"]} is shipped
+(float16 when it moves BLEU by at most 0.1). Decoding the test set on 2 CPU cores: beam 5 in {row["beam5_s"]:.1f} s,
+greedy in {row["greedy_s"]:.1f} s.
 
 ## Reproduce
 
 ```bash
 {recipe}
-python benchmarks/package_model.py --model-dir {info['source']} --name {name} --recipe "..."
+python benchmarks/package_model.py --model-dir {info["source"]} --name {name} --recipe "..."
 ```
 
 ## Data
@@ -96,11 +100,13 @@ def main() -> None:
     variant = cfg.data.multi30k_variant
     arch = {"transformer": "Transformer", "rnn": f"RNN encoder-decoder with Luong {cfg.model.attention} attention"}
     info = {
-        "architecture": arch.get(cfg.model.arch, cfg.model.arch) + f" ({cfg.model.encoder_layers}+{cfg.model.decoder_layers} layers, "
-                        f"d_model {cfg.model.d_model})",
+        "architecture": arch.get(cfg.model.arch, cfg.model.arch)
+        + f" ({cfg.model.encoder_layers}+{cfg.model.decoder_layers} layers, "
+        f"d_model {cfg.model.d_model})",
         "parameters": sum(p.numel() for p in model.parameters()),
         "data": "Multi30k task 1, " + ("cased raw text" if variant == "raw" else "lowercased tokenized text"),
-        "source": str(args.model_dir), "scores": [],
+        "source": str(args.model_dir),
+        "scores": [],
     }
     target = args.root / args.name
     val = {"float32": val_bleu(model, tok, args.data, variant)}
@@ -112,13 +118,24 @@ def main() -> None:
     row = run(target, args.data, 1000, "best")
     detok = "cased" if variant == "raw" else "lowercased"
     info["scores"] = [
-        {"metric": "BLEU (tokenized, lowercased)", "test_set": "test_2016_flickr", "score": row["bleu_tok"], "signature": row["bleu_tok_sig"]},
-        {"metric": f"BLEU (detokenized, {detok})", "test_set": "test_2016_flickr", "score": row["bleu_detok"], "signature": row["bleu_detok_sig"]},
+        {
+            "metric": "BLEU (tokenized, lowercased)",
+            "test_set": "test_2016_flickr",
+            "score": row["bleu_tok"],
+            "signature": row["bleu_tok_sig"],
+        },
+        {
+            "metric": f"BLEU (detokenized, {detok})",
+            "test_set": "test_2016_flickr",
+            "score": row["bleu_detok"],
+            "signature": row["bleu_detok_sig"],
+        },
         {"metric": "chrF", "test_set": "test_2016_flickr", "score": row["chrf"], "signature": row["chrf_sig"]},
     ]
     info["dtype"] = str(dtype).removeprefix("torch.")
-    packaged.package_directory(args.model_dir, model, target, dtype=dtype, info=info,
-                               card=card(args.name, info, args.recipe, row, val))
+    packaged.package_directory(
+        args.model_dir, model, target, dtype=dtype, info=info, card=card(args.name, info, args.recipe, row, val)
+    )
     total = sum(m.size_bytes for m in packaged.installed_models(args.root)) / 2**20
     print(packaged.models_report(args.root))
     print(f"all installed models: {total:.1f} MB (limit {MAX_TOTAL_MB} MB)")

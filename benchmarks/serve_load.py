@@ -29,8 +29,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-SENTENCE_20 = ("A young man in a blue shirt is playing the guitar while two little girls "
-               "dance on the busy street.")
+SENTENCE_20 = "A young man in a blue shirt is playing the guitar while two little girls dance on the busy street."
 
 
 def free_port() -> int:
@@ -81,8 +80,12 @@ def main() -> None:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "attnkit", "serve", args.model, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", "serve", args.model, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         if "attnkit studio:" not in line:
@@ -95,14 +98,18 @@ def main() -> None:
         for beam in (5, 1):
             server, client = [], []
             for i in range(args.single + 2):
-                status, answer, seconds = post(url + "/api/translate", {"model": name, "text": SENTENCE_20, "beam": beam})
+                status, answer, seconds = post(
+                    url + "/api/translate", {"model": name, "text": SENTENCE_20, "beam": beam}
+                )
                 assert status == 200, answer
                 if i >= 2:  # two warm-up requests
                     server.append(answer["server_ms"])
                     client.append(1000 * seconds)
             kinds = ", ".join(answer["example"]["maps"])
-            print(f"{words}-word sentence, beam {beam}, maps ({kinds}): server median {statistics.median(server):.0f} ms "
-                  f"(p95 {percentile(server, 0.95):.0f}), round trip median {statistics.median(client):.0f} ms")
+            print(
+                f"{words}-word sentence, beam {beam}, maps ({kinds}): server median {statistics.median(server):.0f} ms "
+                f"(p95 {percentile(server, 0.95):.0f}), round trip median {statistics.median(client):.0f} ms"
+            )
         print(f"  -> {answer['example']['output']}")
 
         # 2. concurrent clients
@@ -112,10 +119,13 @@ def main() -> None:
         def one(i: int) -> tuple[int, float, str]:
             text = sentences[i % len(sentences)]
             if i % 2 == 0:
-                status, answer, seconds = post(url + "/api/translate", {"model": name, "text": text, "beam": 5, "nbest": 3})
+                status, _answer, seconds = post(
+                    url + "/api/translate", {"model": name, "text": text, "beam": 5, "nbest": 3}
+                )
                 return status, seconds, "translate"
-            status, answer, seconds = post(url + "/api/explain", {"model": name, "text": text, "kind": "cross",
-                                                                  "layer": -1, "head": 0, "query": 1})
+            status, _answer, seconds = post(
+                url + "/api/explain", {"model": name, "text": text, "kind": "cross", "layer": -1, "head": 0, "query": 1}
+            )
             return status, seconds, "explain"
 
         # round 1 warms the allocator and the caches; memory is compared from its end to round 2's end
@@ -126,13 +136,17 @@ def main() -> None:
             wall = time.perf_counter() - start
             now = rss_mib(proc.pid)
             errors = sum(status != 200 for status, _, _ in results)
-            print(f"{label}: {args.requests} requests from {args.clients} clients in {wall:.1f} s "
-                  f"({args.requests / wall:.1f} req/s), {errors} errors; server memory {warm:.0f} -> {now:.0f} MiB "
-                  f"({100 * (now - warm) / warm:+.1f} %)")
+            print(
+                f"{label}: {args.requests} requests from {args.clients} clients in {wall:.1f} s "
+                f"({args.requests / wall:.1f} req/s), {errors} errors; server memory {warm:.0f} -> {now:.0f} MiB "
+                f"({100 * (now - warm) / warm:+.1f} %)"
+            )
             for kind in ("translate", "explain"):
                 lat = [1000 * s for status, s, k in results if k == kind and status == 200]
-                print(f"  {kind}: {len(lat)} requests, latency p50 {percentile(lat, 0.5):.0f} ms, "
-                      f"p95 {percentile(lat, 0.95):.0f} ms")
+                print(
+                    f"  {kind}: {len(lat)} requests, latency p50 {percentile(lat, 0.5):.0f} ms, "
+                    f"p95 {percentile(lat, 0.95):.0f} ms"
+                )
             warm = now
     finally:
         proc.send_signal(signal.SIGINT)

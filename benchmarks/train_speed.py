@@ -52,8 +52,22 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = ("baseline", "eager", "eager_fused_attention", "ddp2", "bf16", "compile", "compile_bf16", "rnn_baseline", "rnn", "rnn_bf16")
-CONFIGS = {"transformer": "configs/multi30k_en_de_transformer_tiny.yaml", "rnn": "configs/multi30k_en_de_rnn_luong.yaml"}
+VARIANTS = (
+    "baseline",
+    "eager",
+    "eager_fused_attention",
+    "ddp2",
+    "bf16",
+    "compile",
+    "compile_bf16",
+    "rnn_baseline",
+    "rnn",
+    "rnn_bf16",
+)
+CONFIGS = {
+    "transformer": "configs/multi30k_en_de_transformer_tiny.yaml",
+    "rnn": "configs/multi30k_en_de_rnn_luong.yaml",
+}
 
 
 def _data(data_dir: str, workdir: Path, arch: str):
@@ -63,7 +77,11 @@ def _data(data_dir: str, workdir: Path, arch: str):
     cfg = load_config(ROOT / CONFIGS[arch])
     src = read_lines(multi30k.locate("train", "en", root=data_dir, variant="tok"))
     tgt = read_lines(multi30k.locate("train", "de", root=data_dir, variant="tok"))
-    tok = Tokenizer.load(workdir) if (workdir / "spm.joint.model").is_file() else Tokenizer.train(cfg.tokenizer, src, tgt, workdir)
+    tok = (
+        Tokenizer.load(workdir)
+        if (workdir / "spm.joint.model").is_file()
+        else Tokenizer.train(cfg.tokenizer, src, tgt, workdir)
+    )
     return cfg, tok, tok.encode_src(src), tok.encode_tgt(tgt)
 
 
@@ -81,10 +99,16 @@ class _Baseline(torch.nn.Module):
         self.scale = math.sqrt(d)
 
     def forward(self, src, tgt_in):
-        e = lambda x: self.drop(self.embed(x) * self.scale + self.pe[: x.shape[1]])  # noqa: E731
+        e = lambda x: self.drop(self.embed(x) * self.scale + self.pe[: x.shape[1]])
         causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1])
-        h = self.net(e(src), e(tgt_in), tgt_mask=causal, src_key_padding_mask=src == 0,
-                     tgt_key_padding_mask=tgt_in == 0, memory_key_padding_mask=src == 0)
+        h = self.net(
+            e(src),
+            e(tgt_in),
+            tgt_mask=causal,
+            src_key_padding_mask=src == 0,
+            tgt_key_padding_mask=tgt_in == 0,
+            memory_key_padding_mask=src == 0,
+        )
         return h @ self.embed.weight.T
 
 
@@ -97,8 +121,10 @@ def step_flops(m, batch_size: int, src_len: int, tgt_len: int, projected_rows: i
     s_tok, t_tok = b * src_len, b * tgt_len
     enc = m.encoder_layers * (s_tok * (4 * d * d + 2 * d * f) + 2 * b * src_len * src_len * d)
     dec = m.decoder_layers * (
-        t_tok * (4 * d * d + 2 * d * d + 2 * d * f) + s_tok * 2 * d * d  # self Q,K,V,O; cross Q,O; FFN; cross K,V
-        + 2 * b * tgt_len * tgt_len * d + 2 * b * tgt_len * src_len * d  # self- and cross-attention
+        t_tok * (4 * d * d + 2 * d * d + 2 * d * f)
+        + s_tok * 2 * d * d  # self Q,K,V,O; cross Q,O; FFN; cross K,V
+        + 2 * b * tgt_len * tgt_len * d
+        + 2 * b * tgt_len * src_len * d  # self- and cross-attention
     )
     return 3 * 2 * (enc + dec + projected_rows * d * vocab)
 
@@ -155,7 +181,7 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         per_batch = 4096 // max(len(s) + 1 for s in src[:2000])  # naive: a fixed count sized for long sentences
         per_batch = max(per_batch, 128)
         batches = [order[i : i + per_batch] for i in range(0, len(order), per_batch)]
-        make = lambda idx: collate([src[i] for i in idx], [tgt[i] for i in idx], idx)  # noqa: E731
+        make = lambda idx: collate([src[i] for i in idx], [tgt[i] for i in idx], idx)
     else:
         model = build_model(m, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint)
         batcher = BucketBatcher(src, tgt, batch_tokens=cfg.train.batch_tokens // world, seed=1)
@@ -181,13 +207,19 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
             else:  # as `attnkit train` does it: output projection fused into the loss
                 out = fwd(b.src, b.src_mask, b.tgt_in, project=False)
                 loss = projected_label_smoothed_loss(
-                    out.hidden, model.output_projection.weight, b.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD
+                    out.hidden,
+                    model.output_projection.weight,
+                    b.tgt_out,
+                    smoothing=cfg.train.label_smoothing,
+                    pad_id=PAD,
                 ).loss
         (loss / b.n_tgt_tokens).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         rows = b.tgt_out.numel() if plain else b.n_tgt_tokens
-        flops = (rnn_step_flops if rnn else step_flops)(m, b.src.shape[0], b.src.shape[1], b.tgt_in.shape[1], rows, tok.tgt_vocab)
+        flops = (rnn_step_flops if rnn else step_flops)(
+            m, b.src.shape[0], b.src.shape[1], b.tgt_in.shape[1], rows, tok.tgt_vocab
+        )
         return b.n_tgt_tokens, b.tgt_out.numel(), flops
 
     t0 = time.perf_counter()
@@ -207,9 +239,15 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         real, padded, flops, rss, peak = totals.tolist()
         dist.destroy_process_group()
     return {
-        "variant": variant, "tgt_tok_s": real / (t2 - t1), "warmup_s": t1 - t0, "steps": steps,
-        "tflops": flops / (t2 - t1) / 1e12, "peak_tflops": peak / 1e12, "mfu": flops / (t2 - t1) / peak,
-        "padding": 1 - real / padded, "peak_rss_mib": rss,
+        "variant": variant,
+        "tgt_tok_s": real / (t2 - t1),
+        "warmup_s": t1 - t0,
+        "steps": steps,
+        "tflops": flops / (t2 - t1) / 1e12,
+        "peak_tflops": peak / 1e12,
+        "mfu": flops / (t2 - t1) / peak,
+        "padding": 1 - real / padded,
+        "peak_rss_mib": rss,
     }
 
 
@@ -233,17 +271,39 @@ def main() -> None:
         # the tokenizer, trained here once (from the first variant's config) for every process to load
         _data(args.data, Path(work), "rnn" if args.variants[0].startswith("rnn") else "transformer")
         for v in args.variants:
-            launch = [sys.executable] if v != "ddp2" else [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-            out = subprocess.run([*launch, __file__, "--one", v, "--workdir", work, "--steps", str(args.steps),
-                                  "--warmup", str(args.warmup), "--data", args.data], capture_output=True, text=True)
+            launch = (
+                [sys.executable]
+                if v != "ddp2"
+                else [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+            )
+            out = subprocess.run(
+                [
+                    *launch,
+                    __file__,
+                    "--one",
+                    v,
+                    "--workdir",
+                    work,
+                    "--steps",
+                    str(args.steps),
+                    "--warmup",
+                    str(args.warmup),
+                    "--data",
+                    args.data,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if out.returncode:
                 print(f"{v}: failed\n{out.stderr[-2000:]}", file=sys.stderr)
                 continue
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             r = rows[-1]
-            print(f"{v:<13} {r['tgt_tok_s']:7.0f} tgt tok/s  padding {r['padding']:.1%}  peak RSS {r['peak_rss_mib']:.0f} MiB  "
-                  f"warm-up {r['warmup_s']:.0f} s  {r['tflops']:.3f} TFLOP/s = MFU {r['mfu']:.1%} of {r['peak_tflops']:.2f}",
-                  flush=True)
+            print(
+                f"{v:<13} {r['tgt_tok_s']:7.0f} tgt tok/s  padding {r['padding']:.1%}  peak RSS {r['peak_rss_mib']:.0f} MiB  "
+                f"warm-up {r['warmup_s']:.0f} s  {r['tflops']:.3f} TFLOP/s = MFU {r['mfu']:.1%} of {r['peak_tflops']:.2f}",
+                flush=True,
+            )
     bases = {r["variant"]: r for r in rows if r["variant"] in ("baseline", "rnn_baseline")}
     print(f"\n{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     print("| variant | tgt tok/s | vs baseline | padding | peak RSS MiB | warm-up s | TFLOP/s | MFU (of matmul peak) |")
@@ -251,8 +311,10 @@ def main() -> None:
     for r in rows:
         base = bases.get("rnn_baseline" if r["variant"].startswith("rnn") else "baseline")
         rel = f"{r['tgt_tok_s'] / base['tgt_tok_s']:.2f}x" if base else "-"
-        print(f"| {r['variant']} | {r['tgt_tok_s']:.0f} | {rel} | {r['padding']:.1%} | {r['peak_rss_mib']:.0f} | "
-              f"{r['warmup_s']:.0f} | {r['tflops']:.3f} | {r['mfu']:.1%} of {r['peak_tflops']:.2f} |")
+        print(
+            f"| {r['variant']} | {r['tgt_tok_s']:.0f} | {rel} | {r['padding']:.1%} | {r['peak_rss_mib']:.0f} | "
+            f"{r['warmup_s']:.0f} | {r['tflops']:.3f} | {r['mfu']:.1%} of {r['peak_tflops']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,11 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "attnkit", "serve", "multi30k-en-de", "multi30k-en-de-rnn",
-                               "--port", str(port)], stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", "serve", "multi30k-en-de", "multi30k-en-de-rnn", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert "attnkit studio" in server.stdout.readline()
         with sync_playwright() as p:

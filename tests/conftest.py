@@ -7,8 +7,16 @@ import torch
 
 # toy models that learn to reverse a letter sequence in a few seconds: (model section, lr, steps)
 TOY_MODELS = {
-    "transformer": ({"arch": "transformer", "d_model": 32, "ffn": 64, "heads": 2, "layers": 1, "dropout": 0.0}, 0.01, 400),
-    "rnn": ({"arch": "rnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0, "tie_embeddings": False}, 0.005, 600),
+    "transformer": (
+        {"arch": "transformer", "d_model": 32, "ffn": 64, "heads": 2, "layers": 1, "dropout": 0.0},
+        0.01,
+        400,
+    ),
+    "rnn": (
+        {"arch": "rnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0, "tie_embeddings": False},
+        0.005,
+        600,
+    ),
 }
 
 
@@ -34,7 +42,12 @@ def reversal(tmp_path_factory) -> Path:
     rng = random.Random(0)
     words = [[rng.choice("abcdefgh") for _ in range(rng.randint(3, 7))] for _ in range(3000)]
     src, tgt = [" ".join(w) for w in words], [" ".join(reversed(w)) for w in words]
-    for name, lines in (("train.src", src[:2800]), ("train.tgt", tgt[:2800]), ("dev.src", src[2800:]), ("dev.tgt", tgt[2800:])):
+    for name, lines in (
+        ("train.src", src[:2800]),
+        ("train.tgt", tgt[:2800]),
+        ("dev.src", src[2800:]),
+        ("dev.tgt", tgt[2800:]),
+    ):
         (d / name).write_text("\n".join(lines) + "\n")
     return d
 
@@ -43,12 +56,24 @@ def _toy_config(data: Path, out: Path, arch: str, **train) -> dict:
     model, lr, steps = TOY_MODELS[arch]
     return {
         "out_dir": str(out),
-        "data": {"train_src": str(data / "train.src"), "train_tgt": str(data / "train.tgt"),
-                 "dev_src": str(data / "dev.src"), "dev_tgt": str(data / "dev.tgt")},
+        "data": {
+            "train_src": str(data / "train.src"),
+            "train_tgt": str(data / "train.tgt"),
+            "dev_src": str(data / "dev.src"),
+            "dev_tgt": str(data / "dev.tgt"),
+        },
         "tokenizer": {"vocab_size": 30},
         "model": model,
-        "train": {"max_steps": steps, "batch_tokens": 600, "lr": lr, "warmup": 50, "eval_every": 100,
-                  "log_every": 50, "label_smoothing": 0.0, **train},
+        "train": {
+            "max_steps": steps,
+            "batch_tokens": 600,
+            "lr": lr,
+            "warmup": 50,
+            "eval_every": 100,
+            "log_every": 50,
+            "label_smoothing": 0.0,
+            **train,
+        },
     }
 
 
@@ -81,9 +106,12 @@ def tiny_captioner(tmp_path_factory) -> Path:
     from attnkit.training.trainer import train
 
     out = tmp_path_factory.mktemp("captioner") / "model"
-    cfg = {"out_dir": str(out), "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
-           "model": {"arch": "transformer", "image_encoder": "vit", "d_model": 16, "heads": 2, "ffn": 16, "layers": 1},
-           "train": {"max_steps": 3, "eval_every": 3, "batch_tokens": 60, "warmup": 1}}
+    cfg = {
+        "out_dir": str(out),
+        "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
+        "model": {"arch": "transformer", "image_encoder": "vit", "d_model": 16, "heads": 2, "ffn": 16, "layers": 1},
+        "train": {"max_steps": 3, "eval_every": 3, "batch_tokens": 60, "warmup": 1},
+    }
     summary = train(config_from_dict(cfg), quiet=True)
     assert summary["step"] == 3 and "dev_exact" in summary["history"][-1]
     return out
@@ -111,5 +139,3 @@ def browser():
         b = p.chromium.launch(executable_path=exe, args=["--no-sandbox", "--disable-gpu"])
         yield b
         b.close()
-
-

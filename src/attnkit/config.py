@@ -38,6 +38,44 @@ IMAGE_ENCODERS = ("cnn", "vit")
 IMAGE_POSITIONS = ("sinusoidal", "learned", "fourier", "none")  # positions.grid.GRID_SCHEMES
 # sacreBLEU's tokenizers (13a: its default, for detokenized text; none: text tokenized already)
 BLEU_TOKENIZERS = ("13a", "none", "intl", "char", "zh", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200")
+# languages the Moses detokenizer knows (evaluating a model trained on tokenized text)
+DETOKENIZE_LANGS = (
+    "as",
+    "bn",
+    "ca",
+    "cs",
+    "de",
+    "el",
+    "en",
+    "es",
+    "et",
+    "fi",
+    "fr",
+    "ga",
+    "gu",
+    "hi",
+    "hu",
+    "is",
+    "it",
+    "kn",
+    "lt",
+    "lv",
+    "ml",
+    "mr",
+    "nl",
+    "or",
+    "pa",
+    "pl",
+    "pt",
+    "ro",
+    "ru",
+    "sk",
+    "sl",
+    "sv",
+    "ta",
+    "te",
+    "zh",
+)
 
 
 @dataclass
@@ -250,8 +288,9 @@ def _merge(base: dict, extra: dict) -> dict:
 def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -> Config:
     """Build and check a config (``check_config``) from a mapping and dotted overrides."""
     if not isinstance(data, dict):
-        raise ValueError(f"a config must be a mapping of sections (data, tokenizer, model, train), "
-                         f"got a {type(data).__name__}")
+        raise ValueError(
+            f"a config must be a mapping of sections (data, tokenizer, model, train), got a {type(data).__name__}"
+        )
     cfg = _build(Config, _merge(data, parse_overrides(overrides or [])), "")
     check_config(cfg)
     return cfg
@@ -271,8 +310,10 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     except UnicodeDecodeError:
         raise ValueError(f"config file {path} is not UTF-8 text") from None
     if data is not None and not isinstance(data, dict):
-        raise ValueError(f"config file {path} must hold a mapping of sections (data, tokenizer, model, train) "
-                         f"at its top level, not a {type(data).__name__}")
+        raise ValueError(
+            f"config file {path} must hold a mapping of sections (data, tokenizer, model, train) "
+            f"at its top level, not a {type(data).__name__}"
+        )
     return config_from_dict(data or {}, overrides)
 
 
@@ -386,14 +427,20 @@ def check_model(m: ModelConfig) -> None:
         if m.d_model % m.heads:
             raise ValueError(f"model.d_model={m.d_model} is not divisible by model.heads={m.heads}")
         if m.positions == "rope" and (m.d_model // m.heads) % 2:
-            raise ValueError(f"model.positions=rope rotates pairs of dimensions: the head size "
-                             f"d_model / heads = {m.d_model // m.heads} must be even")
+            raise ValueError(
+                f"model.positions=rope rotates pairs of dimensions: the head size "
+                f"d_model / heads = {m.d_model // m.heads} must be even"
+            )
     else:
         if m.hidden % 2:
-            raise ValueError(f"model.hidden={m.hidden} must be even (the bidirectional encoder has hidden/2 per direction)")
+            raise ValueError(
+                f"model.hidden={m.hidden} must be even (the bidirectional encoder has hidden/2 per direction)"
+            )
         if m.encoder_layers != m.decoder_layers:
-            raise ValueError(f"the RNN decoder starts from the encoder's final states, so model.encoder_layers "
-                             f"({m.encoder_layers}) must equal model.decoder_layers ({m.decoder_layers})")
+            raise ValueError(
+                f"the RNN decoder starts from the encoder's final states, so model.encoder_layers "
+                f"({m.encoder_layers}) must equal model.decoder_layers ({m.decoder_layers})"
+            )
 
 
 def check_config(cfg: Config, *, training: bool = False) -> None:
@@ -410,8 +457,10 @@ def check_config(cfg: Config, *, training: bool = False) -> None:
         raise ValueError("train.time_schedule needs train.max_minutes > 0 (the budget the schedule decays over)")
     check_model(cfg.model)
     if training and cfg.model.arch == "encoder":
-        raise ValueError("model.arch=encoder has no decoder: `attnkit train` trains translation models "
-                         "(model.arch transformer or rnn)")
+        raise ValueError(
+            "model.arch=encoder has no decoder: `attnkit train` trains translation models "
+            "(model.arch transformer or rnn)"
+        )
     if cfg.data.task == "caption":
         check_captioning(cfg)
     elif cfg.model.tie_embeddings and not cfg.tokenizer.joint and cfg.model.arch != "encoder":
@@ -424,22 +473,29 @@ def check_captioning(cfg: Config) -> None:
     if m.arch == "encoder":
         raise ValueError("data.task=caption needs a decoder: model.arch transformer or rnn")
     if m.positions not in IMAGE_POSITIONS:
-        raise ValueError(f"model.positions={m.positions} acts inside text self-attention; image regions take "
-                         f"{', '.join(IMAGE_POSITIONS)}")
+        raise ValueError(
+            f"model.positions={m.positions} acts inside text self-attention; image regions take "
+            f"{', '.join(IMAGE_POSITIONS)}"
+        )
     if m.arch == "rnn" and m.attention != "global":
-        raise ValueError(f"model.attention={m.attention} is a window over a 1-D sequence; attention over image "
-                         "regions is global")
+        raise ValueError(
+            f"model.attention={m.attention} is a window over a 1-D sequence; attention over image regions is global"
+        )
     if m.arch == "rnn" and m.image_encoder == "vit":
-        raise ValueError("model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
-                         "(the RNN decoder takes model.image_encoder=cnn)")
+        raise ValueError(
+            "model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
+            "(the RNN decoder takes model.image_encoder=cnn)"
+        )
     if d.image_size % m.region:
         raise ValueError(f"data.image_size={d.image_size} does not tile into model.region={m.region} pixel regions")
     if m.image_encoder == "cnn" and 2 ** int(m.region).bit_length() != 2 * m.region:
         raise ValueError(f"the CNN halves the resolution per stage: model.region must be a power of 2, got {m.region}")
     width = m.hidden if m.arch == "rnn" else m.d_model
     if m.positions == "sinusoidal" and width % 4:
-        raise ValueError(f"2-D sinusoids need a region width divisible by 4 (model.{'hidden' if m.arch == 'rnn' else 'd_model'}"
-                         f"={width})")
+        raise ValueError(
+            f"2-D sinusoids need a region width divisible by 4 (model.{'hidden' if m.arch == 'rnn' else 'd_model'}"
+            f"={width})"
+        )
     lo, hi = d.digits
     if not 1 <= lo <= hi:
         raise ValueError(f"data.digits={[lo, hi]} must be the fewest and most digits per scene, 1 <= fewest <= most")
@@ -455,11 +511,28 @@ def check_captioning(cfg: Config) -> None:
 # Keys a resumed run may change: how long and how it is watched, and the optimisation
 # settings that do not touch the model, the data order or the saved optimizer's shape.
 RESUMABLE = {
-    "data.multi30k", "data.max_dev_sentences",
-    "train.device", "train.max_steps", "train.max_minutes", "train.lr", "train.weight_decay", "train.schedule",
-    "train.time_schedule", "train.warmup", "train.label_smoothing", "train.clip_norm", "train.bf16", "train.compile",
-    "train.eval_every", "train.bleu_every", "train.bleu_tokenize", "train.patience", "train.keep_last",
-    "train.log_every", "train.tensorboard", "train.attention_snapshots",
+    "data.multi30k",
+    "data.max_dev_sentences",
+    "train.device",
+    "train.max_steps",
+    "train.max_minutes",
+    "train.lr",
+    "train.weight_decay",
+    "train.schedule",
+    "train.time_schedule",
+    "train.warmup",
+    "train.label_smoothing",
+    "train.clip_norm",
+    "train.bf16",
+    "train.compile",
+    "train.eval_every",
+    "train.bleu_every",
+    "train.bleu_tokenize",
+    "train.patience",
+    "train.keep_last",
+    "train.log_every",
+    "train.tensorboard",
+    "train.attention_snapshots",
 }
 
 
@@ -480,6 +553,18 @@ def resume_changes(saved: dict[str, Any], requested: Config) -> list[tuple[str, 
     if refused:
         key, old, new = refused[0]
         more = f" (and {', '.join(c[0] for c in refused[1:])})" if len(refused) > 1 else ""
-        raise ValueError(f"cannot change {key} when resuming ({old!r} in the checkpoint, {new!r} now){more}: "
-                         "it does not fit the saved run; train into a new out_dir instead")
+        raise ValueError(
+            f"cannot change {key} when resuming ({old!r} in the checkpoint, {new!r} now){more}: "
+            "it does not fit the saved run; train into a new out_dir instead"
+        )
     return changes
+
+
+@dataclass(frozen=True)
+class StudioLimits:
+    """What one request to the studio (`attnkit serve`) may ask for (each is also a `attnkit serve` option)."""
+
+    max_chars: int = 1000  # characters of the sentence (and of a forced target)
+    max_tokens: int = 128  # subword tokens of the sentence (and of a forced target)
+    max_beam: int = 16
+    max_nbest: int = 16  # and never more than the beam

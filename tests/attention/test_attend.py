@@ -17,7 +17,11 @@ from attnkit.attention import (
 
 
 def qkv(b=3, h=2, t=5, s=7, d=8, dtype=torch.float32):
-    return (torch.randn(b, h, t, d, dtype=dtype), torch.randn(b, h, s, d, dtype=dtype), torch.randn(b, h, s, d, dtype=dtype))
+    return (
+        torch.randn(b, h, t, d, dtype=dtype),
+        torch.randn(b, h, s, d, dtype=dtype),
+        torch.randn(b, h, s, d, dtype=dtype),
+    )
 
 
 def reference(q, k, v, mask=None, causal=False):
@@ -122,7 +126,9 @@ def test_masked_softmax_bfloat16():
 def test_gradcheck_explicit_path():
     q, k, v = (x.double().requires_grad_(True) for x in qkv(b=1, h=2, t=3, s=4, d=3))
     mask = torch.tensor([True, True, False, True])
-    assert torch.autograd.gradcheck(lambda q, k, v: dot_product_attention(q, k, v, mask, need_weights=True).context, (q, k, v))
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: dot_product_attention(q, k, v, mask, need_weights=True).context, (q, k, v)
+    )
 
 
 def test_mismatched_values():

@@ -175,7 +175,9 @@ def test_in_attention_schemes_break_permutation_equivariance(scheme):
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match=r"d_model=10 is not divisible by num_heads=4; valid head counts: \[1, 2, 5, 10\]"):
+    with pytest.raises(
+        ValueError, match=r"d_model=10 is not divisible by num_heads=4; valid head counts: \[1, 2, 5, 10\]"
+    ):
         MultiHeadAttention(10, 4)
     mha = MultiHeadAttention(D, H)
     with pytest.raises(ValueError, match=r"expected last dimension d_model=16; got \[8, 16, 16\]"):

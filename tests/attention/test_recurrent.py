@@ -32,9 +32,9 @@ def test_local_m_with_wide_window_equals_global(score):
     local = LocalAttention(query_dim=DQ, key_dim=DQ, mode="local-m", window=S, score=glob.score)
     q, k, v = inputs()
     keep = padding_mask(torch.tensor([9, 6]), S)
-    g, l = glob(q, k, v, keep, need_weights=True), local(q, k, v, keep, need_weights=True)
-    torch.testing.assert_close(l.weights, g.weights, rtol=0, atol=1e-6)
-    torch.testing.assert_close(l.context, g.context, rtol=0, atol=1e-6)
+    g, loc = glob(q, k, v, keep, need_weights=True), local(q, k, v, keep, need_weights=True)
+    torch.testing.assert_close(loc.weights, g.weights, rtol=0, atol=1e-6)
+    torch.testing.assert_close(loc.context, g.context, rtol=0, atol=1e-6)
 
 
 def test_local_m_window_and_step_decoding():

@@ -5,12 +5,12 @@ import pytest
 
 pytest.importorskip("sklearn")
 
-from attnkit.data.scenes import DIGIT, Box, load_digits, make_scenes, split_scans  # noqa: E402
+from attnkit.data.scenes import DIGIT, Box, load_digits, make_scenes, split_scans
 
 
 def test_scans_split_by_scan_with_every_digit_on_both_sides():
     scans, labels = load_digits()
-    assert scans.shape == (1797, 8, 8) and 0.0 <= scans.min() and scans.max() <= 1.0
+    assert scans.shape == (1797, 8, 8) and scans.min() >= 0.0 and scans.max() <= 1.0
     train, test = split_scans(labels)
     assert not set(train) & set(test) and len(train) + len(test) == len(labels)
     assert set(labels[train]) == set(labels[test]) == set(range(10))
@@ -21,17 +21,19 @@ def test_scenes_place_real_scans_in_their_boxes_in_reading_order():
     for scene in make_scenes(20, seed=3, noise=0.0):
         assert 3 <= len(scene.words) <= 5 and len(scene.words) == len(scene.boxes)
         rows = [b.top // 10 for b in scene.boxes]  # 10-pixel slots on a 32-pixel canvas
-        assert [(r, b.left) for r, b in zip(rows, scene.boxes)] == sorted((r, b.left) for r, b in zip(rows, scene.boxes))
+        assert [(r, b.left) for r, b in zip(rows, scene.boxes)] == sorted(
+            (r, b.left) for r, b in zip(rows, scene.boxes)
+        )
         for i, a in enumerate(scene.boxes):
-            assert 0 <= a.top and a.top + DIGIT <= 32 and 0 <= a.left and a.left + DIGIT <= 32
-            assert not any(a.overlaps(b) for b in scene.boxes[i + 1:])
-            patch = scene.image[a.top:a.top + DIGIT, a.left:a.left + DIGIT]
+            assert a.top >= 0 and a.top + DIGIT <= 32 and a.left >= 0 and a.left + DIGIT <= 32
+            assert not any(a.overlaps(b) for b in scene.boxes[i + 1 :])
+            patch = scene.image[a.top : a.top + DIGIT, a.left : a.left + DIGIT]
             # without noise the patch is exactly a scan of the digit its word names
             match = [k for k in np.flatnonzero(labels == int(scene.words[i])) if np.array_equal(scans[k], patch)]
             assert match
         covered = np.zeros((32, 32), bool)
         for b in scene.boxes:
-            covered[b.top:b.top + b.height, b.left:b.left + b.width] = True
+            covered[b.top : b.top + b.height, b.left : b.left + b.width] = True
         assert not scene.image[~covered].any()  # nothing outside the boxes
 
 
@@ -40,7 +42,7 @@ def test_held_out_scenes_use_only_held_out_scans():
     _, test = split_scans(labels)
     for scene in make_scenes(10, held_out=True, seed=1, noise=0.0):
         for b in scene.boxes:
-            patch = scene.image[b.top:b.top + DIGIT, b.left:b.left + DIGIT]
+            patch = scene.image[b.top : b.top + DIGIT, b.left : b.left + DIGIT]
             users = {int(k) for k in np.flatnonzero((scans == patch).all(axis=(1, 2)))}
             assert users & set(test.tolist()), "a held-out scene used a scan that is not held out"
 

@@ -13,8 +13,8 @@ def write(path, text: bytes):
 
 
 def test_plain_and_gz(tmp_path):
-    a = write(tmp_path / "a.txt", "eins\nzwei\r\n".encode())
-    b = write(tmp_path / "b.txt.gz", "one\ntwo\n".encode())
+    a = write(tmp_path / "a.txt", b"eins\nzwei\r\n")
+    b = write(tmp_path / "b.txt.gz", b"one\ntwo\n")
     p = read_parallel(a, b)
     assert (p.src, p.tgt, p.skipped_empty) == (["eins", "zwei"], ["one", "two"], 0)
 

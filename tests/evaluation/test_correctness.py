@@ -30,18 +30,23 @@ def test_a_region_cut_by_the_box_counts_by_its_area_inside():
 def test_correctness_averages_naming_words_beside_the_uniform_baseline():
     on = np.zeros((4, 4))
     on[0, 0] = 1.0
-    result = attention_correctness([on, np.full((4, 4), 1 / 16), on], [Box(0, 0, 8, 8), Box(0, 0, 16, 16), None], (32, 32))
+    result = attention_correctness(
+        [on, np.full((4, 4), 1 / 16), on], [Box(0, 0, 8, 8), Box(0, 0, 16, 16), None], (32, 32)
+    )
     assert result.words == 2
     assert result.score == pytest.approx((1.0 + 0.25) / 2)
     assert result.uniform == pytest.approx((64 / 1024 + 256 / 1024) / 2)
     assert "uniform attention" in str(result)
 
 
-@pytest.mark.parametrize("args, message", [
-    ((np.ones(4), Box(0, 0, 8, 8), (32, 32)), "grid"),
-    ((np.ones((2, 2)), Box(30, 0, 8, 8), (32, 32)), "not inside"),
-    ((np.zeros((2, 2)), Box(0, 0, 8, 8), (32, 32)), "zero"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((np.ones(4), Box(0, 0, 8, 8), (32, 32)), "grid"),
+        ((np.ones((2, 2)), Box(30, 0, 8, 8), (32, 32)), "not inside"),
+        ((np.zeros((2, 2)), Box(0, 0, 8, 8), (32, 32)), "zero"),
+    ],
+)
 def test_bad_maps_and_boxes_are_errors(args, message):
     with pytest.raises(ValueError, match=message):
         attention_in_box(*args)

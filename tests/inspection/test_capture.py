@@ -6,6 +6,7 @@ import pytest
 from attnkit.config import config_from_dict
 from attnkit.data import Tokenizer
 from attnkit.data.tokenizer import PAD
+from attnkit.inference.translate import translate
 from attnkit.inspection import (
     capture,
     head_statistics,
@@ -13,9 +14,8 @@ from attnkit.inspection import (
     model_info,
     save_records,
 )
-from attnkit.model_dir import load_model
+from attnkit.loading.model_dir import load_model
 from attnkit.models import build_model
-from attnkit.translate import translate
 
 SENTENCES = ["a b c d", "h g f e d c b"]
 
@@ -30,9 +30,9 @@ def _fresh(toy_dir, **model):
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_shapes_tokens_and_distributions(trained_toys, arch):
-    model, tok, cfg = load_model(trained_toys[arch])
+    model, tok, _cfg = load_model(trained_toys[arch])
     records = capture(model, tok, SENTENCES)
-    for r, sentence in zip(records, SENTENCES):
+    for r, _sentence in zip(records, SENTENCES):
         s, t = len(r.src_tokens), len(r.tgt_in_tokens)
         assert r.src_tokens[-1] == "</s>" and r.tgt_in_tokens[0] == "<s>" and r.tgt_out_tokens[-1] == "</s>"
         assert r.tgt_in_tokens[1:] == r.tgt_out_tokens[:-1]
@@ -58,8 +58,9 @@ def test_teacher_forced_maps_equal_the_decoders_own(trained_toys, arch):
 
 
 def test_forced_target_and_local_p_centres(trained_toys):
-    model, tok, cfg = _fresh(trained_toys["rnn"], arch="rnn", d_model=16, hidden=32, attention="local-p", window=2,
-                             tie_embeddings=False)
+    model, tok, cfg = _fresh(
+        trained_toys["rnn"], arch="rnn", d_model=16, hidden=32, attention="local-p", window=2, tie_embeddings=False
+    )
     [r] = capture(model, tok, ["a b c d e f"], targets=["f e d"], window=cfg.model.window)
     assert r.output == "f e d" and r.tgt_out_tokens[-1] == "</s>"
     assert r.p_t is not None and r.p_t.shape == (len(r.tgt_in_tokens),) and r.window == 2
@@ -131,7 +132,7 @@ def test_head_statistics_extremes():
 
 def test_model_info_claims_only_what_the_model_has(trained_toys):
     """An RNN has no heads and no positional scheme: the viewer's header must not say it has."""
-    from attnkit.model_dir import load_model
+    from attnkit.loading.model_dir import load_model
 
     model, _, cfg = load_model(trained_toys["rnn"])
     info = model_info(model, cfg)

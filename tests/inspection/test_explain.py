@@ -6,13 +6,15 @@ from attnkit.data import Tokenizer
 from attnkit.data.tokenizer import PAD
 from attnkit.inspection import explain, prepare
 from attnkit.inspection.explain import entropy
-from attnkit.model_dir import load_model
+from attnkit.loading.model_dir import load_model
 from attnkit.models import build_model
 
 
 def _fresh(toy_dir, **model):
     tok = Tokenizer.load(toy_dir)
-    cfg = config_from_dict({"model": {"arch": "transformer", "d_model": 32, "heads": 4, "layers": 2, "ffn": 32, **model}})
+    cfg = config_from_dict(
+        {"model": {"arch": "transformer", "d_model": 32, "heads": 4, "layers": 2, "ffn": 32, **model}}
+    )
     net = build_model(cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint)
     return net.eval(), tok
 
@@ -79,9 +81,23 @@ def test_recurrent_walkthrough_reproduces_luong_attention(trained_toys, attentio
     """Every score, window and decoder wiring: the recomputed weights are the model's, the
     per-dimension terms sum to the scores, and local attention puts no weight outside its window."""
     tok = Tokenizer.load(trained_toys["rnn"])
-    cfg = config_from_dict({"model": {"arch": "rnn", "d_model": 32, "hidden": 32, "layers": 1, "attention": attention,
-                                      "score": score, "window": 2, "input_feeding": feeding}})
-    net = build_model(cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint).eval()
+    cfg = config_from_dict(
+        {
+            "model": {
+                "arch": "rnn",
+                "d_model": 32,
+                "hidden": 32,
+                "layers": 1,
+                "attention": attention,
+                "score": score,
+                "window": 2,
+                "input_feeding": feeding,
+            }
+        }
+    )
+    net = build_model(
+        cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint
+    ).eval()
     [p] = prepare(net, tok, ["a b c d e f g h"], targets=["h g f e d"])
     for query in range(len(p.tgt_in_tokens)):
         w = explain(net, p, kind="cross", query=query)

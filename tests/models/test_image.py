@@ -32,7 +32,9 @@ VARIANTS = {
 
 
 def make(name, **extra):
-    cfg = ModelConfig(d_model=32, hidden=32, heads=4, ffn=64, layers=1, dropout=0.0, region=4, **{**VARIANTS[name], **extra})
+    cfg = ModelConfig(
+        d_model=32, hidden=32, heads=4, ffn=64, layers=1, dropout=0.0, region=4, **{**VARIANTS[name], **extra}
+    )
     torch.manual_seed(0)
     return build_captioner(cfg, vocab=V, pad_id=0, image_size=SIZE).eval()
 
@@ -56,7 +58,7 @@ def test_captioner_satisfies_the_interface_and_steps_equal_teacher_forcing(name)
     assert full.logits.shape == (3, 5, V)
     state = model.init_state(model.encode(src, mask))
     assert isinstance(state, DecodingState)
-    steps = [model.decode_step(state, tgt[:, i:i + 1], need_weights=True) for i in range(5)]
+    steps = [model.decode_step(state, tgt[:, i : i + 1], need_weights=True) for i in range(5)]
     torch.testing.assert_close(torch.cat([s.logits for s in steps], 1), full.logits, rtol=0, atol=1e-5)
     cross = full.attention.cross[-1]  # (b, h, t, regions)
     assert cross.shape[-1] == 16

@@ -54,7 +54,9 @@ def test_step_by_step_decoding_equals_teacher_forcing(name):
     steps = [model.decode_step(state, tgt[:, i : i + 1], need_weights=True) for i in range(6)]
     torch.testing.assert_close(torch.cat([s.logits for s in steps], 1), full.logits, rtol=0, atol=1e-5)
     # the alignment of the last step equals the last row of the teacher-forced one
-    torch.testing.assert_close(steps[-1].attention.cross[-1][:, :, 0], full.attention.cross[-1][:, :, -1], rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        steps[-1].attention.cross[-1][:, :, 0], full.attention.cross[-1][:, :, -1], rtol=0, atol=1e-5
+    )
     # attention never goes to padding
     assert (full.attention.cross[-1][1, ..., 5:] == 0).all()
 
@@ -112,14 +114,26 @@ def test_state_expand_gives_each_hypothesis_the_sentence_state(name):
 
 
 def test_encoder_only_and_factory_errors():
-    enc = build_model(ModelConfig(arch="encoder", d_model=32, heads=4, layers=2), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=False)
+    enc = build_model(
+        ModelConfig(arch="encoder", d_model=32, heads=4, layers=2),
+        src_vocab=V,
+        tgt_vocab=V,
+        pad_id=0,
+        shared_vocab=False,
+    )
     src, mask, _ = batch()
     out = enc(src, mask, need_weights=True)
     assert out.memory.shape == (3, 7, 32) and len(out.attention.encoder) == 2
     with pytest.raises(ValueError, match="tie_embeddings=true needs one vocabulary"):
         build_model(ModelConfig(), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=False)
     with pytest.raises(ValueError, match=r"model.encoder_layers \(2\) must equal model.decoder_layers \(1\)"):
-        build_model(ModelConfig(arch="rnn", encoder_layers=2, decoder_layers=1), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=True)
+        build_model(
+            ModelConfig(arch="rnn", encoder_layers=2, decoder_layers=1),
+            src_vocab=V,
+            tgt_vocab=V,
+            pad_id=0,
+            shared_vocab=True,
+        )
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -144,10 +158,12 @@ def _signature_matches(obj, protocol) -> list[str]:
 
     bad = []
     for name, member in vars(protocol).items():
-        if name.startswith("_") and name != "__call__" or not callable(member):
+        if (name.startswith("_") and name != "__call__") or not callable(member):
             continue
         want = list(inspect.signature(member).parameters)[1:]
-        target = type(obj).forward if name == "__call__" and isinstance(obj, torch.nn.Module) else getattr(type(obj), name)
+        target = (
+            type(obj).forward if name == "__call__" and isinstance(obj, torch.nn.Module) else getattr(type(obj), name)
+        )
         have = list(inspect.signature(target).parameters)[1:]
         if have[: len(want)] != want:
             bad.append(f"{name}: {have} vs {want}")
@@ -185,8 +201,13 @@ def test_every_seq2seq_model_satisfies_the_protocol(name):
 
 def test_encoder_models_satisfy_the_protocol():
     """The BERT-style encoder built by the factory; the pretrained loader builds the same class."""
-    enc = build_model(ModelConfig(arch="encoder", d_model=32, heads=4, layers=2), src_vocab=V, tgt_vocab=V, pad_id=0,
-                      shared_vocab=False).eval()
+    enc = build_model(
+        ModelConfig(arch="encoder", d_model=32, heads=4, layers=2),
+        src_vocab=V,
+        tgt_vocab=V,
+        pad_id=0,
+        shared_vocab=False,
+    ).eval()
     assert isinstance(enc, EncoderModel) and not isinstance(enc, Seq2SeqModel)
     assert _signature_matches(enc, EncoderModel) == []
     src, mask, _ = batch()

@@ -61,8 +61,13 @@ def test_activation_dropout_only_where_asked():
     from attnkit.models.factory import build_model
 
     def ffn_rates(**kw):
-        model = build_model(ModelConfig(d_model=D, heads=H, ffn=F, layers=2, **kw),
-                            src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True)
+        model = build_model(
+            ModelConfig(d_model=D, heads=H, ffn=F, layers=2, **kw),
+            src_vocab=20,
+            tgt_vocab=20,
+            pad_id=0,
+            shared_vocab=True,
+        )
         layers = list(model.encoder.layers) + list(model.decoder_layers)
         return {layer.feed_forward.dropout.p for layer in layers}, {layer.dropout.p for layer in layers}
 

@@ -57,7 +57,9 @@ def test_two_dimensional_positions_take_coordinates():
         pe.encode(torch.zeros(4, 3))
 
 
-@pytest.mark.parametrize("kwargs, message", [(dict(features=7), "even"), (dict(gamma=0.0), "gamma"), (dict(dims=0), "dimension")])
+@pytest.mark.parametrize(
+    "kwargs, message", [(dict(features=7), "even"), (dict(gamma=0.0), "gamma"), (dict(dims=0), "dimension")]
+)
 def test_bad_settings_are_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         FourierPositions(16, **kwargs)

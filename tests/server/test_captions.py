@@ -44,17 +44,22 @@ def test_caption_an_uploaded_image_and_a_held_out_scene(client):
     assert r.status_code == 200, r.text
     ex = r.json()["example"]
     assert ex["reference"] and len(ex["boxes"]) == len(ex["words"]) == len(ex["inside"])
-    assert client.post("/api/caption", json={"scene": 3}).json()["example"]["image"] == ex["image"]  # same seed, same scene
+    assert (
+        client.post("/api/caption", json={"scene": 3}).json()["example"]["image"] == ex["image"]
+    )  # same seed, same scene
 
 
-@pytest.mark.parametrize("body, status, message", [
-    ({"image": png((20, 32))}, 422, "the image is 20 x 32 pixels; this model reads 32 x 32 images"),
-    ({"image": "data:image/png;base64,bm90IGFuIGltYWdl"}, 422, "not a readable image"),
-    ({"image": "***"}, 422, "not valid base64"),
-    ({"image": 5}, 422, "'image' must be a base64 string"),
-    ({"scene": -1}, 422, "'scene' must be >= 0"),
-    ({"model": "nope", "scene": 1}, 404, "unknown captioning model 'nope'; this server has: model"),
-])
+@pytest.mark.parametrize(
+    "body, status, message",
+    [
+        ({"image": png((20, 32))}, 422, "the image is 20 x 32 pixels; this model reads 32 x 32 images"),
+        ({"image": "data:image/png;base64,bm90IGFuIGltYWdl"}, 422, "not a readable image"),
+        ({"image": "***"}, 422, "not valid base64"),
+        ({"image": 5}, 422, "'image' must be a base64 string"),
+        ({"scene": -1}, 422, "'scene' must be >= 0"),
+        ({"model": "nope", "scene": 1}, 404, "unknown captioning model 'nope'; this server has: model"),
+    ],
+)
 def test_bad_caption_requests_say_what_is_wrong(client, body, status, message):
     r = client.post("/api/caption", json=body)
     assert r.status_code == status and message in r.json()["error"]

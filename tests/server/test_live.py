@@ -24,8 +24,13 @@ def running(*args: str):
     """`attnkit serve ARGS` on a free port: yields (url, process) once it listens."""
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "attnkit", "serve", *args, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", "serve", *args, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     try:
         line = proc.stdout.readline()
         assert "attnkit studio: http://127.0.0.1:" in line, line + proc.stdout.read()
@@ -69,7 +74,9 @@ def test_type_translate_and_explore(browser, server, trained_toys):
     assert page.locator("#neuron table tr").count() == 1 + 1 + 5 + 1  # header, q, a b c d </s>, z
 
     page.click("#tabs [data-tab=positions]")
-    page.wait_for_function("document.querySelector('#positions img') && document.querySelector('#positions img').naturalWidth > 0")
+    page.wait_for_function(
+        "document.querySelector('#positions img') && document.querySelector('#positions img').naturalWidth > 0"
+    )
 
     page.select_option("#model", index=1)  # the RNN: Luong attention in the neuron view
     page.wait_for_function("document.getElementById('out-text').textContent === '→ d c b a'")
@@ -104,14 +111,22 @@ def test_a_taken_port_is_one_line(trained_toys):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        r = subprocess.run([sys.executable, "-m", "attnkit", "serve", str(trained_toys["rnn"]), "--port", str(port)],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "attnkit", "serve", str(trained_toys["rnn"]), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and f"cannot listen on 127.0.0.1:{port}" in r.stderr
 
 
 def test_no_model_to_serve_is_one_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "attnkit", "serve", str(tmp_path / "missing"), "--port", str(free_port())],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "attnkit", "serve", str(tmp_path / "missing"), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "not found" in r.stderr
 
 

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.caption import caption_images
 from attnkit.config import config_from_dict
 from attnkit.data.scenes import make_scenes
 from attnkit.evaluation.captioning import score_captions
-from attnkit.model_dir import ModelDir, load_checkpoint, load_model
+from attnkit.inference.caption import caption_images
+from attnkit.loading.model_dir import ModelDir, load_checkpoint, load_model
 from attnkit.training.trainer import train
 
 pytest.importorskip("sklearn")
@@ -17,19 +17,30 @@ pytestmark = pytest.mark.slow  # trains a captioner for about half a minute
 
 
 def config(out, **train_keys):
-    return config_from_dict({
-        "out_dir": str(out),
-        "data": {"task": "caption", "train_scenes": 4000, "dev_scenes": 100, "digits": [1, 2]},
-        "model": {"arch": "rnn", "image_encoder": "cnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0},
-        "train": {"max_steps": 400, "batch_tokens": 300, "lr": 0.003, "schedule": "cosine", "warmup": 20,
-                  "eval_every": 200, "label_smoothing": 0.0, "clip_norm": 1.0, **train_keys},
-    })
+    return config_from_dict(
+        {
+            "out_dir": str(out),
+            "data": {"task": "caption", "train_scenes": 4000, "dev_scenes": 100, "digits": [1, 2]},
+            "model": {"arch": "rnn", "image_encoder": "cnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0},
+            "train": {
+                "max_steps": 400,
+                "batch_tokens": 300,
+                "lr": 0.003,
+                "schedule": "cosine",
+                "warmup": 20,
+                "eval_every": 200,
+                "label_smoothing": 0.0,
+                "clip_norm": 1.0,
+                **train_keys,
+            },
+        }
+    )
 
 
 def test_a_captioner_learns_held_out_digits_and_attends_to_them(tmp_path):
     summary = train(config(tmp_path / "m"), quiet=True)
     assert summary["history"][-1]["dev_exact"] > 50
-    model, vocab, cfg = load_model(tmp_path / "m", task="caption")
+    model, vocab, _cfg = load_model(tmp_path / "m", task="caption")
     scenes = make_scenes(200, held_out=True, seed=77, count=(1, 2))
     scores = score_captions(caption_images(model, vocab, np.stack([s.image for s in scenes]), max_words=4), scenes)
     assert scores.exact > 50

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnkit.config import config_from_dict, save_config
-from attnkit.model_dir import load_checkpoint
+from attnkit.loading.model_dir import load_checkpoint
 from attnkit.training.trainer import train
 
 pytestmark = pytest.mark.slow  # torchrun: several processes
@@ -21,8 +21,18 @@ STEPS = {"max_steps": 6, "eval_every": 3, "log_every": 2, "bleu_every": 0}
 
 def _torchrun(cfg_path, *extra, nproc=2):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "attnkit", "train", str(cfg_path), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "attnkit",
+        "train",
+        str(cfg_path),
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -53,7 +63,7 @@ def test_two_processes_equal_one_process_on_the_combined_batches(reversal, toy_c
             ours[k][d : 2 * d] = ref[k][d : 2 * d]
         torch.testing.assert_close(ours[k], ref[k], rtol=0, atol=1e-5, msg=k)
     # rank 0 alone writes the log, with the whole update's tokens and loss
-    log = lambda d: [json.loads(x) for x in (d / "log.jsonl").read_text().splitlines()]  # noqa: E731
+    log = lambda d: [json.loads(x) for x in (d / "log.jsonl").read_text().splitlines()]
     ours_log, ref_log = log(double), log(single)
     assert [r["kind"] for r in ours_log] == [r["kind"] for r in ref_log]
     for a, b in zip(ours_log, ref_log):

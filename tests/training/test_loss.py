@@ -62,7 +62,9 @@ def test_projected_loss_backward_is_once_only():
     """The backward reuses the saved logits' memory, so a second backward is refused, not wrong."""
     hidden = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     weight = torch.randn(7, 4, dtype=torch.float64, requires_grad=True)
-    loss = projected_label_smoothed_loss(hidden, weight, torch.tensor([[1, 2, 0], [3, 6, 5]]), smoothing=0.2, pad_id=0).loss
+    loss = projected_label_smoothed_loss(
+        hidden, weight, torch.tensor([[1, 2, 0], [3, 6, 5]]), smoothing=0.2, pad_id=0
+    ).loss
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError):
         loss.backward()

@@ -8,7 +8,7 @@ from attnkit.training import build_optimizer, build_scheduler, lr_multiplier
 
 
 def test_inverse_sqrt_warmup_then_decay():
-    f = lambda s: lr_multiplier(s, schedule="inverse_sqrt", warmup=100, max_steps=1000)  # noqa: E731
+    f = lambda s: lr_multiplier(s, schedule="inverse_sqrt", warmup=100, max_steps=1000)
     assert f(50) == pytest.approx(0.5)
     assert f(100) == pytest.approx(1.0)
     assert f(400) == pytest.approx(math.sqrt(100 / 400))
@@ -36,7 +36,7 @@ def test_scheduler_drives_the_optimizer_and_names_errors():
 
 
 def test_time_fraction_drives_decay_when_ahead_of_the_steps():
-    f = lambda s, t: lr_multiplier(s, schedule="cosine", warmup=10, max_steps=10_000, time_fraction=t)  # noqa: E731
+    f = lambda s, t: lr_multiplier(s, schedule="cosine", warmup=10, max_steps=10_000, time_fraction=t)
     assert f(5, 0.9) == pytest.approx(0.5)  # still warming up: warm-up is in steps
     assert f(100, 0.5) == pytest.approx(0.5)  # half the budget: half-way down the cosine
     assert f(100, 1.2) == pytest.approx(0.0, abs=1e-12)

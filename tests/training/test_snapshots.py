@@ -11,7 +11,7 @@ import torch
 from attnkit.cli import main
 from attnkit.config import config_from_dict
 from attnkit.inspection.snapshots import load_snapshots, pick
-from attnkit.model_dir import ModelDir, load_checkpoint
+from attnkit.loading.model_dir import ModelDir, load_checkpoint
 from attnkit.training.trainer import train
 
 pytestmark = pytest.mark.slow  # trains toy models

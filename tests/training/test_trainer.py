@@ -12,11 +12,12 @@ import torch
 
 from attnkit.config import config_from_dict, save_config
 from attnkit.evaluation import bleu
-from attnkit.model_dir import ModelDir, load_checkpoint, load_model
+from attnkit.inference.translate import translate
+from attnkit.loading.model_dir import ModelDir, load_checkpoint, load_model
 from attnkit.training.trainer import train
-from attnkit.translate import translate
 
 pytestmark = pytest.mark.slow  # trains models, kills and resumes runs
+
 
 @pytest.mark.parametrize("arch", ["transformer", "rnn"])
 def test_both_models_learn_the_toy_task(reversal, toy_config, tmp_path, arch):
@@ -47,7 +48,9 @@ def test_both_models_learn_the_toy_task(reversal, toy_config, tmp_path, arch):
 
 
 def _run_cli(*args, **kw):
-    return subprocess.Popen([sys.executable, "-m", "attnkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "attnkit", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
 
 
 def _params(path):

@@ -1,7 +1,7 @@
 import pytest
 
 from attnkit.inspection import capture, model_info
-from attnkit.model_dir import load_model
+from attnkit.loading.model_dir import load_model
 
 
 @pytest.fixture(scope="session")

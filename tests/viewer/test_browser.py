@@ -80,7 +80,9 @@ def test_rnn_viewer(browser, toy_records, tmp_path):
     records, info = toy_records["rnn"]
     path = write_html(tmp_path / "rnn.html", records, info)
     page, errors = _open(browser, path)
-    assert page.locator("#kind option").count() == 1 and page.locator("#head option").count() == 1  # one head, no average
+    assert (
+        page.locator("#kind option").count() == 1 and page.locator("#head option").count() == 1
+    )  # one head, no average
     assert page.locator("#head-chips button").count() == 0
     page.click("#tabs [data-tab=model]")
     assert page.locator("#model-grid canvas").count() == 1
@@ -97,7 +99,10 @@ def test_switching_layer_and_head_with_100_tokens_is_fast(browser, tmp_path):
     rng = np.random.default_rng(0)
     n, layers, heads = 100, 4, 4
     logits = rng.normal(size=(layers, heads, n, n)) * 3
-    maps = {kind: (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32) for kind in ("encoder", "decoder", "cross")}
+    maps = {
+        kind: (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)
+        for kind in ("encoder", "decoder", "cross")
+    }
     tokens = [f"tok{i}" for i in range(n)]
     rec = AttentionRecord("x", tokens, maps, "y", tokens, tokens)
     page, errors = _open(browser, write_html(tmp_path / "big.html", [rec], {"arch": "transformer"}))
@@ -120,8 +125,8 @@ def test_switching_layer_and_head_with_100_tokens_is_fast(browser, tmp_path):
 def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser, tmp_path):
     import numpy as np
 
-    from attnkit.caption import Caption
     from attnkit.data.scenes import Box, Scene
+    from attnkit.inference.caption import Caption
     from attnkit.viewer.captions import write_caption_html
 
     image = np.zeros((16, 16), np.float32)
@@ -139,8 +144,10 @@ def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser,
     assert page.is_hidden("#live")  # a static file has no server to ask
 
     def pixel(x, y):  # image pixel (x, y) of the 10x zoomed canvas, at its centre
-        return page.evaluate(f"Array.from(document.getElementById('view').getContext('2d')"
-                             f".getImageData({x * 10 + 5}, {y * 10 + 5}, 1, 1).data.slice(0, 3))")
+        return page.evaluate(
+            f"Array.from(document.getElementById('view').getContext('2d')"
+            f".getImageData({x * 10 + 5}, {y * 10 + 5}, 1, 1).data.slice(0, 3))"
+        )
 
     page.hover(".word >> nth=0")
     assert pixel(5, 9) != pixel(12, 1)  # inside the attended region: lit; elsewhere: the image

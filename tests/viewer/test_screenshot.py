@@ -12,7 +12,7 @@ pytestmark = pytest.mark.slow  # drives chromium
 
 def test_view_with_screenshot(capsys, trained_toys, tmp_path):
     try:
-        import playwright  # noqa: F401
+        import playwright
     except ImportError:
         playwright = None
     if playwright is None or find_browser() is None:
@@ -20,6 +20,9 @@ def test_view_with_screenshot(capsys, trained_toys, tmp_path):
             pytest.fail("playwright and chromium are required here")
         pytest.skip("no playwright/chromium")
     png = tmp_path / "view.png"
-    assert main(["view", str(trained_toys["rnn"]), "a b c d", "-o", str(tmp_path / "v.html"), "--screenshot", str(png)]) == 0
+    assert (
+        main(["view", str(trained_toys["rnn"]), "a b c d", "-o", str(tmp_path / "v.html"), "--screenshot", str(png)])
+        == 0
+    )
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
     assert "screenshot:" in capsys.readouterr().out

@@ -62,9 +62,7 @@ def attend(
     returned weights are the ones before dropout (what the model "looks at").
     """
     if scores.shape[-1] != values.shape[-2]:
-        raise ValueError(
-            f"scores have {scores.shape[-1]} keys but values have {values.shape[-2]} positions"
-        )
+        raise ValueError(f"scores have {scores.shape[-1]} keys but values have {values.shape[-2]} positions")
     weights = masked_softmax(scores, mask)
     mixing = F.dropout(weights, dropout, training) if dropout > 0.0 and training else weights
     return AttentionOutput(context=mixing @ values, weights=weights)
@@ -86,7 +84,9 @@ def _small_cpu_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, b
         scores = scores.add_(bias) if bias.dtype == scores.dtype else scores + bias
     if mask is not None:
         # a finite floor, not -inf: a query with every key masked stays finite (zeroed below)
-        scores = scores.add_(torch.zeros(mask.shape, dtype=scores.dtype).masked_fill_(~mask, torch.finfo(scores.dtype).min))
+        scores = scores.add_(
+            torch.zeros(mask.shape, dtype=scores.dtype).masked_fill_(~mask, torch.finfo(scores.dtype).min)
+        )
     weights = torch.softmax(scores, dim=-1)
     if p > 0.0:
         weights = F.dropout(weights, p, True)

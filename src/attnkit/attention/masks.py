@@ -87,9 +87,7 @@ def as_attention_mask(mask: Tensor | None) -> Tensor | None:
         return mask[:, None]
     if mask.dim() == 4:
         return mask
-    raise ValueError(
-        f"mask must have 2 (t, s), 3 (b, t, s) or 4 (b, h, t, s) dims, got shape {tuple(mask.shape)}"
-    )
+    raise ValueError(f"mask must have 2 (t, s), 3 (b, t, s) or 4 (b, h, t, s) dims, got shape {tuple(mask.shape)}")
 
 
 def combine(*masks: Tensor | None) -> Tensor | None:

@@ -165,7 +165,9 @@ class MultiHeadAttention(nn.Module):
             bias = positions.score_bias(q, q_pos, k_pos)
         explicit = need_weights or (positions is not None and positions.needs_weights)
         mask = self._check_mask(mask, q.shape[-2], k.shape[-2])
-        context, weights = self._grouped_attention(q, k, v, mask, bias, causal=causal, need_weights=explicit, group=group)
+        context, weights = self._grouped_attention(
+            q, k, v, mask, bias, causal=causal, need_weights=explicit, group=group
+        )
         if positions is not None and positions.needs_weights:
             context = context + positions.value_term(weights, q_pos, k_pos)
         b, _, t, _ = context.shape
@@ -204,8 +206,16 @@ class MultiHeadAttention(nn.Module):
         return k, v
 
     def _grouped_attention(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None,
-        *, causal: bool, need_weights: bool, group: int,
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        bias: Tensor | None,
+        *,
+        causal: bool,
+        need_weights: bool,
+        group: int,
     ) -> tuple[Tensor, Tensor | None]:
         """Scaled dot-product attention -> context (b, h, t, d), weights (b, h, t, s) or None.
         With ``group`` > 1 each key/value row's ``group`` query rows go in as one block."""
@@ -215,8 +225,15 @@ class MultiHeadAttention(nn.Module):
             if mask is not None and mask.shape[-2] > 1:
                 mask = mask.repeat(*([1] * (mask.dim() - 2)), group, 1)
         out = dot_product_attention(
-            q, k, v, mask, bias=bias, causal=causal, need_weights=need_weights,
-            dropout=self.dropout, training=self.training,
+            q,
+            k,
+            v,
+            mask,
+            bias=bias,
+            causal=causal,
+            need_weights=need_weights,
+            dropout=self.dropout,
+            training=self.training,
         )
         context, weights = out.context, out.weights
         if group > 1:  # back to one row per query: (n, h, g * t, .) -> (n * g, h, t, .)
@@ -232,9 +249,7 @@ class MultiHeadAttention(nn.Module):
                 f"query, key and value must be (b, t, d_model); got shapes {[tuple(x.shape) for x in given]}"
             )
         if any(x.shape[-1] != self.d_model for x in given):
-            raise ValueError(
-                f"expected last dimension d_model={self.d_model}; got {[x.shape[-1] for x in given]}"
-            )
+            raise ValueError(f"expected last dimension d_model={self.d_model}; got {[x.shape[-1] for x in given]}")
         if group < 1:
             raise ValueError(f"group must be >= 1, got {group}")
         if key is not None and (key.shape[:2] != value.shape[:2] or key.shape[0] * group != query.shape[0]):
@@ -247,11 +262,9 @@ class MultiHeadAttention(nn.Module):
         mask = as_attention_mask(mask)
         if mask is not None and (mask.shape[-1] != s or mask.shape[-2] not in (1, t)):
             raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not fit {t} queries x {s} keys "
-                "(expected (..., t or 1, s))"
+                f"mask of shape {tuple(mask.shape)} does not fit {t} queries x {s} keys (expected (..., t or 1, s))"
             )
         return mask
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, num_heads={self.num_heads}, dropout={self.dropout}"
-

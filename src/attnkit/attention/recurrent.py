@@ -133,7 +133,9 @@ class LocalAttention(nn.Module):
         """p_t (b, t): the step index (local-m) or the predicted position (local-p, eq. 9)."""
         b, t, _ = query.shape
         if self.mode == "local-p":
-            return source_lengths[:, None].to(query.dtype) * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query)))).squeeze(-1)
+            return source_lengths[:, None].to(query.dtype) * torch.sigmoid(
+                self.v_p(torch.tanh(self.W_p(query)))
+            ).squeeze(-1)
         if positions is None:
             positions = torch.arange(t, device=query.device)
         return positions.expand(b, t).to(query.dtype)
@@ -167,9 +169,7 @@ class LocalAttention(nn.Module):
                 f"shape mismatch: query {tuple(query.shape)}, keys {tuple(keys.shape)}, values {tuple(values.shape)}"
             )
         prepared = self.score.prepare_keys(keys) if prepared is None else prepared
-        lengths = (
-            torch.full((b,), s, device=keys.device) if key_mask is None else key_mask.sum(-1)
-        )
+        lengths = torch.full((b,), s, device=keys.device) if key_mask is None else key_mask.sum(-1)
         p_t = self.centres(query, lengths, positions)  # (b, t)
 
         D, W = self.window, 2 * self.window + 1
@@ -224,11 +224,18 @@ def build_recurrent_attention(
 ) -> GlobalAttention | LocalAttention:
     """Global, local-m or local-p attention by name."""
     if kind == "global":
-        return GlobalAttention(query_dim=query_dim, key_dim=key_dim, score=score, hidden_dim=hidden_dim, dropout=dropout)
+        return GlobalAttention(
+            query_dim=query_dim, key_dim=key_dim, score=score, hidden_dim=hidden_dim, dropout=dropout
+        )
     if kind in LocalAttention.MODES:
         return LocalAttention(
-            query_dim=query_dim, key_dim=key_dim, mode=kind, window=window, score=score,
-            hidden_dim=hidden_dim, dropout=dropout,
+            query_dim=query_dim,
+            key_dim=key_dim,
+            mode=kind,
+            window=window,
+            score=score,
+            hidden_dim=hidden_dim,
+            dropout=dropout,
         )
     raise unknown_choice("attention type", kind, ATTENTION_TYPES)
 

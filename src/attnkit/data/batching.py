@@ -33,7 +33,9 @@ class Batch:
         def move(x: Tensor | None) -> Tensor | None:
             return None if x is None else x.to(device, non_blocking=True)
 
-        return Batch(move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out), self.indices, self.n_tgt_tokens)
+        return Batch(
+            move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out), self.indices, self.n_tgt_tokens
+        )
 
 
 def _pad(seqs: list[list[int]], prefix: int | None, suffix: int | None) -> np.ndarray:
@@ -88,7 +90,9 @@ class BucketBatcher:
         self.tgt_len = np.fromiter((len(t) + 1 for t in tgt), dtype=np.int64, count=len(tgt))
         longest = int(max(self.src_len.max(), self.tgt_len.max()))
         if longest > batch_tokens:
-            raise ValueError(f"train.batch_tokens={batch_tokens} is smaller than the longest example ({longest} tokens)")
+            raise ValueError(
+                f"train.batch_tokens={batch_tokens} is smaller than the longest example ({longest} tokens)"
+            )
 
     def epoch(self, epoch: int) -> list[np.ndarray]:
         """The batches (index arrays) of one epoch, in training order."""
@@ -132,8 +136,10 @@ class ImageBatcher:
         self.images, self.tgt, self.batch_tokens, self.seed = images, tgt, batch_tokens, seed
         self.tgt_len = np.fromiter((len(t) + 1 for t in tgt), dtype=np.int64, count=len(tgt))
         if int(self.tgt_len.max()) > batch_tokens:
-            raise ValueError(f"train.batch_tokens={batch_tokens} is smaller than the longest caption "
-                             f"({int(self.tgt_len.max())} tokens)")
+            raise ValueError(
+                f"train.batch_tokens={batch_tokens} is smaller than the longest caption "
+                f"({int(self.tgt_len.max())} tokens)"
+            )
 
     def epoch(self, epoch: int) -> list[np.ndarray]:
         rng = np.random.default_rng([self.seed, epoch])

@@ -31,8 +31,12 @@ class Box:
     width: int
 
     def overlaps(self, other: Box) -> bool:
-        return (self.top < other.top + other.height and other.top < self.top + self.height
-                and self.left < other.left + other.width and other.left < self.left + self.width)
+        return (
+            self.top < other.top + other.height
+            and other.top < self.top + self.height
+            and self.left < other.left + other.width
+            and other.left < self.left + self.width
+        )
 
 
 @dataclass
@@ -66,8 +70,16 @@ def split_scans(labels: np.ndarray, *, held_out: float = 0.25, seed: int = 0) ->
     return np.sort(np.array(train)), np.sort(np.array(test))
 
 
-def make_scene(scans: np.ndarray, labels: np.ndarray, pool: np.ndarray, rng: np.random.Generator, *,
-               size: int = 32, count: tuple[int, int] = (3, 5), noise: float = 0.05) -> Scene:
+def make_scene(
+    scans: np.ndarray,
+    labels: np.ndarray,
+    pool: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    size: int = 32,
+    count: tuple[int, int] = (3, 5),
+    noise: float = 0.05,
+) -> Scene:
     """One scene from the scans ``pool`` (indices into ``scans``/``labels``)."""
     slots_per_side = size // (DIGIT + 2)
     if slots_per_side < 2:
@@ -84,13 +96,20 @@ def make_scene(scans: np.ndarray, labels: np.ndarray, pool: np.ndarray, rng: np.
         top = r * slot + int(rng.integers(0, slot - DIGIT + 1))
         left = c * slot + int(rng.integers(0, slot - DIGIT + 1))
         scan = int(rng.choice(pool))
-        image[top:top + DIGIT, left:left + DIGIT] += scans[scan]
+        image[top : top + DIGIT, left : left + DIGIT] += scans[scan]
         placed.append((Box(top, left, DIGIT, DIGIT), int(labels[scan])))
     return Scene(np.clip(image, 0.0, 1.0), [str(d) for _, d in placed], [b for b, _ in placed])
 
 
-def make_scenes(n: int, *, held_out: bool = False, seed: int = 0, size: int = 32,
-                count: tuple[int, int] = (3, 5), noise: float = 0.05) -> list[Scene]:
+def make_scenes(
+    n: int,
+    *,
+    held_out: bool = False,
+    seed: int = 0,
+    size: int = 32,
+    count: tuple[int, int] = (3, 5),
+    noise: float = 0.05,
+) -> list[Scene]:
     """``n`` scenes from the training scans, or (``held_out``) from scans no training scene uses."""
     scans, labels = load_digits()
     train, test = split_scans(labels)

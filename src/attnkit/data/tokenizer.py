@@ -35,7 +35,10 @@ def _train_one(lines: list[str], cfg: TokenizerConfig, prefix: Path) -> spm.Sent
         vocab_size=cfg.vocab_size,
         character_coverage=cfg.character_coverage,
         split_digits=cfg.split_digits,
-        pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+        pad_id=PAD,
+        unk_id=UNK,
+        bos_id=BOS,
+        eos_id=EOS,
         hard_vocab_limit=False,  # small corpora get a smaller vocabulary instead of an error
         num_threads=2,
         minloglevel=2,
@@ -87,7 +90,9 @@ class Tokenizer:
         if cfg.joint:
             model = _train_one(src_lines + tgt_lines, cfg, out / "spm.joint")
             return cls(model, model, joint=True)
-        return cls(_train_one(src_lines, cfg, out / "spm.src"), _train_one(tgt_lines, cfg, out / "spm.tgt"), joint=False)
+        return cls(
+            _train_one(src_lines, cfg, out / "spm.src"), _train_one(tgt_lines, cfg, out / "spm.tgt"), joint=False
+        )
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Tokenizer:
@@ -98,4 +103,8 @@ class Tokenizer:
         src, tgt = d / "spm.src.model", d / "spm.tgt.model"
         if not (src.is_file() and tgt.is_file()):
             raise FileNotFoundError(f"no tokenizer in {d} (expected spm.joint.model or spm.src.model + spm.tgt.model)")
-        return cls(spm.SentencePieceProcessor(model_file=str(src)), spm.SentencePieceProcessor(model_file=str(tgt)), joint=False)
+        return cls(
+            spm.SentencePieceProcessor(model_file=str(src)),
+            spm.SentencePieceProcessor(model_file=str(tgt)),
+            joint=False,
+        )

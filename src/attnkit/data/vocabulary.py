@@ -46,7 +46,7 @@ class WordVocabulary:
         return [self.words[i] if 0 <= i < len(self.words) else SPECIALS[UNK] for i in ids]
 
     def save(self, model_dir: str | Path) -> None:
-        write_text(Path(model_dir) / FILE, "".join(w + "\n" for w in self.words[len(SPECIALS):]))
+        write_text(Path(model_dir) / FILE, "".join(w + "\n" for w in self.words[len(SPECIALS) :]))
 
     @classmethod
     def load(cls, model_dir: str | Path) -> WordVocabulary:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..caption import Caption, caption_images
 from ..data.scenes import Box, Scene
 from ..data.vocabulary import WordVocabulary
+from ..inference.caption import Caption, caption_images
 from ..models.interface import ImageCaptioner
 from ..search import SearchOptions
 from .correctness import Correctness, attention_correctness, attention_in_box
@@ -30,17 +30,19 @@ class CaptionScores:
     scenes: int
 
     def __str__(self) -> str:
-        return (f"{self.scenes} held-out scenes: exact match {self.exact:.1f}%, BLEU {self.bleu:.1f}, "
-                f"{self.correctness}")
+        return f"{self.scenes} held-out scenes: exact match {self.exact:.1f}%, BLEU {self.bleu:.1f}, {self.correctness}"
 
 
 def named_boxes(caption: Caption, scene: Scene) -> tuple[list[Box | None], list[float | None]]:
     """For each word of ``caption``: the box of the digit it names (None unless the word equals
     the reference word in its place) and the share of its attention inside that box."""
-    boxes = [scene.boxes[i] if i < len(scene.words) and scene.words[i] == w else None
-             for i, w in enumerate(caption.words)]
-    inside = [None if b is None else attention_in_box(caption.attention[i], b, caption.image.shape)
-              for i, b in enumerate(boxes)]
+    boxes = [
+        scene.boxes[i] if i < len(scene.words) and scene.words[i] == w else None for i, w in enumerate(caption.words)
+    ]
+    inside = [
+        None if b is None else attention_in_box(caption.attention[i], b, caption.image.shape)
+        for i, b in enumerate(boxes)
+    ]
     return boxes, inside
 
 
@@ -64,12 +66,19 @@ def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> Capt
     return CaptionScores(exact, bleu(hyps, refs, tokenize="none").score, correct, len(scenes))
 
 
-def evaluate_captions(model: ImageCaptioner, vocab: WordVocabulary, scenes: Sequence[Scene],
-                      options: SearchOptions | None = None, *, layer: int | None = -1,
-                      max_words: int | None = None) -> tuple[CaptionScores, list[Caption]]:
+def evaluate_captions(
+    model: ImageCaptioner,
+    vocab: WordVocabulary,
+    scenes: Sequence[Scene],
+    options: SearchOptions | None = None,
+    *,
+    layer: int | None = -1,
+    max_words: int | None = None,
+) -> tuple[CaptionScores, list[Caption]]:
     """Caption ``scenes`` (at most ``max_words`` words each; default: the longest scene's + 2)
     and score them; also returns the captions."""
     max_words = max_words or max(len(s.words) for s in scenes) + 2
-    captions = caption_images(model, vocab, np.stack([s.image for s in scenes]), options,
-                              max_words=max_words, layer=layer)
+    captions = caption_images(
+        model, vocab, np.stack([s.image for s in scenes]), options, max_words=max_words, layer=layer
+    )
     return score_captions(captions, scenes), captions

@@ -50,7 +50,9 @@ class Correctness:
         return f"attention correctness {self.score:.3f} (uniform attention: {self.uniform:.3f}; {self.words} words)"
 
 
-def attention_correctness(maps: Sequence[np.ndarray], boxes: Sequence[Box | None], image_size: tuple[int, int]) -> Correctness:
+def attention_correctness(
+    maps: Sequence[np.ndarray], boxes: Sequence[Box | None], image_size: tuple[int, int]
+) -> Correctness:
     """Average over the words with a box (``None``: a word that names nothing, skipped)."""
     if len(maps) != len(boxes):
         raise ValueError(f"{len(maps)} attention maps but {len(boxes)} boxes")

@@ -6,12 +6,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BLEU_TOKENIZERS
+from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS
 from ..data import Tokenizer
+from ..inference.translate import translate
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
-from ..translate import translate
-from .metrics import DETOKENIZE_LANGS, Score, bleu, chrf
+from .metrics import Score, bleu, chrf
 
 
 @dataclass
@@ -77,8 +77,9 @@ def evaluate(
     if tokenize not in BLEU_TOKENIZERS:
         raise ValueError(f"unknown sacreBLEU tokenizer {tokenize!r}; choose from {', '.join(BLEU_TOKENIZERS)}")
     if detokenize_lang is not None and detokenize_lang not in DETOKENIZE_LANGS:
-        raise ValueError(f"cannot Moses-detokenize language {detokenize_lang!r}; "
-                         f"choose from {', '.join(DETOKENIZE_LANGS)}")
+        raise ValueError(
+            f"cannot Moses-detokenize language {detokenize_lang!r}; choose from {', '.join(DETOKENIZE_LANGS)}"
+        )
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
     if not sources:
@@ -117,13 +118,22 @@ def evaluate_files(
     ``output`` (atomically) if given. Returns the report."""
     from ..atomic import write_text
     from ..data import read_lines
-    from ..model_dir import load_model
+    from ..loading.model_dir import load_model
 
     sources, references = read_lines(src), read_lines(ref)
     model, tok, cfg = load_model(model_dir, **(weights or {}))
     result = evaluate(
-        model, tok, sources, references, options, batch_tokens=batch_tokens, tokenize=tokenize, lowercase=lowercase,
-        detokenize_lang=detokenize_lang, max_src_len=cfg.model.max_positions - 1, workers=workers,
+        model,
+        tok,
+        sources,
+        references,
+        options,
+        batch_tokens=batch_tokens,
+        tokenize=tokenize,
+        lowercase=lowercase,
+        detokenize_lang=detokenize_lang,
+        max_src_len=cfg.model.max_positions - 1,
+        workers=workers,
     )
     if output:
         write_text(output, "\n".join(result.hypotheses) + "\n")

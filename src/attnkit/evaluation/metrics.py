@@ -11,9 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # languages with Moses detokenization rules (sacremoses' nonbreaking-prefix lists)
-DETOKENIZE_LANGS = ("as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr", "ga", "gu", "hi", "hu", "is",
-                    "it", "kn", "lt", "lv", "ml", "mr", "nl", "or", "pa", "pl", "pt", "ro", "ru", "sk", "sl", "sv",
-                    "ta", "te", "zh")
 
 
 @dataclass

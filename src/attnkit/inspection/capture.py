@@ -35,11 +35,11 @@ import torch
 
 from ..atomic import atomic_path
 from ..data.tokenizer import BOS, EOS, Tokenizer, readable
+from ..inference.translate import translate
 from ..models.interface import ATTENTION_KINDS as KINDS
 from ..models.interface import KIND_LABELS as LABELS
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..search import SearchOptions
-from ..translate import translate
 
 FORMAT = "attnkit-attention"
 VERSION = 1
@@ -115,7 +115,9 @@ def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
 
 
 @torch.no_grad()
-def capture_ids(model: Seq2SeqModel | EncoderModel, src_ids: list[int], tgt_in_ids: list[int] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+def capture_ids(
+    model: Seq2SeqModel | EncoderModel, src_ids: list[int], tgt_in_ids: list[int] | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """All maps of one forward pass over ``src_ids`` (and ``tgt_in_ids`` for a seq2seq model):
     {kind: (L, h, q, k)} and p_t or None. The model is put in eval mode."""
     model.eval()
@@ -172,8 +174,7 @@ def prepare(
     _check_sentences(sentences)
     src_ids = [ids[:max_src_len] if max_src_len else ids for ids in tok.encode_src(sentences)]
     out = [
-        Prepared(s, ids + [EOS], readable(tok.src.id_to_piece(ids)) + [EOS_LABEL])
-        for s, ids in zip(sentences, src_ids)
+        Prepared(s, ids + [EOS], readable(tok.src.id_to_piece(ids)) + [EOS_LABEL]) for s, ids in zip(sentences, src_ids)
     ]
     if not isinstance(model, Seq2SeqModel):
         return out
@@ -209,11 +210,18 @@ def capture(
     records = []
     for p in prepare(model, tok, sentences, targets=targets, options=options, max_src_len=max_src_len):
         maps, p_t = capture_ids(model, p.src_ids, p.tgt_in_ids)
-        records.append(AttentionRecord(
-            source=p.source, src_tokens=p.src_tokens, maps=maps, output=p.output,
-            tgt_in_tokens=p.tgt_in_tokens, tgt_out_tokens=p.tgt_out_tokens,
-            p_t=p_t, window=window if p_t is not None else None,
-        ))
+        records.append(
+            AttentionRecord(
+                source=p.source,
+                src_tokens=p.src_tokens,
+                maps=maps,
+                output=p.output,
+                tgt_in_tokens=p.tgt_in_tokens,
+                tgt_out_tokens=p.tgt_out_tokens,
+                p_t=p_t,
+                window=window if p_t is not None else None,
+            )
+        )
     return records
 
 
@@ -225,11 +233,17 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
     meta = {"format": FORMAT, "version": VERSION, "model": model or {}, "examples": []}
     arrays: dict[str, np.ndarray] = {}
     for i, r in enumerate(records):
-        meta["examples"].append({
-            "source": r.source, "output": r.output, "src_tokens": r.src_tokens,
-            "tgt_in_tokens": r.tgt_in_tokens, "tgt_out_tokens": r.tgt_out_tokens,
-            "window": r.window, "kinds": r.kinds,
-        })
+        meta["examples"].append(
+            {
+                "source": r.source,
+                "output": r.output,
+                "src_tokens": r.src_tokens,
+                "tgt_in_tokens": r.tgt_in_tokens,
+                "tgt_out_tokens": r.tgt_out_tokens,
+                "window": r.window,
+                "kinds": r.kinds,
+            }
+        )
         for kind, a in r.maps.items():
             arrays[f"{i}/{kind}"] = a.astype(np.float32)
         if r.p_t is not None:
@@ -252,17 +266,26 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
         reason = "no metadata" if isinstance(err, KeyError) else str(err).split(".")[0]
         raise ValueError(f"{path} is not a readable attnkit attention file ({reason})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise ValueError(f"{path} is not an attnkit attention file (format {meta.get('format') if isinstance(meta, dict) else None!r})")
+        raise ValueError(
+            f"{path} is not an attnkit attention file (format {meta.get('format') if isinstance(meta, dict) else None!r})"
+        )
     if meta.get("version", 0) > VERSION:
         raise ValueError(f"{path} has format version {meta['version']}; this attnkit reads up to {VERSION}")
     records = []
     try:
         for i, ex in enumerate(meta["examples"]):
-            records.append(AttentionRecord(
-                source=ex["source"], src_tokens=ex["src_tokens"], maps={k: arrays[f"{i}/{k}"] for k in ex["kinds"]},
-                output=ex["output"], tgt_in_tokens=ex["tgt_in_tokens"], tgt_out_tokens=ex["tgt_out_tokens"],
-                p_t=arrays.get(f"{i}/p_t"), window=ex["window"],
-            ))
+            records.append(
+                AttentionRecord(
+                    source=ex["source"],
+                    src_tokens=ex["src_tokens"],
+                    maps={k: arrays[f"{i}/{k}"] for k in ex["kinds"]},
+                    output=ex["output"],
+                    tgt_in_tokens=ex["tgt_in_tokens"],
+                    tgt_out_tokens=ex["tgt_out_tokens"],
+                    p_t=arrays.get(f"{i}/p_t"),
+                    window=ex["window"],
+                )
+            )
     except (KeyError, TypeError) as err:
         raise ValueError(f"{path} is an incomplete attnkit attention file (missing {err})") from None
     return records, meta.get("model", {})

@@ -79,7 +79,9 @@ def pair_report(v: TokenVectors, pairs: list[tuple[int, int]]) -> str:
         (si, pi, ti), (sj, pj, tj) = v.labels[i], v.labels[j]
         name = f"{ti!r} s{si + 1}:{pi} ~ {tj!r} s{sj + 1}:{pj}"
         sims = cosine(v.layers[:, i], v.layers[:, j])
-        lines.append(f"{name:<40} {float(cosine(v.static[i], v.static[j])):7.3f} " + " ".join(f"{s:6.3f}" for s in sims))
+        lines.append(
+            f"{name:<40} {float(cosine(v.static[i], v.static[j])):7.3f} " + " ".join(f"{s:6.3f}" for s in sims)
+        )
     return "\n".join(lines)
 
 
@@ -97,42 +99,53 @@ def contextual_figure(v: TokenVectors, words: list[str], *, title: str = ""):
 
     depth = v.layers.shape[0]
     panels = [("static (token table)", v.static)] + [
-        ("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(depth)]
+        ("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(depth)
+    ]
     return plot_contextual(
         [f"{t} ({s + 1})" for s, _, t in v.labels],
         [(name, cosine_matrix(x)) for name, x in (panels[0], panels[-1])],
         [(name, pca_2d(x)) for name, x in panels],
         {i: v.labels[i][0] for w in words for i in v.find(w)},
-        words=words, title=title,
+        words=words,
+        title=title,
     )
 
 
-def embed_report(encoder: PretrainedEncoder, sentences: list[str], words: list[str] | None = None) -> tuple[str, TokenVectors, list[str]]:
+def embed_report(
+    encoder: PretrainedEncoder, sentences: list[str], words: list[str] | None = None
+) -> tuple[str, TokenVectors, list[str]]:
     """The text `attnkit embed` prints: the tokens of each sentence, then the cosine similarity of
     each repeated word (or each of ``words``) in its two places, at every depth; with and without
     position embeddings for a word repeated within one sentence. Returns (text, vectors, words compared)."""
     v = token_vectors(encoder, sentences)
     info = encoder.info
-    lines = [f"{info['name']}: {info['layers']} layers, d_model {info['d_model']}; "
-             f"{len(v.labels)} tokens in {len(sentences)} sentence(s)"]
+    lines = [
+        f"{info['name']}: {info['layers']} layers, d_model {info['d_model']}; "
+        f"{len(v.labels)} tokens in {len(sentences)} sentence(s)"
+    ]
     lines += [f"  s{i + 1}: {' '.join(t for b, _, t in v.labels if b == i)}" for i in range(len(sentences))]
     if words:
         absent = [w for w in words if not v.find(w)]
         if absent:
             tokens = sorted({t for _, _, t in v.labels})
             raise ValueError(f"--word {absent[0]!r} is not among the sentences' tokens: {', '.join(tokens)}")
-        pairs = [(i, j) for w in words for k, i in enumerate(v.find(w)) for j in v.find(w)[k + 1:]]
+        pairs = [(i, j) for w in words for k, i in enumerate(v.find(w)) for j in v.find(w)[k + 1 :]]
     else:
         pairs = v.repeated()
     if not pairs:
         lines.append("\nno word occurs twice: nothing to compare (use --word, or repeat a word)")
     else:
-        lines += ["\ncosine similarity of the same word in two places: static token vectors are identical (1.000);",
-                  "after self-attention each occurrence carries its own context:\n", pair_report(v, pairs)]
+        lines += [
+            "\ncosine similarity of the same word in two places: static token vectors are identical (1.000);",
+            "after self-attention each occurrence carries its own context:\n",
+            pair_report(v, pairs),
+        ]
         same = [(i, j) for i, j in pairs if v.labels[i][0] == v.labels[j][0]]
         if same:
             nopos = token_vectors(encoder, sentences, positions=False)
-            lines += ["\nwithout position embeddings, the same word twice in one sentence is indistinguishable:\n",
-                      pair_report(nopos, same)]
+            lines += [
+                "\nwithout position embeddings, the same word twice in one sentence is indistinguishable:\n",
+                pair_report(nopos, same),
+            ]
     shown = list(words) if words else sorted({v.labels[i][2] for p in pairs for i in p})[:4]
     return "\n".join(lines), v, shown

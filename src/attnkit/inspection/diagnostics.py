@@ -16,23 +16,29 @@ class HeadStats:
     """Per (layer, head) averages over every query row of every sentence."""
 
     kind: str
-    entropy: np.ndarray      # (L, h) mean entropy, nats
-    normalised: np.ndarray   # (L, h) mean entropy / log(number of visible keys), in [0, 1]
-    max_weight: np.ndarray   # (L, h) mean largest weight
-    rows: int                # query rows averaged
+    entropy: np.ndarray  # (L, h) mean entropy, nats
+    normalised: np.ndarray  # (L, h) mean entropy / log(number of visible keys), in [0, 1]
+    max_weight: np.ndarray  # (L, h) mean largest weight
+    rows: int  # query rows averaged
 
     def report(self) -> str:
         layers, heads = self.entropy.shape
-        lines = [f"{LABELS[self.kind]}: {self.rows} query rows; per head: entropy in nats "
-                 "(normalised: 0 = one key, 1 = uniform) / mean largest weight"]
+        lines = [
+            f"{LABELS[self.kind]}: {self.rows} query rows; per head: entropy in nats "
+            "(normalised: 0 = one key, 1 = uniform) / mean largest weight"
+        ]
         lines.append("layer  " + "  ".join(f"{'head ' + str(h):>18}" for h in range(heads)))
         for li in range(layers):
-            cells = [f"{self.entropy[li, h]:5.2f} ({self.normalised[li, h]:.2f}) / {self.max_weight[li, h]:.2f}"
-                     for h in range(heads)]
+            cells = [
+                f"{self.entropy[li, h]:5.2f} ({self.normalised[li, h]:.2f}) / {self.max_weight[li, h]:.2f}"
+                for h in range(heads)
+            ]
             lines.append(f"{li:>5}  " + "  ".join(f"{c:>18}" for c in cells))
         flat = self.normalised.ravel()
         lo, hi = int(flat.argmin()), int(flat.argmax())
-        lines.append(f"most focused: layer {lo // heads} head {lo % heads}; most spread: layer {hi // heads} head {hi % heads}")
+        lines.append(
+            f"most focused: layer {lo // heads} head {lo % heads}; most spread: layer {hi // heads} head {hi % heads}"
+        )
         return "\n".join(lines)
 
 

@@ -55,17 +55,17 @@ class Walkthrough:
     query: int
     query_token: str
     key_tokens: list[str]
-    x: np.ndarray            # (d_model,) the layer input of the query token (after LayerNorm when pre-norm)
-    q: np.ndarray            # (d_k,)
-    k: np.ndarray            # (s, d_k)
-    v: np.ndarray            # (s, d_k)
-    raw: np.ndarray          # (s,) q . k_j
-    scale: float             # 1 / sqrt(d_k)
+    x: np.ndarray  # (d_model,) the layer input of the query token (after LayerNorm when pre-norm)
+    q: np.ndarray  # (d_k,)
+    k: np.ndarray  # (s, d_k)
+    v: np.ndarray  # (s, d_k)
+    raw: np.ndarray  # (s,) q . k_j
+    scale: float  # 1 / sqrt(d_k)
     bias: np.ndarray | None  # (s,) positional score bias, if the model has one
-    scaled: np.ndarray       # (s,) raw * scale + bias, -inf where masked
-    weights: np.ndarray      # (s,) softmax(scaled)
+    scaled: np.ndarray  # (s,) raw * scale + bias, -inf where masked
+    weights: np.ndarray  # (s,) softmax(scaled)
     unscaled_weights: np.ndarray  # (s,) softmax(raw + bias): what attention would be without the scaling
-    context: np.ndarray      # (d_k,) sum_j weights_j v_j (+ relative value term)
+    context: np.ndarray  # (d_k,) sum_j weights_j v_j (+ relative value term)
     model_weights: np.ndarray  # (s,) the same weights from the model's own forward pass
     score: str = "q · k / √d_k"  # the score function
     terms_formula: str = "q ⊙ k"  # what each row of ``terms`` is
@@ -109,8 +109,12 @@ class Walkthrough:
         width = max(len(t) for t in self.key_tokens)
         for j, t in enumerate(self.key_tokens):
             lines.append(f"  {t:<{width}}  k {fmt(self.k[j])}   v {fmt(self.v[j])}")
-        lines += ["", f"{'token':<{width}}  {'q.k':>8}  {'/sqrt(d_k)':>10}" + ("  {:>8}".format("+bias") if self.bias is not None else "")
-                  + f"  {'softmax':>8}  {'unscaled':>8}"]
+        lines += [
+            "",
+            f"{'token':<{width}}  {'q.k':>8}  {'/sqrt(d_k)':>10}"
+            + ("  {:>8}".format("+bias") if self.bias is not None else "")
+            + f"  {'softmax':>8}  {'unscaled':>8}",
+        ]
         for j, t in enumerate(self.key_tokens):
             masked = not np.isfinite(self.scaled[j])
             row = f"{t:<{width}}  {self.raw[j]:8.3f}  {self.raw[j] * self.scale:10.3f}"
@@ -129,17 +133,23 @@ class Walkthrough:
         ]
         return "\n".join(lines)
 
-
     def _recurrent_report(self, dims: int) -> str:
         np_opts = dict(precision=3, suppress_small=True, max_line_width=140)
         fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")
-        lines = [f"{LABELS[self.kind]} (Luong), {self.query_label}; score e_s = {self.score}", "",
-                 f"q = h_t, the decoder state   {fmt(self.q)}"]
+        lines = [
+            f"{LABELS[self.kind]} (Luong), {self.query_label}; score e_s = {self.score}",
+            "",
+            f"q = h_t, the decoder state   {fmt(self.q)}",
+        ]
         if self.p_t is not None:
-            lines.append(f"window centre p_t = {self.p_t:.2f}, half-width D = {self.window}: "
-                         f"keys {self.p_t - self.window:.2f} .. {self.p_t + self.window:.2f}")
+            lines.append(
+                f"window centre p_t = {self.p_t:.2f}, half-width D = {self.window}: "
+                f"keys {self.p_t - self.window:.2f} .. {self.p_t + self.window:.2f}"
+            )
         width = max(len(t) for t in self.key_tokens)
-        head = f"{'token':<{width}}  {'score':>8}  {'softmax':>8}" + (f"  {'gauss':>8}" if self.gauss is not None else "")
+        head = f"{'token':<{width}}  {'score':>8}  {'softmax':>8}" + (
+            f"  {'gauss':>8}" if self.gauss is not None else ""
+        )
         lines += ["", head + f"  {'weight':>8}"]
         inside = self.scaled[self.allowed]
         align = np.zeros_like(self.raw)
@@ -148,17 +158,23 @@ class Walkthrough:
             align[self.allowed] = e / e.sum()
         for j, t in enumerate(self.key_tokens):
             if not self.allowed[j]:
-                lines.append(f"{t:<{width}}  {self.raw[j]:8.3f}  {'outside':>8}" + (f"  {'':>8}" if self.gauss is not None else "")
-                             + f"  {0.0:8.3f}")
+                lines.append(
+                    f"{t:<{width}}  {self.raw[j]:8.3f}  {'outside':>8}"
+                    + (f"  {'':>8}" if self.gauss is not None else "")
+                    + f"  {0.0:8.3f}"
+                )
                 continue
             row = f"{t:<{width}}  {self.raw[j]:8.3f}  {align[j]:8.3f}"
             if self.gauss is not None:
                 row += f"  {self.gauss[j]:8.3f}"
             lines.append(row + f"  {self.weights[j]:8.3f}")
-        lines += ["", f"weights sum to {self.weights.sum():.3f}"
-                  + (" (local-p: softmax x Gaussian, not renormalised)" if self.gauss is not None else ""),
-                  f"c_t = sum_s a_s h̄_s  {fmt(self.context)}",
-                  f"check: recomputed weights match the model's forward pass to {self.max_error:.1e}"]
+        lines += [
+            "",
+            f"weights sum to {self.weights.sum():.3f}"
+            + (" (local-p: softmax x Gaussian, not renormalised)" if self.gauss is not None else ""),
+            f"c_t = sum_s a_s h̄_s  {fmt(self.context)}",
+            f"check: recomputed weights match the model's forward pass to {self.max_error:.1e}",
+        ]
         return "\n".join(lines)
 
 
@@ -188,7 +204,9 @@ def explain(
         raise ValueError(f"no walk-through for {type(site.module).__name__}")
     module = site.module
     if not 0 <= head < module.num_heads:
-        raise ValueError(f"head {head} out of range: the layer has {module.num_heads} heads (0..{module.num_heads - 1})")
+        raise ValueError(
+            f"head {head} out of range: the layer has {module.num_heads} heads (0..{module.num_heads - 1})"
+        )
     q_tokens, k_tokens = prepared.queries(kind), prepared.keys(kind)  # labelled as `plot` and the viewer do
     query = _query_index(query, q_tokens)
     [(args, kwargs, output)] = _calls(model, prepared, module)
@@ -226,11 +244,24 @@ def explain(
         context = context + positions.value_term(full_w, q_pos, k_pos)[0, head, query]
     model_weights = seen["output"].weights[0, head, query].float()
     return Walkthrough(
-        kind=kind, layer=site.layer,
-        head=head, query=query, query_token=q_tokens[query], key_tokens=list(k_tokens),
-        x=cpu(x_q[0, query]), q=cpu(q), k=cpu(k), v=cpu(v), raw=cpu(raw), scale=scale,
-        bias=None if bias is None else cpu(bias), scaled=cpu(scaled), weights=cpu(weights),
-        unscaled_weights=cpu(unscaled), context=cpu(context), model_weights=cpu(model_weights),
+        kind=kind,
+        layer=site.layer,
+        head=head,
+        query=query,
+        query_token=q_tokens[query],
+        key_tokens=list(k_tokens),
+        x=cpu(x_q[0, query]),
+        q=cpu(q),
+        k=cpu(k),
+        v=cpu(v),
+        raw=cpu(raw),
+        scale=scale,
+        bias=None if bias is None else cpu(bias),
+        scaled=cpu(scaled),
+        weights=cpu(weights),
+        unscaled_weights=cpu(unscaled),
+        context=cpu(context),
+        model_weights=cpu(model_weights),
     )
 
 
@@ -266,7 +297,9 @@ def _calls(model: Seq2SeqModel | EncoderModel, prepared: Prepared, module: torch
     return calls
 
 
-def _explain_recurrent(model: Seq2SeqModel, prepared: Prepared, site: AttentionSite, head: int, query: int) -> Walkthrough:
+def _explain_recurrent(
+    model: Seq2SeqModel, prepared: Prepared, site: AttentionSite, head: int, query: int
+) -> Walkthrough:
     """Luong attention of decoder step ``query``: its score, window (local) and weights, recomputed."""
     module = site.module
     if head != 0:
@@ -298,10 +331,30 @@ def _explain_recurrent(model: Seq2SeqModel, prepared: Prepared, site: AttentionS
         gauss = cpu(g)
     weights = cpu(weights)
     return Walkthrough(
-        kind="cross", layer=site.layer, head=0, query=query, query_token=q_tokens[query], key_tokens=list(k_tokens),
-        x=cpu(h), q=cpu(h), k=cpu(keys), v=cpu(values), raw=cpu(raw), scale=1.0, bias=None, scaled=cpu(scaled),
-        weights=weights, unscaled_weights=weights, context=weights @ cpu(values), model_weights=cpu(model_weights),
+        kind="cross",
+        layer=site.layer,
+        head=0,
+        query=query,
+        query_token=q_tokens[query],
+        key_tokens=list(k_tokens),
+        x=cpu(h),
+        q=cpu(h),
+        k=cpu(keys),
+        v=cpu(values),
+        raw=cpu(raw),
+        scale=1.0,
+        bias=None,
+        scaled=cpu(scaled),
+        weights=weights,
+        unscaled_weights=weights,
+        context=weights @ cpu(values),
+        model_weights=cpu(model_weights),
         score=module.score.formula.replace("q", "h_t").replace("k", "h̄_s"),
         terms_formula=module.score.terms_formula.replace("q", "h_t").replace("k", "h̄_s"),
-        terms=cpu(terms), allowed=cpu(allowed).astype(bool), p_t=p_t, window=window, gauss=gauss, recurrent=True,
+        terms=cpu(terms),
+        allowed=cpu(allowed).astype(bool),
+        p_t=p_t,
+        window=window,
+        gauss=gauss,
+        recurrent=True,
     )

@@ -22,7 +22,12 @@ def record_figure(record: AttentionRecord, *, kind: str | None = None, layer: in
     cross = kind == "cross"
     show_pt = cross and record.p_t is not None
     return plot_alignment(
-        w, k, q, title=f"{name}\nlayer {layer % layers}, {which}",
-        p_t=record.p_t if show_pt else None, window=record.window if show_pt else None,
-        xlabel="source" if cross else "key", ylabel="output" if cross else "query",
+        w,
+        k,
+        q,
+        title=f"{name}\nlayer {layer % layers}, {which}",
+        p_t=record.p_t if show_pt else None,
+        window=record.window if show_pt else None,
+        xlabel="source" if cross else "key",
+        ylabel="output" if cross else "query",
     )

@@ -13,6 +13,7 @@ from torch import nn
 
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..positions import (
+    POSITION_SCHEMES,
     ALiBi,
     FourierPositions,
     LearnedPositionalEmbedding,
@@ -24,7 +25,7 @@ from ..positions import (
     t5_bucket,
 )
 
-SCHEMES = ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi")
+SCHEMES = tuple(s for s in POSITION_SCHEMES if s != "none")  # the schemes that have a figure
 MAX_CELLS = 4_000_000  # length x d_model of a drawn table: beyond it the figure is unreadable and memory runs out
 
 
@@ -35,8 +36,10 @@ def check_sizes(length: int, d_model: int, heads: int) -> None:
     if d_model < 2 or heads < 1 or d_model % heads or (d_model // heads) % 2:
         raise ValueError(f"--heads {heads} must divide --d-model {d_model} into an even head size")
     if length * d_model > MAX_CELLS:
-        raise ValueError(f"--length {length} x --d-model {d_model} = {length * d_model:,} values is beyond the "
-                         f"{MAX_CELLS:,} a figure can show; choose fewer positions or a narrower model")
+        raise ValueError(
+            f"--length {length} x --d-model {d_model} = {length * d_model:,} values is beyond the "
+            f"{MAX_CELLS:,} a figure can show; choose fewer positions or a narrower model"
+        )
 
 
 def find_scheme(model: Seq2SeqModel | EncoderModel, cls: type) -> nn.Module | None:
@@ -59,7 +62,9 @@ def t5_bias(module: T5RelativeBias, length: int) -> np.ndarray:
         return module.score_bias(torch.zeros(1), pos, pos)[0].float().numpy()
 
 
-def t5_buckets(length: int, *, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True) -> np.ndarray:
+def t5_buckets(
+    length: int, *, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True
+) -> np.ndarray:
     pos = torch.arange(length)
     rel = pos[None, :] - pos[:, None]
     return t5_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance).numpy()
@@ -70,7 +75,9 @@ def shaw_index(length: int, max_distance: int = 16) -> np.ndarray:
     return RelativePositions(1, max_distance).relative_index(pos, pos).numpy()
 
 
-def rotary_views(head_dim: int, length: int, *, starts: tuple[int, ...] = (0, 17, 34), seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def rotary_views(
+    head_dim: int, length: int, *, starts: tuple[int, ...] = (0, 17, 34), seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """(angles (length, head_dim/2), scores (len(starts), length - max(starts))): the
     score between one query vector at position m and one key vector at m + k."""
     rope = RotaryPositions(head_dim)
@@ -87,8 +94,13 @@ def rotary_views(head_dim: int, length: int, *, starts: tuple[int, ...] = (0, 17
 
 
 def position_figure(
-    scheme: str, *, length: int, d_model: int, heads: int,
-    model: Seq2SeqModel | EncoderModel | None = None, model_name: str = "",
+    scheme: str,
+    *,
+    length: int,
+    d_model: int,
+    heads: int,
+    model: Seq2SeqModel | EncoderModel | None = None,
+    model_name: str = "",
 ) -> tuple[str, object]:
     """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
     bias a trained ``model`` learned (learned and t5)."""
@@ -98,25 +110,39 @@ def position_figure(
     n, d, h = length, d_model, heads
     if scheme == "sinusoidal":
         pe = sinusoidal_matrix(n, d)
-        lines = [f"sinusoidal positional encoding, d_model={d}, positions 0..{n - 1}",
-                 "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))", ""]
+        lines = [
+            f"sinusoidal positional encoding, d_model={d}, positions 0..{n - 1}",
+            "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))",
+            "",
+        ]
         lines += [f"PE({pos:>3})[:8] = {pe[pos, :8]}" for pos in (0, 1, 2, n - 1)]
         sim = pe @ pe.T
-        lines += ["", "similarity PE(i) . PE(i + k) depends on the offset k, not on i:",
-                  "   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40))]
-        lines += [f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40))
-                  for k in (0, 1, 2, 5, 10, 20) if k + 40 < n]
+        lines += [
+            "",
+            "similarity PE(i) . PE(i + k) depends on the offset k, not on i:",
+            "   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40)),
+        ]
+        lines += [
+            f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40))
+            for k in (0, 1, 2, 5, 10, 20)
+            if k + 40 < n
+        ]
         return "\n".join(lines), plots.plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={d}")
     if scheme == "learned":
         module = find_scheme(model, LearnedPositionalEmbedding) if model is not None else None
         if module is None:
             table = LearnedPositionalEmbedding(d, n)(n).detach().numpy()
-            return ("learned positions: a trained table (give --model with model.positions=learned); "
-                    "showing the untrained table: random noise, no structure"), plots.plot_positional_encoding(
-                        table, title="learned positions, untrained: random initial values", learned=True)
+            return (
+                "learned positions: a trained table (give --model with model.positions=learned); "
+                "showing the untrained table: random noise, no structure"
+            ), plots.plot_positional_encoding(
+                table, title="learned positions, untrained: random initial values", learned=True
+            )
         table = module(min(n, module.max_len)).detach().float().cpu().numpy()
-        return (f"learned positions of {model_name}: {table.shape}",
-                plots.plot_positional_encoding(table, title=f"learned positions of {model_name}", learned=True))
+        return (
+            f"learned positions of {model_name}: {table.shape}",
+            plots.plot_positional_encoding(table, title=f"learned positions of {model_name}", learned=True),
+        )
     if scheme == "fourier":
         module = find_scheme(model, FourierPositions) if model is not None else None
         trained = module is not None
@@ -128,43 +154,65 @@ def position_figure(
             table = module(n).float().cpu().numpy()
             wavelengths = (2 * math.pi / module.frequencies.abs().clamp_min(1e-9)).flatten().sort().values.numpy()
         whose = f"of {model_name}" if trained else "untrained (W_r ~ N(0, 1/gamma^2))"
-        text = (f"learnable Fourier features {whose}: {module.features} features, gamma = {module.gamma}\n"
-                "r_x = [cos(x W_r^T), sin(x W_r^T)] / sqrt(F);  PE_x = GELU(r_x W_1 + b_1) W_2 + b_2\n"
-                f"wavelengths 2 pi / |w| in positions: shortest {wavelengths[0]:.1f}, median "
-                f"{float(np.median(wavelengths)):.1f}, longest {wavelengths[-1]:.3g}")
-        title = (f"learnable Fourier features of {model_name}" if trained else
-                 f"learnable Fourier features, untrained: random frequencies (gamma = {module.gamma}) through an MLP")
+        text = (
+            f"learnable Fourier features {whose}: {module.features} features, gamma = {module.gamma}\n"
+            "r_x = [cos(x W_r^T), sin(x W_r^T)] / sqrt(F);  PE_x = GELU(r_x W_1 + b_1) W_2 + b_2\n"
+            f"wavelengths 2 pi / |w| in positions: shortest {wavelengths[0]:.1f}, median "
+            f"{float(np.median(wavelengths)):.1f}, longest {wavelengths[-1]:.3g}"
+        )
+        title = (
+            f"learnable Fourier features of {model_name}"
+            if trained
+            else f"learnable Fourier features, untrained: random frequencies (gamma = {module.gamma}) through an MLP"
+        )
         return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True)
     if scheme == "alibi":
         text = f"ALiBi, {h} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(h).numpy()}"
-        return text, plots.plot_score_bias(alibi_bias(h, min(n, 64)), title="ALiBi: a fixed linear distance penalty per head")
+        return text, plots.plot_score_bias(
+            alibi_bias(h, min(n, 64)), title="ALiBi: a fixed linear distance penalty per head"
+        )
     if scheme == "t5":
         module = find_scheme(model, T5RelativeBias) if model is not None else None
         if module is not None:
-            return (f"T5 relative bias of {model_name}: {module.num_buckets} buckets, max distance {module.max_distance}",
-                    plots.plot_score_bias(t5_bias(module, min(n, 64)), title=f"T5 bias learned by {model_name}"))
+            return (
+                f"T5 relative bias of {model_name}: {module.num_buckets} buckets, max distance {module.max_distance}",
+                plots.plot_score_bias(t5_bias(module, min(n, 64)), title=f"T5 bias learned by {model_name}"),
+            )
         buckets = t5_buckets(n)
         offsets = [o for o in (-40, -20, -8, -4, -1, 0, 1, 4, 8, 20, 40) if 0 <= n // 2 + o < n]
-        text = ("T5 buckets (32, max distance 128, bidirectional): offset -> bucket\n  "
-                + "  ".join(f"{o:+d}:{buckets[n // 2, n // 2 + o]}" for o in offsets))
+        text = "T5 buckets (32, max distance 128, bidirectional): offset -> bucket\n  " + "  ".join(
+            f"{o:+d}:{buckets[n // 2, n // 2 + o]}" for o in offsets
+        )
         return text, plots.plot_relative_index(
-            buckets, 128, buckets=True, title="T5 relative-position buckets (one learned scalar per head and bucket)")
+            buckets, 128, buckets=True, title="T5 relative-position buckets (one learned scalar per head and bucket)"
+        )
     if scheme == "relative":
-        return ("Shaw et al. relative positions: a_ij = w[clip(j - i, -16, 16)] added to keys (and values)",
-                plots.plot_relative_index(shaw_index(min(n, 48), 16), 16,
-                                          title="Shaw relative positions: which learned vector each pair uses"))
+        return (
+            "Shaw et al. relative positions: a_ij = w[clip(j - i, -16, 16)] added to keys (and values)",
+            plots.plot_relative_index(
+                shaw_index(min(n, 48), 16), 16, title="Shaw relative positions: which learned vector each pair uses"
+            ),
+        )
     if scheme == "rope":
         angles, scores = rotary_views(d // h, n)
         spread = float(np.abs(scores - scores[0]).max())
-        text = (f"RoPE, head_dim={d // h}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
-                f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}")
+        text = (
+            f"RoPE, head_dim={d // h}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
+            f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}"
+        )
         return text, plots.plot_rotary(angles, scores, title="rotary position embedding")
     raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
 
 
 def draw_positions(
-    scheme: str, output: str | Path, *, length: int, d_model: int, heads: int,
-    model: Seq2SeqModel | EncoderModel | None = None, model_name: str = "",
+    scheme: str,
+    output: str | Path,
+    *,
+    length: int,
+    d_model: int,
+    heads: int,
+    model: Seq2SeqModel | EncoderModel | None = None,
+    model_name: str = "",
 ) -> list[tuple[str, Path]]:
     """`attnkit positions`: each figure of ``scheme`` (or of every scheme, ``"all"``: written as
     OUTPUT_<scheme>) saved atomically; returns (text, path) per figure."""
@@ -174,7 +222,9 @@ def draw_positions(
     schemes = SCHEMES if scheme == "all" else (scheme,)
     done = []
     for name in schemes:
-        text, fig = position_figure(name, length=length, d_model=d_model, heads=heads, model=model, model_name=model_name)
+        text, fig = position_figure(
+            name, length=length, d_model=d_model, heads=heads, model=model, model_name=model_name
+        )
         path = output if len(schemes) == 1 else output.with_name(f"{output.stem}_{name}{output.suffix}")
         done.append((text, save_figure(fig, path, dpi=110)))
     return done

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..model_dir import ModelDir
+from ..loading.model_dir import ModelDir
 from .capture import LABELS, AttentionRecord, load_records
 
 
@@ -34,8 +34,15 @@ def pick(items: list, count: int) -> list:
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
-def steps_figure(run_dir: str | Path, *, steps: int = 6, kind: str | None = None, layer: int = -1,
-                 head: int | str = "mean", sentences: int = 3):
+def steps_figure(
+    run_dir: str | Path,
+    *,
+    steps: int = 6,
+    kind: str | None = None,
+    layer: int = -1,
+    head: int | str = "mean",
+    sentences: int = 3,
+):
     """A figure of ``steps`` snapshots (evenly spread, first and last included): one row per
     snapshot sentence (at most ``sentences``), one column per step."""
     from ..plots import plot_attention_steps
@@ -46,12 +53,20 @@ def steps_figure(run_dir: str | Path, *, steps: int = 6, kind: str | None = None
     rows = []
     for i in range(min(sentences, len(snaps[-1][1]))):
         rec = snaps[-1][1][i]
-        rows.append((rec.queries(kind), rec.keys(kind), [(step, records[i].select(kind, layer, head))
-                                                         for step, records, _ in snaps]))
+        rows.append(
+            (
+                rec.queries(kind),
+                rec.keys(kind),
+                [(step, records[i].select(kind, layer, head)) for step, records, _ in snaps],
+            )
+        )
     layers, heads = first.get(kind).shape[:2]
     which = f"head {head}" if head != "mean" else "average of heads" if heads > 1 else "its one attention"
     cross = kind == "cross"
     return plot_attention_steps(
-        rows, title=f"{LABELS[kind]} forming during training of {Path(run_dir).name}\n"
-                    f"layer {layer % layers}, {which}; dev sentences with their reference outputs",
-        xlabel="source" if cross else "key", ylabel="reference output" if cross else "query")
+        rows,
+        title=f"{LABELS[kind]} forming during training of {Path(run_dir).name}\n"
+        f"layer {layer % layers}, {which}; dev sentences with their reference outputs",
+        xlabel="source" if cross else "key",
+        ylabel="reference output" if cross else "query",
+    )

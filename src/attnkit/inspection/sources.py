@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..data.tokenizer import Tokenizer
-from ..model_dir import load_model
+from ..loading.model_dir import load_model
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..search import SearchOptions
 from .capture import (
@@ -27,7 +27,7 @@ from .capture import (
 def is_pretrained(source: str | Path) -> bool:
     """A Hugging Face BERT-format checkpoint (directory or installed package), not an attnkit model
     directory or installed model."""
-    from ..packaged import resolve_model
+    from ..loading.packaged import resolve_model
 
     try:
         if (resolve_model(source) / "config.yaml").is_file():
@@ -70,7 +70,7 @@ def open_source(source: str | Path, weights: dict | None = None) -> Source:
     ``weights``: ``load_model``'s keyword arguments (checkpoint_name, average_last, device)."""
     weights = {"device": "auto", **(weights or {})}
     if is_pretrained(source):
-        from ..model_dir import resolve_device
+        from ..loading.model_dir import resolve_device
         from ..pretrained import load_pretrained
 
         encoder = load_pretrained(source, device=resolve_device(weights["device"]))
@@ -103,19 +103,36 @@ def attention_records(
     src = open_source(source, weights)
     if src.encoder is not None:
         return capture_pretrained(src.encoder, _require_sentences(sentences)), src.info
-    records = capture(src.model, src.tok, _require_sentences(sentences), targets=targets, options=options,
-                      max_src_len=src.max_src_len, window=src.window)
+    records = capture(
+        src.model,
+        src.tok,
+        _require_sentences(sentences),
+        targets=targets,
+        options=options,
+        max_src_len=src.max_src_len,
+        window=src.window,
+    )
     return records, src.info
 
 
 def prepare_sentence(
-    source: str | Path, sentence: str, *, target: str | None = None,
-    options: SearchOptions | None = None, weights: dict | None = None,
+    source: str | Path,
+    sentence: str,
+    *,
+    target: str | None = None,
+    options: SearchOptions | None = None,
+    weights: dict | None = None,
 ) -> tuple[Seq2SeqModel | EncoderModel, Prepared]:
     """The model and one sentence ready for ``explain``: ids, tokens and the target side."""
     src = open_source(source, weights)
     if src.encoder is not None:
         return src.model, prepare_pretrained(src.encoder, [sentence])[0]
-    prepared = prepare(src.model, src.tok, [sentence], targets=[target] if target else None, options=options,
-                       max_src_len=src.max_src_len)
+    prepared = prepare(
+        src.model,
+        src.tok,
+        [sentence],
+        targets=[target] if target else None,
+        options=options,
+        max_src_len=src.max_src_len,
+    )
     return src.model, prepared[0]

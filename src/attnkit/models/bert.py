@@ -17,8 +17,15 @@ class BertEmbedding(nn.Module):
     """
 
     def __init__(
-        self, vocab: int, d_model: int, *, max_positions: int = 512, segments: int = 2, pad_id: int = 0,
-        eps: float = 1e-12, dropout: float = 0.1,
+        self,
+        vocab: int,
+        d_model: int,
+        *,
+        max_positions: int = 512,
+        segments: int = 2,
+        pad_id: int = 0,
+        eps: float = 1e-12,
+        dropout: float = 0.1,
     ) -> None:
         super().__init__()
         self.word = nn.Embedding(vocab, d_model, padding_idx=pad_id)
@@ -43,4 +50,3 @@ class BertEmbedding(nn.Module):
     def lookup(self, tokens: Tensor) -> Tensor:
         """The word table's rows for ``tokens``: no position, segment or LayerNorm."""
         return self.word(tokens)
-

@@ -25,7 +25,7 @@ def fast_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     n = x.numel()
     draws = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
     uniform16 = draws.view(torch.int16)[:n].view(x.shape)  # uniform over [-32768, 32767]
-    threshold = int(round(p * _INT16_RANGE)) - _INT16_RANGE // 2
+    threshold = round(p * _INT16_RANGE) - _INT16_RANGE // 2
     keep = uniform16 >= threshold
     return x * keep * (_INT16_RANGE / (_INT16_RANGE - (threshold + _INT16_RANGE // 2)))
 

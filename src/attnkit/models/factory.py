@@ -35,7 +35,9 @@ def _embedding(vocab: int, dim: int, pad_id: int) -> nn.Embedding:
 
 
 def _positions(cfg: ModelConfig, *, causal: bool) -> AbsolutePositions | AttentionPositions | None:
-    return build_positions(cfg.positions, d_model=cfg.d_model, num_heads=cfg.heads, max_len=cfg.max_positions, causal=causal)
+    return build_positions(
+        cfg.positions, d_model=cfg.d_model, num_heads=cfg.heads, max_len=cfg.max_positions, causal=causal
+    )
 
 
 def _attention_positions(cfg: ModelConfig, count: int, *, causal: bool) -> list[AttentionPositions | None]:
@@ -52,9 +54,14 @@ def _attention_positions(cfg: ModelConfig, count: int, *, causal: bool) -> list[
 def _encoder(cfg: ModelConfig) -> TransformerEncoder:
     layers = [
         EncoderLayer(
-            cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+            cfg.d_model,
+            cfg.heads,
+            cfg.ffn,
+            dropout=cfg.dropout,
+            attention_dropout=cfg.attention_dropout,
             activation_dropout=cfg.activation_dropout,
-            norm_first=cfg.norm_first, positions=p,
+            norm_first=cfg.norm_first,
+            positions=p,
         )
         for p in _attention_positions(cfg, cfg.encoder_layers, causal=False)
     ]
@@ -73,9 +80,7 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
     ``shared_vocab`` allows tying source and target embeddings."""
     check_model(cfg)
     if cfg.tie_embeddings and not shared_vocab and cfg.arch != "encoder":
-        raise ValueError(
-            "model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)"
-        )
+        raise ValueError("model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)")
     if cfg.arch in ("transformer", "encoder"):
         src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
         if cfg.arch == "encoder":
@@ -83,9 +88,14 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
         tgt_emb = src_emb if cfg.tie_embeddings else _embedding(tgt_vocab, cfg.d_model, pad_id)
         decoder_layers = [
             DecoderLayer(
-                cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+                cfg.d_model,
+                cfg.heads,
+                cfg.ffn,
+                dropout=cfg.dropout,
+                attention_dropout=cfg.attention_dropout,
                 activation_dropout=cfg.activation_dropout,
-                norm_first=cfg.norm_first, positions=p,
+                norm_first=cfg.norm_first,
+                positions=p,
             )
             for p in _attention_positions(cfg, cfg.decoder_layers, causal=True)
         ]
@@ -112,24 +122,38 @@ def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int
 def _rnn_decoder(cfg: ModelConfig, tgt_emb: nn.Embedding, vocab: int) -> dict:
     """The RNN decoder's keyword arguments (``RNNSeq2Seq`` and ``RNNCaptioner``): Luong attention and the cell."""
     attention = build_recurrent_attention(
-        cfg.attention, query_dim=cfg.hidden, key_dim=cfg.hidden, score=cfg.score, window=cfg.window,
+        cfg.attention,
+        query_dim=cfg.hidden,
+        key_dim=cfg.hidden,
+        score=cfg.score,
+        window=cfg.window,
         dropout=cfg.attention_dropout,
     )
     return dict(
-        tgt_embedding=tgt_emb, attention=attention, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.decoder_layers,
-        vocab_size=vocab, dropout=cfg.dropout, input_feeding=cfg.input_feeding, init_hidden=cfg.init_hidden,
+        tgt_embedding=tgt_emb,
+        attention=attention,
+        cell=cfg.cell,
+        hidden=cfg.hidden,
+        layers=cfg.decoder_layers,
+        vocab_size=vocab,
+        dropout=cfg.dropout,
+        input_feeding=cfg.input_feeding,
+        init_hidden=cfg.init_hidden,
         tie_output=cfg.tie_embeddings and cfg.d_model == cfg.hidden,
     )
 
 
 def _region_embedding(cfg: ModelConfig, width: int, image_size: int) -> RegionEmbedding:
-    regions = (ConvRegions(width, region=cfg.region) if cfg.image_encoder == "cnn"
-               else PatchRegions(width, region=cfg.region))
+    regions = (
+        ConvRegions(width, region=cfg.region) if cfg.image_encoder == "cnn" else PatchRegions(width, region=cfg.region)
+    )
     positions = build_grid_positions(cfg.positions, d_model=width, max_grid=image_size // cfg.region)
     return RegionEmbedding(regions, positions=positions, dropout=cfg.dropout)
 
 
-def build_captioner(cfg: ModelConfig, *, vocab: int, pad_id: int, image_size: int) -> RNNCaptioner | TransformerCaptioner:
+def build_captioner(
+    cfg: ModelConfig, *, vocab: int, pad_id: int, image_size: int
+) -> RNNCaptioner | TransformerCaptioner:
     """An image encoder (``cfg.image_encoder``) with the decoder of ``cfg.arch``, for
     square images of ``image_size`` pixels; ``model.positions`` is the regions' 2-D scheme
     (and the Transformer decoder's 1-D one)."""
@@ -139,15 +163,25 @@ def build_captioner(cfg: ModelConfig, *, vocab: int, pad_id: int, image_size: in
     tgt_emb = _embedding(vocab, cfg.d_model, pad_id)
     if cfg.arch == "transformer":
         embed = _region_embedding(cfg, cfg.d_model, image_size)
-        encoder = (_encoder(cfg) if cfg.image_encoder == "vit"
-                   else TransformerEncoder([], d_model=cfg.d_model, norm_first=cfg.norm_first))
+        encoder = (
+            _encoder(cfg)
+            if cfg.image_encoder == "vit"
+            else TransformerEncoder([], d_model=cfg.d_model, norm_first=cfg.norm_first)
+        )
         return TransformerCaptioner(
             src_embed=embed,
             tgt_embed=_token_embedding(cfg, tgt_emb, causal=True),
             encoder=encoder,
             decoder_layers=[
-                DecoderLayer(cfg.d_model, cfg.heads, cfg.ffn, dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
-                             activation_dropout=cfg.activation_dropout, norm_first=cfg.norm_first)
+                DecoderLayer(
+                    cfg.d_model,
+                    cfg.heads,
+                    cfg.ffn,
+                    dropout=cfg.dropout,
+                    attention_dropout=cfg.attention_dropout,
+                    activation_dropout=cfg.activation_dropout,
+                    norm_first=cfg.norm_first,
+                )
                 for _ in range(cfg.decoder_layers)
             ],
             d_model=cfg.d_model,
@@ -157,8 +191,10 @@ def build_captioner(cfg: ModelConfig, *, vocab: int, pad_id: int, image_size: in
         )
     embed = _region_embedding(cfg, cfg.hidden, image_size)
     if cfg.image_encoder == "vit":
-        raise ValueError("model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
-                         "(the RNN decoder takes model.image_encoder=cnn)")
+        raise ValueError(
+            "model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
+            "(the RNN decoder takes model.image_encoder=cnn)"
+        )
     return RNNCaptioner(
         encoder=ImageRNNEncoder(embed, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.decoder_layers),
         **_rnn_decoder(cfg, tgt_emb, vocab),

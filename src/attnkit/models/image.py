@@ -40,7 +40,9 @@ class ConvRegions(nn.Module):
         super().__init__()
         halvings = int(math.log2(region))
         if region < 1 or 2**halvings != region:
-            raise ValueError(f"the CNN halves the resolution per stage: model.region must be a power of 2, got {region}")
+            raise ValueError(
+                f"the CNN halves the resolution per stage: model.region must be a power of 2, got {region}"
+            )
         stages, width = [], 1
         for i in range(halvings):
             out = channels * 2**i

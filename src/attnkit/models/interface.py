@@ -47,11 +47,13 @@ def find_site(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> Atte
     sites = [s for s in model.attention_sites() if s.kind == kind]
     if not sites:
         have = sorted({s.kind for s in model.attention_sites()}, key=ATTENTION_KINDS.index)
-        raise ValueError(f"this model ({type(model).__name__}) has no {KIND_LABELS[kind]} "
-                         f"(it has: {', '.join(have) or 'none'})")
+        raise ValueError(
+            f"this model ({type(model).__name__}) has no {KIND_LABELS[kind]} (it has: {', '.join(have) or 'none'})"
+        )
     if not -len(sites) <= layer < len(sites):
-        raise ValueError(f"layer {layer} out of range: the {KIND_LABELS[kind]} has {len(sites)} layer(s) "
-                         f"(0..{len(sites) - 1})")
+        raise ValueError(
+            f"layer {layer} out of range: the {KIND_LABELS[kind]} has {len(sites)} layer(s) (0..{len(sites) - 1})"
+        )
     return sites[layer]
 
 
@@ -83,8 +85,7 @@ class Seq2SeqModel(Protocol):
         """src (b, s) token ids, src_mask (b, s) True on real tokens."""
         ...
 
-    def init_state(self, encoder_out: EncoderOutput) -> DecodingState:
-        ...
+    def init_state(self, encoder_out: EncoderOutput) -> DecodingState: ...
 
     def decode_step(
         self, state: DecodingState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
@@ -121,8 +122,7 @@ class ImageCaptioner(Seq2SeqModel, Protocol):
 class EncoderModel(Protocol):
     """An encoder alone (BERT-style): contextual vectors for every token."""
 
-    def encode(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
-        ...
+    def encode(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput: ...
 
     def hidden_states(
         self, tokens: Tensor, mask: Tensor, *, need_weights: bool = False, use_positions: bool = True
@@ -136,8 +136,6 @@ class EncoderModel(Protocol):
         """The static embedding table's rows for ``tokens`` (…, d): no position, no context."""
         ...
 
-    def attention_sites(self) -> list[AttentionSite]:
-        ...
+    def attention_sites(self) -> list[AttentionSite]: ...
 
-    def position_schemes(self) -> list[nn.Module]:
-        ...
+    def position_schemes(self) -> list[nn.Module]: ...

@@ -1,10 +1,10 @@
 """Luong, Pham & Manning 2015: an RNN encoder-decoder with attention.
 
-    src -> embeddings -> bidirectional LSTM/GRU -> h̄_s (b, s, H)
-    step t: h_t = RNN([emb(y_{t-1}); h̃_{t-1}], h_{t-1})      (input feeding, sec. 3.3)
-            c_t = attention(h_t, h̄)                           (global, local-m or local-p)
-            h̃_t = tanh(W_c [c_t; h_t])                        (eq. 5)
-            p(y_t) = softmax(W_s h̃_t)                         (eq. 6)
+src -> embeddings -> bidirectional LSTM/GRU -> h̄_s (b, s, H)
+step t: h_t = RNN([emb(y_{t-1}); h̃_{t-1}], h_{t-1})      (input feeding, sec. 3.3)
+        c_t = attention(h_t, h̄)                           (global, local-m or local-p)
+        h̃_t = tanh(W_c [c_t; h_t])                        (eq. 5)
+        p(y_t) = softmax(W_s h̃_t)                         (eq. 6)
 """
 
 from __future__ import annotations
@@ -36,7 +36,11 @@ class RNNEncoder(nn.Module):
         self.embedding = embedding
         self.dropout = Dropout(dropout)
         self.rnn = CELLS[cell](
-            embedding.embedding_dim, hidden // 2, layers, batch_first=True, bidirectional=True,
+            embedding.embedding_dim,
+            hidden // 2,
+            layers,
+            batch_first=True,
+            bidirectional=True,
             dropout=dropout if layers > 1 else 0.0,
         )
         self.layers = layers
@@ -118,7 +122,10 @@ class RNNSeq2Seq(nn.Module):
         self.hidden_size = hidden
         emb = tgt_embedding.embedding_dim
         self.rnn = CELLS[cell](
-            emb + (hidden if input_feeding else 0), hidden, layers, batch_first=True,
+            emb + (hidden if input_feeding else 0),
+            hidden,
+            layers,
+            batch_first=True,
             dropout=dropout if layers > 1 else 0.0,
         )
         self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
@@ -158,7 +165,9 @@ class RNNSeq2Seq(nn.Module):
 
     def _attend(self, h: Tensor, state: RNNState, need_weights: bool, positions: Tensor):
         enc = state.encoder
-        return self.attention(h, enc.memory, enc.memory, enc.mask, need_weights, positions=positions, prepared=state.prepared)
+        return self.attention(
+            h, enc.memory, enc.memory, enc.mask, need_weights, positions=positions, prepared=state.prepared
+        )
 
     def _attentional(self, h: Tensor, context: Tensor) -> Tensor:
         return torch.tanh(self.combine(torch.cat([context, h], dim=-1)))  # h̃_t, eq. 5

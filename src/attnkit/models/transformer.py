@@ -49,7 +49,11 @@ class TokenEmbedding(nn.Module):
         x = self.embedding(tokens) * self.scale
         if self.positions is not None and use_positions:
             t = tokens.shape[1]
-            pe = self.positions(t) if offset == 0 else self.positions(torch.arange(offset, offset + t, device=tokens.device))
+            pe = (
+                self.positions(t)
+                if offset == 0
+                else self.positions(torch.arange(offset, offset + t, device=tokens.device))
+            )
             x = x + pe.to(x.dtype)
         return self.dropout(x)
 
@@ -275,8 +279,9 @@ class TransformerSeq2Seq(nn.Module):
         return sites
 
     def position_schemes(self) -> list[nn.Module]:
-        return _unique([self.src_embed.positions, self.tgt_embed.positions]
-                       + [s.module.positions for s in self.attention_sites()])
+        return _unique(
+            [self.src_embed.positions, self.tgt_embed.positions] + [s.module.positions for s in self.attention_sites()]
+        )
 
     def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
         """src (b, s) token ids, src_mask (b, s) True on real tokens."""

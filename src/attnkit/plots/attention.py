@@ -34,8 +34,14 @@ def plot_alignment(
     im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(weights.max())), aspect="equal")
     fs = _fontsize(max(t, s))
     short = max(map(len, src_tokens), default=0) <= 3  # short labels stay upright: a rotated ␣ reads as a glyph
-    ax.set_xticks(range(s), list(src_tokens), rotation=0 if short else 60, ha="center" if short else "right",
-                  rotation_mode="anchor", fontsize=fs)
+    ax.set_xticks(
+        range(s),
+        list(src_tokens),
+        rotation=0 if short else 60,
+        ha="center" if short else "right",
+        rotation_mode="anchor",
+        fontsize=fs,
+    )
     ax.set_yticks(range(t), list(tgt_tokens), fontsize=fs)
     if SPACE in src_tokens or SPACE in tgt_tokens:
         xlabel += f"   ({SPACE}: a space of its own, before the next word)"
@@ -43,13 +49,19 @@ def plot_alignment(
     ax.set_ylabel(ylabel)
     if p_t is not None:
         # each output step has its own centre and window: marks per row, never a line joining rows
-        ax.plot(p_t, np.arange(t), ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8, label="p_t",
-                zorder=3)  # over the window bars
+        ax.plot(
+            p_t, np.arange(t), ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8, label="p_t", zorder=3
+        )  # over the window bars
         if window is not None:
             for row, centre in enumerate(p_t):
-                ax.plot([centre - window, centre + window], [row, row], color="white", lw=1.0,
-                        path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],  # seen on any cell
-                        label="window p_t ± D" if row == 0 else None)
+                ax.plot(
+                    [centre - window, centre + window],
+                    [row, row],
+                    color="white",
+                    lw=1.0,
+                    path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],  # seen on any cell
+                    label="window p_t ± D" if row == 0 else None,
+                )
         ax.set_xlim(-0.5, max(s - 0.5, float(np.max(p_t)) + 0.3))  # p_t = S * sigmoid(.) may pass the last key
         fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)  # below the figure: covers no cell
     fig.colorbar(im, ax=ax, shrink=0.8, label="attention weight")

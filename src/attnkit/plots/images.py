@@ -58,13 +58,29 @@ def plot_caption(
         ax.imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=extent)
         pixels = upsample(attention[i], image.shape)
         # opacity follows the weight too: a region the word ignores leaves the image as it is
-        heat = ax.imshow(pixels, cmap="inferno", vmin=0.0, vmax=vmax, alpha=OPACITY * pixels / vmax,
-                         extent=extent, interpolation="nearest")
+        heat = ax.imshow(
+            pixels,
+            cmap="inferno",
+            vmin=0.0,
+            vmax=vmax,
+            alpha=OPACITY * pixels / vmax,
+            extent=extent,
+            interpolation="nearest",
+        )
         label = f"“{word}”"
         box = boxes[i] if boxes is not None else None
         if box is not None:
-            ax.add_patch(Rectangle((box.left - 0.5, box.top - 0.5), box.width, box.height, fill=False,
-                                   edgecolor="cyan", lw=1.2, ls="--"))
+            ax.add_patch(
+                Rectangle(
+                    (box.left - 0.5, box.top - 0.5),
+                    box.width,
+                    box.height,
+                    fill=False,
+                    edgecolor="cyan",
+                    lw=1.2,
+                    ls="--",
+                )
+            )
         if inside is not None and inside[i] is not None:
             label += f"  {100 * inside[i]:.0f}% in box"
         ax.set_title(label, fontsize=9)

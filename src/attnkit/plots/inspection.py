@@ -50,8 +50,13 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
         ax.set(title="3. scores")
     else:
         ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
-        ax.bar(x[finite] + 0.2, w.scaled[finite], width=0.4,
-               label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""), color="#2563eb")
+        ax.bar(
+            x[finite] + 0.2,
+            w.scaled[finite],
+            width=0.4,
+            label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""),
+            color="#2563eb",
+        )
         ax.set(title="3. scores, raw and scaled")
     ax.axhline(0, color="black", lw=0.5)
     ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
@@ -60,8 +65,13 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
 
     ax = axes["softmax"]
     if w.recurrent:
-        ax.bar(x, w.weights, width=0.6, color="#2563eb",
-               label="softmax in the window × Gaussian" if w.gauss is not None else "softmax: the attention weights")
+        ax.bar(
+            x,
+            w.weights,
+            width=0.6,
+            color="#2563eb",
+            label="softmax in the window × Gaussian" if w.gauss is not None else "softmax: the attention weights",
+        )
         if w.gauss is not None:
             ax.plot(x, w.gauss, color="#dc2626", marker=".", lw=1, label=f"Gaussian around p_t = {w.p_t:.2f}")
     else:
@@ -73,11 +83,16 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     ax.legend(fontsize=8, loc="upper center", ncol=1)
 
     weighted = w.weights[:, None] * w.v[:, :shown]
-    heatmap(axes["values"], np.vstack([weighted, w.context[None, :shown]]), "5. weighted values a_j v_j and their sum z",
-            "value")
+    heatmap(
+        axes["values"],
+        np.vstack([weighted, w.context[None, :shown]]),
+        "5. weighted values a_j v_j and their sum z",
+        "value",
+    )
     axes["values"].axhline(s - 0.5, color="black", lw=1.5)
-    axes["values"].set_yticks(range(s + 1), [f"{a:.2f} · v: {t}" for a, t in zip(w.weights, labels)] + ["z = Σ a_j v_j"],
-                              **ticks)
+    axes["values"].set_yticks(
+        range(s + 1), [f"{a:.2f} · v: {t}" for a, t in zip(w.weights, labels)] + ["z = Σ a_j v_j"], **ticks
+    )
     for ax in axes.values():
         ax.title.set_fontsize(10)
     query = getattr(w, "query_label", f"query {w.query_token!r}")
@@ -86,9 +101,7 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     return fig
 
 
-def plot_head_statistics(
-    panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *, title: str = ""
-) -> Figure:
+def plot_head_statistics(panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *, title: str = "") -> Figure:
     """One column per attention kind: (label, normalised entropy (L, h), mean largest weight (L, h))."""
     fig = Figure(figsize=(4.2 * len(panels), 6.0), layout="constrained")
     axes = fig.subplots(2, len(panels), squeeze=False)
@@ -101,8 +114,15 @@ def plot_head_statistics(
             layers, heads = values.shape
             for li in range(layers):
                 for h in range(heads):
-                    ax.text(h, li, f"{values[li, h]:.2f}", ha="center", va="center", fontsize=8,
-                            color="white" if values[li, h] < 0.6 else "black")
+                    ax.text(
+                        h,
+                        li,
+                        f"{values[li, h]:.2f}",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white" if values[li, h] < 0.6 else "black",
+                    )
             ax.set_xticks(range(heads))
             ax.set_yticks(range(layers))
             ax.set(xlabel="head", ylabel="layer", title=f"{label}\n{name}")
@@ -138,10 +158,16 @@ def plot_contextual(
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
     top.colorbar(im, ax=axes[:-1], shrink=0.8, label="cosine similarity (one scale, both panels)")
     axes[-1].axis("off")
-    axes[-1].text(0.0, 0.5, "Each cell: the cosine similarity of two tokens' vectors.\n\n"
-                  "Static vectors (the token table) are one\nand the same for a word wherever it stands.\n\n"
-                  "After self-attention each occurrence carries\nits context: the same word in different\n"
-                  "sentences drifts apart.\n\n(n) = the sentence a token is in", fontsize=9, va="center")
+    axes[-1].text(
+        0.0,
+        0.5,
+        "Each cell: the cosine similarity of two tokens' vectors.\n\n"
+        "Static vectors (the token table) are one\nand the same for a word wherever it stands.\n\n"
+        "After self-attention each occurrence carries\nits context: the same word in different\n"
+        "sentences drifts apart.\n\n(n) = the sentence a token is in",
+        fontsize=9,
+        va="center",
+    )
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
     for ax, (name, xy) in zip(bottom.subplots(1, len(projections), squeeze=False)[0], projections):
         ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af", label="other tokens")
@@ -150,14 +176,17 @@ def plot_contextual(
         for i in sorted(marked):
             ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[marked[i] % len(colours)])
             places.setdefault(tuple(np.round(unit[i] * 12).astype(int)), []).append(i)
-        _place_labels(ax, xy, unit, [(members[0], ", ".join(sorted({labels[i] for i in members})))
-                                     for members in places.values()])
+        _place_labels(
+            ax, xy, unit, [(members[0], ", ".join(sorted({labels[i] for i in members}))) for members in places.values()]
+        )
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    bottom.suptitle("2-D projection (PCA) of all token vectors, fitted at each depth separately: compare groupings "
-                    "within a panel, not places across panels.  Marked: " + ", ".join(words)
-                    + "; grey: the other tokens", fontsize=9)
+    bottom.suptitle(
+        "2-D projection (PCA) of all token vectors, fitted at each depth separately: compare groupings "
+        "within a panel, not places across panels.  Marked: " + ", ".join(words) + "; grey: the other tokens",
+        fontsize=9,
+    )
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -178,5 +207,12 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
             ty -= height
         placed.append((left, ty, width))
         moved = abs(ty - (y + 0.02)) > 1e-9
-        ax.annotate(text, xy[i], xytext=(left, ty), textcoords="axes fraction", fontsize=7, va="bottom",
-                    arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280"} if moved else None)
+        ax.annotate(
+            text,
+            xy[i],
+            xytext=(left, ty),
+            textcoords="axes fraction",
+            fontsize=7,
+            va="bottom",
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280"} if moved else None,
+        )

@@ -15,7 +15,11 @@ def position_similarity(pe: np.ndarray) -> np.ndarray:
 
 
 def plot_positional_encoding(
-    pe: np.ndarray, *, dims: Sequence[int] | None = None, title: str = "", learned: bool = False,
+    pe: np.ndarray,
+    *,
+    dims: Sequence[int] | None = None,
+    title: str = "",
+    learned: bool = False,
     centre: bool = False,
 ) -> Figure:
     """Three panels: the (t, d) matrix, a few dimensions over positions (one curve each,
@@ -34,8 +38,11 @@ def plot_positional_encoding(
 
     lim = 1.0 if not learned else float(np.abs(pe).max()) or 1.0
     im = ax_m.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
-    ax_m.set(xlabel="dimension", ylabel="position", title="the table: one row per position"
-             + (",\neach dimension minus its mean over positions" if centre else ""))
+    ax_m.set(
+        xlabel="dimension",
+        ylabel="position",
+        title="the table: one row per position" + (",\neach dimension minus its mean over positions" if centre else ""),
+    )
     fig.colorbar(im, ax=ax_m, shrink=0.85, label="value")
 
     step = 2.2 * lim
@@ -45,16 +52,22 @@ def plot_positional_encoding(
         ax_s.text(t + 0.01 * t, -k * step, f"dim {j}{kind}", fontsize=8, va="center")
     ax_s.set_yticks([])
     ax_s.set_xlim(0, t * 1.18)
-    ax_s.set(xlabel="position", ylabel=f"value (curves offset by {step:.2g})",
-             title="a few dimensions" + ("" if learned else ": the frequency falls with the index"))
+    ax_s.set(
+        xlabel="position",
+        ylabel=f"value (curves offset by {step:.2g})",
+        title="a few dimensions" + ("" if learned else ": the frequency falls with the index"),
+    )
 
     sim = position_similarity(pe)
     mid = t // 2
     ax_d.plot(np.arange(t), sim[0], label="PE(0) · PE(j)")
     ax_d.plot(np.arange(t), sim[mid], label=f"PE({mid}) · PE(j)")
     ax_d.axvline(mid, color="grey", lw=0.5)
-    ax_d.set(xlabel="position j", ylabel="dot product" + (" (centred vectors)" if centre else ""),
-             title="similarity of positions" + ("" if learned else ": it depends on |i − j| only"))
+    ax_d.set(
+        xlabel="position j",
+        ylabel="dot product" + (" (centred vectors)" if centre else ""),
+        title="similarity of positions" + ("" if learned else ": it depends on |i − j| only"),
+    )
     ax_d.legend(fontsize=8)
     for ax in (ax_m, ax_s, ax_d):
         ax.title.set_fontsize(10)
@@ -84,7 +97,7 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
         bar = left.colorbar(im, ax=ax, shrink=0.8)
         bar.set_label("bias", fontsize=7)
         bar.ax.tick_params(labelsize=7)
-    for ax in axes[len(shown):]:
+    for ax in axes[len(shown) :]:
         ax.set_visible(False)
     left.suptitle("score bias per head (each head on its own colour scale)", fontsize=9)
     ax_l = right.subplots()
@@ -112,9 +125,15 @@ def plot_relative_index(index: np.ndarray, max_distance: int, *, buckets: bool =
     fig.colorbar(im, ax=ax_m, shrink=0.85, label="bucket" if buckets else "table row")
     mid = t // 2
     ax_l.step(np.arange(t) - mid, index[mid], where="mid")
-    ax_l.set(xlabel="offset j − i", ylabel="bucket" if buckets else "row = clip(j − i, −k, k) + k",
-             title=("nearby offsets get their own bucket,\nfar ones share log-spaced buckets" if buckets
-                    else f"offsets beyond ±{max_distance} share a row"))
+    ax_l.set(
+        xlabel="offset j − i",
+        ylabel="bucket" if buckets else "row = clip(j − i, −k, k) + k",
+        title=(
+            "nearby offsets get their own bucket,\nfar ones share log-spaced buckets"
+            if buckets
+            else f"offsets beyond ±{max_distance} share a row"
+        ),
+    )
     ax_l.title.set_fontsize(9)
     if title:
         fig.suptitle(title, fontsize=11)
@@ -125,7 +144,7 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> F
     """RoPE: rotation angle m * theta_i of each 2-D pair over positions (t, d/2),
     and the score q . k between the same vectors placed at positions m and m + k,
     for several m: the curves coincide because RoPE scores depend on k only."""
-    t, pairs = angles.shape
+    _t, _pairs = angles.shape
     fig = Figure(figsize=(10, 3.6), layout="constrained")
     ax_a, ax_s = fig.subplots(1, 2)
     im = ax_a.imshow(np.cos(angles), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
@@ -133,10 +152,16 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> F
     ax_a.title.set_fontsize(9)
     fig.colorbar(im, ax=ax_a, shrink=0.85, label="cos(m θ_i)")
     for m, row in enumerate(scores):
-        ax_s.plot(np.arange(len(row)), row, lw=1.5 if m == 0 else 1.0, ls="-" if m == 0 else "--",
-                  label=f"query at m = {m * 17}")
-    ax_s.set(xlabel="offset k (key at m + k)", ylabel="q · k after rotation",
-             title="the score depends on the offset only")
+        ax_s.plot(
+            np.arange(len(row)),
+            row,
+            lw=1.5 if m == 0 else 1.0,
+            ls="-" if m == 0 else "--",
+            label=f"query at m = {m * 17}",
+        )
+    ax_s.set(
+        xlabel="offset k (key at m + k)", ylabel="q · k after rotation", title="the score depends on the offset only"
+    )
     ax_s.title.set_fontsize(9)
     ax_s.legend(fontsize=7)
     if title:

@@ -55,12 +55,12 @@ def build_positions(
 
 
 __all__ = [
+    "POSITION_SCHEMES",
     "ALiBi",
     "AbsolutePositions",
     "AttentionPositions",
     "FourierPositions",
     "LearnedPositionalEmbedding",
-    "POSITION_SCHEMES",
     "RelativePositions",
     "RotaryPositions",
     "SinusoidalPositionalEncoding",

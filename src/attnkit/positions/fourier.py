@@ -25,8 +25,15 @@ from .base import AbsolutePositions, as_positions
 class FourierPositions(AbsolutePositions):
     """Learnable Fourier features of ``dims``-dimensional positions, mapped to ``d_model``."""
 
-    def __init__(self, d_model: int, *, dims: int = 1, features: int | None = None, hidden: int | None = None,
-                 gamma: float = 10.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        dims: int = 1,
+        features: int | None = None,
+        hidden: int | None = None,
+        gamma: float = 10.0,
+    ) -> None:
         super().__init__(d_model)
         features = features or d_model
         if dims < 1:

@@ -44,15 +44,18 @@ class SinusoidalGrid(GridPositions):
     def __init__(self, d_model: int, *, base: float = 10000.0) -> None:
         super().__init__(d_model)
         if d_model % 4:
-            raise ValueError(f"2-D sinusoids split d_model into sin/cos pairs of rows and columns: "
-                             f"d_model must be a multiple of 4, got {d_model}")
+            raise ValueError(
+                f"2-D sinusoids split d_model into sin/cos pairs of rows and columns: "
+                f"d_model must be a multiple of 4, got {d_model}"
+            )
         self.base = base
 
     def forward(self, gh: int, gw: int) -> Tensor:
         coords = grid_coords(gh, gw).long()
         half = self.d_model // 2
-        return torch.cat([sinusoid_table(coords[:, 0], half, self.base), sinusoid_table(coords[:, 1], half, self.base)],
-                         dim=1)
+        return torch.cat(
+            [sinusoid_table(coords[:, 0], half, self.base), sinusoid_table(coords[:, 1], half, self.base)], dim=1
+        )
 
 
 class LearnedGrid(GridPositions):

@@ -61,10 +61,14 @@ def _read_json(path: Path) -> dict:
 def build_bert(config: dict) -> TransformerEncoderModel:
     """An attnkit encoder shaped like the Hugging Face BERT ``config``."""
     if config.get("model_type") != "bert":
-        raise ValueError(f"unknown architecture {config.get('model_type')!r} (architectures "
-                         f"{config.get('architectures')}); attnkit loads BERT-architecture encoders (model_type 'bert')")
+        raise ValueError(
+            f"unknown architecture {config.get('model_type')!r} (architectures "
+            f"{config.get('architectures')}); attnkit loads BERT-architecture encoders (model_type 'bert')"
+        )
     if config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"position_embedding_type {config['position_embedding_type']!r} is not supported (only 'absolute')")
+        raise ValueError(
+            f"position_embedding_type {config['position_embedding_type']!r} is not supported (only 'absolute')"
+        )
     act = config.get("hidden_act", "gelu")
     if act not in ACTIVATIONS:
         raise ValueError(f"hidden_act {act!r} is not supported (valid: {', '.join(ACTIVATIONS)})")
@@ -76,13 +80,31 @@ def build_bert(config: dict) -> TransformerEncoderModel:
     eps = config.get("layer_norm_eps", 1e-12)
     dropout = config.get("hidden_dropout_prob", 0.1)
     embed = BertEmbedding(
-        vocab, d, max_positions=config.get("max_position_embeddings", 512), segments=config.get("type_vocab_size", 2),
-        pad_id=config.get("pad_token_id", 0), eps=eps, dropout=dropout,
+        vocab,
+        d,
+        max_positions=config.get("max_position_embeddings", 512),
+        segments=config.get("type_vocab_size", 2),
+        pad_id=config.get("pad_token_id", 0),
+        eps=eps,
+        dropout=dropout,
     )
     encoder = TransformerEncoder(
-        [EncoderLayer(d, heads, ffn, dropout=dropout, attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
-                      norm_first=False, activation=ACTIVATIONS[act], eps=eps) for _ in range(layers)],
-        d_model=d, norm_first=False, eps=eps,
+        [
+            EncoderLayer(
+                d,
+                heads,
+                ffn,
+                dropout=dropout,
+                attention_dropout=config.get("attention_probs_dropout_prob", 0.1),
+                norm_first=False,
+                activation=ACTIVATIONS[act],
+                eps=eps,
+            )
+            for _ in range(layers)
+        ],
+        d_model=d,
+        norm_first=False,
+        eps=eps,
     )
     return TransformerEncoderModel(embed=embed, encoder=encoder)
 
@@ -138,7 +160,9 @@ def load_weights(model: nn.Module, state: dict[str, Tensor]) -> None:
         if name not in own:
             raise ValueError(f"checkpoint tensor {name} has no place in the model")
         if own[name].shape != t.shape:
-            raise ValueError(f"checkpoint tensor {name} has shape {tuple(t.shape)}, the config says {tuple(own[name].shape)}")
+            raise ValueError(
+                f"checkpoint tensor {name} has shape {tuple(t.shape)}, the config says {tuple(own[name].shape)}"
+            )
     absent = [n for n in own if n not in state]
     if absent:
         raise ValueError(f"checkpoint does not provide {', '.join(absent[:3])}")
@@ -175,8 +199,10 @@ class PretrainedEncoder:
         if cut:
             warnings.warn(f"{len(cut)} sentence(s) longer than {self.max_length} tokens were truncated", stacklevel=2)
         ids = [e.ids[: self.max_length - 1] + e.ids[-1:] if len(e.ids) > self.max_length else e.ids for e in encodings]
-        toks = [e.tokens[: self.max_length - 1] + e.tokens[-1:] if len(e.tokens) > self.max_length else e.tokens
-                for e in encodings]
+        toks = [
+            e.tokens[: self.max_length - 1] + e.tokens[-1:] if len(e.tokens) > self.max_length else e.tokens
+            for e in encodings
+        ]
         width = max(map(len, ids))
         pad = self.config.get("pad_token_id", 0)
         device = next(self.model.parameters()).device
@@ -226,14 +252,20 @@ def _tokenizer(path: Path, config: dict):
     if (path / "tokenizer.json").is_file():
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
     elif (path / "vocab.txt").is_file():
-        lower = _read_json(path / "tokenizer_config.json").get("do_lower_case", True) if (path / "tokenizer_config.json").is_file() else True
+        lower = (
+            _read_json(path / "tokenizer_config.json").get("do_lower_case", True)
+            if (path / "tokenizer_config.json").is_file()
+            else True
+        )
         tok = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=lower)
     else:
         raise FileNotFoundError(f"{path}: no tokenizer.json or vocab.txt")
     tok.no_padding()
     tok.no_truncation()
     if tok.get_vocab_size() != config["vocab_size"]:
-        raise ValueError(f"the tokenizer has {tok.get_vocab_size()} tokens but config.json says vocab_size {config['vocab_size']}")
+        raise ValueError(
+            f"the tokenizer has {tok.get_vocab_size()} tokens but config.json says vocab_size {config['vocab_size']}"
+        )
     return tok
 
 
@@ -247,7 +279,13 @@ def _pooling(path: Path) -> tuple[str, bool, int | None]:
                 normalize = True
             if kind.endswith("Pooling") and (path / module.get("path", "") / "config.json").is_file():
                 cfg = _read_json(path / module["path"] / "config.json")
-                pooling = "cls" if cfg.get("pooling_mode_cls_token") else "max" if cfg.get("pooling_mode_max_tokens") else "mean"
+                pooling = (
+                    "cls"
+                    if cfg.get("pooling_mode_cls_token")
+                    else "max"
+                    if cfg.get("pooling_mode_max_tokens")
+                    else "mean"
+                )
     if (path / "sentence_bert_config.json").is_file():
         max_len = _read_json(path / "sentence_bert_config.json").get("max_seq_length")
     return pooling, normalize, max_len
@@ -260,12 +298,16 @@ def load_pretrained(name_or_path: str | Path, *, device: str | torch.device = "c
     model = build_bert(config)
     weights = path / "model.safetensors"
     if not weights.is_file():
-        raise FileNotFoundError(f"{path}: no model.safetensors (PyTorch .bin checkpoints are not loaded: they run pickled code)")
+        raise FileNotFoundError(
+            f"{path}: no model.safetensors (PyTorch .bin checkpoints are not loaded: they run pickled code)"
+        )
     try:
         from safetensors import SafetensorError
         from safetensors.torch import load_file
     except ImportError:
-        raise ValueError("loading a pretrained encoder needs the safetensors package (pip install safetensors)") from None
+        raise ValueError(
+            "loading a pretrained encoder needs the safetensors package (pip install safetensors)"
+        ) from None
     try:
         hf = load_file(str(weights))
     except (SafetensorError, OSError) as err:
@@ -273,7 +315,15 @@ def load_pretrained(name_or_path: str | Path, *, device: str | torch.device = "c
     load_weights(model, convert_state_dict(hf, config["num_hidden_layers"]))
     pooling, normalize, max_len = _pooling(path)
     limit = min(max_len or config.get("max_position_embeddings", 512), config.get("max_position_embeddings", 512))
-    info = {"class": "BertEncoder", "arch": "bert", "name": str(name_or_path),
-            "layers": config["num_hidden_layers"], "heads": config["num_attention_heads"], "d_model": config["hidden_size"],
-            "positions": "learned"}
-    return PretrainedEncoder(model.to(device).eval(), _tokenizer(path, config), config, path, pooling, normalize, limit, info)
+    info = {
+        "class": "BertEncoder",
+        "arch": "bert",
+        "name": str(name_or_path),
+        "layers": config["num_hidden_layers"],
+        "heads": config["num_attention_heads"],
+        "d_model": config["hidden_size"],
+        "positions": "learned",
+    }
+    return PretrainedEncoder(
+        model.to(device).eval(), _tokenizer(path, config), config, path, pooling, normalize, limit, info
+    )

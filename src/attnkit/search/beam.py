@@ -67,11 +67,16 @@ class _Beams:
 
     def finish(self, sid: int, row: int, raw: float, seq: Tensor, ended: bool, lp: float) -> None:
         """Sentence ``sid`` gains a finished hypothesis: row ``row``'s history, tokens ``seq``."""
-        self.pending[sid].append(Hypothesis(
-            tokens=seq.tolist(), score=raw / lp, log_prob=raw, finished=ended,
-            attention=None if self.attn_hist is None else self.attn_hist[row].float().cpu().numpy(),
-            p_t=None if self.pt_hist is None else self.pt_hist[row].float().cpu().numpy(),
-        ))
+        self.pending[sid].append(
+            Hypothesis(
+                tokens=seq.tolist(),
+                score=raw / lp,
+                log_prob=raw,
+                finished=ended,
+                attention=None if self.attn_hist is None else self.attn_hist[row].float().cpu().numpy(),
+                p_t=None if self.pt_hist is None else self.pt_hist[row].float().cpu().numpy(),
+            )
+        )
 
     def keep(self, rows: Tensor) -> None:
         """Keep the attention history of rows ``rows`` (the state was reordered the same way)."""
@@ -102,8 +107,9 @@ def beam_search(
     base = copy.deepcopy(state) if not use_cache else None  # a clean state to replay prefixes from
     scores = torch.full((b, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # the first step expands one beam per sentence
-    beams = _Beams(k, torch.full((b * k, 1), BOS, dtype=torch.long, device=device), scores, list(range(b)),
-                   [[] for _ in range(b)])
+    beams = _Beams(
+        k, torch.full((b * k, 1), BOS, dtype=torch.long, device=device), scores, list(range(b)), [[] for _ in range(b)]
+    )
     output = model.output_projection
     logits_buffer = torch.empty(b * k, output.weight.shape[0], device=device)  # reused by every step (scoring.py)
     step = 0
@@ -126,7 +132,13 @@ def beam_search(
 
 
 def _advance(
-    beams: _Beams, output, hidden: Tensor, logits_buffer: Tensor, length: int, limits: list[int], options: SearchOptions,
+    beams: _Beams,
+    output,
+    hidden: Tensor,
+    logits_buffer: Tensor,
+    length: int,
+    limits: list[int],
+    options: SearchOptions,
 ) -> tuple[Tensor, list[int]]:
     """One step for every live sentence: rank the continuations, finish the EOS ones, keep the
     best k others, and retire the sentences that are done. Returns the rows of the decoding
@@ -164,7 +176,9 @@ def _advance(
     done = []
     best_live = new_scores[:, 0].tolist()  # candidates are ranked, so column 0 is each sentence's best
     for i, sid in enumerate(beams.active):
-        if len(beams.pending[sid]) >= k or _settled(beams.pending[sid], options.n_best, best_live[i], limits[sid], alpha, penalty):
+        if len(beams.pending[sid]) >= k or _settled(
+            beams.pending[sid], options.n_best, best_live[i], limits[sid], alpha, penalty
+        ):
             done.append(i)
         elif length >= limits[sid]:  # out of length: the live hypotheses end here, unfinished
             lp = length_penalty(length, alpha, penalty)

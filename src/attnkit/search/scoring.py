@@ -38,7 +38,11 @@ def best_tokens(
     compute the logits in (overwritten), used when the weights are float32 too and no
     gradient is being recorded (search runs under ``torch.inference_mode``)."""
     weight, bias = output.weight, output.bias
-    if buffer is not None and hidden.dtype == weight.dtype == buffer.dtype == torch.float32 and not torch.is_grad_enabled():
+    if (
+        buffer is not None
+        and hidden.dtype == weight.dtype == buffer.dtype == torch.float32
+        and not torch.is_grad_enabled()
+    ):
         logits = buffer[: hidden.shape[0]]
         if bias is None:
             torch.mm(hidden, weight.t(), out=logits)

@@ -18,6 +18,7 @@ once, one at a time per model), never on the event loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -30,15 +31,16 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ..config import StudioLimits
 from ..viewer.captions import caption_page
 from ..viewer.html import page_html
-from .service import Limits, RequestError, Studio, default_models
+from .service import RequestError, Studio, default_models
 
 MAX_BODY = 256 * 1024  # bytes of one request body
 LOG = logging.getLogger("attnkit.server")
 HEADERS = {  # the page is self-contained: it may talk only to this server
     "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                               "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'",
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -131,21 +133,33 @@ def check_port(host: str, port: int) -> None:
             raise ValueError(f"cannot listen on {host}:{port}: {err.strerror} (choose another --port)") from None
 
 
-def serve(sources: list[str], *, host: str = "127.0.0.1", port: int = 8000, limits: Limits | None = None,
-          device: str = "auto", workers: int = 2) -> None:
+def serve(
+    sources: list[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: StudioLimits | None = None,
+    device: str = "auto",
+    workers: int = 2,
+) -> None:
     """Load ``sources`` (default: ``default_models()``) and serve them until Ctrl-C."""
     import uvicorn
 
     check_port(host, port)
     studio = Studio(sources or default_models(), limits=limits, device=device)
     if not is_loopback(host):
-        print(f"warning: listening on {host}, not loopback: anyone who can reach this machine can use the studio",
-              file=sys.stderr)
-    config = uvicorn.Config(create_app(studio, workers=workers), host=host, port=port, log_level="warning",
-                            access_log=False)
+        print(
+            f"warning: listening on {host}, not loopback: anyone who can reach this machine can use the studio",
+            file=sys.stderr,
+        )
+    config = uvicorn.Config(
+        create_app(studio, workers=workers), host=host, port=port, log_level="warning", access_log=False
+    )
     names = ", ".join(list(studio.models) + list(studio.captioners))
     shown = f"[{host}]" if ":" in host else host
-    pages = f"http://{shown}:{port}/" + (f" (captions: http://{shown}:{port}/captions)" if studio.models and studio.captioners else "")
+    pages = f"http://{shown}:{port}/" + (
+        f" (captions: http://{shown}:{port}/captions)" if studio.models and studio.captioners else ""
+    )
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None) -> None:
@@ -153,8 +167,7 @@ def serve(sources: list[str], *, host: str = "127.0.0.1", port: int = 8000, limi
             if self.started:  # listening now: the address printed works
                 print(f"attnkit studio: {pages}  ({names}); Ctrl-C stops it", flush=True)
 
-    try:
+    # uvicorn shuts down gracefully and passes Ctrl-C on: stopping is the normal end
+    with contextlib.suppress(KeyboardInterrupt):
         Server(config).run()
-    except KeyboardInterrupt:  # uvicorn has shut down gracefully and passes Ctrl-C on: stopping is the normal end
-        pass
     print("attnkit studio: stopped", flush=True)

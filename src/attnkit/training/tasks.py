@@ -47,7 +47,7 @@ def load_corpora(cfg: Config) -> tuple[ParallelText, ParallelText]:
         train = read_parallel(d.train_src, d.train_tgt)
         dev = read_parallel(d.dev_src, d.dev_tgt)
     else:
-        loc = lambda split, lang: multi30k.locate(split, lang, root=d.multi30k, variant=d.multi30k_variant)  # noqa: E731
+        loc = lambda split, lang: multi30k.locate(split, lang, root=d.multi30k, variant=d.multi30k_variant)
         train = read_parallel(loc("train", d.src_lang), loc("train", d.tgt_lang))
         dev = read_parallel(loc("val", d.src_lang), loc("val", d.tgt_lang))
     if d.max_dev_sentences > 0:
@@ -73,20 +73,30 @@ class TranslationTask:
         """The training batches, and a line saying what the data is."""
         cfg, tok, train = self.cfg, self.tok, self.train_text
         src, tgt = tok.encode_src(train.src), tok.encode_tgt(train.tgt)
-        keep = [i for i in range(len(src)) if 0 < len(src[i]) <= cfg.data.max_len and 0 < len(tgt[i]) <= cfg.data.max_len]
+        keep = [
+            i for i in range(len(src)) if 0 < len(src[i]) <= cfg.data.max_len and 0 < len(tgt[i]) <= cfg.data.max_len
+        ]
         if not keep:
             raise ValueError(f"every training pair is longer than data.max_len={cfg.data.max_len} subwords")
         self.dev_src, self.dev_tgt = tok.encode_src(self.dev.src), tok.encode_tgt(self.dev.tgt)
-        line = (f"data: {len(keep)} training pairs ({len(src) - len(keep)} longer than {cfg.data.max_len} subwords "
-                f"dropped, {train.skipped_empty} with an empty side skipped), {len(self.dev)} dev pairs; "
-                f"vocabulary {tok.src_vocab}{' joint' if tok.joint else f'/{tok.tgt_vocab}'}")
-        batcher = BucketBatcher([src[i] for i in keep], [tgt[i] for i in keep],
-                                batch_tokens=cfg.train.batch_tokens, seed=cfg.train.seed)
+        line = (
+            f"data: {len(keep)} training pairs ({len(src) - len(keep)} longer than {cfg.data.max_len} subwords "
+            f"dropped, {train.skipped_empty} with an empty side skipped), {len(self.dev)} dev pairs; "
+            f"vocabulary {tok.src_vocab}{' joint' if tok.joint else f'/{tok.tgt_vocab}'}"
+        )
+        batcher = BucketBatcher(
+            [src[i] for i in keep], [tgt[i] for i in keep], batch_tokens=cfg.train.batch_tokens, seed=cfg.train.seed
+        )
         return batcher, line
 
     def build_model(self) -> nn.Module:
-        return build_model(self.cfg.model, src_vocab=self.tok.src_vocab, tgt_vocab=self.tok.tgt_vocab, pad_id=PAD,
-                           shared_vocab=self.tok.joint)
+        return build_model(
+            self.cfg.model,
+            src_vocab=self.tok.src_vocab,
+            tgt_vocab=self.tok.tgt_vocab,
+            pad_id=PAD,
+            shared_vocab=self.tok.joint,
+        )
 
     def dev_batches(self) -> Iterator[Batch]:
         for idx in inference_batches(self.dev_src, self.cfg.train.batch_tokens):
@@ -127,15 +137,23 @@ class CaptionTask:
     def batcher(self) -> tuple[ImageBatcher, str]:
         d = self.cfg.data
         self.dev_tgt = self.tok.encode_tgt(self.dev_captions)
-        line = (f"data: {len(self.train_captions)} training scenes, {len(self.dev_captions)} dev scenes from held-out "
-                f"scans ({d.image_size} x {d.image_size} pixels, {d.digits[0]}-{d.digits[1]} digits); "
-                f"vocabulary {self.tok.tgt_vocab} words")
-        batcher = ImageBatcher(self.train_images, self.tok.encode_tgt(self.train_captions),
-                               batch_tokens=self.cfg.train.batch_tokens, seed=self.cfg.train.seed)
+        line = (
+            f"data: {len(self.train_captions)} training scenes, {len(self.dev_captions)} dev scenes from held-out "
+            f"scans ({d.image_size} x {d.image_size} pixels, {d.digits[0]}-{d.digits[1]} digits); "
+            f"vocabulary {self.tok.tgt_vocab} words"
+        )
+        batcher = ImageBatcher(
+            self.train_images,
+            self.tok.encode_tgt(self.train_captions),
+            batch_tokens=self.cfg.train.batch_tokens,
+            seed=self.cfg.train.seed,
+        )
         return batcher, line
 
     def build_model(self) -> nn.Module:
-        return build_captioner(self.cfg.model, vocab=self.tok.tgt_vocab, pad_id=PAD, image_size=self.cfg.data.image_size)
+        return build_captioner(
+            self.cfg.model, vocab=self.tok.tgt_vocab, pad_id=PAD, image_size=self.cfg.data.image_size
+        )
 
     def dev_batches(self) -> Iterator[Batch]:
         per_batch = max(1, self.cfg.train.batch_tokens // (self.cfg.data.digits[1] + 1))
@@ -154,8 +172,10 @@ class CaptionTask:
         return {"dev_bleu": score.score, "dev_exact": exact, "bleu_signature": score.signature}
 
 
-TASKS: dict[str, Callable[[Config], TranslationTask | CaptionTask]] = {"translation": TranslationTask,
-                                                                      "caption": CaptionTask}
+TASKS: dict[str, Callable[[Config], TranslationTask | CaptionTask]] = {
+    "translation": TranslationTask,
+    "caption": CaptionTask,
+}
 
 
 def make_task(cfg: Config) -> TranslationTask | CaptionTask:

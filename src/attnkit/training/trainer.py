@@ -30,7 +30,7 @@ from ..atomic import remove_stale, write_text
 from ..config import Config, check_config, resume_changes, save_config
 from ..data import Batch
 from ..data.tokenizer import PAD
-from ..model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
+from ..loading.model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
 from ..search import greedy_search
 from . import distributed
 from .loss import LossSums, projected_label_smoothed_loss
@@ -47,16 +47,21 @@ class RunLog:
 
     def __init__(self, path: Path, tensorboard_dir: Path | None, *, resume_at: int | None = None) -> None:
         if resume_at is not None and path.is_file():
-            kept = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-                    if _log_entry_before(line, resume_at)]
+            kept = [
+                line
+                for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                if _log_entry_before(line, resume_at)
+            ]
             write_text(path, "".join(kept))
-        self.file = open(path, "a", encoding="utf-8")
+        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for the run, closed in close())
         self.tb = None
         if tensorboard_dir is not None:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError:
-                raise ValueError("train.tensorboard=true needs the tensorboard package: pip install tensorboard") from None
+                raise ValueError(
+                    "train.tensorboard=true needs the tensorboard package: pip install tensorboard"
+                ) from None
             self.tb = SummaryWriter(str(tensorboard_dir))
 
     def write(self, kind: str, step: int, **values: Any) -> None:
@@ -124,10 +129,8 @@ class _StopRequest:
 
     def __enter__(self) -> _StopRequest:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
+            with contextlib.suppress(ValueError):  # not the main thread
                 self._old[sig] = signal.signal(sig, self._handle)
-            except ValueError:  # not the main thread
-                pass
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
@@ -141,7 +144,9 @@ class _StopRequest:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False) -> None:
+    def __init__(
+        self, cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False
+    ) -> None:
         self.md = ModelDir(Path(cfg.out_dir))
         if self.md.path.exists() and not self.md.path.is_dir():
             raise NotADirectoryError(f"out_dir {self.md.path} is a file; a training run writes a directory")
@@ -208,7 +213,9 @@ class Trainer:
                 for step, path in self.md.snapshot_files():
                     if step > self.state.step:
                         path.unlink()
-            self.say(f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})")
+            self.say(
+                f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})"
+            )
         self.ddp = distributed.wrap(self.model, self.world, self.device)  # the model, or DDP around it
         self.trained = self.ddp  # what the training step calls
         if cfg.train.compile:  # compiled graphs are cached on disk by inductor, so a resumed run starts faster
@@ -298,8 +305,11 @@ class Trainer:
             records = capture(self.model, self.task.tok, dev.src[:n], targets=dev.tgt[:n], window=window)
         finally:
             self.model.train(was_training)
-        info = {**model_info(self.model, self.cfg), "step": self.state.step,
-                **{k: round(v, 4) for k, v in result.items() if k in ("dev_loss", "dev_bleu")}}
+        info = {
+            **model_info(self.model, self.cfg),
+            "step": self.state.step,
+            **{k: round(v, 4) for k, v in result.items() if k in ("dev_loss", "dev_bleu")},
+        }
         self.md.snapshots.mkdir(exist_ok=True)
         save_records(self.md.snapshots / f"step_{self.state.step}.npz", records, info)
 
@@ -309,7 +319,11 @@ class Trainer:
         with self._autocast():
             out = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
             return projected_label_smoothed_loss(
-                out.hidden, self.model.output_projection.weight, batch.tgt_out, smoothing=self.cfg.train.label_smoothing, pad_id=PAD
+                out.hidden,
+                self.model.output_projection.weight,
+                batch.tgt_out,
+                smoothing=self.cfg.train.label_smoothing,
+                pad_id=PAD,
             )
 
     def _train_seconds(self) -> float:
@@ -362,7 +376,9 @@ class Trainer:
                         stop_reason = "interrupted"
                         break
                     paused = time.perf_counter()
-                    early_stop = self._evaluate_and_save(log, s.step == tc.max_steps or out_of_time) if world.main else False
+                    early_stop = (
+                        self._evaluate_and_save(log, s.step == tc.max_steps or out_of_time) if world.main else False
+                    )
                     (early_stop,) = world.flags_from_main(early_stop)
                     if early_stop or out_of_time:
                         stop_reason = "early_stopping" if early_stop else "max_minutes"
@@ -402,17 +418,24 @@ class Trainer:
         elapsed = time.perf_counter() - window.start
         loss, nll = self.world.sum(window.loss, window.nll)
         rec = dict(
-            epoch=s.epoch, loss=float(loss) / window.tokens, ppl=math.exp(min(float(nll) / window.tokens, 50)),
-            lr=self.scheduler.get_last_lr()[0], tgt_tokens_per_s=window.tokens / elapsed,
+            epoch=s.epoch,
+            loss=float(loss) / window.tokens,
+            ppl=math.exp(min(float(nll) / window.tokens, 50)),
+            lr=self.scheduler.get_last_lr()[0],
+            tgt_tokens_per_s=window.tokens / elapsed,
             elapsed_s=time.perf_counter() - started,
         )
         if log is not None:
             log.write("train", s.step, **rec)
         if self._bar is not None:
-            self._bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tgt_tokens_per_s']:.0f}")
+            self._bar.set_postfix(
+                loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tgt_tokens_per_s']:.0f}"
+            )
         else:
-            self.say(f"step {s.step:>6}/{tc.max_steps}  epoch {s.epoch}  loss {rec['loss']:.3f}  "
-                     f"lr {rec['lr']:.2e}  {rec['tgt_tokens_per_s']:.0f} tgt tok/s")
+            self.say(
+                f"step {s.step:>6}/{tc.max_steps}  epoch {s.epoch}  loss {rec['loss']:.3f}  "
+                f"lr {rec['lr']:.2e}  {rec['tgt_tokens_per_s']:.0f} tgt tok/s"
+            )
         window.reset()
 
     def _finish(self, stop_reason: str, log: RunLog | None) -> dict[str, Any]:
@@ -435,7 +458,13 @@ class Trainer:
         else:
             best = "none" if s.best is None else f"{s.best:.2f}" if tc.early_stop_metric == "bleu" else f"{s.best:.4f}"
             self.say(f"finished at step {s.step} ({stop_reason}); best dev {tc.early_stop_metric}: {best}")
-        return {"step": s.step, "reason": stop_reason, "best": s.best, "history": s.history, "train_seconds": s.train_seconds}
+        return {
+            "step": s.step,
+            "reason": stop_reason,
+            "best": s.best,
+            "history": s.history,
+            "train_seconds": s.train_seconds,
+        }
 
     def _evaluate_and_save(self, log: RunLog, final: bool) -> bool:
         """Validate, update best/patience, write checkpoints; True when early stopping triggers."""
@@ -454,7 +483,9 @@ class Trainer:
         log.write("valid", s.step, **result)
         bleu_txt = f"  BLEU {result['dev_bleu']:.2f}" if "dev_bleu" in result else ""
         bleu_txt += f"  exact match {result['dev_exact']:.1f}%" if "dev_exact" in result else ""
-        self.say(f"valid step {s.step}: loss {result['dev_loss']:.3f}  ppl {result['dev_ppl']:.2f}{bleu_txt}{'  *best*' if improved else ''}")
+        self.say(
+            f"valid step {s.step}: loss {result['dev_loss']:.3f}  ppl {result['dev_ppl']:.2f}{bleu_txt}{'  *best*' if improved else ''}"
+        )
         if tc.attention_snapshots and self.world.main:
             self._snapshot(result)
         self._save_step(improved)
@@ -462,6 +493,8 @@ class Trainer:
         return tc.patience > 0 and s.bad_evals >= tc.patience
 
 
-def train(cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False) -> dict[str, Any]:
+def train(
+    cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False
+) -> dict[str, Any]:
     """Train the model ``cfg`` describes into ``cfg.out_dir``; returns a summary."""
     return Trainer(cfg, resume=resume, progress_bar=progress_bar, quiet=quiet).train()

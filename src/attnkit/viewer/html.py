@@ -26,9 +26,13 @@ def _rounded(a: np.ndarray) -> list:
 def example_json(r: AttentionRecord) -> dict:
     """One sentence as the page draws it: tokens, maps {kind: [layer][head][query][key]}, p_t."""
     return {
-        "source": r.source, "output": r.output, "src_tokens": r.src_tokens,
-        "tgt_in_tokens": r.tgt_in_tokens, "tgt_out_tokens": r.tgt_out_tokens,
-        "window": r.window, "p_t": None if r.p_t is None else _rounded(r.p_t),
+        "source": r.source,
+        "output": r.output,
+        "src_tokens": r.src_tokens,
+        "tgt_in_tokens": r.tgt_in_tokens,
+        "tgt_out_tokens": r.tgt_out_tokens,
+        "window": r.window,
+        "p_t": None if r.p_t is None else _rounded(r.p_t),
         "maps": {kind: _rounded(a) for kind, a in r.maps.items()},
     }
 
@@ -51,11 +55,13 @@ def fill_template(name: str, data: dict, *, title: str, **files: str) -> str:
     here = resources.files("attnkit.viewer")
     template = here.joinpath(name).read_text(encoding="utf-8")
     parts = {f"__{key}__": here.joinpath(file).read_text(encoding="utf-8") for key, file in files.items()}
-    parts.update({
-        "__DATA__": _script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
-        "__TITLE__": html.escape(title),
-        "__VERSION__": __version__,
-    })
+    parts.update(
+        {
+            "__DATA__": _script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
+            "__TITLE__": html.escape(title),
+            "__VERSION__": __version__,
+        }
+    )
     # one pass: nothing inside a substituted part (a title, a token) is ever substituted again
     return re.sub("|".join(map(re.escape, parts)), lambda m: parts[m.group(0)], template)
 
@@ -80,13 +86,16 @@ def snapshot_data(snapshots: list[tuple[int, list[AttentionRecord], dict]], max_
 
     chosen = pick(snapshots, max_steps)
     info = {k: v for k, v in chosen[-1][2].items() if k not in SNAPSHOT_KEYS}
-    steps = [{**{k: i[k] for k in SNAPSHOT_KEYS if k in i}, "step": step, "examples": [example_json(r) for r in records]}
-             for step, records, i in chosen]
+    steps = [
+        {**{k: i[k] for k in SNAPSHOT_KEYS if k in i}, "step": step, "examples": [example_json(r) for r in records]}
+        for step, records, i in chosen
+    ]
     return {"model": info, "examples": steps[-1]["examples"], "live": None, "steps": steps}
 
 
-def write_snapshot_html(path: str | Path, snapshots: list[tuple[int, list[AttentionRecord], dict]], *,
-                        title: str, max_steps: int = 24) -> Path:
+def write_snapshot_html(
+    path: str | Path, snapshots: list[tuple[int, list[AttentionRecord], dict]], *, title: str, max_steps: int = 24
+) -> Path:
     """The viewer of a run's attention snapshots, with a step slider."""
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
@@ -94,7 +103,9 @@ def write_snapshot_html(path: str | Path, snapshots: list[tuple[int, list[Attent
     return write_text(path, page_html(snapshot_data(snapshots, max_steps), title=title))
 
 
-def write_html(path: str | Path, records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> Path:
+def write_html(
+    path: str | Path, records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention"
+) -> Path:
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"the viewer is written as .html, got {str(path)!r}")

@@ -1,9 +1,9 @@
 """The viewer inline in Jupyter: the same page `attnkit view` writes, in a sandboxed iframe.
 
-    from attnkit.inspection.sources import attention_records
-    from attnkit.viewer import show
-    records, info = attention_records("multi30k-en-de", ["Two dogs are playing in the snow."])
-    show(records, info)
+from attnkit.inspection.sources import attention_records
+from attnkit.viewer import show
+records, info = attention_records("multi30k-en-de", ["Two dogs are playing in the snow."])
+show(records, info)
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ class NotebookView:
     def _repr_html_(self) -> str:
         # srcdoc keeps the page's ids and script apart from the notebook's; allow-scripts without
         # allow-same-origin: the page runs, but cannot reach the notebook or the kernel
-        return (f'<iframe sandbox="allow-scripts" srcdoc="{html.escape(self.page, quote=True)}" '
-                f'style="width: 100%; height: {self.height}px; border: 1px solid #e4e7ec;"></iframe>')
+        return (
+            f'<iframe sandbox="allow-scripts" srcdoc="{html.escape(self.page, quote=True)}" '
+            f'style="width: 100%; height: {self.height}px; border: 1px solid #e4e7ec;"></iframe>'
+        )
 
 
-def show(records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention",
-         height: int = 760) -> NotebookView:
+def show(
+    records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention", height: int = 760
+) -> NotebookView:
     """The viewer for ``records`` (from ``capture`` or ``attention_records``), to display in a notebook."""
     if height < 100:
         raise ValueError(f"height must be at least 100 pixels, got {height}")

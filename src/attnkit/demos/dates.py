@@ -8,17 +8,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_directory, save_figure, write_text
-from .config import config_from_dict, save_config
-from .data import readable
-from .data.dates import date_pairs
-from .inspection import capture, model_info
-from .model_dir import load_model
-from .plots import plot_alignment
-from .search import SearchOptions
-from .training.trainer import train
-from .translate import translate
-from .viewer import write_html
+from ..atomic import atomic_directory, save_figure, write_text
+from ..config import config_from_dict, save_config
+from ..data import readable
+from ..data.dates import date_pairs
+from ..inference.translate import translate
+from ..inspection import capture, model_info
+from ..loading.model_dir import load_model
+from ..plots import plot_alignment
+from ..search import SearchOptions
+from ..training.trainer import train
+from ..viewer import write_html
 
 MARKER = "demo.json"
 EXAMPLES = ["22 november 2026", "sunday, 3 march 1985", "jul 4, 1976", "the 9 of october 2041"]
@@ -27,28 +27,64 @@ EXAMPLES = ["22 november 2026", "sunday, 3 march 1985", "jul 4, 1976", "the 9 of
 def demo_config(out_dir: Path, arch: str, max_steps: int, attention: str = "global") -> dict[str, Any]:
     data = out_dir / "data"
     model = (
-        {"arch": "rnn", "cell": "lstm", "d_model": 128, "hidden": 128, "encoder_layers": 1, "decoder_layers": 1,
-         "attention": attention, "score": "general", "window": 3, "dropout": 0.1,
-         "init_hidden": "zero"}
+        {
+            "arch": "rnn",
+            "cell": "lstm",
+            "d_model": 128,
+            "hidden": 128,
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "attention": attention,
+            "score": "general",
+            "window": 3,
+            "dropout": 0.1,
+            "init_hidden": "zero",
+        }
         if arch == "rnn"
-        else {"arch": "transformer", "d_model": 64, "ffn": 128, "heads": 4, "encoder_layers": 2, "decoder_layers": 2,
-              "dropout": 0.1}
+        else {
+            "arch": "transformer",
+            "d_model": 64,
+            "ffn": 128,
+            "heads": 4,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "dropout": 0.1,
+        }
     )
     return {
         "out_dir": str(out_dir),
-        "data": {"train_src": str(data / "train.src"), "train_tgt": str(data / "train.tgt"),
-                 "dev_src": str(data / "dev.src"), "dev_tgt": str(data / "dev.tgt"), "max_len": 40},
+        "data": {
+            "train_src": str(data / "train.src"),
+            "train_tgt": str(data / "train.tgt"),
+            "dev_src": str(data / "dev.src"),
+            "dev_tgt": str(data / "dev.tgt"),
+            "max_len": 40,
+        },
         "tokenizer": {"kind": "bpe", "vocab_size": 160, "joint": True, "split_digits": True},
         "model": model,
         # a validation (and an attention snapshot of 3 dev dates) every eighth of the run; BLEU at half and end
-        "train": {"max_steps": max_steps, "batch_tokens": 3000, "lr": 0.003, "warmup": 100,
-                  "eval_every": max(1, max_steps // 8), "bleu_every": 4, "attention_snapshots": 3,
-                  "log_every": 100, "label_smoothing": 0.1, "clip_norm": 1.0, "early_stop_metric": "bleu"},
+        "train": {
+            "max_steps": max_steps,
+            "batch_tokens": 3000,
+            "lr": 0.003,
+            "warmup": 100,
+            "eval_every": max(1, max_steps // 8),
+            "bleu_every": 4,
+            "attention_snapshots": 3,
+            "log_every": 100,
+            "label_smoothing": 0.1,
+            "clip_norm": 1.0,
+            "early_stop_metric": "bleu",
+        },
     }
 
 
 def run_demo(
-    out_dir: str | Path = "runs/demo", *, arch: str = "transformer", max_steps: int = 800, seed: int = 1,
+    out_dir: str | Path = "runs/demo",
+    *,
+    arch: str = "transformer",
+    max_steps: int = 800,
+    seed: int = 1,
     attention: str = "global",
 ) -> dict[str, Any]:
     """Train, report exact match on held-out dates, and write attention.png and the
@@ -63,12 +99,16 @@ def run_demo(
         raise NotADirectoryError(f"{out} is a file; the demo writes a directory (choose another --out-dir)")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another --out-dir")
-    final = config_from_dict(demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"])  # checks every setting
+    final = config_from_dict(
+        demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"]
+    )  # checks every setting
     with atomic_directory(out) as building:
         result = _build_demo(building, arch=arch, max_steps=max_steps, seed=seed, attention=attention)
         save_config(final, building / "config.yaml")  # the paths where the demo ends up
-    print(f"attention heatmap: {out / 'attention.png'}\ninteractive viewer: {out / 'attention.html'}  (open it in a browser)\n"
-          f"attention as it formed: attnkit view {out} -o forming.html  (a training-step slider)")
+    print(
+        f"attention heatmap: {out / 'attention.png'}\ninteractive viewer: {out / 'attention.html'}  (open it in a browser)\n"
+        f"attention as it formed: attnkit view {out} -o forming.html  (a training-step slider)"
+    )
     return {**result, "heatmap": str(out / "attention.png"), "viewer": str(out / "attention.html")}
 
 
@@ -76,7 +116,12 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
     """The whole demo in directory ``out``; every path it records is relative to it."""
     (out / "data").mkdir(parents=True)
     src, tgt = date_pairs(20_500, seed)
-    for name, lines in (("train.src", src[:20_000]), ("train.tgt", tgt[:20_000]), ("dev.src", src[20_000:]), ("dev.tgt", tgt[20_000:])):
+    for name, lines in (
+        ("train.src", src[:20_000]),
+        ("train.tgt", tgt[:20_000]),
+        ("dev.src", src[20_000:]),
+        ("dev.tgt", tgt[20_000:]),
+    ):
         (out / "data" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     started = time.perf_counter()
@@ -97,15 +142,27 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
     weights = first.alignment.mean(axis=(0, 1))  # average over layers and heads
     local = first.p_t is not None
     layers, heads = first.alignment.shape[:2]
-    kind = (f"RNN, Luong {attention} attention" if arch == "rnn"
-            else f"Transformer cross-attention, mean of {layers} layers x {heads} heads")
-    fig = plot_alignment(weights, readable(first.src_pieces), readable(first.out_pieces),
-                         title=f"{kind}\n'{first.source}' -> '{first.output}'",
-                         p_t=first.p_t, window=cfg.model.window if local else None)
+    kind = (
+        f"RNN, Luong {attention} attention"
+        if arch == "rnn"
+        else f"Transformer cross-attention, mean of {layers} layers x {heads} heads"
+    )
+    fig = plot_alignment(
+        weights,
+        readable(first.src_pieces),
+        readable(first.out_pieces),
+        title=f"{kind}\n'{first.source}' -> '{first.output}'",
+        p_t=first.p_t,
+        window=cfg.model.window if local else None,
+    )
     save_figure(fig, out / "attention.png", dpi=120)
     records = capture(model, tok, EXAMPLES, options=SearchOptions(beam=1), window=cfg.model.window if local else None)
     write_html(out / "attention.html", records, model_info(model, cfg), title=f"attnkit demo: {arch} on dates")
-    result = {"accuracy": accuracy, "seconds": seconds, "steps": summary["step"],
-              "examples": {t.source: t.output for t in examples}}
+    result = {
+        "accuracy": accuracy,
+        "seconds": seconds,
+        "steps": summary["step"],
+        "examples": {t.source: t.output for t in examples},
+    }
     write_text(out / MARKER, json.dumps({"arch": arch, "attention": attention, "seed": seed, **result}, indent=1))
     return result

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from attnkit.model_dir import average_checkpoints, load_checkpoint, save_atomic
+from attnkit.loading.model_dir import average_checkpoints, load_checkpoint, save_atomic
 
 
 def test_atomic_save_leaves_no_temporary(tmp_path):

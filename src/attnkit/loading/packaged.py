@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-SHIPPED = Path(__file__).resolve().parent / "shipped"
+SHIPPED = Path(__file__).resolve().parents[1] / "shipped"
 MANIFEST = "manifest.json"
 WEIGHTS = "model.safetensors"
 FORMAT = "attnkit-model"
@@ -95,14 +95,15 @@ def verify(path: Path) -> dict:
         if not f.is_file():
             raise FileNotFoundError(f"{f} is missing from the packaged model {path.name}; reinstall attnkit")
         if sha256(f) != expected:
-            raise ValueError(f"{f} does not match the SHA-256 in {MANIFEST} (the file was changed or damaged); "
-                             "reinstall attnkit")
+            raise ValueError(
+                f"{f} does not match the SHA-256 in {MANIFEST} (the file was changed or damaged); reinstall attnkit"
+            )
     return manifest
 
 
 def write_manifest(path: Path, info: dict) -> Path:
     """Hash every other file of the directory into ``manifest.json`` with ``info``."""
-    from .atomic import write_text
+    from ..atomic import write_text
 
     files = {p.name: sha256(p) for p in sorted(path.iterdir()) if p.is_file() and p.name != MANIFEST}
     return write_text(path / MANIFEST, json.dumps({"format": FORMAT, "files": files, "info": info}, indent=1) + "\n")
@@ -113,7 +114,7 @@ def save_weights(model: nn.Module, path: Path, dtype: torch.dtype = torch.float1
     a tensor tied to another (shared embeddings) is stored once."""
     from safetensors.torch import save_file
 
-    from .atomic import atomic_path
+    from ..atomic import atomic_path
 
     state, aliases, seen = {}, {}, {}
     for name, t in model.state_dict().items():
@@ -135,7 +136,7 @@ def load_weights(path: Path, dtype: torch.dtype = torch.float32) -> dict[str, Te
     try:
         with safe_open(str(path), framework="pt") as f:
             aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
-            state = {k: f.get_tensor(k) for k in f.keys()}
+            state = {k: f.get_tensor(k) for k in f}
     except (SafetensorError, OSError, json.JSONDecodeError) as err:
         raise ValueError(f"{path} is not a readable safetensors file ({err})") from None
     state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
@@ -161,8 +162,9 @@ def models_report(root: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def package_directory(source: Path, model: nn.Module, target: Path, *, dtype: torch.dtype, info: dict,
-                      card: str = "") -> Path:
+def package_directory(
+    source: Path, model: nn.Module, target: Path, *, dtype: torch.dtype, info: dict, card: str = ""
+) -> Path:
     """Write ``model`` (trained in the model directory ``source``) as a packaged model at ``target``:
     its config (out_dir dropped) and tokenizer copied, the weights in ``dtype``, the card, and a
     manifest with ``info``. Built beside ``target`` and swapped in whole."""
@@ -170,7 +172,7 @@ def package_directory(source: Path, model: nn.Module, target: Path, *, dtype: to
 
     import yaml
 
-    from .atomic import atomic_directory, write_text
+    from ..atomic import atomic_directory, write_text
 
     with atomic_directory(target) as building:
         config = yaml.safe_load((source / "config.yaml").read_text(encoding="utf-8"))

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attnkit.caption import Caption, read_image
 from attnkit.data.scenes import Box, Scene
 from attnkit.evaluation.captioning import score_captions
+from attnkit.inference.caption import Caption, read_image
 from attnkit.plots.images import plot_caption, upsample
 from attnkit.viewer.captions import caption_page
 
@@ -75,7 +75,9 @@ def test_caption_command_prints_each_image_and_draws_its_attention(tiny_captione
     for i, scene in enumerate(make_scenes(2, held_out=True, seed=5)):
         Image.fromarray(np.round(scene.image * 255).astype(np.uint8)).save(tmp_path / f"s{i}.png")
     out = tmp_path / "att.png"
-    assert main(["caption", str(tiny_captioner), str(tmp_path / "s0.png"), str(tmp_path / "s1.png"), "-o", str(out)]) == 0
+    assert (
+        main(["caption", str(tiny_captioner), str(tmp_path / "s0.png"), str(tmp_path / "s1.png"), "-o", str(out)]) == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"{tmp_path / 's0.png'}\t") and lines[1].startswith(f"{tmp_path / 's1.png'}\t")
     words = [line.split("\t")[1] for line in lines[:2]]
@@ -84,10 +86,10 @@ def test_caption_command_prints_each_image_and_draws_its_attention(tiny_captione
 
 
 def test_loaded_captioner_captions_arrays_with_attention_over_its_grid(tiny_captioner):
-    from attnkit.caption import caption_images
-    from attnkit.model_dir import load_model
+    from attnkit.inference.caption import caption_images
+    from attnkit.loading.model_dir import load_model
 
-    model, vocab, cfg = load_model(tiny_captioner, task="caption")
+    model, vocab, _cfg = load_model(tiny_captioner, task="caption")
     images = np.random.default_rng(0).random((3, 32, 32)).astype(np.float32)
     for cap in caption_images(model, vocab, images, max_words=4):
         assert len(cap.words) <= 4 and cap.attention.shape == (len(cap.words), 8, 8) and cap.region == 4

@@ -21,8 +21,9 @@ def test_positions_writes_a_figure(tmp_path, capsys):
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):
     assert main(["positions", "--d-model", "0", "-o", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == ("attnkit positions: error: argument --d-model: expected an integer >= 1, got '0' "
-                           "(see attnkit positions --help)")
+    assert err.strip() == (
+        "attnkit positions: error: argument --d-model: expected an integer >= 1, got '0' (see attnkit positions --help)"
+    )
     assert main(["positions", "--output", str(tmp_path / "x.bmp")]) == 2
     assert "must end in one of .png, .svg, .pdf" in capsys.readouterr().err
     assert main(["positions", "--d-model", "4096", "--length", "100000", "-o", str(tmp_path / "x.png")]) == 1
@@ -82,8 +83,10 @@ def test_every_subcommand_speaks_the_shared_flags(name, capsys):
 
 
 def test_importing_attnkit_and_its_help_leave_matplotlib_out():
-    code = ("import sys, attnkit, attnkit.cli; attnkit.cli.build_parser(); "
-            "print(sorted(m for m in ('matplotlib', 'attnkit.plots') if m in sys.modules))")
+    code = (
+        "import sys, attnkit, attnkit.cli; attnkit.cli.build_parser(); "
+        "print(sorted(m for m in ('matplotlib', 'attnkit.plots') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr
 
@@ -96,7 +99,7 @@ def test_demo_checks_everything_before_touching_an_earlier_demo(tmp_path, capsys
     assert main(["demo", "--steps", "0", "--out-dir", str(earlier)]) == 2  # refused by the parser
     assert main(["demo", "--arch", "transformer", "--attention", "local-p", "--out-dir", str(earlier)]) == 1
     assert "is an RNN (Luong) attention" in capsys.readouterr().err
-    from attnkit.demo import run_demo
+    from attnkit.demos.dates import run_demo
 
     with pytest.raises(ValueError, match="train.max_steps=0 is out of range"):
         run_demo(earlier, max_steps=0)

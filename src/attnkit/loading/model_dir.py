@@ -1,5 +1,5 @@
 """A model directory holds everything needed to use a trained model later (an installed
-model, ``attnkit.packaged``, holds config, tokenizer, ``model.safetensors`` and a manifest):
+model, ``attnkit.loading.packaged``, holds config, tokenizer, ``model.safetensors`` and a manifest):
 
     config.yaml              the resolved configuration
     spm.joint.model          sentencepiece model(s) (or spm.src.model + spm.tgt.model)
@@ -25,14 +25,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..atomic import atomic_path
+from ..config import DEVICES, Config, load_config
+from ..data.tokenizer import PAD, Tokenizer
+from ..data.vocabulary import WordVocabulary
+from ..errors import shorten, unknown_choice
+from ..models import build_model
+from ..models.factory import build_captioner
 from . import packaged
-from .atomic import atomic_path
-from .config import DEVICES, Config, load_config
-from .data.tokenizer import PAD, Tokenizer
-from .data.vocabulary import WordVocabulary
-from .errors import shorten, unknown_choice
-from .models import build_model
-from .models.factory import build_captioner
 
 CHECKPOINT_CHOICES = ("best", "last", "average")
 
@@ -59,8 +59,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise ValueError(f"{path} is not an attnkit checkpoint (it holds Python objects besides tensors, "
-                         "which attnkit never loads)") from None
+        raise ValueError(
+            f"{path} is not an attnkit checkpoint (it holds Python objects besides tensors, which attnkit never loads)"
+        ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError):
         raise ValueError(f"{path} is not a readable checkpoint (truncated or damaged)") from None
     if not isinstance(obj, dict) or "model" not in obj:
@@ -120,13 +121,20 @@ class ModelDir:
 
     def snapshot_files(self) -> list[tuple[int, Path]]:
         """(step, snapshots/step_N.npz), oldest first."""
-        found = [(int(m.group(1)), p) for p in self.snapshots.glob("step_*.npz")
-                 if (m := re.fullmatch(r"step_(\d+)\.npz", p.name))]
+        found = [
+            (int(m.group(1)), p)
+            for p in self.snapshots.glob("step_*.npz")
+            if (m := re.fullmatch(r"step_(\d+)\.npz", p.name))
+        ]
         return sorted(found)
 
     def step_checkpoints(self) -> list[Path]:
         """step_N.pt files, oldest first."""
-        found = [(int(m.group(1)), p) for p in self.checkpoints.glob("step_*.pt") if (m := re.fullmatch(r"step_(\d+)\.pt", p.name))]
+        found = [
+            (int(m.group(1)), p)
+            for p in self.checkpoints.glob("step_*.pt")
+            if (m := re.fullmatch(r"step_(\d+)\.pt", p.name))
+        ]
         return [p for _, p in sorted(found)]
 
     def has_run(self) -> bool:
@@ -143,16 +151,22 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-TASK_USE = {"translation": "translate text with `attnkit translate MODEL`",
-            "caption": "caption images with `attnkit caption MODEL IMAGE`"}
+TASK_USE = {
+    "translation": "translate text with `attnkit translate MODEL`",
+    "caption": "caption images with `attnkit caption MODEL IMAGE`",
+}
 
 
 def load_model(
-    path: str | Path, *, checkpoint_name: str = "best", average_last: int = 0, device: str | torch.device = "cpu",
+    path: str | Path,
+    *,
+    checkpoint_name: str = "best",
+    average_last: int = 0,
+    device: str | torch.device = "cpu",
     task: str | None = "translation",
 ) -> tuple[nn.Module, Tokenizer | WordVocabulary, Config]:
     """Rebuild a trained model from its directory (or an installed model's name,
-    ``attnkit.packaged``), in eval mode, on ``device`` (auto: cuda if present).
+    ``attnkit.loading.packaged``), in eval mode, on ``device`` (auto: cuda if present).
 
     checkpoint_name: "best", "last", or "average" (of the last ``average_last`` step checkpoints,
     all if 0). An installed model holds one set of weights, loaded for "best" (the default).
@@ -183,8 +197,10 @@ def load_model(
         )
     if packaged.is_packaged(md.path):
         if checkpoint_name != "best" or average_last:
-            raise ValueError(f"{md.path.name} is an installed model with one set of weights; "
-                             "--checkpoint and --average-last apply to directories made by `attnkit train`")
+            raise ValueError(
+                f"{md.path.name} is an installed model with one set of weights; "
+                "--checkpoint and --average-last apply to directories made by `attnkit train`"
+            )
         state = packaged.load_weights(md.path / packaged.WEIGHTS)
     elif checkpoint_name == "average":
         steps = md.step_checkpoints()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from attnkit.demo import MARKER, run_demo
+from attnkit.demos.dates import MARKER, run_demo
 
 pytestmark = pytest.mark.slow  # trains the demo models
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import collate_images
-from .data.vocabulary import WordVocabulary
-from .models.image import region_maps
-from .models.interface import ImageCaptioner
-from .search import SearchOptions, beam_search, greedy_search
+from ..data import collate_images
+from ..data.vocabulary import WordVocabulary
+from ..models.image import region_maps
+from ..models.interface import ImageCaptioner
+from ..search import SearchOptions, beam_search, greedy_search
 
 
 @dataclass
@@ -68,14 +68,15 @@ def caption_images(
     if images.ndim != 3:
         raise ValueError(f"images must be (n, height, width), got shape {images.shape}")
     options = options or SearchOptions(beam=1)
-    options = SearchOptions(beam=options.beam, penalty=options.penalty, alpha=options.alpha, max_len_ratio=0.0,
-                            max_len_extra=max_words)
+    options = SearchOptions(
+        beam=options.beam, penalty=options.penalty, alpha=options.alpha, max_len_ratio=0.0, max_len_extra=max_words
+    )
     device = model.output_projection.weight.device
     grid = model.region_grid(*images.shape[1:])
     region = images.shape[1] // grid[0]
     out: list[Caption] = []
     for start in range(0, len(images), batch_size):
-        chunk = images[start:start + batch_size]
+        chunk = images[start : start + batch_size]
         batch = collate_images(chunk, None, np.arange(len(chunk))).to(device)
         search = greedy_search if options.beam == 1 else beam_search
         with torch.inference_mode():
@@ -88,13 +89,20 @@ def caption_images(
     return out
 
 
-def caption_files(model_dir: str | Path, paths: list[Path], options: SearchOptions | None = None, *,
-                  weights: dict | None = None, output: Path | None = None, dpi: int = 130) -> list[Caption]:
+def caption_files(
+    model_dir: str | Path,
+    paths: list[Path],
+    options: SearchOptions | None = None,
+    *,
+    weights: dict | None = None,
+    output: Path | None = None,
+    dpi: int = 130,
+) -> list[Caption]:
     """`attnkit caption`: caption image files, print one line per image, and draw each caption's
     attention overlay to ``output`` (name_1.png, name_2.png, ... for several images)."""
-    from .atomic import numbered, save_figure
-    from .model_dir import load_model
-    from .plots.images import plot_caption
+    from ..atomic import numbered, save_figure
+    from ..loading.model_dir import load_model
+    from ..plots.images import plot_caption
 
     model, vocab, cfg = load_model(model_dir, task="caption", **(weights or {}))
     size = cfg.data.image_size

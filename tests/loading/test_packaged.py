@@ -4,11 +4,11 @@ name wherever a model directory is, checked against their manifest on every load
 import pytest
 import torch
 
-from attnkit import packaged
 from attnkit.cli import main
-from attnkit.model_dir import load_model
+from attnkit.inference.translate import translate
+from attnkit.loading import packaged
+from attnkit.loading.model_dir import load_model
 from attnkit.search import SearchOptions
-from attnkit.translate import translate
 
 pytestmark = pytest.mark.slow  # uses the trained toy models
 
@@ -20,9 +20,14 @@ def shipped(trained_toys, tmp_path, monkeypatch):
     monkeypatch.setattr(packaged, "SHIPPED", root)
     for arch, source in trained_toys.items():
         model, _, _ = load_model(source)
-        info = {"architecture": f"toy {arch}", "parameters": sum(p.numel() for p in model.parameters()),
-                "data": "letter reversal", "scores": [{"metric": "BLEU", "score": 99.5, "test_set": "dev",
-                                                       "signature": "nrefs:1|case:mixed|eff:no|tok:13a"}]}
+        info = {
+            "architecture": f"toy {arch}",
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "data": "letter reversal",
+            "scores": [
+                {"metric": "BLEU", "score": 99.5, "test_set": "dev", "signature": "nrefs:1|case:mixed|eff:no|tok:13a"}
+            ],
+        }
         packaged.package_directory(source, model, root / f"toy-{arch}", dtype=torch.float16, info=info, card="# toy\n")
     return root
 
@@ -36,8 +41,9 @@ def test_packaged_models_translate_like_their_source(shipped, trained_toys):
         if arch == "transformer":  # tied embeddings stay tied, stored once
             assert ours.output_projection.weight is ours.tgt_embed.embedding.weight
         lines = ["a b c", "d e f g", "h a b"]
-        assert [t.output for t in translate(ours, tok, lines, SearchOptions(beam=1))] == \
-            [t.output for t in translate(source, tok, lines, SearchOptions(beam=1))]
+        assert [t.output for t in translate(ours, tok, lines, SearchOptions(beam=1))] == [
+            t.output for t in translate(source, tok, lines, SearchOptions(beam=1))
+        ]
     size = sum(p.stat().st_size for p in (shipped / "toy-transformer").iterdir())
     assert (shipped / "toy-transformer" / "model.safetensors").stat().st_size < 0.6 * size + 60_000
 

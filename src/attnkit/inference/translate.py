@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .atomic import write_text
-from .data import Tokenizer, collate, inference_batches
-from .data.text import decode_lines, read_lines
-from .models.interface import Seq2SeqModel
-from .search import SearchOptions, beam_search, greedy_search
+from ..atomic import write_text
+from ..data import Tokenizer, collate, inference_batches
+from ..data.text import decode_lines, read_lines
+from ..models.interface import Seq2SeqModel
+from ..search import SearchOptions, beam_search, greedy_search
 
 EOS_LABEL = "</s>"
 MIN_SENTENCES_PER_WORKER = 32  # below this many sentences per worker thread, decode in fewer threads
@@ -170,8 +170,11 @@ def translate_file(
     found = translate(model, tok, lines, options, **common)
     for i, t in enumerate(found):
         if t.truncated:
-            print(f"attnkit translate: warning: line {i + 1} is longer than {max_src_len} subwords; "
-                  "translated its beginning only", file=sys.stderr)
+            print(
+                f"attnkit translate: warning: line {i + 1} is longer than {max_src_len} subwords; "
+                "translated its beginning only",
+                file=sys.stderr,
+            )
     text = "".join(format_translation(t, i, options.n_best) for i, t in enumerate(found))
     if output_path is None:
         sys.stdout.write(text)

@@ -46,27 +46,33 @@ def test_forced_target(capsys, trained_toys, tmp_path):
 
 def test_explain_prints_and_draws(capsys, trained_toys, tmp_path):
     fig = tmp_path / "explain.pdf"
-    code, out, err = run(capsys, ["explain", str(trained_toys["transformer"]), "a b c d", "--query", "c",
-                                  "--head", "1", "-o", str(fig)])
+    code, out, err = run(
+        capsys, ["explain", str(trained_toys["transformer"]), "a b c d", "--query", "c", "--head", "1", "-o", str(fig)]
+    )
     assert code == 0, err
     assert "query 2 'c'" in out and "sqrt" in out and "saturates" in out and "match the model's forward pass" in out
     assert fig.read_bytes()[:4] == b"%PDF"
-    code, out, err = run(capsys, ["explain", str(trained_toys["transformer"]), "a b", "--kind", "cross", "--query-pos", "-1"])
+    code, out, err = run(
+        capsys, ["explain", str(trained_toys["transformer"]), "a b", "--kind", "cross", "--query-pos", "-1"]
+    )
     assert code == 0, err
 
 
 def test_heads_statistics(capsys, trained_toys, tmp_path):
     src = tmp_path / "s.txt"
     src.write_text("a b c\n\nh g f e\n")
-    code, out, err = run(capsys, ["heads", str(trained_toys["transformer"]), "-i", str(src), "-o", str(tmp_path / "h.png")])
+    code, out, err = run(
+        capsys, ["heads", str(trained_toys["transformer"]), "-i", str(src), "-o", str(tmp_path / "h.png")]
+    )
     assert code == 0, err
     assert out.count("most focused") == 3 and (tmp_path / "h.png").is_file()
 
 
 @pytest.mark.slow  # draws every scheme's figure
 def test_positions_every_scheme(capsys, tmp_path):
-    code, out, err = run(capsys, ["positions", "--scheme", "all", "--heads", "4", "--length", "60", "--out",
-                                  str(tmp_path / "pe.png")])
+    code, out, err = run(
+        capsys, ["positions", "--scheme", "all", "--heads", "4", "--length", "60", "--out", str(tmp_path / "pe.png")]
+    )
     assert code == 0, err
     for scheme in ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi"):
         assert (tmp_path / f"pe_{scheme}.png").is_file()
@@ -94,12 +100,12 @@ def test_positions_every_scheme(capsys, tmp_path):
 def test_one_line_errors(capsys, trained_toys, tmp_path, argv, message, code):
     """Values found wrong at work exit 1; command lines that do not parse exit 2; both in one line."""
     argv = [a.format(model=trained_toys["transformer"], rnn=trained_toys["rnn"], tmp=tmp_path) for a in argv]
-    got, out, err = run(capsys, argv)
+    got, _out, err = run(capsys, argv)
     assert got == code and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
 def test_corrupt_maps_file(capsys, tmp_path):
     bad = tmp_path / "bad.npz"
     np.savez(bad, something=np.zeros(3))
-    code, out, err = run(capsys, ["view", str(bad)])
+    code, _out, err = run(capsys, ["view", str(bad)])
     assert code == 1 and "not a readable attnkit attention file" in err

@@ -40,7 +40,7 @@ def test_translate_files_nbest_and_checkpoints(capsys, monkeypatch, model_dir, t
     code, out, _ = run(capsys, monkeypatch, ["translate", model_dir, "-i", str(src), "--n-best", "3"])
     lines = out.splitlines()
     assert len(lines) == 6 and lines[0].startswith("0 ||| c b a ||| -")
-    scores = [float(l.split(" ||| ")[2]) for l in lines[:3]]
+    scores = [float(line.split(" ||| ")[2]) for line in lines[:3]]
     assert scores == sorted(scores, reverse=True)
     for ckpt in (["--checkpoint", "last"], ["--checkpoint", "average", "--average-last", "2"]):
         code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "-i", str(src), *ckpt])
@@ -54,7 +54,7 @@ def test_overlong_input_is_truncated_with_a_warning(capsys, monkeypatch, model_d
 
 
 def one_line_error(capsys, monkeypatch, argv, pattern, stdin=b"a b\n", code=1):
-    got, out, err = run(capsys, monkeypatch, argv, stdin)
+    got, _out, err = run(capsys, monkeypatch, argv, stdin)
     assert got == code and len(err.strip().splitlines()) == 1, err
     assert re.search(pattern, err), err
 
@@ -62,13 +62,16 @@ def one_line_error(capsys, monkeypatch, argv, pattern, stdin=b"a b\n", code=1):
 def test_length_penalty_options_reach_beam_search(capsys, monkeypatch, model_dir):
     """--length-penalty / --alpha: the n-best scores translate() gives with the same settings
     (fairseq |Y|^1 by default); a negative alpha is refused by the parser."""
-    from attnkit.model_dir import load_model
+    from attnkit.inference.translate import translate
+    from attnkit.loading.model_dir import load_model
     from attnkit.search import SearchOptions
-    from attnkit.translate import translate
 
     model, tok, _ = load_model(model_dir)
-    cases = (([], dict(penalty="fairseq", alpha=1.0)), (["--length-penalty", "gnmt"], dict(penalty="gnmt", alpha=0.6)),
-             (["--length-penalty", "gnmt", "--alpha", "0"], dict(penalty="gnmt", alpha=0.0)))
+    cases = (
+        ([], dict(penalty="fairseq", alpha=1.0)),
+        (["--length-penalty", "gnmt"], dict(penalty="gnmt", alpha=0.6)),
+        (["--length-penalty", "gnmt", "--alpha", "0"], dict(penalty="gnmt", alpha=0.0)),
+    )
     outputs = []
     for argv, settings in cases:
         code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "--n-best", "3", *argv], b"a b c\nh g\n")
@@ -83,11 +86,18 @@ def test_length_penalty_options_reach_beam_search(capsys, monkeypatch, model_dir
 
 
 def test_bad_input_and_bad_model_dirs(capsys, monkeypatch, model_dir, tmp_path):
-    one_line_error(capsys, monkeypatch, ["translate", model_dir], r"<stdin>: line 2 is not valid UTF-8", b"a b\nc\xe9\n")
+    one_line_error(
+        capsys, monkeypatch, ["translate", model_dir], r"<stdin>: line 2 is not valid UTF-8", b"a b\nc\xe9\n"
+    )
     one_line_error(capsys, monkeypatch, ["translate", str(tmp_path / "none")], r"model directory not found")
     one_line_error(capsys, monkeypatch, ["translate", str(tmp_path)], r"is not a model directory \(no config.yaml\)")
-    one_line_error(capsys, monkeypatch, ["translate", model_dir, "--workers", "0"], r"--workers: expected an integer >= 1, got '0'",
-                   code=2)
+    one_line_error(
+        capsys,
+        monkeypatch,
+        ["translate", model_dir, "--workers", "0"],
+        r"--workers: expected an integer >= 1, got '0'",
+        code=2,
+    )
 
     corrupt = tmp_path / "corrupt"
     shutil.copytree(model_dir, corrupt)
@@ -99,12 +109,28 @@ def test_bad_input_and_bad_model_dirs(capsys, monkeypatch, model_dir, tmp_path):
     cfg = yaml.safe_load((other / "config.yaml").read_text())
     cfg["model"]["d_model"] = 48
     (other / "config.yaml").write_text(yaml.safe_dump(cfg))
-    one_line_error(capsys, monkeypatch, ["translate", str(other)], r"checkpoint does not fit the model in .*config.yaml")
+    one_line_error(
+        capsys, monkeypatch, ["translate", str(other)], r"checkpoint does not fit the model in .*config.yaml"
+    )
 
 
 def test_evaluate_prints_scores_signatures_and_speed(capsys, monkeypatch, model_dir, reversal, tmp_path):
-    code, out, err = run(capsys, monkeypatch, ["evaluate", model_dir, "--src", str(reversal / "dev.src"),
-                                               "--ref", str(reversal / "dev.tgt"), "--beam", "3", "-o", str(tmp_path / "hyp")])
+    code, out, err = run(
+        capsys,
+        monkeypatch,
+        [
+            "evaluate",
+            model_dir,
+            "--src",
+            str(reversal / "dev.src"),
+            "--ref",
+            str(reversal / "dev.tgt"),
+            "--beam",
+            "3",
+            "-o",
+            str(tmp_path / "hyp"),
+        ],
+    )
     assert code == 0, err
     assert re.search(r"^BLEU = \d+\.\d\d  \(nrefs:1\|case:mixed\|eff:no\|tok:13a\|", out, re.M)
     assert re.search(r"^chrF2 = \d+\.\d\d  \(nrefs:1\|", out, re.M)
@@ -112,5 +138,9 @@ def test_evaluate_prints_scores_signatures_and_speed(capsys, monkeypatch, model_
     assert len((tmp_path / "hyp").read_text().splitlines()) == 200
     short = tmp_path / "short"
     short.write_text("a b\n")
-    one_line_error(capsys, monkeypatch, ["evaluate", model_dir, "--src", str(reversal / "dev.src"), "--ref", str(short)],
-                   r"200 source lines but 1 reference lines")
+    one_line_error(
+        capsys,
+        monkeypatch,
+        ["evaluate", model_dir, "--src", str(reversal / "dev.src"), "--ref", str(short)],
+        r"200 source lines but 1 reference lines",
+    )

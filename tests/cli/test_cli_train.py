@@ -13,8 +13,12 @@ def corpus(tmp_path, src: bytes, tgt: bytes):
     (tmp_path / "a.tgt").write_bytes(tgt)
     cfg = {
         "out_dir": str(tmp_path / "model"),
-        "data": {"train_src": str(tmp_path / "a.src"), "train_tgt": str(tmp_path / "a.tgt"),
-                 "dev_src": str(tmp_path / "a.src"), "dev_tgt": str(tmp_path / "a.tgt")},
+        "data": {
+            "train_src": str(tmp_path / "a.src"),
+            "train_tgt": str(tmp_path / "a.tgt"),
+            "dev_src": str(tmp_path / "a.src"),
+            "dev_tgt": str(tmp_path / "a.tgt"),
+        },
         "tokenizer": {"vocab_size": 20},
         "model": {"arch": "transformer", "d_model": 16, "ffn": 16, "heads": 2, "layers": 1},
         "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 200, "warmup": 1},
@@ -53,14 +57,20 @@ def test_missing_file_and_config_errors(tmp_path, capsys):
     (tmp_path / "a.tgt").unlink()
     one_line_error(capsys, ["train", str(cfg)], r"file not found: .*a.tgt")
     one_line_error(capsys, ["train", str(tmp_path / "none.yaml")], r"config file not found")
-    one_line_error(capsys, ["train", str(cfg), "model.layrs=2"], r"unknown config key 'model.layrs'; did you mean 'model.layers'")
+    one_line_error(
+        capsys, ["train", str(cfg), "model.layrs=2"], r"unknown config key 'model.layrs'; did you mean 'model.layers'"
+    )
     one_line_error(capsys, ["train", str(cfg), "model.arch=lstm"], r"unknown model.arch 'lstm'")
     one_line_error(capsys, ["train", str(cfg), "model.score=dott"], r"unknown model.score 'dott'; did you mean 'dot'")
-    one_line_error(capsys, ["train", str(cfg), "train.keep_last=0"], r"train.keep_last=0 is out of range: it must be >= 1")
+    one_line_error(
+        capsys, ["train", str(cfg), "train.keep_last=0"], r"train.keep_last=0 is out of range: it must be >= 1"
+    )
     one_line_error(capsys, ["train", str(cfg), "model.heads=0"], r"model.heads=0 is out of range: it must be >= 1")
     one_line_error(capsys, ["train", str(cfg), "model.arch=encoder"], r"model.arch=encoder has no decoder")
     (tmp_path / "a_file").write_text("x")
-    one_line_error(capsys, ["train", str(cfg), f"out_dir={tmp_path / 'a_file'}"], r"is a file; a training run writes a directory")
+    one_line_error(
+        capsys, ["train", str(cfg), f"out_dir={tmp_path / 'a_file'}"], r"is a file; a training run writes a directory"
+    )
     listed = tmp_path / "list.yaml"
     listed.write_text("- a\n- b\n")
     one_line_error(capsys, ["train", str(listed)], r"must hold a mapping of sections")
@@ -80,16 +90,23 @@ def test_resume_applies_safe_changes_and_refuses_the_rest(tmp_path, capsys):
     that does not fit the checkpoint (model shape, tokenizer, data, batches) is refused by name."""
     import torch
 
-    from attnkit.model_dir import load_checkpoint
+    from attnkit.loading.model_dir import load_checkpoint
 
     cfg = corpus(tmp_path, GOOD * 5, GOOD * 5)
     assert main(["train", str(cfg)]) == 0
     capsys.readouterr()
-    for override, key in (("model.d_model=32", "model.d_model"), ("tokenizer.vocab_size=30", "tokenizer.vocab_size"),
-                          ("train.batch_tokens=100", "train.batch_tokens"), ("train.seed=7", "train.seed"),
-                          (f"data.train_src={tmp_path / 'a.tgt'}", "data.train_src")):
-        one_line_error(capsys, ["train", str(cfg), "--resume", "train.max_steps=4", override],
-                       rf"cannot change {re.escape(key)} when resuming \(.* in the checkpoint, .* now\)")
+    for override, key in (
+        ("model.d_model=32", "model.d_model"),
+        ("tokenizer.vocab_size=30", "tokenizer.vocab_size"),
+        ("train.batch_tokens=100", "train.batch_tokens"),
+        ("train.seed=7", "train.seed"),
+        (f"data.train_src={tmp_path / 'a.tgt'}", "data.train_src"),
+    ):
+        one_line_error(
+            capsys,
+            ["train", str(cfg), "--resume", "train.max_steps=4", override],
+            rf"cannot change {re.escape(key)} when resuming \(.* in the checkpoint, .* now\)",
+        )
     before = load_checkpoint(tmp_path / "model" / "checkpoints" / "last.pt")
     assert main(["train", str(cfg), "--resume", "train.max_steps=4", "train.lr=0.001", "train.schedule=constant"]) == 0
     err = capsys.readouterr().err

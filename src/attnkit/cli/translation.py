@@ -1,0 +1,124 @@
+"""Commands that use a trained model: ``models``, ``translate``, ``caption``, ``evaluate``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import flags as F
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    from ..loading.packaged import models_report
+
+    print(models_report())
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    """Translate stdin or --input, one output line per input line (or n-best lines)."""
+    from ..inference.translate import translate_file
+    from ..loading.model_dir import load_model
+
+    model, tok, cfg = load_model(args.model, **F.weights(args))
+    limit = cfg.model.max_positions - 1
+    if args.max_src_len and args.max_src_len > limit:
+        raise ValueError(f"--max-src-len {args.max_src_len} is beyond the model's limit of {limit} subwords")
+    translate_file(
+        model,
+        tok,
+        args.input,
+        args.output,
+        F.search_options(args),
+        batch_tokens=args.batch_tokens,
+        max_src_len=args.max_src_len or limit,
+        workers=args.workers,
+        interactive=args.input is None and sys.stdin.isatty(),
+    )
+
+
+def cmd_caption(args: argparse.Namespace) -> None:
+    """Caption image files; -o draws each word's attention over the image."""
+    from ..inference.caption import caption_files
+
+    caption_files(
+        args.model, args.images, F.search_options(args), weights=F.weights(args), output=args.output, dpi=args.dpi
+    )
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    """Translate --src and score it against --ref: BLEU, chrF, signatures, speed."""
+    from ..evaluation import evaluate_files
+
+    print(
+        evaluate_files(
+            args.model,
+            args.src,
+            args.ref,
+            F.search_options(args),
+            weights=F.weights(args),
+            output=args.output,
+            batch_tokens=args.batch_tokens,
+            tokenize=args.tokenize,
+            lowercase=args.lowercase,
+            detokenize_lang=args.detokenize,
+            workers=args.workers,
+        )
+    )
+
+
+def add_commands(add) -> None:
+    add("models", cmd_models, "list the trained models installed with attnkit (usable by name as MODEL)")
+    p = add("translate", cmd_translate, "translate stdin or a file with a trained model")
+    F.model_arg(p)
+    F.decoding(p)
+    p.add_argument(
+        "-i",
+        "--input",
+        type=F.existing_file,
+        help="input file (plain or .gz); default stdin (interactive on a terminal)",
+    )
+    F.output(p, None, "output file (written whole or not at all); default stdout")
+    p.add_argument("--n-best", type=F.positive_int, default=1, help="write the N best as 'line ||| text ||| score'")
+    p.add_argument(
+        "--max-src-len",
+        type=F.positive_int,
+        default=None,
+        help="longer inputs are cut to this many subwords, with a warning (default: the model's limit)",
+    )
+
+    p = add("caption", cmd_caption, "caption image files with a trained captioning model and draw its attention")
+    F.model_arg(p)
+    p.add_argument(
+        "images",
+        nargs="+",
+        type=F.existing_file,
+        help="image files (PNG, JPEG, ...) of the size the model was trained on, read as greyscale",
+    )
+    F.search_args(p)
+    F.output(
+        p,
+        None,
+        "figure: the image with each word's attention over it (name_1.png, ... for several images)",
+        kind="figure",
+    )
+    F.dpi(p)
+
+    p = add("evaluate", cmd_evaluate, "translate a test set and print BLEU, chrF and speed")
+    F.model_arg(p)
+    F.decoding(p)
+    p.add_argument("--src", required=True, type=F.existing_file, help="source file (plain or .gz)")
+    p.add_argument("--ref", required=True, type=F.existing_file, help="reference file, one line per source line")
+    p.add_argument(
+        "--tokenize",
+        choices=F.BLEU_TOKENIZERS,
+        default="13a",
+        help="sacreBLEU tokenizer: 13a for raw text, none for tokenized text",
+    )
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
+    p.add_argument(
+        "--detokenize",
+        metavar="LANG",
+        choices=F.DETOKENIZE_LANGS,
+        help="Moses-detokenize outputs first (a model trained on tokenized text)",
+    )
+    F.output(p, None, "also write the translations to this file")

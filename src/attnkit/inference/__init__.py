@@ -1,0 +1,1 @@
+"""Using a trained model: sentences -> search -> text (translate), images -> search -> words (caption)."""
