@@ -22,6 +22,7 @@ Each variant's first steps (compilation included) are reported as its warm-up ti
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from pathlib import Path
@@ -72,7 +73,11 @@ def main() -> None:
     p.add_argument("--length", type=int, default=16)
     p.add_argument("--steps", type=int, default=15, help="timed steps per variant and round")
     p.add_argument("--rounds", type=int, default=2, help="rounds over the variants (alternating)")
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    p.add_argument(
+        "--data",
+        default=os.environ.get("ATTNKIT_MULTI30K"),
+        help="Multi30k folder (default: $ATTNKIT_MULTI30K, else downloaded)",
+    )
     args = p.parse_args()
 
     import tempfile

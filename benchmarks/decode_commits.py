@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -64,7 +65,11 @@ def main() -> None:
     ap.add_argument("--model-dir", type=Path, required=True)
     ap.add_argument("--base", required=True, help="the commit to compare the working tree with")
     ap.add_argument("--checkpoint", default="best", help="best, last or average")
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"), help="Multi30k folder")
+    ap.add_argument(
+        "--data",
+        default=os.environ.get("ATTNKIT_MULTI30K"),
+        help="Multi30k folder (default: $ATTNKIT_MULTI30K, else downloaded)",
+    )
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()

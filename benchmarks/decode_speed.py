@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import platform
 import statistics
 import time
@@ -83,7 +84,11 @@ def variant(name: str) -> Iterator[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-dir", type=Path, required=True)
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"), help="Multi30k folder")
+    ap.add_argument(
+        "--data",
+        default=os.environ.get("ATTNKIT_MULTI30K"),
+        help="Multi30k folder (default: $ATTNKIT_MULTI30K, else downloaded)",
+    )
     ap.add_argument("--checkpoint", default="average", help="best, last or average (of the last 10)")
     ap.add_argument("--variants", nargs="+", default=["default", "one_worker", "memory_per_hypothesis", "fresh_logits"])
     ap.add_argument("--beams", nargs="+", type=int, default=[5, 1])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -128,8 +129,8 @@ def run(
     beam5 = evaluate(model, tok, src, ref, SearchOptions(beam=5, alpha=alpha, penalty=penalty), tokenize=tokenize)
     greedy = evaluate(model, tok, src, ref, SearchOptions(beam=1), tokenize=tokenize)
     if raw:
-        tok_bleu = bleu(moses_tokenize_lc(beam5.hypotheses, "de"), ref_tok, tokenize="none")
-        greedy_tok_bleu = bleu(moses_tokenize_lc(greedy.hypotheses, "de"), ref_tok, tokenize="none")
+        tok_bleu = bleu(moses_tokenize_lc(beam5.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True)
+        greedy_tok_bleu = bleu(moses_tokenize_lc(greedy.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True)
         detok_bleu = beam5.bleu
     else:
         tok_bleu, greedy_tok_bleu = beam5.bleu, greedy.bleu
@@ -191,7 +192,11 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="+", type=Path, default=CONFIGS)
-    parser.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("ATTNKIT_MULTI30K"),
+        help="Multi30k folder (default: $ATTNKIT_MULTI30K, else downloaded)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
     parser.add_argument("--max-minutes", type=float, default=90.0, help="training budget per config")
     parser.add_argument(

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from attnkit.loading.model_dir import load_model
 from attnkit.search import SearchOptions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from multi30k import ROOT, run
+from multi30k import run
 
 MAX_TOTAL_MB = 25  # all installed models together
 
@@ -92,7 +93,11 @@ def main() -> None:
     ap.add_argument("--name", required=True, help="the installed model's name, e.g. multi30k-en-de")
     ap.add_argument("--recipe", required=True, help="the exact command that trained --model-dir")
     ap.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    ap.add_argument(
+        "--data",
+        default=os.environ.get("ATTNKIT_MULTI30K"),
+        help="Multi30k folder (default: $ATTNKIT_MULTI30K, else downloaded)",
+    )
     ap.add_argument("--root", type=Path, default=packaged.SHIPPED, help="where installed models live")
     args = ap.parse_args()
 

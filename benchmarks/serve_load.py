@@ -66,7 +66,7 @@ def dev_sentences(n: int) -> list[str]:
     """The first ``n`` English sentences of Multi30k's val set (the studio is not tuned on them)."""
     from attnkit.data import multi30k, read_lines
 
-    root = os.environ.get("ATTNKIT_MULTI30K") or str(Path(__file__).resolve().parents[2] / "shared/data/multi30k")
+    root = os.environ.get("ATTNKIT_MULTI30K")
     return read_lines(multi30k.locate("val", "en", root=root, variant="raw"))[:n]
 
 

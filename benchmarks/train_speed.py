@@ -256,7 +256,11 @@ def main() -> None:
     p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (compiled variants use 4x)")
-    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    p.add_argument(
+        "--data",
+        default=os.environ.get("ATTNKIT_MULTI30K"),
+        help="Multi30k folder (default: $ATTNKIT_MULTI30K, else downloaded)",
+    )
     p.add_argument("--one", help=argparse.SUPPRESS)  # run a single variant in this process
     p.add_argument("--workdir", help=argparse.SUPPRESS)
     args = p.parse_args()

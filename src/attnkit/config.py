@@ -88,7 +88,9 @@ class DataConfig:
     train_tgt: str | None = None
     dev_src: str | None = None
     dev_tgt: str | None = None
-    multi30k: str | None = None  # directory in ../shared/data/multi30k layout; env ATTNKIT_MULTI30K
+    multi30k: str | None = (
+        None  # a directory in the Multi30k layout (raw/, tok/); else env ATTNKIT_MULTI30K, else download
+    )
     multi30k_variant: str = "tok"  # "tok" (lowercased, tokenized; the published setup) or "raw"
     src_lang: str = "en"
     tgt_lang: str = "de"

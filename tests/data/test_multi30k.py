@@ -1,13 +1,14 @@
-"""The Multi30k loader against the shared local copy (no network in tests)."""
+"""The Multi30k loader against a local copy named by $ATTNKIT_MULTI30K (no network in tests)."""
 
+import os
 from pathlib import Path
 
 import pytest
 
 from attnkit.data import multi30k, read_parallel
 
-SHARED = Path(__file__).parents[3] / "shared" / "data" / "multi30k"
-needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/multi30k not present")
+SHARED = Path(os.environ.get("ATTNKIT_MULTI30K") or "/nonexistent")
+needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason="needs a local Multi30k copy named by $ATTNKIT_MULTI30K")
 
 
 @needs_data

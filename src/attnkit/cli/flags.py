@@ -15,11 +15,12 @@ import argparse
 from pathlib import Path
 
 from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS, DEVICES, StudioLimits
+from ..data.multi30k import SPLITS as MULTI30K_SPLITS
 from ..loading.model_dir import CHECKPOINT_CHOICES
 from ..positions import POSITION_SCHEMES
 from ..search import PENALTIES, SearchOptions
 
-__all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "POSITION_FIGURES", "StudioLimits"]
+__all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "MULTI30K_SPLITS", "POSITION_FIGURES", "StudioLimits"]
 
 POSITION_FIGURES = tuple(s for s in POSITION_SCHEMES if s != "none")  # what `attnkit positions` draws
 
@@ -332,6 +333,14 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
         raise UsageError(f"attnkit {args.command}", f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "require_output", False) and args.output is None:
         raise UsageError(f"attnkit {args.command}", "the following arguments are required: -o/--output")
+    if args.command == "evaluate":  # the test set: --src and --ref, or --multi30k SPLIT
+        if args.multi30k and (args.src or args.ref):
+            raise UsageError("attnkit evaluate", "--multi30k names the test set: give it without --src and --ref")
+        missing = [flag for flag in ("--src", "--ref") if getattr(args, flag[2:]) is None]
+        if not args.multi30k and missing:
+            raise UsageError(
+                "attnkit evaluate", f"the following arguments are required: {missing[0]} (or --multi30k SPLIT)"
+            )
     return args
 
 

@@ -46,14 +46,21 @@ def cmd_caption(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    """Translate --src and score it against --ref: BLEU, chrF, signatures, speed."""
+    """Translate --src and score it against --ref (or a Multi30k split): BLEU, chrF, signatures, speed."""
     from ..evaluation import evaluate_files
 
+    src, ref = args.src, args.ref
+    if args.multi30k:
+        from ..data.multi30k import locate
+
+        langs = args.langs.split("-")
+        variant = "tok" if args.tokenize == "none" else "raw"  # tokenized references go with --tokenize none
+        src, ref = (locate(args.multi30k, lang, variant=variant) for lang in langs)
     print(
         evaluate_files(
             args.model,
-            args.src,
-            args.ref,
+            src,
+            ref,
             F.search_options(args),
             weights=F.weights(args),
             output=args.output,
@@ -106,8 +113,21 @@ def add_commands(add) -> None:
     p = add("evaluate", cmd_evaluate, "translate a test set and print BLEU, chrF and speed")
     F.model_arg(p)
     F.decoding(p)
-    p.add_argument("--src", required=True, type=F.existing_file, help="source file (plain or .gz)")
-    p.add_argument("--ref", required=True, type=F.existing_file, help="reference file, one line per source line")
+    p.add_argument("--src", type=F.existing_file, help="source file (plain or .gz)")
+    p.add_argument("--ref", type=F.existing_file, help="reference file, one line per source line")
+    p.add_argument(
+        "--multi30k",
+        metavar="SPLIT",
+        choices=F.MULTI30K_SPLITS,
+        help="instead of --src/--ref: a Multi30k split (val, test_2016_flickr), from the directory in "
+        "$ATTNKIT_MULTI30K or downloaded once and checksum-verified",
+    )
+    p.add_argument(
+        "--langs",
+        default="en-de",
+        choices=["en-de", "en-fr", "de-en", "fr-en"],
+        help="with --multi30k: source and reference language",
+    )
     p.add_argument(
         "--tokenize",
         choices=F.BLEU_TOKENIZERS,

@@ -1,6 +1,6 @@
 """Multi30k task 1 (Elliott et al. 2016): find the files locally, or download them.
 
-Local layout (as in ../shared/data/multi30k):
+Local layout (the official repository's data/task1):
     raw/{train,val,test_2016_flickr}.{en,de,fr}.gz
     tok/{train,val,test_2016_flickr}.lc.norm.tok.{en,de,fr}.gz
 The directory comes from the config (``data.multi30k``) or the environment

@@ -18,12 +18,23 @@ from ..errors import unknown_choice
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
+CONTINUES = "·"  # marks a subword piece that continues the word before it
 SPACE = "\u2423"  # how a word-boundary mark standing alone is shown
 
 
 def readable(pieces: list[str]) -> list[str]:
-    """Subword pieces as a reader sees them: word starts lose the mark, a bare mark becomes '␣'."""
-    return [SPACE if p == WORD_START else p.removeprefix(WORD_START) for p in pieces]
+    """Subword pieces as a reader sees them, word boundaries kept: a piece that starts a word loses
+    sentencepiece's mark, a piece that continues the word before it starts with '·' ("c ·ott ·on"
+    is one word), a bare mark becomes '␣'."""
+    labels = []
+    for i, p in enumerate(pieces):
+        if p == WORD_START:
+            labels.append(SPACE)
+        elif p.startswith(WORD_START) or i == 0 or (p.startswith("<") and p.endswith(">")):
+            labels.append(p.removeprefix(WORD_START))
+        else:
+            labels.append(CONTINUES + p)
+    return labels
 
 
 def _train_one(lines: list[str], cfg: TokenizerConfig, prefix: Path) -> spm.SentencePieceProcessor:

@@ -1,6 +1,6 @@
 """sacreBLEU (Post 2018) corpus BLEU and chrF with the signature that makes them comparable.
 
-Two conventions (see ../shared/data/multi30k/README.md):
+Two conventions for Multi30k (Elliott et al. 2016):
 * tokenized + lowercased references (Multi30k tok files): ``tokenize="none"``,
   comparable to published Multi30k figures;
 * detokenized, cased text: sacreBLEU's default ``13a`` tokenizer.

@@ -136,7 +136,7 @@ def load_weights(path: Path, dtype: torch.dtype = torch.float32) -> dict[str, Te
     try:
         with safe_open(str(path), framework="pt") as f:
             aliases = json.loads((f.metadata() or {}).get("aliases", "{}"))
-            state = {k: f.get_tensor(k) for k in f}
+            state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
     except (SafetensorError, OSError, json.JSONDecodeError) as err:
         raise ValueError(f"{path} is not a readable safetensors file ({err})") from None
     state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
