@@ -22,3 +22,11 @@ def test_errors(tmp_path):
         Tokenizer.train(TokenizerConfig(kind="wordpiece"), ["a"], ["b"], tmp_path)
     with pytest.raises(FileNotFoundError, match="no tokenizer in"):
         Tokenizer.load(tmp_path)
+
+
+def test_readable_labels_keep_word_boundaries():
+    from attnkit.data.tokenizer import readable
+
+    pieces = ["▁c", "ott", "on", "▁shirt", ".", "▁", "<unk>", "▁lä", "dt", ","]
+    assert readable(pieces) == ["c", "·ott", "·on", "shirt", ".", "␣", "<unk>", "lä", "·dt", ","]
+    assert readable(["ab", "▁cd"]) == ["ab", "cd"]  # a sentence's first piece starts a word

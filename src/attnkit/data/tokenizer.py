@@ -25,12 +25,18 @@ SPACE = "\u2423"  # how a word-boundary mark standing alone is shown
 def readable(pieces: list[str]) -> list[str]:
     """Subword pieces as a reader sees them, word boundaries kept: a piece that starts a word loses
     sentencepiece's mark, a piece that continues the word before it starts with '·' ("c ·ott ·on"
-    is one word), a bare mark becomes '␣'."""
+    is one word; punctuation is left as it is), a bare mark becomes '␣'."""
     labels = []
     for i, p in enumerate(pieces):
         if p == WORD_START:
             labels.append(SPACE)
-        elif p.startswith(WORD_START) or i == 0 or (p.startswith("<") and p.endswith(">")):
+        elif (
+            p.startswith(WORD_START)
+            or i == 0
+            or (p.startswith("<") and p.endswith(">"))
+            or not any(map(str.isalnum, p))
+        ):
+            # punctuation attaches to the word before it: no mark needed to see that
             labels.append(p.removeprefix(WORD_START))
         else:
             labels.append(CONTINUES + p)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -17,7 +18,7 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     fig = Figure(figsize=(17, 3.6 + 0.45 * s), layout="constrained")
     axes = fig.subplot_mosaic([["qk", "prod", "scores"], ["softmax", "values", "values"]])
     labels = list(w.key_tokens)
-    ticks = dict(fontsize=8)
+    ticks: dict[str, Any] = dict(fontsize=8)
     d_name = "H" if w.recurrent else "d_k"
     dim_label = f"dimension (first {shown} of {d_name} = {d_k})" if shown < d_k else f"dimension ({d_name} = {d_k})"
 
@@ -33,7 +34,8 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     axes["qk"].set_yticks(range(s + 1), [f"q: {w.query_token}"] + [f"k: {t}" for t in labels], **ticks)
 
     terms = w.terms_formula if w.recurrent else "q ⊙ k_j"
-    heatmap(axes["prod"], w.terms[:, :shown], f"2. {terms}: each row sums to the score", "term")
+    sums = "each row sums to the score" if shown == d_k else f"each row, over all {d_k} dimensions, sums to the score"
+    heatmap(axes["prod"], w.terms[:, :shown], f"2. {terms}: {sums}", "term")
     axes["prod"].set_yticks(range(s), labels, **ticks)
     axes["prod"].set_ylabel("key")
     if w.recurrent:
@@ -75,7 +77,7 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
         if w.gauss is not None:
             ax.plot(x, w.gauss, color="#dc2626", marker=".", lw=1, label=f"Gaussian around p_t = {w.p_t:.2f}")
     else:
-        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax without scaling (saturates)", color="#f59e0b")
+        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
     ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
     # headroom above 1 for the legend, so that it never covers a bar
@@ -148,7 +150,7 @@ def plot_contextual(
     sentence); tokens drawn at the same place share one label."""
     n = len(labels)
     fig = Figure(figsize=(max(12, 2.3 * len(projections)), 6.6 + 0.12 * n), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[1.4 + 0.02 * n, 1])
+    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[1.4 + 0.02 * n, 1]))  # 2 x 1: an array
     fs = 8 if n <= 30 else 6
     axes = top.subplots(1, len(similarities) + 1, width_ratios=[1] * len(similarities) + [0.8])
     for ax, (name, sim) in zip(axes, similarities):
