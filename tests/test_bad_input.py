@@ -130,6 +130,8 @@ CASES = [
     (["capture", "{m}", "a b", "-o", "m.json"], "'m.json' must end in .npz"),
     (["capture", "{m}", "-o", "m.npz"], "give at least one sentence"),
     (["capture", "{m}", "", "-o", "m.npz"], "expected a non-empty sentence"),
+    (["explain", "{m}", ""], "expected a non-empty sentence"),
+    (["heads", "{m}", "-i", "empty.txt"], "--input empty.txt holds no sentence"),
     (["capture", "maps.npz", "a", "-o", "m2.npz"], "sentences are given with a model directory"),
     (["plot", "{m}", "a b", "--layer", "7"], "layer 7 out of range"),
     (["plot", "{m}", "a b", "--head", "9"], "head 9 out of range"),
@@ -202,6 +204,9 @@ def test_bad_input_is_one_line_and_touches_nothing(workdir, monkeypatch, capsys,
     code = main([a.format(m="model", c="captioner") for a in argv])
     err = capsys.readouterr().err
     assert code in (1, 2), err
+    parse_errors = ("expected a non-empty", "invalid choice", "arguments are required")
+    if any(m in message for m in parse_errors):
+        assert code == 2, f"a command line that does not parse exits 2: {err}"
     lines = err.strip().splitlines()
     assert len(lines) == 1 and len(lines[0]) <= 400 and "Traceback" not in err, err
     assert lines[0].startswith("attnkit"), err

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import NoReturn, TypeVar
 
 from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS, DEVICES, StudioLimits
 from ..data.multi30k import SPLITS as MULTI30K_SPLITS
@@ -93,7 +94,7 @@ class UsageError(Exception):
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``UsageError``), not usage + message."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(self.prog, message)
 
 
@@ -126,7 +127,10 @@ def subcommand_adder(sub):
 # ------------------------------------------------------------------ types
 
 
-def _number(value: str, kind: type) -> float | int:
+NumberT = TypeVar("NumberT", int, float)
+
+
+def _number(value: str, kind: type[NumberT]) -> NumberT:
     try:
         return kind(value)
     except ValueError:
@@ -361,7 +365,10 @@ def sentences(args: argparse.Namespace) -> list[str]:
     if getattr(args, "input", None):
         from ..data import read_lines
 
-        lines += [line for line in read_lines(args.input) if line.strip()]
+        given = [line for line in read_lines(args.input) if line.strip()]
+        if not given and not lines:
+            raise ValueError(f"--input {args.input} holds no sentence (every line is empty)")
+        lines += given
     return lines
 
 

@@ -264,7 +264,7 @@ def add_commands(add) -> None:
 
     p = add("explain", cmd_explain, "Q/K/V walk-through of one query token of one head")
     F.source(p, many=False)
-    p.add_argument("sentence", help="the source sentence")
+    p.add_argument("sentence", type=F.non_empty, help="the source sentence")
     p.add_argument("--target", help="force this target instead of the model's translation")
     F.attention_choice(p, default_layer=0, default_kind="encoder")
     p.add_argument("--head", type=F.non_negative_int, default=0, help="head index")

@@ -105,7 +105,9 @@ def _build(out: Path, *, arch: str, max_steps: int, seed: int) -> dict[str, Any]
 
     started = time.perf_counter()
     cfg = config_from_dict(caption_demo_config(out, arch, max_steps), [f"train.seed={seed}"])
-    summary = train(cfg)
+    summary = train(cfg, resumable=False)
+    if "signal" in summary:  # Ctrl-C or SIGTERM: the half-built demo directory is discarded
+        raise KeyboardInterrupt
     model, vocab, _ = load_model(out, checkpoint_name="best", task="caption")
     # test scenes: held-out scans, drawn apart from the dev scenes that chose the checkpoint
     scenes = make_scenes(TEST_SCENES, held_out=True, seed=seed + 1000, size=cfg.data.image_size)

@@ -15,6 +15,7 @@ from ..data.dates import date_pairs
 from ..inference.translate import translate
 from ..inspection import capture, model_info
 from ..loading.model_dir import load_model
+from ..models import RNNSeq2Seq, TransformerSeq2Seq
 from ..plots import plot_alignment
 from ..search import SearchOptions
 from ..training.trainer import train
@@ -126,8 +127,11 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
 
     started = time.perf_counter()
     cfg = config_from_dict(demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"])
-    summary = train(cfg)
+    summary = train(cfg, resumable=False)
+    if "signal" in summary:  # Ctrl-C or SIGTERM: the half-built demo directory is discarded
+        raise KeyboardInterrupt
     model, tok, _ = load_model(out, checkpoint_name="best")
+    assert isinstance(model, (TransformerSeq2Seq, RNNSeq2Seq))  # the demo's config: arch transformer or rnn
     dev_src, dev_tgt = src[20_000:], tgt[20_000:]
     dev_out = translate(model, tok, dev_src, SearchOptions(beam=1))
     accuracy = sum(t.output == ref for t, ref in zip(dev_out, dev_tgt)) / len(dev_tgt)
@@ -139,6 +143,7 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
         print(f"  {t.source:<26} -> {t.output}")
     print(f"\nexact match on {len(dev_tgt)} held-out dates: {accuracy:.1%}   (wall time {seconds:.0f} s)")
     first = examples[0]
+    assert first.alignment is not None  # translated with need_weights
     weights = first.alignment.mean(axis=(0, 1))  # average over layers and heads
     local = first.p_t is not None
     layers, heads = first.alignment.shape[:2]

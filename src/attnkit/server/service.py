@@ -13,8 +13,10 @@ import io
 import math
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 
@@ -172,7 +174,7 @@ class Studio:
 
     def model(self, request: dict, kind: str = "text") -> StudioModel | StudioCaptioner:
         """The served model ``request["model"]`` names (of the text models, or the captioners)."""
-        models = self.captioners if kind == "caption" else self.models
+        models: Mapping[str, StudioModel | StudioCaptioner] = self.captioners if kind == "caption" else self.models
         name = request.get("model")
         if name is None and len(models) == 1:
             return next(iter(models.values()))
@@ -260,6 +262,7 @@ class Studio:
         )
         return {
             "model": m.name,
+            "translation": prepared.output,  # the searched (or forced) output; None for an encoder
             "forced": bool(target),
             "score": None if prepared.score is None else round(prepared.score, DIGITS),
             "nbest": [{"text": t, "score": round(s, DIGITS)} for t, s in prepared.nbest]
@@ -295,6 +298,7 @@ class Studio:
             prepared = prepare_pretrained(src.encoder, [text])[0]
             self._check_tokens(len(prepared.src_ids), "text")
             return prepared
+        assert src.tok is not None  # an attnkit model comes with its tokenizer
         self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
         if target:
             self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
@@ -350,7 +354,7 @@ class Studio:
         self._positions[m.name] = buf.getvalue()
         return self._positions[m.name]
 
-    def run(self, call: str, request: dict):
+    def run(self, call: str, request: object):
         """Answer API ``call`` (translate, explain, embed, positions_png, caption) for ``request``, holding
         the model's lock."""
         if not isinstance(request, dict):
@@ -361,6 +365,10 @@ class Studio:
 
     # -- checks -----------------------------------------------------------------------------
 
+    @overload
+    def _text(self, request: dict, key: str, *, required: Literal[True]) -> str: ...
+    @overload
+    def _text(self, request: dict, key: str, *, required: bool = False) -> str | None: ...
     def _text(self, request: dict, key: str, *, required: bool = False) -> str | None:
         value = request.get(key)
         if value is None or (value == "" and not required):
@@ -402,6 +410,7 @@ def _list(a: np.ndarray | None) -> list | None:
 
 def walkthrough_json(w: Walkthrough) -> dict:
     """Every value of a walk-through, JSON-ready."""
+    assert w.allowed is not None  # set by Walkthrough.__post_init__
     return {
         "kind": w.kind,
         "layer": w.layer,

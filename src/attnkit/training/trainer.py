@@ -19,9 +19,10 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
@@ -35,7 +36,12 @@ from ..search import greedy_search
 from . import distributed
 from .loss import LossSums, projected_label_smoothed_loss
 from .schedule import build_optimizer, build_scheduler
-from .tasks import make_task
+from .tasks import TranslationTask, make_task
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
+
+    from ..data import BucketBatcher, ImageBatcher
 
 
 class RunLog:
@@ -110,7 +116,7 @@ class _Window:
     tokens: int = 0
     start: float = field(default_factory=time.perf_counter)
 
-    def add(self, loss: Tensor, nll: Tensor, tokens: int) -> None:
+    def add(self, loss: Tensor | float, nll: Tensor | float, tokens: int) -> None:
         self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
 
     def reset(self) -> None:
@@ -151,6 +157,7 @@ class Trainer:
         if self.md.path.exists() and not self.md.path.is_dir():
             raise NotADirectoryError(f"out_dir {self.md.path} is a file; a training run writes a directory")
         self.changes: list[tuple[str, Any, Any]] = []  # what a resumed run changes, applied in _prepare
+        self.resumable = True  # an interrupted run says how to continue it
         if resume:
             if not self.md.has_run():
                 raise FileNotFoundError(f"nothing to resume in {self.md.path} (no checkpoints/last.pt)")
@@ -193,6 +200,7 @@ class Trainer:
         self.world.barrier()  # the other ranks read the vocabulary rank 0 made
         if self.resume_state is not None or not self.world.main:
             self.task.load_vocabulary(self.md.path)
+        self.batcher: BucketBatcher | ImageBatcher
         self.batcher, described = self.task.batcher()
         self.say(described)
         self.model = self.task.build_model().to(self.device)
@@ -217,7 +225,7 @@ class Trainer:
                 f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})"
             )
         self.ddp = distributed.wrap(self.model, self.world, self.device)  # the model, or DDP around it
-        self.trained = self.ddp  # what the training step calls
+        self.trained: Callable[..., Any] = self.ddp  # what the training step calls
         if cfg.train.compile:  # compiled graphs are cached on disk by inductor, so a resumed run starts faster
             self.trained = torch.compile(self.ddp, dynamic=True)
         n_params = sum(p.numel() for p in self.model.parameters())
@@ -242,7 +250,7 @@ class Trainer:
     # ------------------------------------------------------------ checkpoints
     def _save(self) -> None:
         s = self.state
-        rng = {"torch": torch.get_rng_state()}
+        rng: dict[str, Tensor | list[Tensor]] = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         full = {
@@ -301,8 +309,10 @@ class Trainer:
         window = m.window if m.arch == "rnn" and m.attention.startswith("local") else None
         was_training = self.model.training
         try:
-            dev = self.task.dev
-            records = capture(self.model, self.task.tok, dev.src[:n], targets=dev.tgt[:n], window=window)
+            task = self.task
+            assert isinstance(task, TranslationTask)  # check_config: a captioning run takes no snapshots
+            dev = task.dev
+            records = capture(self.model, task.tok, dev.src[:n], targets=dev.tgt[:n], window=window)
         finally:
             self.model.train(was_training)
         info = {
@@ -313,9 +323,10 @@ class Trainer:
         self.md.snapshots.mkdir(exist_ok=True)
         save_records(self.md.snapshots / f"step_{self.state.step}.npz", records, info)
 
-    def _loss(self, model: torch.nn.Module, batch: Batch) -> LossSums:
+    def _loss(self, model: Callable[..., Any], batch: Batch) -> LossSums:
         """Teacher-forced loss with the output projection fused into it (see training/loss.py).
         ``model`` is the bare model or its DistributedDataParallel wrapper."""
+        assert batch.tgt_out is not None  # training and dev batches have targets
         with self._autocast():
             out = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
             return projected_label_smoothed_loss(
@@ -377,7 +388,10 @@ class Trainer:
                         break
                     paused = time.perf_counter()
                     early_stop = (
-                        self._evaluate_and_save(log, s.step == tc.max_steps or out_of_time) if world.main else False
+                        # rank 0 has the log
+                        self._evaluate_and_save(cast(RunLog, log), s.step == tc.max_steps or out_of_time)
+                        if world.main
+                        else False
                     )
                     (early_stop,) = world.flags_from_main(early_stop)
                     if early_stop or out_of_time:
@@ -389,17 +403,19 @@ class Trainer:
             summary["signal"] = stop.signal or signal.SIGTERM  # other ranks learn of it from rank 0
         return summary
 
-    def _update(self, update: list) -> tuple[Tensor, Tensor, int]:
+    def _update(self, update: list) -> tuple[Tensor | float, Tensor | float, int]:
         """One optimizer step over the batches ``update`` (this rank's share of them):
         summed loss and NLL of this rank (on the device) and the target tokens of all ranks."""
         world, tc = self.world, self.cfg.train
         n_tokens = sum(int(self.batcher.tgt_len[i].sum()) for i in update)  # of all ranks: no communication
         mine = update[world.rank :: world.size]
-        loss_sum = nll_sum = 0.0
+        loss_sum: Tensor | float = 0.0
+        nll_sum: Tensor | float = 0.0
         for k, idx in enumerate(mine):
             b = self.batcher.collate(idx).to(self.device)
             last = k == len(mine) - 1
-            with contextlib.nullcontext() if last or not world.distributed else self.ddp.no_sync():
+            ddp = cast("DistributedDataParallel", self.ddp)  # when distributed
+            with contextlib.nullcontext() if last or not world.distributed else ddp.no_sync():
                 sums = self._loss(self.trained, b)
                 # DDP averages gradients over ranks: x world makes the update the sum over all batches / n_tokens
                 (sums.loss * (world.size / n_tokens)).backward()
@@ -454,7 +470,8 @@ class Trainer:
             gc.collect()
         world.close()
         if stop_reason == "interrupted":
-            self.say(f"interrupted at step {s.step}; saved {self.md.last}; continue with --resume")
+            if self.resumable:  # a run that cannot be resumed (the demo's) leaves the message to its caller
+                self.say(f"interrupted at step {s.step}; saved {self.md.last}; continue with --resume")
         else:
             best = "none" if s.best is None else f"{s.best:.2f}" if tc.early_stop_metric == "bleu" else f"{s.best:.4f}"
             self.say(f"finished at step {s.step} ({stop_reason}); best dev {tc.early_stop_metric}: {best}")
@@ -494,7 +511,16 @@ class Trainer:
 
 
 def train(
-    cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False
+    cfg: Config,
+    *,
+    resume: bool = False,
+    progress_bar: bool | None = None,
+    quiet: bool = False,
+    resumable: bool = True,
 ) -> dict[str, Any]:
-    """Train the model ``cfg`` describes into ``cfg.out_dir``; returns a summary."""
-    return Trainer(cfg, resume=resume, progress_bar=progress_bar, quiet=quiet).train()
+    """Train the model ``cfg`` describes into ``cfg.out_dir``; returns a summary (with ``signal`` when a
+    signal stopped it). ``resumable=False``: the caller discards the run, so an interrupted run says
+    nothing of ``--resume``."""
+    trainer = Trainer(cfg, resume=resume, progress_bar=progress_bar, quiet=quiet)
+    trainer.resumable = resumable
+    return trainer.train()
