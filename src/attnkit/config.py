@@ -249,7 +249,7 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
             raise ValueError(f"unknown config key {full!r}{hint}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
-            kwargs[key] = _build(tp, value, f"{full}.")
+            kwargs[key] = _build(typing.cast(type, tp), value, f"{full}.")  # a field's hint: a class
         else:
             kwargs[key] = _coerce(value, tp, full)
     return cls(**kwargs)

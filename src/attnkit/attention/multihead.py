@@ -9,6 +9,7 @@ Shapes: ``b`` batch, ``t`` queries, ``s`` keys, ``h`` heads, ``d`` = d_model / h
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +39,7 @@ class KVCache:
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows ``index`` (b',), e.g. the surviving hypotheses of a beam."""
         if self.k is not None:
+            assert self.v is not None  # keys and values are set together
             self.k = self.k.index_select(0, index)
             self.v = self.v.index_select(0, index)
 
@@ -141,11 +143,12 @@ class MultiHeadAttention(nn.Module):
         """
         if group > 1 and (key is query or self.positions is not None or causal):
             raise ValueError("group > 1 is for cross-attention (queries sharing keys), not self-attention")
-        reuse = cache is not None and cache.static and cache.k is not None
+        cached_k = cache.k if cache is not None and cache.static else None
+        reuse = cached_k is not None
         self._check_inputs(query, None if reuse else key, None if reuse else value, group)
-        if reuse and cache.k.shape[0] * group != query.shape[0]:
+        if cached_k is not None and cached_k.shape[0] * group != query.shape[0]:
             raise ValueError(
-                f"the cache holds {cache.k.shape[0]} key rows, which does not fit {query.shape[0]} queries "
+                f"the cache holds {cached_k.shape[0]} key rows, which does not fit {query.shape[0]} queries "
                 f"in groups of {group}"
             )
         q, k, v = self._projections(query, key, value, cache if reuse else None)
@@ -161,6 +164,7 @@ class MultiHeadAttention(nn.Module):
             k, v = self._update_cache(cache, k, v)
         k_pos = bias = None
         if positions is not None:
+            assert q_pos is not None  # set with the rotation above
             k_pos = torch.arange(k.shape[-2], device=q.device)
             bias = positions.score_bias(q, q_pos, k_pos)
         explicit = need_weights or (positions is not None and positions.needs_weights)
@@ -169,7 +173,9 @@ class MultiHeadAttention(nn.Module):
             q, k, v, mask, bias, causal=causal, need_weights=explicit, group=group
         )
         if positions is not None and positions.needs_weights:
-            context = context + positions.value_term(weights, q_pos, k_pos)
+            # explicit weights were asked for, and both positions set above; the scheme has a value term
+            assert weights is not None and q_pos is not None and k_pos is not None
+            context = context + cast(Tensor, positions.value_term(weights, q_pos, k_pos))
         b, _, t, _ = context.shape
         context = self.out_proj(context.transpose(1, 2).reshape(b, t, self.d_model))
         return AttentionOutput(context, weights if need_weights else None)
@@ -182,7 +188,10 @@ class MultiHeadAttention(nn.Module):
         d = self.d_model
         if filled is not None:  # cross-attention memory projected on an earlier step
             (q,) = self._split_heads(self._project(query, slice(0, d)))
+            assert filled.k is not None and filled.v is not None  # filled: keys and values are set
             return q, filled.k, filled.v
+        if key is None or value is None:
+            raise ValueError("key and value are needed unless a filled cross-attention cache holds them")
         if key is query and value is query:
             q, k, v = self._split_heads(self._project(query, slice(None)))  # one GEMM for Q, K, V
             return q, k, v
@@ -198,6 +207,7 @@ class MultiHeadAttention(nn.Module):
     def _update_cache(cache: KVCache, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append this step's keys/values (self-attention) or store the projected memory (cross)."""
         if cache.k is not None:
+            assert cache.v is not None  # keys and values are set together
             k = torch.cat([cache.k, k], dim=-2)
             v = torch.cat([cache.v, v], dim=-2)
         if cache.static:  # kept for every later step: contiguous once, not copied by each matmul
@@ -252,7 +262,11 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"expected last dimension d_model={self.d_model}; got {[x.shape[-1] for x in given]}")
         if group < 1:
             raise ValueError(f"group must be >= 1, got {group}")
-        if key is not None and (key.shape[:2] != value.shape[:2] or key.shape[0] * group != query.shape[0]):
+        if (
+            key is not None
+            and value is not None
+            and (key.shape[:2] != value.shape[:2] or key.shape[0] * group != query.shape[0])
+        ):
             grouping = f" (group={group} query rows per key row)" if group > 1 else ""
             raise ValueError(
                 f"batch/length mismatch{grouping}: query {tuple(query.shape)}, key {tuple(key.shape)}, value {tuple(value.shape)}"

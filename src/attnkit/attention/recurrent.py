@@ -10,6 +10,7 @@ key-only part of the score once per sentence.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -187,7 +188,7 @@ class LocalAttention(nn.Module):
         window_mask = inside[:, :, None, :]
         if self.mode == "local-m":
             out = attend(scores, v_win, window_mask, dropout=self.dropout, training=self.training)
-            weights = out.weights.squeeze(2)
+            weights = cast(Tensor, out.weights).squeeze(2)  # attend always returns its weights
             context = out.context.squeeze(2)
         else:
             sigma = D / 2.0

@@ -28,6 +28,9 @@ def scaled_dot(q: Tensor, k: Tensor) -> Tensor:
 class ScoreFunction(nn.Module):
     """Base class: ``forward(q, k) == score(q, prepare_keys(k))``."""
 
+    formula: str  # the score, as `explain` shows it; set by each subclass
+    terms_formula: str  # what each row of ``terms`` is
+
     def __init__(self, *, query_dim: int, key_dim: int) -> None:
         super().__init__()
         if query_dim <= 0 or key_dim <= 0:
@@ -120,6 +123,8 @@ class GeneralScore(ScoreFunction):
 
 class _TanhScore(ScoreFunction):
     """Shared form v^T tanh(A q + B k): ``prepare_keys`` gives B k once."""
+
+    v_a: nn.Parameter  # (a,), set by each subclass
 
     def __init__(self, *, query_dim: int, key_dim: int, hidden_dim: int | None) -> None:
         super().__init__(query_dim=query_dim, key_dim=key_dim)

@@ -34,7 +34,12 @@ class Batch:
             return None if x is None else x.to(device, non_blocking=True)
 
         return Batch(
-            move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out), self.indices, self.n_tgt_tokens
+            self.src.to(device, non_blocking=True),
+            self.src_mask.to(device, non_blocking=True),
+            move(self.tgt_in),
+            move(self.tgt_out),
+            self.indices,
+            self.n_tgt_tokens,
         )
 
 

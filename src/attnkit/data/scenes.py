@@ -61,7 +61,8 @@ def split_scans(labels: np.ndarray, *, held_out: float = 0.25, seed: int = 0) ->
     if not 0.0 < held_out < 1.0:
         raise ValueError(f"the held-out share must be in (0, 1), got {held_out}")
     rng = np.random.default_rng(seed)
-    train, test = [], []
+    train: list[int] = []
+    test: list[int] = []
     for digit in np.unique(labels):
         idx = rng.permutation(np.flatnonzero(labels == digit))
         cut = max(1, round(len(idx) * held_out))

@@ -83,6 +83,7 @@ def caption_images(
             result = search(model, batch.src, batch.src_mask, options, need_weights=True)
         for image, hyps in zip(chunk, result.nbest):
             hyp = hyps[0]
+            assert hyp.attention is not None  # searched with need_weights
             att = hyp.attention.mean(axis=(0, 1)) if layer is None else hyp.attention[layer].mean(0)
             weights = att[: len(hyp.tokens)]  # (t, r)
             out.append(Caption(image, vocab.tgt_pieces(hyp.tokens), hyp.score, region_maps(weights, grid), region))

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -155,7 +156,7 @@ def translate_file(
     line per input line; a warning on stderr for each input cut at ``max_src_len``.
     ``interactive``: read stdin line by line with a prompt and answer each at once."""
     options = options or SearchOptions()
-    common = dict(batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers)
+    common: dict[str, Any] = dict(batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers)
     if interactive:
         print(f"attnkit translate: beam {options.beam}. One sentence per line; Ctrl-D ends.", file=sys.stderr)
         while True:

@@ -29,6 +29,7 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -127,7 +128,11 @@ def capture_ids(
     if tgt_in_ids is None:
         maps = model.encode(src, mask, need_weights=True).attention
     else:
-        maps = model(src, mask, torch.tensor([tgt_in_ids], device=device), need_weights=True).attention
+        # a target side: a seq2seq model
+        maps = cast(Seq2SeqModel, model)(
+            src, mask, torch.tensor([tgt_in_ids], device=device), need_weights=True
+        ).attention
+    assert maps is not None  # asked for
     out = {}
     for kind in KINDS:
         layers = getattr(maps, kind)
@@ -230,8 +235,8 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"attention maps are saved as .npz, got {str(path)!r}")
-    meta = {"format": FORMAT, "version": VERSION, "model": model or {}, "examples": []}
-    arrays: dict[str, np.ndarray] = {}
+    meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, "model": model or {}, "examples": []}
+    arrays: dict[str, Any] = {}  # arrays; Any: **arrays goes to savez_compressed, whose allow_pickle is a bool
     for i, r in enumerate(records):
         meta["examples"].append(
             {

@@ -63,6 +63,7 @@ def head_statistics(records: list[AttentionRecord], kind: str) -> HeadStats:
         rows += maps.shape[2]
     if not rows:
         raise ValueError("no attention rows to summarise")
+    assert ent_sum is not None and norm_sum is not None and max_sum is not None  # set by the first record
     return HeadStats(kind, ent_sum / rows, norm_sum / rows, max_sum / rows, rows)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -97,7 +98,7 @@ class Walkthrough:
     def report(self, dims: int = 6) -> str:
         if self.recurrent:
             return self._recurrent_report(dims)
-        np_opts = dict(precision=3, suppress_small=True, max_line_width=140)
+        np_opts: dict[str, Any] = dict(precision=3, suppress_small=True, max_line_width=140)
         d_k = self.q.shape[0]
         fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")
         lines = [
@@ -134,7 +135,7 @@ class Walkthrough:
         return "\n".join(lines)
 
     def _recurrent_report(self, dims: int) -> str:
-        np_opts = dict(precision=3, suppress_small=True, max_line_width=140)
+        np_opts: dict[str, Any] = dict(precision=3, suppress_small=True, max_line_width=140)
         fmt = lambda a: np.array2string(a[:dims], **np_opts) + (" ..." if a.shape[0] > dims else "")
         lines = [
             f"{LABELS[self.kind]} (Luong), {self.query_label}; score e_s = {self.score}",
@@ -142,6 +143,7 @@ class Walkthrough:
             f"q = h_t, the decoder state   {fmt(self.q)}",
         ]
         if self.p_t is not None:
+            assert self.window is not None  # local attention: set with p_t
             lines.append(
                 f"window centre p_t = {self.p_t:.2f}, half-width D = {self.window}: "
                 f"keys {self.p_t - self.window:.2f} .. {self.p_t + self.window:.2f}"
@@ -151,6 +153,7 @@ class Walkthrough:
             f"  {'gauss':>8}" if self.gauss is not None else ""
         )
         lines += ["", head + f"  {'weight':>8}"]
+        assert self.allowed is not None  # set by __post_init__
         inside = self.scaled[self.allowed]
         align = np.zeros_like(self.raw)
         if inside.size:
@@ -241,7 +244,7 @@ def explain(
         full_w = torch.zeros(1, h, t, s, device=device)
         full_w[0, head, query] = weights
         q_pos, k_pos = torch.arange(t, device=device), torch.arange(s, device=device)
-        context = context + positions.value_term(full_w, q_pos, k_pos)[0, head, query]
+        context = context + cast(torch.Tensor, positions.value_term(full_w, q_pos, k_pos))[0, head, query]
     model_weights = seen["output"].weights[0, head, query].float()
     return Walkthrough(
         kind=kind,
@@ -291,17 +294,18 @@ def _calls(model: Seq2SeqModel | EncoderModel, prepared: Prepared, module: torch
         if prepared.tgt_in_ids is None:
             model.encode(src, mask, need_weights=True)
         else:
-            model(src, mask, torch.tensor([prepared.tgt_in_ids], device=device), need_weights=True)
+            # a target side: a seq2seq model
+            cast(Seq2SeqModel, model)(src, mask, torch.tensor([prepared.tgt_in_ids], device=device), need_weights=True)
     finally:
         handle.remove()
     return calls
 
 
 def _explain_recurrent(
-    model: Seq2SeqModel, prepared: Prepared, site: AttentionSite, head: int, query: int
+    model: Seq2SeqModel | EncoderModel, prepared: Prepared, site: AttentionSite, head: int, query: int
 ) -> Walkthrough:
     """Luong attention of decoder step ``query``: its score, window (local) and weights, recomputed."""
-    module = site.module
+    module = cast(GlobalAttention | LocalAttention, site.module)  # checked by explain
     if head != 0:
         raise ValueError(f"head {head} out of range: the RNN's attention has one head (0)")
     q_tokens, k_tokens = prepared.queries("cross"), prepared.keys("cross")
@@ -325,11 +329,12 @@ def _explain_recurrent(
     scaled = torch.where(allowed, raw, torch.tensor(float("-inf"), device=raw.device))
     weights = torch.softmax(scaled, -1)
     if isinstance(module, LocalAttention) and module.mode == "local-p":
+        assert window is not None and p_t is not None  # set above for local attention
         sigma = window / 2.0
         g = torch.exp(-((positions - p_t) ** 2) / (2.0 * sigma**2))
         weights = weights * g
         gauss = cpu(g)
-    weights = cpu(weights)
+    weights_np = cpu(weights)
     return Walkthrough(
         kind="cross",
         layer=site.layer,
@@ -345,9 +350,9 @@ def _explain_recurrent(
         scale=1.0,
         bias=None,
         scaled=cpu(scaled),
-        weights=weights,
-        unscaled_weights=weights,
-        context=weights @ cpu(values),
+        weights=weights_np,
+        unscaled_weights=weights_np,
+        context=weights_np @ cpu(values),
         model_weights=cpu(model_weights),
         score=module.score.formula.replace("q", "h_t").replace("k", "h̄_s"),
         terms_formula=module.score.terms_formula.replace("q", "h_t").replace("k", "h̄_s"),

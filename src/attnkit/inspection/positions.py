@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
@@ -25,8 +26,12 @@ from ..positions import (
     t5_bucket,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 SCHEMES = tuple(s for s in POSITION_SCHEMES if s != "none")  # the schemes that have a figure
 MAX_CELLS = 4_000_000  # length x d_model of a drawn table: beyond it the figure is unreadable and memory runs out
+SchemeT = TypeVar("SchemeT", bound=nn.Module)
 
 
 def check_sizes(length: int, d_model: int, heads: int) -> None:
@@ -42,7 +47,7 @@ def check_sizes(length: int, d_model: int, heads: int) -> None:
         )
 
 
-def find_scheme(model: Seq2SeqModel | EncoderModel, cls: type) -> nn.Module | None:
+def find_scheme(model: Seq2SeqModel | EncoderModel, cls: type[SchemeT]) -> SchemeT | None:
     """The model's first position module of type ``cls`` (the encoder's, as built first)."""
     return next((m for m in model.position_schemes() if isinstance(m, cls)), None)
 
@@ -101,7 +106,7 @@ def position_figure(
     heads: int,
     model: Seq2SeqModel | EncoderModel | None = None,
     model_name: str = "",
-) -> tuple[str, object]:
+) -> tuple[str, Figure]:
     """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
     bias a trained ``model`` learned (learned and t5)."""
     from .. import plots
@@ -144,18 +149,18 @@ def position_figure(
             plots.plot_positional_encoding(table, title=f"learned positions of {model_name}", learned=True),
         )
     if scheme == "fourier":
-        module = find_scheme(model, FourierPositions) if model is not None else None
-        trained = module is not None
-        if not trained:
+        fourier = find_scheme(model, FourierPositions) if model is not None else None
+        trained = fourier is not None
+        if fourier is None:
             with torch.random.fork_rng():  # a fixed draw, without touching the caller's generator
                 torch.manual_seed(0)
-                module = FourierPositions(d)
+                fourier = FourierPositions(d)
         with torch.no_grad():
-            table = module(n).float().cpu().numpy()
-            wavelengths = (2 * math.pi / module.frequencies.abs().clamp_min(1e-9)).flatten().sort().values.numpy()
+            table = fourier(n).float().cpu().numpy()
+            wavelengths = (2 * math.pi / fourier.frequencies.abs().clamp_min(1e-9)).flatten().sort().values.numpy()
         whose = f"of {model_name}" if trained else "untrained (W_r ~ N(0, 1/gamma^2))"
         text = (
-            f"learnable Fourier features {whose}: {module.features} features, gamma = {module.gamma}\n"
+            f"learnable Fourier features {whose}: {fourier.features} features, gamma = {fourier.gamma}\n"
             "r_x = [cos(x W_r^T), sin(x W_r^T)] / sqrt(F);  PE_x = GELU(r_x W_1 + b_1) W_2 + b_2\n"
             f"wavelengths 2 pi / |w| in positions: shortest {wavelengths[0]:.1f}, median "
             f"{float(np.median(wavelengths)):.1f}, longest {wavelengths[-1]:.3g}"
@@ -163,7 +168,7 @@ def position_figure(
         title = (
             f"learnable Fourier features of {model_name}"
             if trained
-            else f"learnable Fourier features, untrained: random frequencies (gamma = {module.gamma}) through an MLP"
+            else f"learnable Fourier features, untrained: random frequencies (gamma = {fourier.gamma}) through an MLP"
         )
         return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True)
     if scheme == "alibi":
@@ -172,11 +177,11 @@ def position_figure(
             alibi_bias(h, min(n, 64)), title="ALiBi: a fixed linear distance penalty per head"
         )
     if scheme == "t5":
-        module = find_scheme(model, T5RelativeBias) if model is not None else None
-        if module is not None:
+        t5 = find_scheme(model, T5RelativeBias) if model is not None else None
+        if t5 is not None:
             return (
-                f"T5 relative bias of {model_name}: {module.num_buckets} buckets, max distance {module.max_distance}",
-                plots.plot_score_bias(t5_bias(module, min(n, 64)), title=f"T5 bias learned by {model_name}"),
+                f"T5 relative bias of {model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}",
+                plots.plot_score_bias(t5_bias(t5, min(n, 64)), title=f"T5 bias learned by {model_name}"),
             )
         buckets = t5_buckets(n)
         offsets = [o for o in (-40, -20, -8, -4, -1, 0, 1, 4, 8, 20, 40) if 0 <= n // 2 + o < n]

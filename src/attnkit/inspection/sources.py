@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..data.tokenizer import Tokenizer
@@ -22,6 +23,9 @@ from .capture import (
     prepare,
     prepare_pretrained,
 )
+
+if TYPE_CHECKING:
+    from ..pretrained import PretrainedEncoder
 
 
 def is_pretrained(source: str | Path) -> bool:
@@ -52,7 +56,7 @@ class Source:
     info: dict
     tok: Tokenizer | None = None
     cfg: Config | None = None
-    encoder: object | None = None  # pretrained.PretrainedEncoder
+    encoder: PretrainedEncoder | None = None
 
     @property
     def max_src_len(self) -> int | None:
@@ -103,6 +107,7 @@ def attention_records(
     src = open_source(source, weights)
     if src.encoder is not None:
         return capture_pretrained(src.encoder, _require_sentences(sentences)), src.info
+    assert src.tok is not None  # an attnkit model comes with its tokenizer
     records = capture(
         src.model,
         src.tok,
@@ -127,6 +132,7 @@ def prepare_sentence(
     src = open_source(source, weights)
     if src.encoder is not None:
         return src.model, prepare_pretrained(src.encoder, [sentence])[0]
+    assert src.tok is not None  # an attnkit model comes with its tokenizer
     prepared = prepare(
         src.model,
         src.tok,

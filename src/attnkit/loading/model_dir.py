@@ -18,12 +18,12 @@ import pickle
 import re
 import warnings
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import torch
-from torch import nn
 
 from ..atomic import atomic_path
 from ..config import DEVICES, Config, load_config
@@ -32,6 +32,9 @@ from ..data.vocabulary import WordVocabulary
 from ..errors import shorten, unknown_choice
 from ..models import build_model
 from ..models.factory import build_captioner
+from ..models.image import RNNCaptioner, TransformerCaptioner
+from ..models.rnn import RNNSeq2Seq
+from ..models.transformer import TransformerEncoderModel, TransformerSeq2Seq
 from . import packaged
 
 CHECKPOINT_CHOICES = ("best", "last", "average")
@@ -69,7 +72,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return obj
 
 
-def average_checkpoints(paths: list[str | Path]) -> dict[str, torch.Tensor]:
+def average_checkpoints(paths: Sequence[str | Path]) -> dict[str, torch.Tensor]:
     """Element-wise mean of the model parameters of several checkpoints."""
     if not paths:
         raise ValueError("no checkpoints to average")
@@ -86,6 +89,7 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, torch.Tensor]:
         for k, v in state.items():
             if v.is_floating_point():
                 total[k] += v.double()
+    assert total is not None  # paths is not empty
     n = len(paths)
     return {k: (v / n).to(dtypes[k]) if v.is_floating_point() else v for k, v in total.items()}
 
@@ -157,6 +161,37 @@ TASK_USE = {
 }
 
 
+# What load_model returns: a translation model (or an encoder), or a captioner (a subclass of either seq2seq)
+LoadedModel = TransformerSeq2Seq | RNNSeq2Seq | TransformerEncoderModel
+
+
+@overload
+def load_model(
+    path: str | Path,
+    *,
+    checkpoint_name: str = ...,
+    average_last: int = ...,
+    device: str | torch.device = ...,
+    task: Literal["caption"],
+) -> tuple[RNNCaptioner | TransformerCaptioner, WordVocabulary, Config]: ...
+@overload
+def load_model(
+    path: str | Path,
+    *,
+    checkpoint_name: str = ...,
+    average_last: int = ...,
+    device: str | torch.device = ...,
+    task: Literal["translation"] = ...,
+) -> tuple[LoadedModel, Tokenizer, Config]: ...
+@overload
+def load_model(
+    path: str | Path,
+    *,
+    checkpoint_name: str = ...,
+    average_last: int = ...,
+    device: str | torch.device = ...,
+    task: str | None,
+) -> tuple[LoadedModel, Tokenizer | WordVocabulary, Config]: ...
 def load_model(
     path: str | Path,
     *,
@@ -164,7 +199,7 @@ def load_model(
     average_last: int = 0,
     device: str | torch.device = "cpu",
     task: str | None = "translation",
-) -> tuple[nn.Module, Tokenizer | WordVocabulary, Config]:
+) -> tuple[LoadedModel, Tokenizer | WordVocabulary, Config]:
     """Rebuild a trained model from its directory (or an installed model's name,
     ``attnkit.loading.packaged``), in eval mode, on ``device`` (auto: cuda if present).
 
@@ -187,6 +222,8 @@ def load_model(
     cfg = load_config(md.config_path)
     if task is not None and cfg.data.task != task:
         raise ValueError(f"{md.path} is a {cfg.data.task} model: {TASK_USE[cfg.data.task]}")
+    tok: Tokenizer | WordVocabulary
+    model: LoadedModel
     if cfg.data.task == "caption":
         tok = WordVocabulary.load(md.path)
         model = build_captioner(cfg.model, vocab=tok.tgt_vocab, pad_id=PAD, image_size=cfg.data.image_size)

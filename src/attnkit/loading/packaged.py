@@ -116,7 +116,9 @@ def save_weights(model: nn.Module, path: Path, dtype: torch.dtype = torch.float1
 
     from ..atomic import atomic_path
 
-    state, aliases, seen = {}, {}, {}
+    state: dict[str, Tensor] = {}
+    aliases: dict[str, str] = {}
+    seen: dict[tuple[int, tuple[int, ...], torch.dtype], str] = {}
     for name, t in model.state_dict().items():
         key = (t.data_ptr(), tuple(t.shape), t.dtype)
         if key in seen:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import cast
+
 from torch import nn
 
 from ..attention import build_recurrent_attention
@@ -40,14 +43,14 @@ def _positions(cfg: ModelConfig, *, causal: bool) -> AbsolutePositions | Attenti
     )
 
 
-def _attention_positions(cfg: ModelConfig, count: int, *, causal: bool) -> list[AttentionPositions | None]:
+def _attention_positions(cfg: ModelConfig, count: int, *, causal: bool) -> Sequence[AttentionPositions | None]:
     """One scheme per layer for Shaw's relative positions (learned per layer in the paper);
     one shared by all layers for the others (T5 shares its bias table; RoPE and ALiBi have no parameters)."""
     first = _positions(cfg, causal=causal)
     if not isinstance(first, AttentionPositions):
         return [None] * count
     if cfg.positions == "relative":
-        return [first] + [_positions(cfg, causal=causal) for _ in range(count - 1)]
+        return [first] + [cast(AttentionPositions, _positions(cfg, causal=causal)) for _ in range(count - 1)]
     return [first] * count
 
 
@@ -75,7 +78,9 @@ def _token_embedding(cfg: ModelConfig, embedding: nn.Embedding, *, causal: bool)
     )
 
 
-def build_model(cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int, shared_vocab: bool) -> nn.Module:
+def build_model(
+    cfg: ModelConfig, *, src_vocab: int, tgt_vocab: int, pad_id: int, shared_vocab: bool
+) -> TransformerSeq2Seq | RNNSeq2Seq | TransformerEncoderModel:
     """Build the model ``cfg.arch`` names (its keys checked by ``config.check_model``);
     ``shared_vocab`` allows tying source and target embeddings."""
     check_model(cfg)

@@ -17,7 +17,9 @@ pixels; a region is real when any of its pixels is.
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -132,6 +134,8 @@ class ImageRNNEncoder(nn.Module):
 class RNNCaptioner(RNNSeq2Seq):
     """Luong's RNN decoder attending over image regions (Show, Attend and Tell)."""
 
+    encoder: ImageRNNEncoder
+
     def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
         """src (b, H, W) images in [0, 1], src_mask (b, H, W) True on real pixels."""
         memory, mask, final = self.encoder(src, src_mask)
@@ -147,6 +151,8 @@ class RNNCaptioner(RNNSeq2Seq):
 class TransformerCaptioner(TransformerSeq2Seq):
     """The Transformer decoder attending over a ViT encoder's (or a CNN's) regions."""
 
+    src_embed: RegionEmbedding
+
     def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
         """src (b, H, W) images in [0, 1], src_mask (b, H, W) True on real pixels."""
         x, mask = self.src_embed(src, src_mask)
@@ -157,7 +163,10 @@ class TransformerCaptioner(TransformerSeq2Seq):
         return self.src_embed.grid(height, width)
 
 
-def region_maps(weights: Tensor, grid: tuple[int, int]) -> Tensor:
+MapsT = TypeVar("MapsT", Tensor, np.ndarray)
+
+
+def region_maps(weights: MapsT, grid: tuple[int, int]) -> MapsT:
     """Attention over regions (…, r) -> over the grid (…, gh, gw) (a tensor or an array)."""
     return weights.reshape(*weights.shape[:-1], *grid)
 

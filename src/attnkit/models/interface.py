@@ -13,13 +13,17 @@ by implementing them, and a test checks that every built-in model does.
     EncoderModel   encode; hidden_states (every layer's output); token_vectors
                    (the static embedding table's rows); attention_sites; position_schemes
 
+Every model is an ``nn.Module``; of its methods, Seq2SeqModel and EncoderModel name the
+two the rest of attnkit calls: parameters() (to find the model's device) and eval().
+
 Shapes as in ``attnkit.attention``: b batch, s source, t target, d width, V vocabulary.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -71,8 +75,13 @@ class DecodingState(Protocol):
         ...
 
 
+# A model's own decoding state: what its init_state returns and its decode_step takes. A bare
+# ``Seq2SeqModel`` (any state) is what search, training, capture and explain accept.
+StateT = TypeVar("StateT", bound=DecodingState)
+
+
 @runtime_checkable
-class Seq2SeqModel(Protocol):
+class Seq2SeqModel(Protocol[StateT]):
     """An encoder-decoder: source tokens in, next-token features and logits out."""
 
     @property
@@ -85,10 +94,10 @@ class Seq2SeqModel(Protocol):
         """src (b, s) token ids, src_mask (b, s) True on real tokens."""
         ...
 
-    def init_state(self, encoder_out: EncoderOutput) -> DecodingState: ...
+    def init_state(self, encoder_out: EncoderOutput) -> StateT: ...
 
     def decode_step(
-        self, state: DecodingState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
+        self, state: StateT, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
     ) -> DecoderOutput:
         """Feed target tokens (b, n) after the state's prefix; ``project=False``: features only."""
         ...
@@ -107,9 +116,13 @@ class Seq2SeqModel(Protocol):
         """The positional modules (``attnkit.positions``), each once, encoder side first."""
         ...
 
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...  # nn.Module's
+
+    def eval(self) -> nn.Module: ...  # nn.Module's
+
 
 @runtime_checkable
-class ImageCaptioner(Seq2SeqModel, Protocol):
+class ImageCaptioner(Seq2SeqModel[StateT], Protocol):
     """A Seq2SeqModel whose source is an image: ``encode(images (b, H, W), pixel_mask (b, H, W))``,
     its memory one row per image region, row-major over the region grid."""
 
@@ -139,3 +152,7 @@ class EncoderModel(Protocol):
     def attention_sites(self) -> list[AttentionSite]: ...
 
     def position_schemes(self) -> list[nn.Module]: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]: ...  # nn.Module's
+
+    def eval(self) -> nn.Module: ...  # nn.Module's

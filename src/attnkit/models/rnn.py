@@ -10,6 +10,7 @@ step t: h_t = RNN([emb(y_{t-1}); h̃_{t-1}], h_{t-1})      (input feeding, sec. 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import Tensor, nn
@@ -21,6 +22,9 @@ from ..errors import unknown_choice
 from .dropout import Dropout
 from .interface import AttentionSite
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
+
+if TYPE_CHECKING:  # the captioner's encoder (image.py imports this module)
+    from .image import ImageRNNEncoder
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}  # config.RNN_CELLS
 Hidden = Tensor | tuple[Tensor, Tensor]
@@ -82,7 +86,7 @@ class RNNState:
             self.encoder = EncoderOutput(enc.memory.index_select(0, index), enc.mask.index_select(0, index))
             self.prepared = self.prepared.index_select(0, index)
         if isinstance(self.hidden, tuple):
-            self.hidden = tuple(h.index_select(1, index) for h in self.hidden)
+            self.hidden = cast(Hidden, tuple(h.index_select(1, index) for h in self.hidden))  # an LSTM's (h, c)
         else:
             self.hidden = self.hidden.index_select(1, index)
         self.feed = self.feed.index_select(0, index)
@@ -94,7 +98,7 @@ class RNNSeq2Seq(nn.Module):
     def __init__(
         self,
         *,
-        encoder: RNNEncoder,
+        encoder: RNNEncoder | ImageRNNEncoder,
         tgt_embedding: nn.Embedding,
         attention: GlobalAttention | LocalAttention,
         cell: str,
@@ -202,7 +206,7 @@ class RNNSeq2Seq(nn.Module):
     @staticmethod
     def _maps(weights: list[Tensor], centres: list[Tensor | None]) -> AttentionMaps:
         cross = torch.cat(weights, 1)[:, None]  # (b, 1, t, s): one "head"
-        p_t = torch.cat(centres, 1) if centres and centres[0] is not None else None
+        p_t = torch.cat(cast(list[Tensor], centres), 1) if centres and centres[0] is not None else None
         return AttentionMaps(cross=[cross], p_t=p_t)
 
     def forward(

@@ -11,8 +11,9 @@ Layers are pre-norm (x + f(LN(x)), a final LayerNorm per stack) or post-norm
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +24,10 @@ from ..positions import AbsolutePositions, AttentionPositions
 from .dropout import Dropout
 from .interface import AttentionSite
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
+
+if TYPE_CHECKING:  # the image and BERT embeddings stand in for TokenEmbedding (image.py imports this module)
+    from .bert import BertEmbedding
+    from .image import RegionEmbedding
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -248,7 +253,7 @@ class TransformerSeq2Seq(nn.Module):
     def __init__(
         self,
         *,
-        src_embed: TokenEmbedding,
+        src_embed: TokenEmbedding | RegionEmbedding,
         tgt_embed: TokenEmbedding,
         encoder: TransformerEncoder,
         decoder_layers: list[DecoderLayer],
@@ -273,14 +278,18 @@ class TransformerSeq2Seq(nn.Module):
         return self.output
 
     def attention_sites(self) -> list[AttentionSite]:
-        sites = [AttentionSite("encoder", i, layer.self_attn) for i, layer in enumerate(self.encoder.layers)]
+        sites = [
+            AttentionSite("encoder", i, cast(EncoderLayer, layer).self_attn)
+            for i, layer in enumerate(self.encoder.layers)
+        ]
         for kind, name in (("decoder", "self_attn"), ("cross", "cross_attn")):
             sites += [AttentionSite(kind, i, getattr(layer, name)) for i, layer in enumerate(self.decoder_layers)]
         return sites
 
     def position_schemes(self) -> list[nn.Module]:
         return _unique(
-            [self.src_embed.positions, self.tgt_embed.positions] + [s.module.positions for s in self.attention_sites()]
+            [self.src_embed.positions, self.tgt_embed.positions]
+            + [cast(MultiHeadAttention, s.module).positions for s in self.attention_sites()]
         )
 
     def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
@@ -330,7 +339,8 @@ class TransformerSeq2Seq(nn.Module):
         (with ``project=False`` only the features before the output layer)."""
         enc = self.encode(src, src_mask, need_weights)
         out = self._decode(self.tgt_embed(tgt_in), enc, need_weights, None, project)
-        if need_weights:
+        if need_weights:  # both outputs carry maps
+            assert out.attention is not None and enc.attention is not None
             out.attention.encoder = enc.attention.encoder
         return out
 
@@ -338,7 +348,7 @@ class TransformerSeq2Seq(nn.Module):
 class TransformerEncoderModel(nn.Module):
     """The encoder alone (BERT-style): contextual vectors for every token."""
 
-    def __init__(self, *, embed: TokenEmbedding, encoder: TransformerEncoder) -> None:
+    def __init__(self, *, embed: TokenEmbedding | BertEmbedding, encoder: TransformerEncoder) -> None:
         super().__init__()
         self.embed = embed
         self.encoder = encoder
@@ -370,13 +380,19 @@ class TransformerEncoderModel(nn.Module):
         return self.embed.lookup(tokens)
 
     def attention_sites(self) -> list[AttentionSite]:
-        return [AttentionSite("encoder", i, layer.self_attn) for i, layer in enumerate(self.encoder.layers)]
+        return [
+            AttentionSite("encoder", i, cast(EncoderLayer, layer).self_attn)
+            for i, layer in enumerate(self.encoder.layers)
+        ]
 
     def position_schemes(self) -> list[nn.Module]:
-        return _unique([getattr(self.embed, "positions", None)] + [s.module.positions for s in self.attention_sites()])
+        return _unique(
+            [getattr(self.embed, "positions", None)]
+            + [cast(MultiHeadAttention, s.module).positions for s in self.attention_sites()]
+        )
 
 
-def _unique(modules: list[nn.Module | None]) -> list[nn.Module]:
+def _unique(modules: Sequence[nn.Module | None]) -> list[nn.Module]:
     """The modules that are there, each once (layers may share one scheme), in order."""
     out: list[nn.Module] = []
     for m in modules:

@@ -81,8 +81,9 @@ def plot_caption(
                     ls="--",
                 )
             )
-        if inside is not None and inside[i] is not None:
-            label += f"  {100 * inside[i]:.0f}% in box"
+        share = inside[i] if inside is not None else None
+        if share is not None:
+            label += f"  {100 * share:.0f}% in box"
         ax.set_title(label, fontsize=9)
     for ax in axes:
         ax.set_xticks([])

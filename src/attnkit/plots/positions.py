@@ -4,6 +4,7 @@ why sinusoids encode relative offset (similarity depends on distance only)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -85,7 +86,7 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
     fig = Figure(figsize=(3.1 * cols + 5.0, 2.7 * rows + 0.6), layout="constrained")
-    left, right = fig.subfigures(1, 2, width_ratios=[3.1 * cols, 5.0])
+    left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[3.1 * cols, 5.0]))  # 1 x 2: an array
     axes = np.atleast_1d(left.subplots(rows, cols, squeeze=False)).ravel()
     for ax, h in zip(axes, shown):
         lim = float(np.abs(bias[h]).max()) or 1.0

@@ -33,6 +33,8 @@ def alibi_slopes(num_heads: int) -> Tensor:
 class ALiBi(AttentionPositions):
     """Linear biases: -slope_h * |j - i| added to head h's scores."""
 
+    slopes: Tensor  # (h,), a non-persistent buffer
+
     def __init__(self, num_heads: int) -> None:
         super().__init__()
         self.register_buffer("slopes", alibi_slopes(num_heads), persistent=False)

@@ -16,6 +16,8 @@ from .base import AttentionPositions
 class RotaryPositions(AttentionPositions):
     """Rotate query/key dimension pairs by position-dependent angles (no parameters)."""
 
+    inv_freq: Tensor  # (head_dim / 2,) float64, a non-persistent buffer
+
     def __init__(self, head_dim: int, *, base: float = 10000.0) -> None:
         super().__init__()
         if head_dim <= 0 or head_dim % 2:

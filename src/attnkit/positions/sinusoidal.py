@@ -35,6 +35,8 @@ class SinusoidalPositionalEncoding(AbsolutePositions):
     same position always gets the same vector whatever the sequence length.
     """
 
+    table: Tensor  # (max_len, d_model), a non-persistent buffer
+
     def __init__(self, d_model: int, max_len: int = 1024, *, base: float = 10000.0) -> None:
         super().__init__(d_model)
         if max_len <= 0:

@@ -15,6 +15,7 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import Tensor, nn
@@ -26,6 +27,10 @@ from ..models.transformer import (
     TransformerEncoder,
     TransformerEncoderModel,
 )
+
+if TYPE_CHECKING:  # an optional dependency, imported when a tokenizer is loaded
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers.implementations import BaseTokenizer
 
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}  # Hugging Face hidden_act -> attnkit activation
 IGNORED = ("embeddings.position_ids", "pooler.")  # buffers and the NSP pooler: not part of the encoder
@@ -112,7 +117,7 @@ def build_bert(config: dict) -> TransformerEncoderModel:
 def convert_state_dict(hf: dict[str, Tensor], layers: int) -> dict[str, Tensor]:
     """Hugging Face BertModel names -> attnkit names (Q, K, V stacked into in_proj)."""
     hf = {k.removeprefix("bert."): v for k, v in hf.items()}
-    out: dict[str, Tensor] = {}
+    out: dict[str, Tensor | None] = {}  # None: missing (reported below)
     missing: list[str] = []
 
     def take(name: str) -> Tensor | None:
@@ -137,7 +142,7 @@ def convert_state_dict(hf: dict[str, Tensor], layers: int) -> dict[str, Tensor]:
         for part in ("weight", "bias"):
             qkv = [take(f"{src}.attention.self.{n}.{part}") for n in ("query", "key", "value")]
             if all(t is not None for t in qkv):
-                out[f"{dst}.self_attn.in_proj_{part}"] = torch.cat(qkv, 0)
+                out[f"{dst}.self_attn.in_proj_{part}"] = torch.cat(cast(list[Tensor], qkv), 0)
         copy(f"{src}.attention.output.dense", f"{dst}.self_attn.out_proj")
         copy(f"{src}.attention.output.LayerNorm", f"{dst}.norms.0")
         copy(f"{src}.intermediate.dense", f"{dst}.feed_forward.w_1")
@@ -183,7 +188,7 @@ class PretrainedEncoder:
     """A loaded BERT-family encoder with its tokenizer and pooling."""
 
     model: TransformerEncoderModel
-    tokenizer: object  # tokenizers.Tokenizer
+    tokenizer: HFTokenizer | BaseTokenizer  # tokenizers'
     config: dict
     path: Path
     pooling: str = "mean"  # mean, cls or max (from the sentence-transformers pooling config)
@@ -243,14 +248,14 @@ class PretrainedEncoder:
         return torch.nn.functional.normalize(pooled, dim=-1) if self.normalize else pooled
 
 
-def _tokenizer(path: Path, config: dict):
+def _tokenizer(path: Path, config: dict) -> HFTokenizer | BaseTokenizer:
     try:
         from tokenizers import Tokenizer
         from tokenizers.implementations import BertWordPieceTokenizer
     except ImportError:
         raise ValueError("loading a pretrained encoder needs the tokenizers package (pip install tokenizers)") from None
     if (path / "tokenizer.json").is_file():
-        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+        tok: Tokenizer | BertWordPieceTokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     elif (path / "vocab.txt").is_file():
         lower = (
             _read_json(path / "tokenizer_config.json").get("do_lower_case", True)

@@ -33,6 +33,7 @@ from torch import Tensor
 
 from ..data.tokenizer import BOS, EOS
 from ..models.interface import Seq2SeqModel
+from ..models.outputs import AttentionMaps
 from .hypotheses import (
     Hypothesis,
     SearchResult,
@@ -57,7 +58,7 @@ class _Beams:
     attn_hist: Tensor | None = None  # (n * k, layers, heads, t, s) cross-attention, when asked
     pt_hist: Tensor | None = None  # (n * k, t) local attention's p_t
 
-    def record(self, attention) -> None:
+    def record(self, attention: AttentionMaps) -> None:
         """Append one step's cross-attention (and p_t) to every row's history."""
         cross, p_t = stack_cross(attention)
         cross = cross[..., None, :]  # (n * k, L, h, 1, s)
@@ -119,13 +120,15 @@ def beam_search(
         else:
             out = model.decode_step(copy.deepcopy(base), beams.tokens, need_weights=need_weights, project=False)
         if need_weights:
+            assert out.attention is not None  # asked for
             beams.record(out.attention)
+        assert out.hidden is not None  # every model returns its features
         reorder, done = _advance(beams, output, out.hidden[:, -1], logits_buffer, step + 1, limits, options)
         if not beams.active:
             break
         # beams move only within their sentence unless sentences left: then the
         # encoder side (memory, cross-attention caches) needs no copy
-        (state if use_cache else base).reorder(reorder, same_sources=not done)
+        (state if base is None else base).reorder(reorder, same_sources=not done)
         beams.keep(reorder)
         step += 1
     return SearchResult([sorted(hyps, key=lambda h: h.score, reverse=True)[: options.n_best] for hyps in beams.pending])

@@ -43,6 +43,7 @@ def greedy_search(
     logits_buffer = torch.empty(b, output.weight.shape[0], device=device)  # reused by every step
     for step in range(int(limits.max())):
         out = model.decode_step(state, prev, need_weights=need_weights, project=False)
+        assert out.hidden is not None  # every model returns its features
         best, nxt, lse = best_tokens(output, out.hidden[:, -1], 1, logits_buffer)
         best_lp = (best - lse).squeeze(1)  # log-probability, no log-softmax pass
         done = finished[rows]  # finished, not yet dropped from the batch
@@ -51,6 +52,7 @@ def greedy_search(
         ended[rows] |= nxt == EOS
         out_ids[rows, step] = nxt
         if need_weights:
+            assert out.attention is not None  # asked for
             c, p = stack_cross(out.attention)
             cross.append((rows, c))
             if p is not None:

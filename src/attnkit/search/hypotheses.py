@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from ..models.outputs import AttentionMaps
 
 # How beam search ranks finished hypotheses of different lengths: score = log P(Y) / lp(|Y|),
 # |Y| counting the EOS token. Each style with its customary alpha (used when none is given).
@@ -16,6 +19,10 @@ PENALTIES: dict[str, float] = {
 }
 
 
+@overload
+def length_penalty(length: int, alpha: float, penalty: str = "fairseq") -> float: ...
+@overload
+def length_penalty(length: Tensor, alpha: float, penalty: str = "fairseq") -> Tensor: ...
 def length_penalty(length: int | Tensor, alpha: float, penalty: str = "fairseq") -> float | Tensor:
     """lp(|Y|) for ``penalty`` (see ``PENALTIES``); alpha = 0 ranks by log-probability alone."""
     if penalty == "gnmt":
@@ -57,7 +64,7 @@ def max_lengths(src_mask: Tensor, ratio: float, extra: int) -> Tensor:
     return (src_mask.flatten(1).sum(1).float() * ratio).long() + extra
 
 
-def stack_cross(maps: object) -> tuple[Tensor, Tensor | None]:
+def stack_cross(maps: AttentionMaps) -> tuple[Tensor, Tensor | None]:
     """One decoding step's attention maps -> cross (b, layers, heads, s), p_t (b,) or None."""
     cross = torch.stack([w[:, :, -1] for w in maps.cross], dim=1)
     p_t = maps.p_t[:, -1] if maps.p_t is not None else None

@@ -96,7 +96,8 @@ class _ProjectedLoss(torch.autograd.Function):
         n, vocab = hidden.shape[0], weight.shape[0]
         if hidden.dtype == torch.float32 and hidden.device.type == "cpu":
             logits = _workspace.take(n, vocab, hidden)
-            ctx.borrowed = logits.data_ptr() == _workspace.buffer.data_ptr()
+            buffer = _workspace.buffer  # set by take()
+            ctx.borrowed = buffer is not None and logits.data_ptr() == buffer.data_ptr()
             torch.mm(hidden, weight.t(), out=logits)  # (n, V)
         else:
             ctx.borrowed = False

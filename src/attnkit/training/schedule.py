@@ -58,7 +58,7 @@ def build_scheduler(
         raise ValueError("train.time_schedule needs train.max_minutes > 0 (the budget the schedule decays over)")
 
     def multiplier(step: int) -> float:
-        frac = clock() / budget if cfg.time_schedule else None
+        frac = clock() / budget if cfg.time_schedule and clock is not None else None  # a clock: checked above
         return lr_multiplier(
             step, schedule=cfg.schedule, warmup=cfg.warmup, max_steps=cfg.max_steps, time_fraction=frac
         )

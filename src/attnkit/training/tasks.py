@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from torch import nn
 
 from ..config import Config
 from ..data import (
@@ -32,8 +31,9 @@ from ..data import (
 from ..data.tokenizer import PAD
 from ..data.vocabulary import WordVocabulary
 from ..evaluation import bleu
-from ..models import build_model
+from ..models import RNNSeq2Seq, TransformerSeq2Seq, build_model
 from ..models.factory import build_captioner
+from ..models.image import RNNCaptioner, TransformerCaptioner
 from ..search import SearchOptions
 
 
@@ -44,6 +44,7 @@ def load_corpora(cfg: Config) -> tuple[ParallelText, ParallelText]:
         missing = [k for k in ("train_src", "train_tgt", "dev_src", "dev_tgt") if not getattr(d, k)]
         if missing:
             raise ValueError(f"data.{missing[0]} is not set (file corpora need train_src, train_tgt, dev_src, dev_tgt)")
+        assert d.train_src and d.train_tgt and d.dev_src and d.dev_tgt  # checked above
         train = read_parallel(d.train_src, d.train_tgt)
         dev = read_parallel(d.dev_src, d.dev_tgt)
     else:
@@ -89,14 +90,15 @@ class TranslationTask:
         )
         return batcher, line
 
-    def build_model(self) -> nn.Module:
-        return build_model(
+    def build_model(self) -> TransformerSeq2Seq | RNNSeq2Seq:
+        model = build_model(
             self.cfg.model,
             src_vocab=self.tok.src_vocab,
             tgt_vocab=self.tok.tgt_vocab,
             pad_id=PAD,
             shared_vocab=self.tok.joint,
         )
+        return cast(TransformerSeq2Seq | RNNSeq2Seq, model)  # check_config(training=True): no encoder alone
 
     def dev_batches(self) -> Iterator[Batch]:
         for idx in inference_batches(self.dev_src, self.cfg.train.batch_tokens):
@@ -118,7 +120,7 @@ class CaptionTask:
         from ..data.scenes import make_scenes
 
         self.cfg, d = cfg, cfg.data
-        kwargs = dict(size=d.image_size, count=d.digits, noise=d.noise)
+        kwargs: dict[str, Any] = dict(size=d.image_size, count=d.digits, noise=d.noise)
         train = make_scenes(d.train_scenes, seed=cfg.train.seed, **kwargs)
         self.dev = make_scenes(d.dev_scenes, held_out=True, seed=cfg.train.seed, **kwargs)
         self.train_images = np.stack([s.image for s in train])
@@ -150,7 +152,7 @@ class CaptionTask:
         )
         return batcher, line
 
-    def build_model(self) -> nn.Module:
+    def build_model(self) -> RNNCaptioner | TransformerCaptioner:
         return build_captioner(
             self.cfg.model, vocab=self.tok.tgt_vocab, pad_id=PAD, image_size=self.cfg.data.image_size
         )
