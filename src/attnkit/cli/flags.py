@@ -18,12 +18,10 @@ from typing import NoReturn, TypeVar
 from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS, DEVICES, StudioLimits
 from ..data.multi30k import SPLITS as MULTI30K_SPLITS
 from ..loading.model_dir import CHECKPOINT_CHOICES
-from ..positions import POSITION_SCHEMES
+from ..positions import POSITION_ENCODINGS as POSITION_FIGURES
 from ..search import PENALTIES, SearchOptions
 
 __all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "MULTI30K_SPLITS", "POSITION_FIGURES", "StudioLimits"]
-
-POSITION_FIGURES = tuple(s for s in POSITION_SCHEMES if s != "none")  # what `attnkit positions` draws
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 DEFAULT_BEAM = SearchOptions().beam

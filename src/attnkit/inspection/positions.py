@@ -14,7 +14,7 @@ from torch import nn
 
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..positions import (
-    POSITION_SCHEMES,
+    POSITION_ENCODINGS,
     ALiBi,
     FourierPositions,
     LearnedPositionalEmbedding,
@@ -29,7 +29,7 @@ from ..positions import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-SCHEMES = tuple(s for s in POSITION_SCHEMES if s != "none")  # the schemes that have a figure
+SCHEMES = POSITION_ENCODINGS  # the schemes that have a figure
 MAX_CELLS = 4_000_000  # length x d_model of a drawn table: beyond it the figure is unreadable and memory runs out
 SchemeT = TypeVar("SchemeT", bound=nn.Module)
 

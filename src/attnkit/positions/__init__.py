@@ -16,6 +16,7 @@ from .sinusoidal import SinusoidalPositionalEncoding, sinusoid_table
 from .t5 import T5RelativeBias, t5_bucket
 
 POSITION_SCHEMES = ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi", "none")
+POSITION_ENCODINGS = POSITION_SCHEMES[:-1]  # every scheme but none: those that have something to draw
 
 
 def build_positions(
@@ -55,6 +56,7 @@ def build_positions(
 
 
 __all__ = [
+    "POSITION_ENCODINGS",
     "POSITION_SCHEMES",
     "ALiBi",
     "AbsolutePositions",

@@ -151,13 +151,19 @@ class _StopRequest:
 
 class Trainer:
     def __init__(
-        self, cfg: Config, *, resume: bool = False, progress_bar: bool | None = None, quiet: bool = False
+        self,
+        cfg: Config,
+        *,
+        resume: bool = False,
+        progress_bar: bool | None = None,
+        quiet: bool = False,
+        resumable: bool = True,
     ) -> None:
         self.md = ModelDir(Path(cfg.out_dir))
         if self.md.path.exists() and not self.md.path.is_dir():
             raise NotADirectoryError(f"out_dir {self.md.path} is a file; a training run writes a directory")
         self.changes: list[tuple[str, Any, Any]] = []  # what a resumed run changes, applied in _prepare
-        self.resumable = True  # an interrupted run says how to continue it
+        self.resumable = resumable  # an interrupted run says how to continue it
         if resume:
             if not self.md.has_run():
                 raise FileNotFoundError(f"nothing to resume in {self.md.path} (no checkpoints/last.pt)")
@@ -521,6 +527,4 @@ def train(
     """Train the model ``cfg`` describes into ``cfg.out_dir``; returns a summary (with ``signal`` when a
     signal stopped it). ``resumable=False``: the caller discards the run, so an interrupted run says
     nothing of ``--resume``."""
-    trainer = Trainer(cfg, resume=resume, progress_bar=progress_bar, quiet=quiet)
-    trainer.resumable = resumable
-    return trainer.train()
+    return Trainer(cfg, resume=resume, progress_bar=progress_bar, quiet=quiet, resumable=resumable).train()
