@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attnkit.data.scenes import Box
+from attnkit.data.images import Box
 from attnkit.evaluation.correctness import attention_correctness, attention_in_box
 
 

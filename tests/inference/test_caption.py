@@ -6,25 +6,9 @@ from PIL import Image
 
 from attnkit.data.scenes import Box, Scene
 from attnkit.evaluation.captioning import score_captions
-from attnkit.inference.caption import Caption, read_image
+from attnkit.inference.caption import Caption
 from attnkit.plots.images import plot_caption, upsample
 from attnkit.viewer.captions import caption_page
-
-
-def test_read_image_gives_grey_levels_and_one_line_errors(tmp_path):
-    pixels = (np.arange(32 * 32).reshape(32, 32) % 256).astype(np.uint8)
-    Image.fromarray(pixels).save(tmp_path / "a.png")
-    Image.fromarray(np.stack([pixels] * 3, -1)).save(tmp_path / "rgb.jpg", quality=100)
-    np.testing.assert_allclose(read_image(tmp_path / "a.png", 32), pixels / 255.0, atol=1e-6)
-    assert read_image(tmp_path / "rgb.jpg", 32).shape == (32, 32)
-    Image.fromarray(pixels[:, :20]).save(tmp_path / "small.png")
-    with pytest.raises(ValueError, match=r"is 20 x 32 pixels; this model reads 32 x 32 images"):
-        read_image(tmp_path / "small.png", 32)
-    (tmp_path / "bad.png").write_bytes(b"not an image")
-    with pytest.raises(ValueError, match="not a readable image"):
-        read_image(tmp_path / "bad.png", 32)
-    with pytest.raises(FileNotFoundError):
-        read_image(tmp_path / "none.png", 32)
 
 
 def test_overlay_lights_exactly_the_pixels_of_the_attended_region():
@@ -33,12 +17,20 @@ def test_overlay_lights_exactly_the_pixels_of_the_attended_region():
     weights[2, 1] = 1.0  # region at row 2, column 1: pixels 8..11 x 4..7
     pixels = upsample(weights, image.shape)
     assert pixels.shape == (16, 12) and pixels[8:12, 4:8].min() == 1.0 and pixels.sum() == 16
+    image[9:11, 5:7] = 1.0  # a patch of ink inside the attended region
     fig = plot_caption(image, ["7"], weights[None], boxes=[Box(8, 4, 4, 4)], inside=[1.0])
-    panel = fig.axes[1]
-    base, heat = panel.images
+    (base,), (heat,) = fig.axes[0].images, fig.axes[1].images
     assert base.get_extent() == heat.get_extent() == [-0.5, 11.5, 15.5, -0.5]  # the same pixel grid
     np.testing.assert_array_equal(heat.get_array(), pixels)
-    assert "100% in box" in panel.get_title()
+    assert heat.get_alpha() is None and heat.norm.vmin == 0.0 and heat.norm.vmax == 1.0  # opaque, fixed 0-1
+    assert "100% in box" in fig.axes[1].get_title()
+    (ink,) = fig.axes[1].collections[0].allsegs  # the ink's outline: around pixels 9..10 x 5..6
+    outline = np.concatenate(ink)
+    assert (
+        outline[:, 0].min() >= 4 and outline[:, 0].max() <= 7 and outline[:, 1].min() >= 8 and outline[:, 1].max() <= 11
+    )
+    colour = plot_caption(np.stack([image] * 3, -1), ["7"], weights[None])
+    assert colour.axes[0].images[0].get_array().shape == (16, 12, 3)  # a colour image is shown in colour
     with pytest.raises(ValueError, match="words"):
         plot_caption(image, ["7", "1"], weights[None])
 
@@ -81,8 +73,9 @@ def test_caption_command_prints_each_image_and_draws_its_attention(tiny_captione
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"{tmp_path / 's0.png'}\t") and lines[1].startswith(f"{tmp_path / 's1.png'}\t")
     words = [line.split("\t")[1] for line in lines[:2]]
-    for i, w in enumerate(words):  # an untrained model may say nothing; a figure for each caption with words
-        assert (tmp_path / f"att_{i + 1}.png").is_file() == bool(w)
+    assert all(words)  # this fixture's model always writes words, so a figure is checked for each image
+    for i in range(2):
+        assert (tmp_path / f"att_{i + 1}.png").stat().st_size > 1000
 
 
 def test_loaded_captioner_captions_arrays_with_attention_over_its_grid(tiny_captioner):

@@ -18,25 +18,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .images import Box
+
 DIGIT = 8  # side of a scan, pixels
+CAPTION_SLACK = 2  # words a caption may run past the most digits a scene holds before the search stops it
 
 
-@dataclass(frozen=True)
-class Box:
-    """A rectangle of pixels: rows top .. top+height-1, columns left .. left+width-1."""
-
-    top: int
-    left: int
-    height: int
-    width: int
-
-    def overlaps(self, other: Box) -> bool:
-        return (
-            self.top < other.top + other.height
-            and other.top < self.top + self.height
-            and self.left < other.left + other.width
-            and other.left < self.left + self.width
-        )
+def max_caption_words(digits: tuple[int, int]) -> int:
+    """The longest caption the search lets a captioner of scenes with ``digits`` (fewest, most)
+    write: one word per digit, plus ``CAPTION_SLACK``, so a model that repeats itself is seen."""
+    return digits[1] + CAPTION_SLACK
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..atomic import atomic_directory, save_figure, write_text
 from ..config import config_from_dict, save_config
-from ..data.scenes import make_scenes
+from ..data.scenes import make_scenes, max_caption_words
 from ..evaluation.captioning import evaluate_captions, named_boxes
 from ..loading.model_dir import load_model
 from ..plots.images import plot_caption
@@ -111,7 +111,7 @@ def _build(out: Path, *, arch: str, max_steps: int, seed: int) -> dict[str, Any]
     model, vocab, _ = load_model(out, checkpoint_name="best", task="caption")
     # test scenes: held-out scans, drawn apart from the dev scenes that chose the checkpoint
     scenes = make_scenes(TEST_SCENES, held_out=True, seed=seed + 1000, size=cfg.data.image_size)
-    scores, captions = evaluate_captions(model, vocab, scenes, max_words=cfg.data.digits[1] + 2)
+    scores, captions = evaluate_captions(model, vocab, scenes, max_words=max_caption_words(cfg.data.digits))
     seconds = time.perf_counter() - started
 
     kind = (

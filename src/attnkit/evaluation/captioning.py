@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.scenes import Box, Scene
+from ..data.images import Box
+from ..data.scenes import CAPTION_SLACK, Scene
 from ..data.vocabulary import WordVocabulary
 from ..inference.caption import Caption, caption_images
 from ..models.interface import ImageCaptioner
@@ -77,7 +78,7 @@ def evaluate_captions(
 ) -> tuple[CaptionScores, list[Caption]]:
     """Caption ``scenes`` (at most ``max_words`` words each; default: the longest scene's + 2)
     and score them; also returns the captions."""
-    max_words = max_words or max(len(s.words) for s in scenes) + 2
+    max_words = max_words or max(len(s.words) for s in scenes) + CAPTION_SLACK
     captions = caption_images(
         model, vocab, np.stack([s.image for s in scenes]), options, max_words=max_words, layer=layer
     )

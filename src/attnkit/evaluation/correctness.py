@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data.scenes import Box
+from ..data.images import Box
 
 
 def _overlap(start: int, length: int, cells: int, size: int) -> np.ndarray:

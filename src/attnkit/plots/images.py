@@ -1,9 +1,11 @@
-"""Attention over an image: each generated word's weights over the image regions, laid on
-the image (Xu et al. 2015, fig. 2/3 style), one panel per word.
+"""Attention over an image: each generated word's weights over the image regions, one panel
+per word beside the image (Xu et al. 2015, fig. 2/3 style).
 
 The heat map is drawn region by region, not smoothed: a region's weight fills exactly the
 region x region pixels it covers (``upsample``), so what is lit is what the model attended
-to. Colour and opacity both grow with the weight, on one scale shared by all panels.
+to. The heat is opaque, so every colour in a panel is a colour of the colour bar, and the
+image is traced over it (its ink's outline) to show where the weight lies. The scale is
+fixed at 0-1 unless asked otherwise, so figures of different models compare.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from matplotlib.cm import ScalarMappable
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..data.scenes import Box
+from ..data.images import Box, greyscale
 
-OPACITY = 0.85  # of the heat map where the weight is largest (the viewer uses the same)
+CMAP = "viridis"  # dark for no weight, so a low weight stays visible against a high one
+BOX_COLOUR = "#ff5a5a"  # where the word's object is: red reads on every viridis colour
 
 
 def upsample(weights: np.ndarray, image_shape: tuple[int, int]) -> np.ndarray:
@@ -37,36 +39,36 @@ def plot_caption(
     boxes: Sequence[Box | None] | None = None,
     inside: Sequence[float | None] | None = None,
     title: str = "",
+    vmax: float = 1.0,
 ) -> Figure:
-    """image (H, W) in [0, 1]; attention (t, gh, gw), one map per word of ``words``; ``boxes``:
-    where each word's object really is (outlined), ``inside``: the share of the word's
-    attention inside its box (``evaluation.attention_in_box``), written under the word."""
+    """image (H, W) greyscale or (H, W, 3) RGB in [0, 1]; attention (t, gh, gw), one map per word
+    of ``words``, drawn on the scale 0 .. ``vmax``; ``boxes``: where each word's object really
+    is (outlined), ``inside``: the share of the word's attention inside its box
+    (``evaluation.attention_in_box``), written over the panel."""
     if attention.ndim != 3 or len(attention) != len(words):
         raise ValueError(f"attention must be (words, rows, columns) for {len(words)} word(s), got {attention.shape}")
     for name, given in (("boxes", boxes), ("shares inside", inside)):
         if given is not None and len(given) != len(words):
             raise ValueError(f"{len(given)} {name} for {len(words)} words")
+    if not vmax > 0:
+        raise ValueError(f"vmax must be > 0, got {vmax}")
+    shape = image.shape[:2]
+    luma = greyscale(image)
     n = len(words) + 1
-    fig = Figure(figsize=(1.9 * n + 0.9, 2.6), layout="constrained")
+    fig = Figure(figsize=(1.75 * n + 1.0, 2.5), layout="constrained")
     axes = fig.subplots(1, n, squeeze=False)[0]
-    extent = (-0.5, image.shape[1] - 0.5, image.shape[0] - 0.5, -0.5)  # pixel centres at integers
-    vmax = max(1e-9, float(attention.max()))
-    axes[0].imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=extent)
+    extent = (-0.5, shape[1] - 0.5, shape[0] - 0.5, -0.5)  # pixel centres at integers
+    axes[0].imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=extent, interpolation="nearest")
     axes[0].set_title("image", fontsize=9)
+    # the ink's outline: half-way between the image's darkest and brightest grey
+    low, high = float(luma.min()), float(luma.max())
+    ink = [(low + high) / 2] if high - low > 0.1 else []
     heat = None
     for i, (ax, word) in enumerate(zip(axes[1:], words)):
-        ax.imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=extent)
-        pixels = upsample(attention[i], image.shape)
-        # opacity follows the weight too: a region the word ignores leaves the image as it is
-        heat = ax.imshow(
-            pixels,
-            cmap="inferno",
-            vmin=0.0,
-            vmax=vmax,
-            alpha=OPACITY * pixels / vmax,
-            extent=extent,
-            interpolation="nearest",
-        )
+        pixels = upsample(attention[i], shape)
+        heat = ax.imshow(pixels, cmap=CMAP, vmin=0.0, vmax=vmax, extent=extent, interpolation="nearest")
+        if ink:
+            ax.contour(np.arange(shape[1]), np.arange(shape[0]), luma, levels=ink, colors="white", linewidths=0.6)
         label = f"“{word}”"
         box = boxes[i] if boxes is not None else None
         if box is not None:
@@ -76,8 +78,8 @@ def plot_caption(
                     box.width,
                     box.height,
                     fill=False,
-                    edgecolor="cyan",
-                    lw=1.2,
+                    edgecolor=BOX_COLOUR,
+                    lw=1.4,
                     ls="--",
                 )
             )
@@ -89,8 +91,8 @@ def plot_caption(
         ax.set_xticks([])
         ax.set_yticks([])
     if heat is not None:
-        bar = fig.colorbar(ScalarMappable(heat.norm, heat.cmap), ax=list(axes[1:]), shrink=0.8)  # opaque colours
-        bar.set_label("weight of the region")
+        bar = fig.colorbar(heat, ax=list(axes[1:]), shrink=0.85)
+        bar.set_label(f"attention weight (0-{vmax:g})", fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

@@ -21,6 +21,8 @@ from typing import Literal, overload
 import numpy as np
 
 from ..config import Config, StudioLimits
+from ..data.images import decode_image, greyscale
+from ..data.scenes import max_caption_words
 from ..data.vocabulary import WordVocabulary
 from ..inspection.capture import (
     AttentionRecord,
@@ -203,7 +205,7 @@ class Studio:
             d = m.config.data
             scene = make_scenes(1, held_out=True, seed=seed + 7919, size=size, count=d.digits, noise=d.noise)[0]
             image, name = scene.image, f"held-out scene {seed}"
-        cap = caption_images(m.model, m.vocab, image[None], max_words=m.config.data.digits[1] + 2)[0]
+        cap = caption_images(m.model, m.vocab, image[None], max_words=max_caption_words(m.config.data.digits))[0]
         return {
             "model": m.name,
             "example": caption_json(cap, name, scene),
@@ -216,24 +218,16 @@ class Studio:
         import base64
         import binascii
 
-        from PIL import Image, UnidentifiedImageError
-
         if not isinstance(value, str):
             raise RequestError("'image' must be a base64 string (a data URL of a PNG or JPEG)")
         try:
             raw = base64.b64decode(value.split(",", 1)[1] if value.startswith("data:") else value, validate=True)
-            with Image.open(io.BytesIO(raw)) as img:
-                img.load()
-                grey = img.convert("L")
         except (binascii.Error, ValueError, IndexError):
             raise RequestError("'image' is not valid base64") from None
-        except (UnidentifiedImageError, OSError):
-            raise RequestError("'image' is not a readable image (PNG, JPEG, ...)") from None
-        if grey.size != (size, size):
-            raise RequestError(
-                f"the image is {grey.size[0]} x {grey.size[1]} pixels; this model reads {size} x {size} images"
-            )
-        return np.asarray(grey, dtype=np.float32) / 255.0
+        try:
+            return greyscale(decode_image(raw, size, name="the image"))
+        except ValueError as err:
+            raise RequestError(str(err)) from None
 
     def _translate(self, request: dict, m: StudioModel) -> dict:
         """Translate (or, with ``target``, force a translation of) ``text`` and return every attention

@@ -28,6 +28,7 @@ from ..data import (
     multi30k,
     read_parallel,
 )
+from ..data.scenes import max_caption_words
 from ..data.tokenizer import PAD
 from ..data.vocabulary import WordVocabulary
 from ..evaluation import bleu
@@ -127,7 +128,7 @@ class CaptionTask:
         self.train_captions = [" ".join(s.words) for s in train]
         self.dev_images = np.stack([s.image for s in self.dev])
         self.dev_captions = [" ".join(s.words) for s in self.dev]
-        self.search_options = SearchOptions(beam=1, max_len_ratio=0.0, max_len_extra=d.digits[1] + 2)
+        self.search_options = SearchOptions(beam=1, max_len_ratio=0.0, max_len_extra=max_caption_words(d.digits))
 
     def make_vocabulary(self, out_dir: Path) -> None:
         self.tok = WordVocabulary.from_captions(self.train_captions)

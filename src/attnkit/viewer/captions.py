@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import write_text
+from ..data.images import greyscale
 from ..data.scenes import Scene
 from ..evaluation.captioning import named_boxes
 from ..inference.caption import Caption
@@ -26,9 +27,10 @@ def caption_json(cap: Caption, name: str, scene: Scene | None = None) -> dict:
     return {
         "name": name,
         "words": cap.words,
-        "image": np.round(np.clip(cap.image, 0, 1) * 255).astype(int).tolist(),
+        "image": np.round(np.clip(greyscale(cap.image), 0, 1) * 255).astype(int).tolist()
+        if cap.image.ndim == 2
+        else np.round(np.clip(cap.image, 0, 1) * 255).astype(int).tolist(),
         "attention": np.round(cap.attention.astype(np.float64), DIGITS).tolist(),
-        "vmax": float(max(1e-9, cap.attention.max(initial=0.0))),
         "reference": " ".join(scene.words) if scene is not None else None,
         "boxes": boxes,
         "inside": inside,
@@ -55,7 +57,7 @@ def caption_page(
         ],
         "live": live,
     }
-    return fill_template("captions.html", data, title=title)
+    return fill_template("captions.html", data, title=title, COLOURS="colours.js")
 
 
 def write_caption_html(

@@ -69,7 +69,7 @@ def fill_template(name: str, data: dict, *, title: str, **files: str) -> str:
 def page_html(data: dict, *, title: str) -> str:
     """The one page: the static viewer (``data`` holds the examples) and the live studio
     (``data["live"]`` holds the served models) are the same HTML, CSS and JavaScript."""
-    return fill_template("page.html", data, title=title, STYLE="page.css", SCRIPT="page.js")
+    return fill_template("page.html", data, title=title, STYLE="page.css", SCRIPT="page.js", COLOURS="colours.js")
 
 
 def render_html(records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> str:

@@ -21,12 +21,7 @@
   let neuronTicket = 0;  // a neuron view drawn for an older request is dropped
 
   // ---- small helpers -------------------------------------------------------------------
-  const VIRIDIS = [[68, 1, 84], [72, 40, 120], [62, 73, 137], [49, 104, 142], [38, 130, 142], [31, 158, 137], [53, 183, 121], [110, 206, 88], [253, 231, 37]];
-  function rgb(x) {
-    x = Math.max(0, Math.min(1, x)) * (VIRIDIS.length - 1);
-    const i = Math.min(Math.floor(x), VIRIDIS.length - 2), f = x - i;
-    return VIRIDIS[i].map((v, k) => Math.round(v + f * (VIRIDIS[i + 1][k] - v)));
-  }
+  const rgb = viridis;  // colours.js
   const colour = (x) => { const c = rgb(x); return `rgb(${c[0]},${c[1]},${c[2]})`; };
   function diverging(x) {  // -1 blue .. 0 white .. 1 red
     x = Math.max(-1, Math.min(1, x));
