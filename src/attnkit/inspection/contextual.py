@@ -41,6 +41,11 @@ class TokenVectors:
         return out
 
 
+def sentence_name(index: int) -> str:
+    """Sentences are named A, B, C, ... (a token is "apple A4": sentence A, position 4, [CLS] = 0)."""
+    return chr(ord("A") + index) if index < 26 else f"S{index}"
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row-wise cosine similarity of a (..., d) and b (..., d)."""
     num = (a * b).sum(-1)
@@ -73,11 +78,11 @@ def token_vectors(encoder: PretrainedEncoder, sentences: list[str], *, positions
 def pair_report(v: TokenVectors, pairs: list[tuple[int, int]]) -> str:
     """Cosine similarity of each pair: static vectors, then after each layer."""
     depth = v.layers.shape[0]
-    head = f"{'pair':<40} {'static':>7} " + " ".join(f"{('emb' if k == 0 else f'L{k}'):>6}" for k in range(depth))
+    head = f"{'pair':<40} {'static':>7} " + " ".join(f"{('emb' if k == 0 else f'L{k - 1}'):>6}" for k in range(depth))
     lines = [head]
     for i, j in pairs:
         (si, pi, ti), (sj, pj, tj) = v.labels[i], v.labels[j]
-        name = f"{ti!r} s{si + 1}:{pi} ~ {tj!r} s{sj + 1}:{pj}"
+        name = f"{ti!r} {sentence_name(si)}{pi} ~ {tj!r} {sentence_name(sj)}{pj}"
         sims = cosine(v.layers[:, i], v.layers[:, j])
         lines.append(
             f"{name:<40} {float(cosine(v.static[i], v.static[j])):7.3f} " + " ".join(f"{s:6.3f}" for s in sims)
@@ -99,13 +104,14 @@ def contextual_figure(v: TokenVectors, words: list[str], *, title: str = ""):
 
     depth = v.layers.shape[0]
     panels = [("static (token table)", v.static)] + [
-        ("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(depth)
+        ("embeddings (+ positions)" if k == 0 else f"after layer {k - 1}", v.layers[k]) for k in range(depth)
     ]
     return plot_contextual(
-        [f"{t} ({s + 1})" for s, _, t in v.labels],
+        [f"{t} {sentence_name(s)}{p}" for s, p, t in v.labels],
         [(name, cosine_matrix(x)) for name, x in (panels[0], panels[-1])],
         [(name, pca_2d(x)) for name, x in panels],
         {i: v.labels[i][0] for w in words for i in v.find(w)},
+        sentences=[sentence_name(s) for s in sorted({s for s, _, _ in v.labels})],
         words=words,
         title=title,
     )

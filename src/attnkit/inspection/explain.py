@@ -144,9 +144,12 @@ class Walkthrough:
         ]
         if self.p_t is not None:
             assert self.window is not None  # local attention: set with p_t
+            n = len(self.key_tokens)
+            lo, hi = max(0, math.ceil(self.p_t - self.window)), min(n - 1, math.floor(self.p_t + self.window))
+            whole = " (the whole input)" if lo == 0 and hi == n - 1 else ""
             lines.append(
                 f"window centre p_t = {self.p_t:.2f}, half-width D = {self.window}: "
-                f"keys {self.p_t - self.window:.2f} .. {self.p_t + self.window:.2f}"
+                f"keys {lo} .. {hi} of 0 .. {n - 1}{whole}"
             )
         width = max(len(t) for t in self.key_tokens)
         head = f"{'token':<{width}}  {'score':>8}  {'softmax':>8}" + (

@@ -5,15 +5,19 @@ from __future__ import annotations
 from .capture import LABELS, AttentionRecord
 
 
-def record_figure(record: AttentionRecord, *, kind: str | None = None, layer: int = -1, head: int | str = "mean"):
+def record_figure(
+    record: AttentionRecord, *, kind: str | None = None, layer: int = -1, head: int | str = "mean", model: str = ""
+):
     """A matplotlib Figure of ``record``'s ``kind`` attention (default: cross-attention when the
     model has it): one (layer, head) map, the head average (``head="mean"``) with local
-    attention's p_t and window, or the grid of every layer and head (``head="all"``)."""
+    attention's p_t and window, or the grid of every layer and head (``head="all"``). ``model``:
+    the model's name for the title (``capture.model_label``)."""
     from ..plots import plot_alignment, plot_attention_grid
 
     kind = kind or ("cross" if "cross" in record.maps else record.kinds[0])
     q, k = record.queries(kind), record.keys(kind)
-    name = f"{LABELS[kind]}: {record.source[:70]}"
+    source = record.source if len(record.source) <= 70 else record.source[:69] + "…"
+    name = f"{model}, {LABELS[kind]}: {source}" if model else f"{LABELS[kind]}: {source}"
     if head == "all":
         return plot_attention_grid(record.get(kind), q, k, title=name)
     w = record.select(kind, layer, head)

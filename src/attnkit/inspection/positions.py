@@ -144,9 +144,12 @@ def position_figure(
                 table, title="learned positions, untrained: random initial values", learned=True
             )
         table = module(min(n, module.max_len)).detach().float().cpu().numpy()
+        shown = f"positions 0..{len(table) - 1} of its {module.max_len}"
         return (
-            f"learned positions of {model_name}: {table.shape}",
-            plots.plot_positional_encoding(table, title=f"learned positions of {model_name}", learned=True),
+            f"learned positions of {model_name}: {shown}, d_model {table.shape[1]}",
+            plots.plot_positional_encoding(
+                table, title=f"learned positions of {model_name} ({shown}), as trained", learned=True
+            ),
         )
     if scheme == "fourier":
         fourier = find_scheme(model, FourierPositions) if model is not None else None
@@ -179,9 +182,20 @@ def position_figure(
     if scheme == "t5":
         t5 = find_scheme(model, T5RelativeBias) if model is not None else None
         if t5 is not None:
+            scalars = t5.bias.weight.detach().float().cpu().numpy().T  # (heads, buckets)
+            buckets = t5_buckets(
+                n, num_buckets=t5.num_buckets, max_distance=t5.max_distance, bidirectional=t5.bidirectional
+            )
             return (
-                f"T5 relative bias of {model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}",
-                plots.plot_score_bias(t5_bias(t5, min(n, 64)), title=f"T5 bias learned by {model_name}"),
+                f"T5 relative bias of {model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}; "
+                f"learned scalars from {scalars.min():.3f} to {scalars.max():.3f}",
+                plots.plot_relative_index(
+                    buckets,
+                    t5.max_distance,
+                    buckets=True,
+                    scalars=scalars,
+                    title=f"T5 relative-position bias of {model_name}: bias(i, j) = b[head, bucket(j − i)]",
+                ),
             )
         buckets = t5_buckets(n)
         offsets = [o for o in (-40, -20, -8, -4, -1, 0, 1, 4, 8, 20, 40) if 0 <= n // 2 + o < n]
@@ -189,7 +203,10 @@ def position_figure(
             f"{o:+d}:{buckets[n // 2, n // 2 + o]}" for o in offsets
         )
         return text, plots.plot_relative_index(
-            buckets, 128, buckets=True, title="T5 relative-position buckets (one learned scalar per head and bucket)"
+            buckets,
+            128,
+            buckets=True,
+            title="T5 relative-position buckets; each head learns one scalar per bucket (--model shows a trained model's)",
         )
     if scheme == "relative":
         return (

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ..loading.model_dir import ModelDir
-from .capture import LABELS, AttentionRecord, load_records
+from .capture import LABELS, AttentionRecord, load_records, model_label
 
 
 def has_snapshots(path: str | Path) -> bool:
@@ -34,6 +36,30 @@ def pick(items: list, count: int) -> list:
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
+def pick_log_spaced(items: list, count: int, step=lambda item: item[0]) -> list:
+    """``count`` of ``items`` (sorted by ``step``) spread evenly over log(step + 1), the first and
+    the last included: attention forms early in training, so early steps are sampled densely."""
+    if count < 1:
+        raise ValueError(f"the number of steps must be >= 1, got {count}")
+    if count >= len(items):
+        return list(items)
+    if count == 1:
+        return [items[-1]]
+    logs = np.log1p([step(item) for item in items])
+    targets = np.linspace(logs[0], logs[-1], count)
+    chosen: list[int] = []
+    for target in targets:  # the nearest snapshot not yet taken
+        free = [i for i in range(len(items)) if i not in chosen]
+        chosen.append(min(free, key=lambda i: (abs(logs[i] - target), i)))
+    return [items[i] for i in sorted(chosen)]
+
+
+def _panel_title(step: int, info: dict) -> str:
+    scores = [f"dev loss {info['dev_loss']:.2f}"] if "dev_loss" in info else []
+    scores += [f"BLEU {info['dev_bleu']:.1f}"] if "dev_bleu" in info else []
+    return f"step {step}" + (f"\n{', '.join(scores)}" if scores else "")
+
+
 def steps_figure(
     run_dir: str | Path,
     *,
@@ -43,11 +69,12 @@ def steps_figure(
     head: int | str = "mean",
     sentences: int = 3,
 ):
-    """A figure of ``steps`` snapshots (evenly spread, first and last included): one row per
-    snapshot sentence (at most ``sentences``), one column per step."""
+    """A figure of ``steps`` snapshots (spread over log(step), first and last included): one row
+    per snapshot sentence (at most ``sentences``), one column per step, titled with the step's
+    dev loss and BLEU where the run measured them."""
     from ..plots import plot_attention_steps
 
-    snaps = pick(load_snapshots(run_dir), steps)
+    snaps = pick_log_spaced(load_snapshots(run_dir), steps)
     first = snaps[-1][1][0]
     kind = kind or ("cross" if "cross" in first.maps else first.kinds[0])
     rows = []
@@ -57,7 +84,7 @@ def steps_figure(
             (
                 rec.queries(kind),
                 rec.keys(kind),
-                [(step, records[i].select(kind, layer, head)) for step, records, _ in snaps],
+                [(_panel_title(step, info), records[i].select(kind, layer, head)) for step, records, info in snaps],
             )
         )
     layers, heads = first.get(kind).shape[:2]
@@ -65,7 +92,7 @@ def steps_figure(
     cross = kind == "cross"
     return plot_attention_steps(
         rows,
-        title=f"{LABELS[kind]} forming during training of {Path(run_dir).name}\n"
+        title=f"{LABELS[kind]} forming during training: {model_label(snaps[-1][2])}\n"
         f"layer {layer % layers}, {which}; dev sentences with their reference outputs",
         xlabel="source" if cross else "key",
         ylabel="reference output" if cross else "query",

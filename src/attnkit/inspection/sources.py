@@ -80,7 +80,10 @@ def open_source(source: str | Path, weights: dict | None = None) -> Source:
         encoder = load_pretrained(source, device=resolve_device(weights["device"]))
         return Source(encoder.model, encoder.info, encoder=encoder)
     model, tok, cfg = load_model(source, **weights)
-    return Source(model, model_info(model, cfg), tok=tok, cfg=cfg)
+    info = model_info(model, cfg)
+    if not Path(source).exists():  # an installed model, loaded by its name
+        info["name"] = str(source)
+    return Source(model, info, tok=tok, cfg=cfg)
 
 
 def _require_sentences(sentences: list[str]) -> list[str]:

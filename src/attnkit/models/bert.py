@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from ..positions.learned import LearnedPositionalEmbedding
 from .dropout import Dropout
 
 
@@ -29,7 +30,7 @@ class BertEmbedding(nn.Module):
     ) -> None:
         super().__init__()
         self.word = nn.Embedding(vocab, d_model, padding_idx=pad_id)
-        self.position = nn.Embedding(max_positions, d_model)
+        self.positions = LearnedPositionalEmbedding(d_model, max_positions)  # E_pos, trained with the model
         self.segment = nn.Embedding(segments, d_model) if segments > 0 else None
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = Dropout(dropout)
@@ -42,7 +43,7 @@ class BertEmbedding(nn.Module):
             raise ValueError(f"input of {s} tokens is longer than the model's {self.max_positions} positions")
         x = self.word(tokens)
         if use_positions:
-            x = x + self.position.weight[:s]
+            x = x + self.positions.embedding.weight[:s]
         if self.segment is not None:
             x = x + (self.segment.weight[0] if segments is None else self.segment(segments))
         return self.dropout(self.norm(x))

@@ -11,6 +11,8 @@ from matplotlib.figure import Figure
 
 from ..data.tokenizer import SPACE
 
+WINDOW_COLOUR = "#ff9f1c"  # local attention's window: orange reads on every viridis colour and on white
+
 
 def plot_alignment(
     weights: np.ndarray,
@@ -22,16 +24,20 @@ def plot_alignment(
     window: int | None = None,
     xlabel: str = "source",
     ylabel: str = "output",
+    vmax: float | None = 1.0,
 ) -> Figure:
-    """Heatmap of a (t, s) attention matrix, rows ``tgt_tokens`` and columns ``src_tokens``;
-    optionally local attention's p_t and window [p_t - D, p_t + D]."""
+    """Heatmap of a (t, s) attention matrix, rows ``tgt_tokens`` and columns ``src_tokens``, on the
+    scale 0 .. ``vmax`` (None: 0 .. the largest weight, said on the colour bar); optionally local
+    attention's p_t and window [p_t - D, p_t + D], both cut at the matrix's edges (a p_t past
+    the last key, possible as p_t = S * sigmoid(.), is marked at the edge)."""
     t, s = weights.shape
     if len(src_tokens) != s or len(tgt_tokens) != t:
         raise ValueError(f"weights are {t}x{s} but got {len(tgt_tokens)} target and {len(src_tokens)} source tokens")
     cell = 0.42
     fig = Figure(figsize=(max(4.0, 1.8 + cell * s), max(3.0, 1.4 + cell * t)), layout="constrained")
     ax = fig.subplots()
-    im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=max(1e-9, float(weights.max())), aspect="equal")
+    top = max(1e-9, float(weights.max())) if vmax is None else vmax
+    im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=top, aspect="equal", interpolation="nearest")
     fs = _fontsize(max(t, s))
     short = max(map(len, src_tokens), default=0) <= 3  # short labels stay upright: a rotated ␣ reads as a glyph
     ax.set_xticks(
@@ -48,26 +54,44 @@ def plot_alignment(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if p_t is not None:
-        # each output step has its own centre and window: marks per row, never a line joining rows
-        ax.plot(
-            p_t, np.arange(t), ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8, label="p_t", zorder=3
-        )  # over the window bars
-        if window is not None:
-            for row, centre in enumerate(p_t):
-                ax.plot(
-                    [centre - window, centre + window],
-                    [row, row],
-                    color="white",
-                    lw=1.0,
-                    path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],  # seen on any cell
-                    label="window p_t ± D" if row == 0 else None,
-                )
-        ax.set_xlim(-0.5, max(s - 0.5, float(np.max(p_t)) + 0.3))  # p_t = S * sigmoid(.) may pass the last key
-        fig.legend(loc="outside lower center", ncol=2, fontsize=8, frameon=False)  # below the figure: covers no cell
-    fig.colorbar(im, ax=ax, shrink=0.8, label="attention weight")
+        _draw_local_window(ax, np.asarray(p_t, dtype=float), window, s)
+        fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)  # below the figure: covers no cell
+    ax.set_xlim(-0.5, s - 0.5)
+    ax.set_ylim(t - 0.5, -0.5)
+    scale = "fixed 0-1" if vmax == 1.0 else f"0-{top:.2g}, this figure's largest" if vmax is None else f"0-{top:g}"
+    fig.colorbar(im, ax=ax, shrink=0.8, label=f"attention weight ({scale})")
     if title:
         ax.set_title(title, fontsize=10)
     return fig
+
+
+def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
+    """p_t per output row (a white dot; a white triangle at the edge when it lies past the last
+    key) and the window [p_t - D, p_t + D] as an orange bar with end ticks where it ends inside."""
+    edge = s - 0.5
+    rows = np.arange(len(p_t))
+    if window is not None:
+        for row, centre in enumerate(p_t):
+            lo, hi = centre - window, centre + window
+            ax.plot(
+                [max(lo, -0.5), min(hi, edge)],
+                [row, row],
+                color=WINDOW_COLOUR,
+                lw=1.6,
+                solid_capstyle="butt",
+                path_effects=[patheffects.withStroke(linewidth=3.0, foreground="black")],
+                label="window p_t ± D" if row == 0 else None,
+                zorder=2,
+            )
+            ends = [x for x in (lo, hi) if -0.5 < x < edge]
+            ax.plot(ends, [row] * len(ends), ls="none", marker="|", ms=9, mew=2.0, color=WINDOW_COLOUR, zorder=2)
+    inside = p_t <= edge
+    # each output step has its own centre: marks per row, never a line joining rows
+    ax.plot(p_t[inside], rows[inside], ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8,
+            label="p_t", zorder=3)  # fmt: skip
+    if (~inside).any():
+        ax.plot(np.full((~inside).sum(), edge), rows[~inside], ls="none", color="white", marker=">", ms=7,
+                mec="black", mew=0.8, label="p_t past the last key", zorder=3, clip_on=False)  # fmt: skip
 
 
 def _fontsize(n: int) -> float:
@@ -114,14 +138,15 @@ def plot_attention_grid(
 
 
 def plot_attention_steps(
-    rows: Sequence[tuple[Sequence[str], Sequence[str], Sequence[tuple[int, np.ndarray]]]],
+    rows: Sequence[tuple[Sequence[str], Sequence[str], Sequence[tuple[int | str, np.ndarray]]]],
     *,
     title: str = "",
     xlabel: str = "source",
     ylabel: str = "output",
 ) -> Figure:
     """Attention as training proceeds: one row per sentence, (query tokens, key tokens,
-    [(step, (t, s) matrix), ...]); one column per step, every panel on one 0..1 scale."""
+    [(step, (t, s) matrix), ...]); one column per step, every panel on one 0..1 scale. A step
+    given as a string is the panel's title as it is (a step and its dev scores, say)."""
     if not rows or not rows[0][2]:
         raise ValueError("no snapshots to draw")
     cols = len(rows[0][2])
@@ -139,7 +164,7 @@ def plot_attention_steps(
             im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
             ax.set_xticks(range(len(k)), list(k), rotation=90, fontsize=fs)
             ax.set_yticks(range(len(q)), list(q) if c == 0 else [], fontsize=fs)
-            ax.set_title(f"step {step}", fontsize=9)
+            ax.set_title(step if isinstance(step, str) else f"step {step}", fontsize=8 if isinstance(step, str) else 9)
             if c == 0:
                 ax.set_ylabel(ylabel, fontsize=9)
             if r == len(rows) - 1:

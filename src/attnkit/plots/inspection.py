@@ -7,6 +7,7 @@ from typing import Any, cast
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 
 def plot_walkthrough(w, *, dims: int = 32) -> Figure:
@@ -80,20 +81,31 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
     ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
+    if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
+        for panel in (axes["scores"], axes["softmax"]):
+            lo, hi = max(w.p_t - w.window, -0.5), min(w.p_t + w.window, s - 0.5)
+            panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
+                          label=f"window p_t ± D (p_t = {w.p_t:.2f}, D = {w.window})")  # fmt: skip
+            panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1)
+            panel.set_xlim(-0.5, s - 0.5)
+        axes["scores"].legend(fontsize=8)
     # headroom above 1 for the legend, so that it never covers a bar
     ax.set(ylim=(0, 1.38), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
     ax.legend(fontsize=8, loc="upper center", ncol=1)
 
     weighted = w.weights[:, None] * w.v[:, :shown]
+    value, total = ("h̄_s", "c_t = Σ a_s h̄_s") if w.recurrent else ("v", "z = Σ a_j v_j")
     heatmap(
         axes["values"],
         np.vstack([weighted, w.context[None, :shown]]),
-        "5. weighted values a_j v_j and their sum z",
+        "5. the encoder states weighted, a_s h̄_s, and their sum c_t"
+        if w.recurrent
+        else "5. weighted values a_j v_j and their sum z",
         "value",
     )
     axes["values"].axhline(s - 0.5, color="black", lw=1.5)
     axes["values"].set_yticks(
-        range(s + 1), [f"{a:.2f} · v: {t}" for a, t in zip(w.weights, labels)] + ["z = Σ a_j v_j"], **ticks
+        range(s + 1), [f"{a:.2f} · {value}: {t}" for a, t in zip(w.weights, labels)] + [total], **ticks
     )
     for ax in axes.values():
         ax.title.set_fontsize(10)
@@ -142,51 +154,66 @@ def plot_contextual(
     marked: dict[int, int],
     *,
     words: Sequence[str] = (),
+    sentences: Sequence[str] = (),
     title: str = "",
 ) -> Figure:
     """Contextual word vectors. Top: cosine similarity matrices (name, (N, N)), e.g. static token
-    vectors beside the last layer's, and what they show. Bottom: 2-D projections (name, (N, 2)) of
-    all token vectors, one per depth; ``marked`` maps a token index to its colour group (its
-    sentence); tokens drawn at the same place share one label."""
+    vectors beside the last layer's, on one scale. Bottom: 2-D projections (name, (N, 2)) of all
+    token vectors, one per depth; ``marked`` maps a token index to its sentence (its colour,
+    named by ``sentences``); tokens drawn at the same place share one label."""
     n = len(labels)
-    fig = Figure(figsize=(max(12, 2.3 * len(projections)), 6.6 + 0.12 * n), layout="constrained")
-    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[1.4 + 0.02 * n, 1]))  # 2 x 1: an array
+    cols = min(4, len(projections))
+    rows = -(-len(projections) // cols)
+    side = max(4.6, 0.2 * n + 1.6)  # a similarity panel, inches
+    fig = Figure(figsize=(max(2 * side + 1.6, 3.2 * cols), side + 0.6 + 2.9 * rows), layout="constrained")
+    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side + 0.6, 2.9 * rows]))
     fs = 8 if n <= 30 else 6
-    axes = top.subplots(1, len(similarities) + 1, width_ratios=[1] * len(similarities) + [0.8])
-    for ax, (name, sim) in zip(axes, similarities):
-        im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1)
+    axes = top.subplots(1, len(similarities))
+    for ax, (name, sim) in zip(np.atleast_1d(axes), similarities):
+        im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1, interpolation="nearest")
         ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
-    top.colorbar(im, ax=axes[:-1], shrink=0.8, label="cosine similarity (one scale, both panels)")
-    axes[-1].axis("off")
-    axes[-1].text(
-        0.0,
-        0.5,
-        "Each cell: the cosine similarity of two tokens' vectors.\n\n"
-        "Static vectors (the token table) are one\nand the same for a word wherever it stands.\n\n"
-        "After self-attention each occurrence carries\nits context: the same word in different\n"
-        "sentences drifts apart.\n\n(n) = the sentence a token is in",
-        fontsize=9,
-        va="center",
-    )
+    top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity (one scale, -0.2 to 1, both panels)")
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
-    for ax, (name, xy) in zip(bottom.subplots(1, len(projections), squeeze=False)[0], projections):
-        ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af", label="other tokens")
+    grid = bottom.subplots(rows, cols, squeeze=False)
+    for ax, (name, xy) in zip(grid.flat, projections):
+        ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
         places: dict[tuple[int, int], list[int]] = {}
         unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
         for i in sorted(marked):
-            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[marked[i] % len(colours)])
+            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[marked[i] % len(colours)], zorder=3)
             places.setdefault(tuple(np.round(unit[i] * 12).astype(int)), []).append(i)
         _place_labels(
-            ax, xy, unit, [(members[0], ", ".join(sorted({labels[i] for i in members}))) for members in places.values()]
+            ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places.values()]
         )
         ax.set_title(name, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
+    for ax in grid.flat[len(projections) :]:
+        ax.axis("off")
+    marked_words = " and ".join(f"“{w}”" for w in words)
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="none",
+            marker="o",
+            color=colours[k % len(colours)],
+            label=f"{marked_words} in sentence {name}",
+        )
+        for k, name in enumerate(sentences)
+        if k in set(marked.values())
+    ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
+    bottom.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
     bottom.suptitle(
-        "2-D projection (PCA) of all token vectors, fitted at each depth separately: compare groupings "
-        "within a panel, not places across panels.  Marked: " + ", ".join(words) + "; grey: the other tokens",
+        "Where each token's vector lies: 2-D PCA, fitted at each depth separately (compare groupings within a "
+        "panel, not places across panels)",
+        fontsize=9,
+    )
+    top.suptitle(
+        "Static vectors are one and the same for a word wherever it stands; after self-attention each occurrence "
+        "carries its context.\nA token is named by its sentence (A, B, ...) and its position in it ([CLS] = 0).",
         fontsize=9,
     )
     if title:
@@ -201,14 +228,14 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
     placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
         x, y = (0.05 + unit[i]) / 1.1  # matplotlib's default 5 % data margins
-        width = 0.018 * len(text)
+        width = 0.022 * len(text)
         right = x + 0.02 + width > 1.0
         left = x - 0.02 - width if right else x + 0.02
-        ty = y + 0.02
+        ty = min(y + 0.02, 0.92)  # inside the panel: a label never crosses its top
         while any(abs(ty - py) < height and left < px + pw and px < left + width for px, py, pw in placed):
             ty -= height
         placed.append((left, ty, width))
-        moved = abs(ty - (y + 0.02)) > 1e-9
+        moved = abs(ty - (y + 0.02)) > 0.03
         ax.annotate(
             text,
             xy[i],

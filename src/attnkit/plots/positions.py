@@ -23,30 +23,34 @@ def plot_positional_encoding(
     learned: bool = False,
     centre: bool = False,
 ) -> Figure:
-    """Three panels: the (t, d) matrix, a few dimensions over positions (one curve each,
-    stacked so none hides another), and the similarity of every position to position 0 and
-    to the middle one. ``learned``: a trained table, described as such (no claims of the
-    sinusoids' properties). ``centre``: each dimension minus its mean over the positions
-    (for an encoding with large constant parts, such as an MLP's output), said in the figure."""
+    """Four panels: the (t, d) matrix, a few dimensions over positions (one curve each,
+    stacked so none hides another), the cosine similarity of every pair of positions, and that
+    similarity seen from position 0 and from the middle one. ``learned``: a trained table,
+    described as such (no claims of the sinusoids' properties). ``centre``: each dimension minus
+    its mean over the positions (for an encoding with large constant parts, such as an MLP's
+    output), said in the figure."""
     if centre:
         pe = pe - pe.mean(axis=0, keepdims=True)
     t, d = pe.shape
     if dims is None:  # high to low frequency: the first pair, then even dims spread over d
         dims = sorted({0, 1, *(2 * (d // k // 2) for k in (16, 8, 4))})
     dims = [j for j in dims if j < d]
-    fig = Figure(figsize=(15, 4.4), layout="constrained")
-    ax_m, ax_s, ax_d = fig.subplots(1, 3)
+    fig = Figure(figsize=(18, 4.4), layout="constrained")
+    ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
 
-    lim = 1.0 if not learned else float(np.abs(pe).max()) or 1.0
+    # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
+    lim = 1.0 if not learned else float(np.percentile(np.abs(pe), 99)) or 1.0
     im = ax_m.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
     ax_m.set(
         xlabel="dimension",
         ylabel="position",
-        title="the table: one row per position" + (",\neach dimension minus its mean over positions" if centre else ""),
+        title="the table: one row per position"
+        + (",\neach dimension minus its mean over positions" if centre else "")
+        + ("\n(colours stop at the 99th percentile of |value|)" if learned else ""),
     )
-    fig.colorbar(im, ax=ax_m, shrink=0.85, label="value")
+    fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"value (±{lim:.2g}" + (", clipped)" if learned else ")"))
 
-    step = 2.2 * lim
+    step = 2.2 * (float(np.abs(pe[:, dims]).max()) if learned else lim)
     for k, j in enumerate(dims):
         ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.1)
         kind = "" if learned else (" sin" if j % 2 == 0 else " cos")
@@ -59,18 +63,24 @@ def plot_positional_encoding(
         title="a few dimensions" + ("" if learned else ": the frequency falls with the index"),
     )
 
-    sim = position_similarity(pe)
+    unit = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
+    cos = unit @ unit.T
+    im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    ax_c.set(xlabel="position j", ylabel="position i", title="cosine similarity of positions i and j")
+    fig.colorbar(im, ax=ax_c, shrink=0.85, label="cosine (-1 to 1)")
+
     mid = t // 2
-    ax_d.plot(np.arange(t), sim[0], label="PE(0) · PE(j)")
-    ax_d.plot(np.arange(t), sim[mid], label=f"PE({mid}) · PE(j)")
+    ax_d.plot(np.arange(t), cos[0], label="from position 0")
+    ax_d.plot(np.arange(t), cos[mid], label=f"from position {mid}")
     ax_d.axvline(mid, color="grey", lw=0.5)
     ax_d.set(
         xlabel="position j",
-        ylabel="dot product" + (" (centred vectors)" if centre else ""),
-        title="similarity of positions" + ("" if learned else ": it depends on |i − j| only"),
+        ylabel="cosine similarity" + (" (centred vectors)" if centre else ""),
+        ylim=(-1.05, 1.05),
+        title="two rows of it" + (": it depends on |i − j| only" if not learned else ""),
     )
     ax_d.legend(fontsize=8)
-    for ax in (ax_m, ax_s, ax_d):
+    for ax in (ax_m, ax_s, ax_c, ax_d):
         ax.title.set_fontsize(10)
     if title:
         fig.suptitle(title)
@@ -79,28 +89,33 @@ def plot_positional_encoding(
 
 def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) -> Figure:
     """Bias added to the attention scores by a relative scheme, (heads, t, t): each head's
-    matrix on its own colour scale (the heads' magnitudes differ by orders), and every
-    head's bias seen from the middle query as a function of the offset j - i."""
+    matrix, all on one colour scale so that heads compare, and every head's bias seen from
+    the middle query as a function of the offset j - i."""
     heads, t, _ = bias.shape
     shown = list(range(min(heads, max_heads)))
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
-    fig = Figure(figsize=(3.1 * cols + 5.0, 2.7 * rows + 0.6), layout="constrained")
-    left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[3.1 * cols, 5.0]))  # 1 x 2: an array
+    fig = Figure(figsize=(2.9 * cols + 5.6, 2.7 * rows + 0.6), layout="constrained")
+    left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[2.9 * cols + 0.6, 5.0]))  # 1 x 2: an array
     axes = np.atleast_1d(left.subplots(rows, cols, squeeze=False)).ravel()
+    low, high = float(bias[shown].min()), float(bias[shown].max())
+    if low >= 0 or high <= 0:  # one sign (ALiBi: a penalty): a sequential scale from 0
+        cmap, vmin, vmax = ("viridis", low, 0.0) if high <= 0 else ("viridis", 0.0, high)
+    else:  # both signs (a learned bias): a diverging scale centred on 0
+        lim = max(-low, high)
+        cmap, vmin, vmax = "RdBu_r", -lim, lim
+    im = None
     for ax, h in zip(axes, shown):
-        lim = float(np.abs(bias[h]).max()) or 1.0
-        im = ax.imshow(bias[h], cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+        im = ax.imshow(bias[h], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
         ax.set_title(f"head {h}", fontsize=9)
         ax.set_xlabel("key j", fontsize=8)
         ax.set_ylabel("query i", fontsize=8)
         ax.tick_params(labelsize=7)
-        bar = left.colorbar(im, ax=ax, shrink=0.8)
-        bar.set_label("bias", fontsize=7)
-        bar.ax.tick_params(labelsize=7)
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
-    left.suptitle("score bias per head (each head on its own colour scale)", fontsize=9)
+    bar = left.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.8)
+    bar.set_label(f"bias added to the score ({vmin:.3g} to {vmax:.3g}, every head)", fontsize=8)
+    left.suptitle("score bias per head (one scale, every panel)", fontsize=9)
     ax_l = right.subplots()
     mid = t // 2
     offsets = np.arange(t) - mid
@@ -115,15 +130,34 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     return fig
 
 
-def plot_relative_index(index: np.ndarray, max_distance: int, *, buckets: bool = False, title: str = "") -> Figure:
-    """Which learned parameter each (query, key) pair uses: Shaw's clipped distance
-    clip(j - i, -k, k) or T5's log-spaced bucket; and that index against the offset."""
+def plot_relative_index(
+    index: np.ndarray,
+    max_distance: int,
+    *,
+    buckets: bool = False,
+    scalars: np.ndarray | None = None,
+    title: str = "",
+) -> Figure:
+    """Which learned parameter each (query, key) pair uses: Shaw's clipped offset
+    clip(j - i, -k, k) (a diverging scale: the two clipped ends in opposite colours) or T5's
+    log-spaced bucket; that index against the offset; and, with ``scalars`` (heads, buckets),
+    the learned scalar each head adds for each bucket."""
     t = index.shape[0]
-    fig = Figure(figsize=(9.5, 3.6), layout="constrained")
-    ax_m, ax_l = fig.subplots(1, 2)
-    im = ax_m.imshow(index, cmap="twilight_shifted" if not buckets else "viridis", interpolation="nearest")
-    ax_m.set(xlabel="key j", ylabel="query i", title="bucket of (i, j)" if buckets else "table row of (i, j)")
-    fig.colorbar(im, ax=ax_m, shrink=0.85, label="bucket" if buckets else "table row")
+    panels = 3 if scalars is not None else 2
+    fig = Figure(figsize=(4.8 * panels, 3.8), layout="constrained")
+    axes = fig.subplots(1, panels)
+    ax_m, ax_l = axes[0], axes[1]
+    if buckets:
+        im = ax_m.imshow(index, cmap="viridis", interpolation="nearest")
+        fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"bucket (0 to {int(index.max())})")
+        ax_m.set(xlabel="key j", ylabel="query i", title="bucket of (i, j)")
+        ax_m.title.set_fontsize(9)
+    else:
+        offset = index - max_distance  # the table row is the clipped offset + k
+        im = ax_m.imshow(offset, cmap="RdBu_r", vmin=-max_distance, vmax=max_distance, interpolation="nearest")
+        fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"clip(j − i, −{max_distance}, {max_distance})")
+        ax_m.set(xlabel="key j", ylabel="query i", title="clipped offset of (i, j): its table row")
+        ax_m.title.set_fontsize(9)
     mid = t // 2
     ax_l.step(np.arange(t) - mid, index[mid], where="mid")
     ax_l.set(
@@ -136,6 +170,14 @@ def plot_relative_index(index: np.ndarray, max_distance: int, *, buckets: bool =
         ),
     )
     ax_l.title.set_fontsize(9)
+    if scalars is not None:
+        ax_b = axes[2]
+        lim = float(np.abs(scalars).max()) or 1.0
+        im = ax_b.imshow(scalars, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+        fig.colorbar(im, ax=ax_b, shrink=0.85, label=f"scalar added to the score (±{lim:.2g})")
+        ax_b.set(xlabel="bucket", ylabel="head", title="the learned scalar of each head and bucket")
+        ax_b.set_yticks(range(scalars.shape[0]))
+        ax_b.title.set_fontsize(9)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
@@ -144,24 +186,26 @@ def plot_relative_index(index: np.ndarray, max_distance: int, *, buckets: bool =
 def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> Figure:
     """RoPE: rotation angle m * theta_i of each 2-D pair over positions (t, d/2),
     and the score q . k between the same vectors placed at positions m and m + k,
-    for several m: the curves coincide because RoPE scores depend on k only."""
+    for several m: the curves coincide because RoPE scores depend on k only (the first
+    is drawn as a line, the others as markers on it, so that every one is seen)."""
     _t, _pairs = angles.shape
     fig = Figure(figsize=(10, 3.6), layout="constrained")
     ax_a, ax_s = fig.subplots(1, 2)
     im = ax_a.imshow(np.cos(angles), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax_a.set(xlabel="dimension pair i", ylabel="position m", title="cos(m θ_i): fast pairs left, slow pairs right")
     ax_a.title.set_fontsize(9)
-    fig.colorbar(im, ax=ax_a, shrink=0.85, label="cos(m θ_i)")
+    fig.colorbar(im, ax=ax_a, shrink=0.85, label="cos(m θ_i) (-1 to 1)")
+    markers = ["o", "x", "+", "^"]
     for m, row in enumerate(scores):
-        ax_s.plot(
-            np.arange(len(row)),
-            row,
-            lw=1.5 if m == 0 else 1.0,
-            ls="-" if m == 0 else "--",
-            label=f"query at m = {m * 17}",
-        )
+        x = np.arange(len(row))
+        if m == 0:
+            ax_s.plot(x, row, lw=2.0, color="#9ca3af", label=f"query at m = {m * 17}")
+        else:
+            ax_s.plot(x, row, ls="none", marker=markers[(m - 1) % len(markers)], ms=4, label=f"query at m = {m * 17}")
     ax_s.set(
-        xlabel="offset k (key at m + k)", ylabel="q · k after rotation", title="the score depends on the offset only"
+        xlabel="offset k (key at m + k)",
+        ylabel="q · k after rotation",
+        title="the score depends on the offset only: the curves coincide",
     )
     ax_s.title.set_fontsize(9)
     ax_s.legend(fontsize=7)

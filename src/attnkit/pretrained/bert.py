@@ -133,7 +133,7 @@ def convert_state_dict(hf: dict[str, Tensor], layers: int) -> dict[str, Tensor]:
                 out[f"{dst}.{part}"] = t
 
     out["embed.word.weight"] = take("embeddings.word_embeddings.weight")
-    out["embed.position.weight"] = take("embeddings.position_embeddings.weight")
+    out["embed.positions.embedding.weight"] = take("embeddings.position_embeddings.weight")
     if "embeddings.token_type_embeddings.weight" in hf:
         out["embed.segment.weight"] = hf.pop("embeddings.token_type_embeddings.weight")
     copy("embeddings.LayerNorm", "embed.norm")

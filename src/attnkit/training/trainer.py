@@ -279,8 +279,9 @@ class Trainer:
 
     # ------------------------------------------------------------- validation
     @torch.inference_mode()
-    def validate(self, final: bool = False) -> dict[str, Any]:
-        """Dev loss and perplexity; greedy BLEU at every ``bleu_every``-th validation and the final one."""
+    def validate(self, final: bool = False, *, bleu: bool | None = None) -> dict[str, Any]:
+        """Dev loss and perplexity; greedy BLEU at every ``bleu_every``-th validation and the final
+        one (``bleu``: with or without it, whatever the schedule says)."""
         model, cfg = self.model, self.cfg
         was_training = model.training
         model.eval()
@@ -288,6 +289,8 @@ class Trainer:
         tokens = 0
         hyps: list[list[int]] = [[] for _ in range(self.task.dev_size)]
         want_bleu = cfg.train.bleu_every > 0 and (final or len(self.state.history) % cfg.train.bleu_every == 0)
+        if bleu is not None:
+            want_bleu = bleu
         for batch in self.task.dev_batches():
             batch = batch.to(self.device)
             sums = self._loss(model, batch)
@@ -304,6 +307,15 @@ class Trainer:
             result.update(self.task.score(hyps))
         model.train(was_training)
         return result
+
+    def early_snapshot_steps(self) -> set[int]:
+        """Steps before the first validation that also take a snapshot (with the dev loss, no BLEU):
+        0, and eval_every / 8, / 4, / 2. Attention forms early, so a figure of log-spaced steps
+        needs them."""
+        if not self.cfg.train.attention_snapshots:
+            return set()
+        every = self.cfg.train.eval_every
+        return {0} | {every // d for d in (8, 4, 2) if every // d >= 1}
 
     def _snapshot(self, result: dict[str, Any]) -> None:
         """Every attention map of the first ``train.attention_snapshots`` dev sentences, teacher-forced
@@ -369,6 +381,9 @@ class Trainer:
         started = self._started = time.perf_counter() - s.train_seconds
         stop_reason = "max_steps"
         batches = self.batcher.epoch(s.epoch)
+        early = self.early_snapshot_steps() if world.main else set()
+        if s.step == 0 and 0 in early:
+            self._snapshot(self.validate(bleu=False))
         with _StopRequest() as stop:
             while s.step < tc.max_steps:
                 if len(batches) - s.batch < world.size:  # every rank needs a batch
@@ -382,6 +397,10 @@ class Trainer:
                     self._log_window(window, log, started)
                 if self._bar is not None:
                     self._bar.update(1)
+                if s.step in early:
+                    paused = time.perf_counter()
+                    self._snapshot(self.validate(bleu=False))
+                    window.start += time.perf_counter() - paused
 
                 out_of_time = tc.max_minutes > 0 and time.perf_counter() - started > tc.max_minutes * 60
                 out_of_time, stop_requested = world.flags_from_main(out_of_time, stop.requested)
