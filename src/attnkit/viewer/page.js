@@ -10,11 +10,13 @@
   const HEAD_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777",
                         "#4b5563", "#65a30d", "#7c3aed", "#0d9488", "#b45309", "#be123c", "#1d4ed8", "#15803d"];
   const SVG = "http://www.w3.org/2000/svg";
-  const FONT = "13px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+  const FAMILY = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+  const FONT = `13px ${FAMILY}`;
   const SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const $ = (id) => document.getElementById(id);
-  const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), scale: "abs", hideSpecial: false,
-                  pinned: null, hover: null, tab: "head", model: null };
+  const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), apart: false, scale: "abs",
+                  hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false };
+  const ONE_COLOUR = "#2563eb";  // lines of one head, or of the average: per-head colours only when heads are apart
   let examples = DATA.examples || [];
   let modelInfo = DATA.model || {};
   const explainCache = new Map();
@@ -48,6 +50,27 @@
     return Math.ceil(Math.max(0, ...tokens.map((t) => measurer.measureText(t).width)));
   }
   const fmt = (x, d = 3) => (x === null || x === undefined ? "–" : Number(x).toFixed(d));
+  const clamp = (x, lo, hi) => Math.max(lo, Math.min(hi, x));
+  function area() {  // the room the view has: the main pane, less its padding
+    const m = document.querySelector("main");
+    return { w: Math.max(320, m.clientWidth - 32), h: Math.max(240, m.clientHeight - 24) };
+  }
+  function modelText(info) {  // what the model is, in words: never a class name
+    if (!info) return "";
+    const name = info.name ? `${info.name}: ` : "";
+    if (info.arch === "rnn")
+      return `${name}${String(info.cell || "rnn").toUpperCase()} ${info.hidden}, Luong ${info.attention} attention (${info.score} score` +
+        (info.window !== undefined ? `, D = ${info.window})` : ")");
+    const parts = [];
+    if (info.arch === "transformer") parts.push("Transformer");
+    else if (info.arch) parts.push(info.arch === "bert" ? "BERT-style encoder" : info.arch);
+    if (info.layers !== undefined) parts.push(`${info.layers} layers`);
+    if (info.d_model !== undefined) parts.push(`d_model ${info.d_model}`);
+    if (info.heads !== undefined) parts.push(`${info.heads} heads`);
+    if (info.positions) parts.push(`${info.positions} positions`);
+    if (info.step !== undefined) parts.push(`step ${info.step}`);
+    return name + parts.join(" · ");
+  }
 
   // ---- what is shown -------------------------------------------------------------------
   function example() { return examples[state.example]; }
@@ -104,43 +127,70 @@
     const box = $("head-chips"); box.innerHTML = "";
     const h = heads();
     if (h === 1) return;
+    const apart = html("button", { type: "button", id: "apart", title: "show the chosen heads apart, each in its colour" }, box,
+                       state.apart ? "heads apart" : "average");
+    apart.style.borderColor = "#475467";
+    if (state.apart) { apart.classList.add("on"); apart.style.background = "#475467"; }
+    apart.addEventListener("click", () => {
+      state.apart = !state.apart;
+      if (!state.apart) { state.head = "mean"; state.chips = new Set([...Array(h).keys()]); }
+      else if (state.head === "mean") state.chips = new Set([...Array(h).keys()]);
+      $("head").value = state.head;
+      draw();
+    });
     for (let i = 0; i < h; i++) {
-      const c = HEAD_COLOURS[i % HEAD_COLOURS.length];
+      const c = state.apart ? HEAD_COLOURS[i % HEAD_COLOURS.length] : ONE_COLOUR;
       const b = html("button", { type: "button", "data-head": i }, box, `head ${i}`);
       b.style.borderColor = c;
       if (state.chips.has(i)) { b.classList.add("on"); b.style.background = c; } else b.style.color = c;
       b.addEventListener("click", () => {
-        if (state.chips.has(i) && state.chips.size > 1) state.chips.delete(i); else state.chips.add(i);
-        state.head = state.chips.size === 1 ? [...state.chips][0] : "mean";
+        if (state.apart) {  // toggle this head in or out of the comparison
+          if (state.chips.has(i) && state.chips.size > 1) state.chips.delete(i); else state.chips.add(i);
+          state.head = state.chips.size === 1 ? [...state.chips][0] : "mean";
+        } else {  // one head, or (clicked again) back to the average
+          state.head = state.head === i ? "mean" : i;
+          state.chips = new Set(state.head === "mean" ? [...Array(h).keys()] : [i]);
+        }
         $("head").value = state.head;
         draw();
       });
     }
+    html("span", { class: "mode" }, box, state.apart
+      ? "each head in its colour; click heads to add or remove them"
+      : state.head === "mean" ? `the average of ${h} heads; click a head to see it alone` : `head ${state.head} alone; click it again for the average`);
   }
 
   function drawLines() {
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k);
     const svg = $("lines"); svg.innerHTML = "";
-    const row = 22, top = 14, gap = 240;
-    const wq = textWidth(rows.map((i) => q[i]), FONT) + 16, wk = textWidth(cols.map((j) => k[j]), FONT) + 16;
+    const room = area(), n = Math.max(rows.length, cols.length);
+    const row = clamp(Math.floor((room.h - 90) / n), 16, 32), top = 10;
+    const size = clamp(Math.round(row * 0.62), 11, 16), font = `${size}px ${FAMILY}`;
+    const wq = textWidth(rows.map((i) => q[i]), font) + 18, wk = textWidth(cols.map((j) => k[j]), font) + 18;
+    const gap = clamp(room.w - wq - wk - 8, 160, 720);
     svg.setAttribute("width", wq + gap + wk);
-    svg.setAttribute("height", top * 2 + row * Math.max(rows.length, cols.length));
+    svg.setAttribute("height", top * 2 + row * n);
+    svg.style.fontSize = `${size}px`;
     const yq = (r) => top + row * (r + 0.5), yk = (c) => top + row * (c + 0.5);
     const g = el("g", {}, svg);
-    const many = state.chips.size > 1;
-    for (const h of [...state.chips].sort((a, b) => a - b)) {
+    const layers = state.apart && heads() > 1 ? [...state.chips].sort((a, b) => a - b) : [state.head];
+    for (const h of layers) {
       const W = matrixOf(state.layer, h), div = rowScale(W, rows, cols);
-      const stroke = heads() === 1 ? HEAD_COLOURS[0] : HEAD_COLOURS[h % HEAD_COLOURS.length];
+      const stroke = state.apart && heads() > 1 ? HEAD_COLOURS[h % HEAD_COLOURS.length] : ONE_COLOUR;
       rows.forEach((i, r) => cols.forEach((j, c) => {
         const o = W[i][j] / div[r];
         if (o < 0.03) return;
-        el("line", { x1: wq, y1: yq(r), x2: wq + gap, y2: yk(c), stroke: stroke, "stroke-width": (0.8 + 3 * o).toFixed(2),
-                     "stroke-opacity": (many ? 0.85 * o : o).toFixed(3), "data-q": i, "data-k": j, "data-h": h,
-                     "data-o": (many ? 0.85 * o : o).toFixed(3) }, g);
+        const opacity = Math.min(1, 0.12 + (layers.length > 1 ? 0.8 : 0.95) * o);
+        el("line", { x1: wq, y1: yq(r), x2: wq + gap, y2: yk(c), stroke: stroke, "stroke-width": (1 + 4 * o).toFixed(2),
+                     "stroke-opacity": opacity.toFixed(3), "data-q": i, "data-k": j, "data-h": h,
+                     "data-o": opacity.toFixed(3) }, g);
       }));
     }
     const label = (tokens, idx, x, anchor, side, y) => idx.forEach((i, r) => {
+      const w = textWidth([tokens[i]], font) + 8;
+      el("rect", { class: "pin", x: anchor === "end" ? x - w + 4 : x - 4, y: y(r) - row / 2 + 1, width: w, height: row - 2, rx: 3,
+                   "data-side": side, "data-i": i, visibility: "hidden" }, svg);
       const t = el("text", { x: x, y: y(r), "text-anchor": anchor, "data-side": side, "data-i": i }, svg);
       t.textContent = tokens[i];
       t.addEventListener("mouseenter", () => { state.hover = { side: side, i: i }; applyFocus(); });
@@ -165,11 +215,12 @@
       line.setAttribute("stroke-opacity", (on ? +line.dataset.o : +line.dataset.o * 0.05).toFixed(3));
       line.classList.toggle("active", !!f && on);
     }
+    const hit = (e, p) => !!p && e.dataset.side === p.side && +e.dataset.i === p.i;
     for (const t of $("lines").querySelectorAll("text")) {
-      const hit = (p) => !!p && t.dataset.side === p.side && +t.dataset.i === p.i;
-      t.classList.toggle("active", hit(f));
-      t.classList.toggle("pinned", hit(state.pinned));
+      t.classList.toggle("active", hit(t, f));
+      t.classList.toggle("pinned", hit(t, state.pinned));
     }
+    for (const r of $("lines").querySelectorAll("rect.pin")) r.setAttribute("visibility", hit(r, state.pinned) ? "visible" : "hidden");
     $("readout").textContent = f ? focusText(f) : "";
   }
   function focusText(f) {
@@ -196,10 +247,12 @@
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k);
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
-    const cell = Math.max(6, Math.min(24, Math.floor(520 / Math.max(rows.length, cols.length))));
-    const font = cell >= 10 ? SMALL : "9px system-ui, sans-serif";
+    const room = area(), sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
+    const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
+    const fit = Math.floor(Math.min((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 90) / rows.length));
+    const cell = clamp(fit, 6, 44);
+    const font = cell >= 14 ? `${Math.min(14, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
     const lq = textWidth(rows.map((i) => q[i]), font), lk = textWidth(cols.map((j) => k[j]), font);
-    const sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
     const left = lq + 10, top = Math.ceil(lk * sin + 16), right = Math.ceil(lk * cos + 12);
     const width = left + cell * cols.length + right, height = top + cell * rows.length + 6;
     const canvas = $("matrix"), ctx = setupCanvas(canvas, width, height);
@@ -218,13 +271,18 @@
     if (state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
       // local attention: the window [p_t - D, p_t + D] of each row, drawn row by row, and p_t itself
       const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
-      ctx.strokeStyle = "white"; ctx.fillStyle = "white"; ctx.lineWidth = 1.5;
+      // orange window, white p_t: both stop at the matrix's edge (p_t = S * sigmoid(.) may pass the last key: a triangle)
       rows.forEach((i, r) => {
-        const p = ex.p_t[i], y = top + (r + 0.5) * cell;
-        ctx.beginPath();
-        ctx.moveTo(x(Math.max(cols[0] - 0.5, p - ex.window)), y); ctx.lineTo(x(Math.min(last + 0.5, p + ex.window)), y);
-        ctx.stroke();
-        ctx.beginPath(); ctx.arc(x(p), y, Math.max(2, cell / 5), 0, 2 * Math.PI); ctx.fill();
+        const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5;
+        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.beginPath();
+        ctx.moveTo(x(Math.max(cols[0] - 0.5, p - ex.window)), y); ctx.lineTo(x(Math.min(edge, p + ex.window)), y); ctx.stroke();
+        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.beginPath();
+        ctx.moveTo(x(Math.max(cols[0] - 0.5, p - ex.window)), y); ctx.lineTo(x(Math.min(edge, p + ex.window)), y); ctx.stroke();
+        ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
+        const rad = Math.max(2.5, cell / 5);
+        if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
+        else { ctx.moveTo(x(edge), y - rad); ctx.lineTo(x(edge) + rad * 1.6, y); ctx.lineTo(x(edge), y + rad); ctx.closePath(); }
+        ctx.fill(); ctx.stroke();
       });
     }
     canvas.onmousemove = (e) => {
@@ -242,7 +300,7 @@
   }
 
   function drawLegend(ex) {
-    const w = 260, ctx = setupCanvas($("legend"), w + 240, 44);
+    const w = 260, ctx = setupCanvas($("legend"), w + 460, 44);
     for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
     const ends = state.scale === "row" ? ["0", "row's largest"] : ["0", "1"];
@@ -252,7 +310,7 @@
     let text = state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)";
     if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
     ctx.fillText(text, w + 22, 4);
-    if (ex.p_t && state.kind === "cross") ctx.fillText(`white: window p_t ± ${ex.window}, dot: p_t`, w + 22, 22);
+    if (ex.p_t && state.kind === "cross") ctx.fillText(`orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`, w + 22, 22);
     else if (state.head === "mean" && heads() > 1) ctx.fillText(`average of ${heads()} heads`, w + 22, 22);
   }
 
@@ -261,8 +319,10 @@
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k), maps = ex.maps[state.kind];
     const grid = $("model-grid"); grid.innerHTML = "";
-    const h = maps[0].length;
-    grid.style.gridTemplateColumns = `auto repeat(${h}, 88px)`;
+    const h = maps[0].length, room = area();
+    // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can be
+    const side = clamp(Math.floor(Math.min((room.w - 70) / h, (room.h - 110) / maps.length)) - 8, 64, 200);
+    grid.style.gridTemplateColumns = `auto repeat(${h}, ${side + 4}px)`;
     html("div", { class: "axis" }, grid, "");
     for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : `head ${j}`);
     maps.forEach((layerMaps, l) => {
@@ -270,6 +330,7 @@
       layerMaps.forEach((W, j) => {
         const c = html("canvas", { "data-layer": l, "data-head": j, title: `layer ${l}, head ${j}` }, grid);
         c.width = cols.length; c.height = rows.length;
+        c.style.width = `${side}px`; c.style.height = `${side}px`;
         const ctx = c.getContext("2d"), img = ctx.createImageData(cols.length, rows.length);
         const div = rowScale(W, rows, cols);
         rows.forEach((i, r) => cols.forEach((jj, cc) => {
@@ -278,23 +339,51 @@
         }));
         ctx.putImageData(img, 0, 0);
         if (l === state.layer && String(j) === String(state.head)) c.classList.add("selected");
+        c.addEventListener("mousemove", (e) => {  // the tokens under the pointer
+          const b = c.getBoundingClientRect();
+          const r = clamp(Math.floor((e.clientY - b.top) / b.height * rows.length), 0, rows.length - 1);
+          const cc = clamp(Math.floor((e.clientX - b.left) / b.width * cols.length), 0, cols.length - 1);
+          const i = rows[r], jj = cols[cc];
+          $("readout").textContent = `layer ${l}, head ${j}: ${q[i]} (query ${i}) → ${k[jj]} (key ${jj}): weight ${W[i][jj].toFixed(3)}`;
+        });
+        c.addEventListener("mouseleave", () => { $("readout").textContent = overview; });
         c.addEventListener("click", () => {
-          state.layer = l; state.head = j; $("layer").value = l; $("head").value = j; state.chips = new Set([j]);
+          state.layer = l; state.head = j; state.apart = false; $("layer").value = l; $("head").value = j; state.chips = new Set([j]);
           selectTab("head");
         });
       });
     });
-    $("readout").textContent = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s); ${scaleNote()}`;
+    const overview = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s); ${scaleNote()}`;
+    $("readout").textContent = overview;
+    const w = 220, ctx = setupCanvas($("model-legend"), w + 420, 34);
+    for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 2, 1, 12); }
+    ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
+    ctx.textAlign = "left"; ctx.fillText("0", 10, 17);
+    ctx.textAlign = "right"; ctx.fillText(state.scale === "row" ? "row's largest" : "1", w + 10, 17);
+    ctx.textAlign = "left";
+    ctx.fillText(state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute, every thumbnail)", w + 22, 2);
   }
 
   // ---- neuron view ---------------------------------------------------------------------
-  function strip(values, lim, px) {  // one vector as a row of coloured cells (blue < 0 < red)
+  function strip(values, lim, px, dims, what) {  // the chosen dims of one vector as coloured cells (blue < 0 < red)
     const c = document.createElement("canvas");
-    c.width = values.length; c.height = 1;
-    c.style.width = `${values.length * px}px`; c.style.height = "12px";
+    c.width = dims.length; c.height = 1;
+    c.style.width = `${dims.length * px}px`; c.style.height = "14px";
     const ctx = c.getContext("2d");
-    values.forEach((v, d) => { ctx.fillStyle = diverging(v / lim); ctx.fillRect(d, 0, 1, 1); });
+    dims.forEach((d, x) => { ctx.fillStyle = diverging(values[d] / lim); ctx.fillRect(x, 0, 1, 1); });
+    c.addEventListener("mousemove", (e) => {
+      const d = dims[clamp(Math.floor((e.clientX - c.getBoundingClientRect().left) / px), 0, dims.length - 1)];
+      $("readout").textContent = `${what}, dimension ${d}: ${fmt(values[d])}`;
+    });
+    c.addEventListener("mouseleave", () => { $("readout").textContent = ""; });
     return c;
+  }
+  const TOP_DIMS = 32;  // a vector wider than this shows its TOP_DIMS largest dimensions unless all are asked for
+  function topDims(rows, d) {  // indices of the d dims with the largest sum of |value| over rows, in index order
+    const all = [...Array(rows[0].length).keys()];
+    if (state.allDims || all.length <= d + 16) return all;
+    const weight = all.map((k) => rows.reduce((a, r) => a + Math.abs(r[k] || 0), 0));
+    return all.sort((a, b) => weight[b] - weight[a]).slice(0, d).sort((a, b) => a - b);
   }
   const absMax = (rows) => Math.max(1e-9, ...rows.flat().filter((x) => x !== null).map(Math.abs));
 
@@ -325,8 +414,19 @@
   }
 
   function renderWalkthrough(box, w) {
-    const px = Math.max(1, Math.min(6, Math.floor(192 / w.d_k)));  // a strip is at most ~256 px wide
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
+    // the dimensions that decide the scores (largest Σ_j |term|), and for the values those of z (or of c_t)
+    const kd = topDims(w.terms, TOP_DIMS), vd = w.recurrent ? kd : topDims([w.context], TOP_DIMS);
+    const px = clamp(Math.floor(Math.min(area().w / 4, 320) / kd.length), 2, 12);
+    if (w.d_k > kd.length || state.allDims) {
+      const bar = html("div", { class: "dims" }, box);
+      html("span", {}, bar, kd.length < w.d_k
+        ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest Σ_j |${w.terms_formula}|, which decide the scores` +
+          (w.recurrent ? "" : ` (values: the ${vd.length} largest |z|)`) + `. Dimensions: ${kd.join(", ")}.`
+        : `Showing all ${w.d_k} dimensions.`);
+      const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${TOP_DIMS}` : `all ${w.d_k}`);
+      toggle.addEventListener("click", () => { state.allDims = !state.allDims; box.innerHTML = ""; renderWalkthrough(box, w); });
+    }
     const f = html("div", { class: "formula" }, box);
     if (w.recurrent) {
       f.textContent = `${w.query_label}. Score e_s = ${w.score}; weights = softmax(e)` +
@@ -344,14 +444,14 @@
     cols.forEach((c) => { if (c) html("th", {}, head, c); });
     const qrow = html("tr", { class: "query" }, t);
     html("td", { class: "token" }, qrow, w.recurrent ? `h_t: ${w.query_token}` : `q: ${w.query_token}`);
-    html("td", {}, qrow).appendChild(strip(w.q, vecLim, px));
+    html("td", {}, qrow).appendChild(strip(w.q, vecLim, px, kd, w.recurrent ? "h_t" : "q"));
     for (let c = 2; c < cols.filter(Boolean).length; c++) html("td", {}, qrow, "");
     const softmaxInWindow = w.gauss ? w.weights.map((a, j) => (w.gauss[j] > 0 ? a / w.gauss[j] : 0)) : null;
     w.key_tokens.forEach((tok, j) => {
       const r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
       html("td", { class: "token" }, r, tok);
-      html("td", {}, r).appendChild(strip(w.k[j], vecLim, px));
-      html("td", {}, r).appendChild(strip(w.terms[j], termLim, px));
+      html("td", {}, r).appendChild(strip(w.k[j], vecLim, px, kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));
+      html("td", {}, r).appendChild(strip(w.terms[j], termLim, px, kd, `${w.terms_formula} of “${tok}”`));
       html("td", {}, r, fmt(w.raw[j]));
       if (w.recurrent) {
         html("td", {}, r, w.allowed[j] ? "yes" : "no");
@@ -364,19 +464,19 @@
       const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
       bar.style.width = `${Math.round(60 * w.weights[j])}px`;
       cell.appendChild(document.createTextNode(fmt(w.weights[j])));
-      if (!w.recurrent) html("td", {}, r).appendChild(strip(w.v[j].map((v) => v * w.weights[j]), vLim, px));
+      if (!w.recurrent) html("td", {}, r).appendChild(strip(w.v[j].map((v) => v * w.weights[j]), vLim, px, vd, `a_j v_j of “${tok}”`));
     });
     const z = html("tr", { class: "sum" }, t), n = cols.filter(Boolean).length;
     const total = fmt(w.weights.reduce((a, b) => a + b, 0));
     if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
       html("td", { class: "token" }, z, "c_t = Σ a_s h̄_s");
-      html("td", {}, z).appendChild(strip(w.context, vLim, px));
+      html("td", {}, z).appendChild(strip(w.context, vLim, px, kd, "c_t"));
       for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
       html("td", {}, z, `Σ ${total}`);
     } else {
       html("td", { class: "token" }, z, "z = Σ a_j v_j");
       for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
-      html("td", {}, z).appendChild(strip(w.context, vLim, px));
+      html("td", {}, z).appendChild(strip(w.context, vLim, px, vd, "z"));
     }
     const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
     const values = w.recurrent ? "c_t" : "the weighted values and z";
@@ -426,7 +526,7 @@
     $("src-text").textContent = ex.source;
     $("out-text").textContent = ex.output ? "→ " + ex.output : "";
     const info = modelInfo || {};
-    $("model-info").textContent = Object.entries(info).map(([key, v]) => `${key}: ${v}`).join(" · ");
+    $("model-info").textContent = modelText(info);
     if (state.tab === "head") { drawChips(); drawLines(); }
     else if (state.tab === "model") drawModelView();
     else if (state.tab === "matrix") drawMatrix();
@@ -504,6 +604,7 @@
   $("layer").addEventListener("change", (e) => { state.layer = +e.target.value; draw(); });
   $("head").addEventListener("change", (e) => {
     state.head = e.target.value === "mean" ? "mean" : +e.target.value;
+    state.apart = false;
     state.chips = new Set(state.head === "mean" ? [...Array(heads()).keys()] : [state.head]);
     draw();
   });
@@ -535,5 +636,10 @@
   } else {
     showExamples(examples, modelInfo);
   }
+  let resizing = 0;  // the views are sized to the window: drawn again when it changes size
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => { if (["head", "model", "matrix"].includes(state.tab)) draw(); }, 120);
+  });
   window.attnkit = { state: state, draw: draw, selectTab: selectTab };
 })();
