@@ -32,9 +32,12 @@ def flat(d, prefix=""):
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
-def test_example_configs_load_and_document_every_key(path):
-    load_config(path)
-    assert flat(yaml.safe_load(path.read_text())) == all_keys(Config)
+def test_example_configs_list_exactly_the_keys_their_architecture_reads(path, capsys):
+    from attnkit.config import ignored_keys
+
+    cfg = load_config(path, warn=True)
+    assert capsys.readouterr().err == ""
+    assert flat(yaml.safe_load(path.read_text())) == all_keys(Config) - set(ignored_keys(cfg))
 
 
 def test_unknown_key_suggests_the_nearest():
@@ -111,3 +114,26 @@ def test_every_rule_names_a_real_key_and_the_choices_match_the_code():
         rule.check(key, getattr(getattr(Config(), section), name))
     with pytest.raises(ValueError, match="model.arch=encoder has no decoder"):
         check_config(config_from_dict({}, ["model.arch=encoder"]), training=True)
+
+
+def test_keys_of_another_architecture_are_warned_about_and_never_saved(tmp_path, capsys):
+    import yaml
+
+    from attnkit.config import ignored_keys, load_config, save_config
+
+    path = tmp_path / "rnn.yaml"
+    path.write_text("model:\n  arch: rnn\n  heads: 8\n  hidden: 64\ndata:\n  train_scenes: 10\n")
+    cfg = load_config(path, ["model.ffn=512"], warn=True)
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "model.heads, model.ffn, data.train_scenes do not apply to model.arch=rnn" in err
+    assert "model.hidden" not in err  # an RNN key in an RNN config is read
+    load_config(path, warn=False)
+    assert capsys.readouterr().err == ""  # a model directory's config is read quietly
+    save_config(cfg, tmp_path / "saved.yaml")
+    saved = yaml.safe_load((tmp_path / "saved.yaml").read_text())
+    assert saved["model"]["hidden"] == 64 and "heads" not in saved["model"] and "train_scenes" not in saved["data"]
+    assert set(ignored_keys(cfg)) >= {"model.heads", "model.positions", "model.region", "data.digits"}
+    again = load_config(tmp_path / "saved.yaml", warn=True)
+    assert capsys.readouterr().err == "" and again.model.hidden == 64  # a saved config says only what it uses
+    caption = load_config(tmp_path / "saved.yaml", ["data.task=caption", "model.attention=global"])
+    assert "tokenizer.vocab_size" in ignored_keys(caption) and "model.positions" not in ignored_keys(caption)

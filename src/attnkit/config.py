@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -298,8 +299,9 @@ def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None) -
     return cfg
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """Read a YAML config, apply dotted overrides, validate every key and type."""
+def load_config(path: str | Path, overrides: list[str] | None = None, *, warn: bool = False) -> Config:
+    """Read a YAML config, apply dotted overrides, validate every key and type. ``warn``: say on
+    stderr which keys the config sets that its architecture or task does not read."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"config file not found: {path}")
@@ -316,13 +318,64 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
             f"config file {path} must hold a mapping of sections (data, tokenizer, model, train) "
             f"at its top level, not a {type(data).__name__}"
         )
-    return config_from_dict(data or {}, overrides)
+    cfg = config_from_dict(data or {}, overrides)
+    if warn:
+        given = _merge(data or {}, parse_overrides(overrides or []))
+        ignored = given_but_ignored(given, cfg)
+        if ignored:
+            what = f"model.arch={cfg.model.arch}" + (", data.task=caption" if cfg.data.task == "caption" else "")
+            print(f"warning: {path}: {', '.join(ignored)} do not apply to {what} and are ignored", file=sys.stderr)
+    return cfg
+
+
+# keys that only some architectures or tasks read (every other key applies to every config)
+RNN_KEYS = ("cell", "hidden", "attention", "score", "window", "input_feeding", "init_hidden")
+TRANSFORMER_KEYS = ("heads", "ffn", "attention_dropout", "activation_dropout", "norm_first")
+CAPTION_MODEL_KEYS = ("image_encoder", "region")
+CAPTION_DATA_KEYS = ("image_size", "train_scenes", "dev_scenes", "digits", "noise")
+TRANSLATION_DATA_KEYS = (
+    "train_src", "train_tgt", "dev_src", "dev_tgt", "multi30k", "multi30k_variant", "src_lang", "tgt_lang",
+    "max_len", "max_dev_sentences",
+)  # fmt: skip
+
+
+def ignored_keys(cfg: Config) -> list[str]:
+    """The dotted keys ``cfg``'s architecture and task do not read: an RNN's keys in a Transformer,
+    a Transformer's in an RNN, the image keys in a translation config, the text keys (and the
+    tokenizer) in a captioning one, the positional scheme of an RNN translator."""
+    m, caption = cfg.model, cfg.data.task == "caption"
+    out = []
+    if m.arch != "rnn":
+        out += [f"model.{k}" for k in RNN_KEYS]
+    if m.arch == "rnn":
+        out += [f"model.{k}" for k in TRANSFORMER_KEYS]
+        if not caption:  # the recurrence orders the words; a captioner's regions take model.positions
+            out.append("model.positions")
+    if not caption:
+        out += [f"model.{k}" for k in CAPTION_MODEL_KEYS] + [f"data.{k}" for k in CAPTION_DATA_KEYS]
+    else:
+        out += [f"data.{k}" for k in TRANSLATION_DATA_KEYS] + [
+            f"tokenizer.{k}" for k in TokenizerConfig.__dataclass_fields__
+        ]
+    return out
+
+
+def given_but_ignored(data: dict[str, Any], cfg: Config) -> list[str]:
+    """The keys a config mapping sets that ``cfg`` ignores (``ignored_keys``), in the mapping's order."""
+    ignored = set(ignored_keys(cfg))
+    return [k for k in _flat(data) if k in ignored or any(k.startswith(f"{i}.") for i in ignored)]
 
 
 def save_config(config: Config, path: str | Path) -> None:
+    """Write ``config`` as YAML with only the keys its architecture and task read."""
     from .atomic import write_text
 
-    write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    tree = config.to_dict()
+    for key in ignored_keys(config):
+        section, name = key.split(".")
+        tree[section].pop(name, None)
+    tree = {k: v for k, v in tree.items() if v != {}}
+    write_text(path, yaml.safe_dump(tree, sort_keys=False))
 
 
 # ---------------------------------------------------------------- validation
@@ -465,15 +518,31 @@ def check_config(cfg: Config, *, training: bool = False) -> None:
         )
     if cfg.data.task == "caption":
         check_captioning(cfg)
-    elif cfg.model.tie_embeddings and not cfg.tokenizer.joint and cfg.model.arch != "encoder":
+    else:
+        check_tied_embeddings(cfg.model, shared_vocab=cfg.tokenizer.joint)
+
+
+def check_tied_embeddings(m: ModelConfig, *, shared_vocab: bool) -> None:
+    """Tied source and target embeddings need one vocabulary for both sides."""
+    if m.tie_embeddings and not shared_vocab and m.arch != "encoder":
         raise ValueError("model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)")
+
+
+def check_captioner(m: ModelConfig) -> None:
+    """A captioner needs a decoder, and a ViT image encoder a Transformer decoder."""
+    if m.arch == "encoder":
+        raise ValueError("data.task=caption needs a decoder: model.arch transformer or rnn")
+    if m.arch == "rnn" and m.image_encoder == "vit":
+        raise ValueError(
+            "model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
+            "(the RNN decoder takes model.image_encoder=cnn)"
+        )
 
 
 def check_captioning(cfg: Config) -> None:
     """How the keys of an image-captioning config must fit together."""
     d, m = cfg.data, cfg.model
-    if m.arch == "encoder":
-        raise ValueError("data.task=caption needs a decoder: model.arch transformer or rnn")
+    check_captioner(m)
     if m.positions not in IMAGE_POSITIONS:
         raise ValueError(
             f"model.positions={m.positions} acts inside text self-attention; image regions take "
@@ -482,11 +551,6 @@ def check_captioning(cfg: Config) -> None:
     if m.arch == "rnn" and m.attention != "global":
         raise ValueError(
             f"model.attention={m.attention} is a window over a 1-D sequence; attention over image regions is global"
-        )
-    if m.arch == "rnn" and m.image_encoder == "vit":
-        raise ValueError(
-            "model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
-            "(the RNN decoder takes model.image_encoder=cnn)"
         )
     if d.image_size % m.region:
         raise ValueError(f"data.image_size={d.image_size} does not tile into model.region={m.region} pixel regions")

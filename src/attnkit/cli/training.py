@@ -33,7 +33,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..training.trainer import train
 
-    summary = train(load_config(args.config, args.overrides), resume=args.resume)
+    summary = train(load_config(args.config, args.overrides, warn=True), resume=args.resume)
     return 128 + int(summary["signal"]) if "signal" in summary else 0
 
 

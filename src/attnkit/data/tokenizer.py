@@ -20,6 +20,9 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 CONTINUES = "·"  # marks a subword piece that continues the word before it
 SPACE = "\u2423"  # how a word-boundary mark standing alone is shown
+BOS_LABEL, EOS_LABEL = "<s>", "</s>"  # how the start and end of a sequence are shown
+# every special token a figure or page may show, attnkit's and BERT's: "hide special tokens" hides these
+SPECIAL_LABELS = (BOS_LABEL, EOS_LABEL, "<pad>", "<unk>", "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
 
 
 def readable(pieces: list[str]) -> list[str]:

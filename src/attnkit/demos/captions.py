@@ -19,8 +19,8 @@ from ..loading.model_dir import load_model
 from ..plots.images import plot_caption
 from ..training.trainer import train
 from ..viewer.captions import write_caption_html
+from . import MARKER, check_demo_directory
 
-MARKER = "demo.json"  # as demo.MARKER: a directory an earlier demo wrote
 TEST_SCENES = 1000
 EXAMPLE_FILES = 4  # scene_N.png written for `attnkit caption`
 
@@ -85,10 +85,7 @@ def run_caption_demo(
     Checked before any file is touched; an earlier demo is replaced only once this one is complete."""
     max_steps = max_steps or STEPS[arch]
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"{out} is a file; the demo writes a directory (choose another --out-dir)")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another --out-dir")
+    check_demo_directory(out)
     final = config_from_dict(caption_demo_config(out, arch, max_steps), [f"train.seed={seed}"])
     with atomic_directory(out) as building:
         result = _build(building, arch=arch, max_steps=max_steps, seed=seed)

@@ -20,8 +20,8 @@ from ..plots import plot_alignment
 from ..search import SearchOptions
 from ..training.trainer import train
 from ..viewer import write_html
+from . import MARKER, check_demo_directory
 
-MARKER = "demo.json"
 EXAMPLES = ["22 november 2026", "sunday, 3 march 1985", "jul 4, 1976", "the 9 of october 2041"]
 
 
@@ -96,10 +96,7 @@ def run_demo(
     if attention != "global" and arch != "rnn":
         raise ValueError(f"--attention {attention} is an RNN (Luong) attention; use it with --arch rnn")
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"{out} is a file; the demo writes a directory (choose another --out-dir)")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another --out-dir")
+    check_demo_directory(out)
     final = config_from_dict(
         demo_config(out, arch, max_steps, attention), [f"train.seed={seed}"]
     )  # checks every setting

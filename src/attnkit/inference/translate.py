@@ -26,10 +26,10 @@ import torch
 from ..atomic import write_text
 from ..data import Tokenizer, collate, inference_batches
 from ..data.text import decode_lines, read_lines
+from ..data.tokenizer import EOS_LABEL
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions, beam_search, greedy_search
 
-EOS_LABEL = "</s>"
 MIN_SENTENCES_PER_WORKER = 32  # below this many sentences per worker thread, decode in fewer threads
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_path
-from ..data.tokenizer import BOS, EOS, Tokenizer, readable
+from ..data.tokenizer import BOS, BOS_LABEL, EOS, EOS_LABEL, Tokenizer, readable
 from ..inference.translate import translate
 from ..models.interface import ATTENTION_KINDS as KINDS
 from ..models.interface import KIND_LABELS as LABELS
@@ -44,7 +44,6 @@ from ..search import SearchOptions
 
 FORMAT = "attnkit-attention"
 VERSION = 1
-BOS_LABEL, EOS_LABEL = "<s>", "</s>"
 
 
 class _TokenLabels:
@@ -226,22 +225,23 @@ def capture(
 ) -> list[AttentionRecord]:
     """Attention maps of ``model`` on each sentence (see ``prepare`` for the target side).
     ``window`` is local attention's D, kept to draw p_t's window."""
-    records = []
-    for p in prepare(model, tok, sentences, targets=targets, options=options, max_src_len=max_src_len):
-        maps, p_t = capture_ids(model, p.src_ids, p.tgt_in_ids)
-        records.append(
-            AttentionRecord(
-                source=p.source,
-                src_tokens=p.src_tokens,
-                maps=maps,
-                output=p.output,
-                tgt_in_tokens=p.tgt_in_tokens,
-                tgt_out_tokens=p.tgt_out_tokens,
-                p_t=p_t,
-                window=window if p_t is not None else None,
-            )
-        )
-    return records
+    prepared = prepare(model, tok, sentences, targets=targets, options=options, max_src_len=max_src_len)
+    return [capture_prepared(model, p, window=window) for p in prepared]
+
+
+def capture_prepared(model: Seq2SeqModel | EncoderModel, p: Prepared, *, window: int | None = None) -> AttentionRecord:
+    """The record of one prepared sentence: every map of one forward pass over its ids."""
+    maps, p_t = capture_ids(model, p.src_ids, p.tgt_in_ids)
+    return AttentionRecord(
+        source=p.source,
+        src_tokens=p.src_tokens,
+        maps=maps,
+        output=p.output,
+        tgt_in_tokens=p.tgt_in_tokens,
+        tgt_out_tokens=p.tgt_out_tokens,
+        p_t=p_t,
+        window=window if p_t is not None else None,
+    )
 
 
 def save_records(path: str | Path, records: list[AttentionRecord], model: dict | None = None) -> Path:

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..data.tokenizer import SPECIAL_LABELS
 from ..pretrained.bert import PretrainedEncoder
-
-SPECIAL = ("[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>")
 
 
 @dataclass
@@ -65,7 +64,7 @@ def token_vectors(encoder: PretrainedEncoder, sentences: list[str], *, positions
     labels, rows = [], []
     for b, toks in enumerate(batch.tokens):
         for p, t in enumerate(toks):
-            if t not in SPECIAL:
+            if t not in SPECIAL_LABELS:
                 labels.append((b, p, t))
                 rows.append((b, p))
     idx_b = torch.tensor([r[0] for r in rows])

@@ -8,7 +8,7 @@ from typing import cast
 from torch import nn
 
 from ..attention import build_recurrent_attention
-from ..config import ModelConfig, check_model
+from ..config import ModelConfig, check_captioner, check_model, check_tied_embeddings
 from ..positions import AbsolutePositions, AttentionPositions, build_positions
 from ..positions.grid import build_grid_positions
 from .image import (
@@ -84,8 +84,7 @@ def build_model(
     """Build the model ``cfg.arch`` names (its keys checked by ``config.check_model``);
     ``shared_vocab`` allows tying source and target embeddings."""
     check_model(cfg)
-    if cfg.tie_embeddings and not shared_vocab and cfg.arch != "encoder":
-        raise ValueError("model.tie_embeddings=true needs one vocabulary for both sides (tokenizer.joint=true)")
+    check_tied_embeddings(cfg, shared_vocab=shared_vocab)
     if cfg.arch in ("transformer", "encoder"):
         src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
         if cfg.arch == "encoder":
@@ -163,8 +162,7 @@ def build_captioner(
     square images of ``image_size`` pixels; ``model.positions`` is the regions' 2-D scheme
     (and the Transformer decoder's 1-D one)."""
     check_model(cfg)
-    if cfg.arch == "encoder":
-        raise ValueError("captioning needs a decoder: model.arch transformer or rnn")
+    check_captioner(cfg)
     tgt_emb = _embedding(vocab, cfg.d_model, pad_id)
     if cfg.arch == "transformer":
         embed = _region_embedding(cfg, cfg.d_model, image_size)
@@ -195,11 +193,6 @@ def build_captioner(
             tie_output=cfg.tie_embeddings,
         )
     embed = _region_embedding(cfg, cfg.hidden, image_size)
-    if cfg.image_encoder == "vit":
-        raise ValueError(
-            "model.image_encoder=vit is a Transformer encoder: use it with model.arch=transformer "
-            "(the RNN decoder takes model.image_encoder=cnn)"
-        )
     return RNNCaptioner(
         encoder=ImageRNNEncoder(embed, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.decoder_layers),
         **_rnn_decoder(cfg, tgt_emb, vocab),

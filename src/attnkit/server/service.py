@@ -25,9 +25,8 @@ from ..data.images import decode_image, greyscale
 from ..data.scenes import max_caption_words
 from ..data.vocabulary import WordVocabulary
 from ..inspection.capture import (
-    AttentionRecord,
     Prepared,
-    capture_ids,
+    capture_prepared,
     prepare,
     prepare_pretrained,
 )
@@ -36,8 +35,6 @@ from ..inspection.sources import Source, open_source
 from ..models.interface import ImageCaptioner, Seq2SeqModel
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json
-
-SPECIAL_TOKENS = ("<s>", "</s>", "[CLS]", "[SEP]", "[PAD]", "<pad>")
 
 
 class RequestError(ValueError):
@@ -243,17 +240,7 @@ class Studio:
         if src.encoder is not None and target:
             raise RequestError("an encoder has no target side: leave 'target' out")
         prepared = self._prepare(m, text, target, SearchOptions(beam=beam, n_best=nbest))
-        maps, p_t = capture_ids(src.model, prepared.src_ids, prepared.tgt_in_ids)
-        record = AttentionRecord(
-            source=prepared.source,
-            src_tokens=prepared.src_tokens,
-            maps=maps,
-            output=prepared.output,
-            tgt_in_tokens=prepared.tgt_in_tokens,
-            tgt_out_tokens=prepared.tgt_out_tokens,
-            p_t=p_t,
-            window=src.window if p_t is not None else None,
-        )
+        record = capture_prepared(src.model, prepared, window=src.window)
         return {
             "model": m.name,
             "translation": prepared.output,  # the searched (or forced) output; None for an encoder

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import __version__
 from ..atomic import write_text
+from ..data.tokenizer import SPECIAL_LABELS
 from ..inspection.capture import AttentionRecord
 
 DIGITS = 4  # weights are rounded to this many decimals: the file stays small, the picture is the same
@@ -69,6 +70,7 @@ def fill_template(name: str, data: dict, *, title: str, **files: str) -> str:
 def page_html(data: dict, *, title: str) -> str:
     """The one page: the static viewer (``data`` holds the examples) and the live studio
     (``data["live"]`` holds the served models) are the same HTML, CSS and JavaScript."""
+    data = {**data, "special": list(SPECIAL_LABELS)}
     return fill_template("page.html", data, title=title, STYLE="page.css", SCRIPT="page.js", COLOURS="colours.js")
 
 

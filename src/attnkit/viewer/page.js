@@ -6,7 +6,7 @@
   const DATA = JSON.parse(document.getElementById("attnkit-data").textContent);
   const LIVE = DATA.live;
   const KIND_LABEL = { encoder: "encoder self-attention", decoder: "decoder self-attention", cross: "cross-attention (output → source)" };
-  const SPECIAL = new Set(["<s>", "</s>", "[CLS]", "[SEP]", "[PAD]", "<pad>"]);
+  const SPECIAL = new Set(DATA.special || []);  // data.tokenizer.SPECIAL_LABELS
   const HEAD_COLOURS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777",
                         "#4b5563", "#65a30d", "#7c3aed", "#0d9488", "#b45309", "#be123c", "#1d4ed8", "#15803d"];
   const SVG = "http://www.w3.org/2000/svg";
