@@ -90,7 +90,7 @@ def test_capture_view_and_explain_work_on_the_pretrained_encoder(ours, tmp_path,
 
     code = main(["embed", PACKAGE, "I ate an apple.", "Apple makes the iPhone.", "-o", str(tmp_path / "apple.png")])
     out = capsys.readouterr().out
-    assert code == 0 and "'apple' s1:4 ~ 'apple' s2:1" in out and (tmp_path / "apple.png").is_file()
+    assert code == 0 and "'apple' A4 ~ 'apple' B1" in out and (tmp_path / "apple.png").is_file()
 
     code = main(
         ["explain", PACKAGE, "jane visits africa in september", "--layer", "2", "--head", "3", "--query", "africa"]

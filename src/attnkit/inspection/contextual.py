@@ -128,7 +128,7 @@ def embed_report(
         f"{info['name']}: {info['layers']} layers, d_model {info['d_model']}; "
         f"{len(v.labels)} tokens in {len(sentences)} sentence(s)"
     ]
-    lines += [f"  s{i + 1}: {' '.join(t for b, _, t in v.labels if b == i)}" for i in range(len(sentences))]
+    lines += [f"  {sentence_name(i)}: {' '.join(t for b, _, t in v.labels if b == i)}" for i in range(len(sentences))]
     if words:
         absent = [w for w in words if not v.find(w)]
         if absent:
@@ -142,7 +142,9 @@ def embed_report(
     else:
         lines += [
             "\ncosine similarity of the same word in two places: static token vectors are identical (1.000);",
-            "after self-attention each occurrence carries its own context:\n",
+            "after self-attention each occurrence carries its own context",
+            "(a token is named by its sentence and position, [CLS] = 0; emb: the embeddings with positions,",
+            "Lk: after encoder layer k, from 0):\n",
             pair_report(v, pairs),
         ]
         same = [(i, j) for i, j in pairs if v.labels[i][0] == v.labels[j][0]]
