@@ -26,6 +26,8 @@ def test_capture_then_plot_and_view_from_the_file(capsys, trained_toys, tmp_path
     assert (tmp_path / "a_1.svg").read_text().startswith("<?xml") and (tmp_path / "a_2.svg").is_file()
     code, out, err = run(capsys, ["view", str(maps), "-o", str(tmp_path / "v.html")])
     assert code == 0 and "2 sentence(s)" in out
+    page = (tmp_path / "v.html").read_text()
+    assert page.rstrip().endswith("</html>") and '"source":"a b c"' in page and '"source":"d e f g"' in page
 
 
 def test_plot_kinds_heads_and_grid(capsys, trained_toys, tmp_path):
@@ -56,6 +58,7 @@ def test_explain_prints_and_draws(capsys, trained_toys, tmp_path):
         capsys, ["explain", str(trained_toys["transformer"]), "a b", "--kind", "cross", "--query-pos", "-1"]
     )
     assert code == 0, err
+    assert "cross-attention" in out and "</s>" in out and "match the model's forward pass" in out  # the last output step
 
 
 def test_heads_statistics(capsys, trained_toys, tmp_path):

@@ -1,8 +1,6 @@
 """Learnable Fourier features (Li et al. 2021): the features' defining properties, shapes,
 errors, training signal, and the scheme wired into a Transformer by name."""
 
-import math
-
 import pytest
 import torch
 
@@ -65,15 +63,24 @@ def test_bad_settings_are_errors(kwargs, message):
         FourierPositions(16, **kwargs)
 
 
-def test_a_transformer_with_fourier_positions_trains():
+def test_a_transformer_with_fourier_positions_learns_and_moves_its_frequencies():
+    """A few dozen Adam steps on one fixed batch: the loss falls by more than half, and the
+    gradient reaches the Fourier frequencies, which move."""
     torch.manual_seed(0)
     cfg = ModelConfig(arch="transformer", d_model=16, layers=1, heads=2, ffn=32, dropout=0.0, positions="fourier")
     model = build_model(cfg, src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True)
+    schemes = [m for m in model.position_schemes() if isinstance(m, FourierPositions)]
+    before = [m.frequencies.detach().clone() for m in schemes]
     src = torch.randint(3, 20, (4, 7))
     tgt = torch.randint(3, 20, (4, 6))
-    logits = model(src, src != 0, tgt).logits
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 20), tgt.roll(-1, 1).reshape(-1))
-    loss.backward()
-    assert math.isfinite(loss.item())
-    grads = [m.frequencies.grad for m in model.position_schemes() if isinstance(m, FourierPositions)]
-    assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(60):
+        opt.zero_grad()
+        logits = model(src, src != 0, tgt).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 20), tgt.roll(-1, 1).reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert schemes and losses[-1] < 0.5 * losses[0], losses[::10]
+    assert all(not torch.equal(m.frequencies, b) for m, b in zip(schemes, before))
