@@ -58,7 +58,9 @@ def test_explain_prints_and_draws(capsys, trained_toys, tmp_path):
         capsys, ["explain", str(trained_toys["transformer"]), "a b", "--kind", "cross", "--query-pos", "-1"]
     )
     assert code == 0, err
-    assert "cross-attention" in out and "</s>" in out and "match the model's forward pass" in out  # the last output step
+    assert (
+        "cross-attention" in out and "</s>" in out and "match the model's forward pass" in out
+    )  # the last output step
 
 
 def test_heads_statistics(capsys, trained_toys, tmp_path):

@@ -9,6 +9,7 @@ from starlette.testclient import TestClient
 
 from attnkit.inspection import capture, explain, prepare
 from attnkit.server.app import create_app, is_loopback
+from attnkit.server.schema import Embedding
 from attnkit.server.service import walkthrough_json
 
 
@@ -206,6 +207,7 @@ def test_a_pretrained_encoder():
         r = c.post("/api/translate", json={"text": "a bank", "target": "x"})
         assert r.status_code == 422 and "no target side" in r.json()["error"]
         e = c.post("/api/embed", json={"text": "The bank of the river is not the bank that holds my money."}).json()
+        Embedding.model_validate(e)  # what the OpenAPI document declares
         pairs = [(e["tokens"][i], e["tokens"][j]) for i, j in e["repeated"]]
         assert ("bank", "bank") in pairs and e["depths"][0] == "static" and len(e["depths"]) == 8
         i, j = e["repeated"][pairs.index(("bank", "bank"))]

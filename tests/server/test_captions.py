@@ -10,6 +10,7 @@ from PIL import Image
 from starlette.testclient import TestClient
 
 from attnkit.server.app import create_app
+from attnkit.server.schema import Caption
 from attnkit.server.service import Studio
 
 
@@ -37,6 +38,7 @@ def test_a_captioner_alone_is_served_on_the_caption_page(client):
 def test_caption_an_uploaded_image_and_a_held_out_scene(client):
     r = client.post("/api/caption", json={"model": "model", "image": png()})
     assert r.status_code == 200, r.text
+    Caption.model_validate(r.json())  # what the OpenAPI document declares
     ex = r.json()["example"]
     assert ex["name"] == "your image" and ex["reference"] is None and len(ex["image"]) == 32
     assert len(ex["attention"]) == len(ex["words"]) and all(len(a) == 8 and len(a[0]) == 8 for a in ex["attention"])

@@ -4,6 +4,7 @@ Routes (all answers JSON unless said otherwise; errors are ``{"error": "..."}`` 
 
     GET  /                    the page (the same page `attnkit view` writes, in live mode)
     GET  /api/models          the served models and the request limits
+    GET  /api/openapi.json    the OpenAPI document of these routes (server/schema.py declares them)
     POST /api/translate       {model, text, beam?, nbest?, target?} -> translation, n-best, every attention map
     POST /api/explain         {model, text, target?, kind?, layer?, head?, query?} -> the Q/K/V walk-through
     POST /api/embed           {model, text} -> contextual-vector similarities (pretrained encoders)
@@ -34,6 +35,7 @@ from starlette.routing import Route
 from ..config import StudioLimits
 from ..viewer.captions import caption_page
 from ..viewer.html import page_html
+from .schema import openapi
 from .service import RequestError, Studio, default_models
 
 MAX_BODY = 256 * 1024  # bytes of one request body
@@ -99,10 +101,16 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
     async def no_icon(request: Request) -> Response:
         return Response(status_code=204)
 
+    document = openapi()
+
+    async def api_document(request: Request) -> Response:
+        return JSONResponse(document, headers=HEADERS)
+
     routes = [
         Route("/", index, methods=["GET"]),
         Route("/favicon.ico", no_icon, methods=["GET"]),
         Route("/api/models", models, methods=["GET"]),
+        Route("/api/openapi.json", api_document, methods=["GET"]),
         Route("/api/translate", post("translate"), methods=["POST"]),
         Route("/api/explain", post("explain"), methods=["POST"]),
         Route("/api/embed", post("embed"), methods=["POST"]),

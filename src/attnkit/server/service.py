@@ -35,6 +35,7 @@ from ..inspection.sources import Source, open_source
 from ..models.interface import ImageCaptioner, Seq2SeqModel
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json
+from .schema import parse_request
 
 
 class RequestError(ValueError):
@@ -261,9 +262,7 @@ class Studio:
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
         target = self._text(request, "target")
-        kind = request.get("kind", "cross" if m.translates else "encoder")
-        if kind not in ("encoder", "decoder", "cross"):
-            raise RequestError(f"kind must be encoder, decoder or cross, got {kind!r}")
+        kind = request["kind"] or ("cross" if m.translates else "encoder")
         layer = self._int(request, "layer", -1, -64, 63)
         head = self._int(request, "head", 0, 0, 255)
         query = self._int(request, "query", 0, -1024, 1023)
@@ -303,7 +302,7 @@ class Studio:
         self._prepare(m, text, None, SearchOptions())  # the token limit
         v = token_vectors(m.source.encoder, [text])
         depths = [("static", v.static)] + [
-            ("embeddings" if k == 0 else f"layer {k}", v.layers[k]) for k in range(v.layers.shape[0])
+            ("embeddings" if k == 0 else f"after layer {k - 1}", v.layers[k]) for k in range(v.layers.shape[0])
         ]
         return {
             "model": m.name,
@@ -338,11 +337,13 @@ class Studio:
     def run(self, call: str, request: object):
         """Answer API ``call`` (translate, explain, embed, positions_png, caption) for ``request``, holding
         the model's lock."""
-        if not isinstance(request, dict):
-            raise RequestError("the request body must be a JSON object")
-        m = self.model(request, "caption" if call == "caption" else "text")
+        try:
+            fields = parse_request(call, request)  # types and fixed bounds: schema.py
+        except ValueError as err:
+            raise RequestError(str(err)) from None
+        m = self.model(fields, "caption" if call == "caption" else "text")
         with m.lock:
-            return getattr(self, f"_{call}")(request, m)
+            return getattr(self, f"_{call}")(fields, m)
 
     # -- checks -----------------------------------------------------------------------------
 

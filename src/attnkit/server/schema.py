@@ -1,0 +1,288 @@
+"""The studio's API, declared once: pydantic models of every request and answer, the requests
+checked against them (one line naming the first problem), and the OpenAPI document built
+from them (served at ``/api/openapi.json``).
+
+The request models check types and fixed bounds; the server's own limits (``StudioLimits``:
+characters, tokens, beam, n-best), which an operator sets at start, are checked after them by
+the service, with the limit named.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from .. import __version__
+
+Kind = Literal["encoder", "decoder", "cross"]
+
+
+class Request(BaseModel):
+    """Keys a request does not use are ignored; every key it uses has one type."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: StrictStr | None = Field(None, description="a served model's name; optional when one model is served")
+
+
+class TextRequest(Request):
+    text: StrictStr = Field(description="the sentence (at most StudioLimits.max_chars characters)")
+
+
+class TranslateRequest(TextRequest):
+    beam: Annotated[StrictInt, Field(ge=1, description="beam size (at most StudioLimits.max_beam)")] = 5
+    nbest: Annotated[StrictInt, Field(ge=1, description="translations to return (at most the beam)")] = 1
+    target: StrictStr | None = Field(None, description="score and show this translation instead of searching")
+
+
+class ExplainRequest(TextRequest):
+    target: StrictStr | None = Field(None, description="the output side to force (default: the model's own)")
+    kind: Kind | None = Field(None, description="default: cross for a translator, encoder for an encoder")
+    layer: Annotated[StrictInt, Field(ge=-64, le=63, description="from 0; negative counts from the last")] = -1
+    head: Annotated[StrictInt, Field(ge=0, le=255)] = 0
+    query: Annotated[StrictInt, Field(ge=-1024, le=1023, description="query position; negative from the end")] = 0
+
+
+class EmbedRequest(TextRequest):
+    pass
+
+
+class CaptionRequest(Request):
+    image: StrictStr | None = Field(None, description="a PNG or JPEG as base64 or a data URL")
+    scene: Annotated[StrictInt, Field(ge=0, le=2**31 - 1, description="seed of a new held-out digit scene")] = 0
+
+
+REQUESTS: dict[str, type[Request]] = {
+    "translate": TranslateRequest,
+    "explain": ExplainRequest,
+    "embed": EmbedRequest,
+    "caption": CaptionRequest,
+    "positions_png": Request,
+}
+
+
+# -- answers ------------------------------------------------------------------------------
+
+
+class Error(BaseModel):
+    error: str
+
+
+class Limits(BaseModel):
+    max_chars: int
+    max_tokens: int
+    max_beam: int
+    max_nbest: int
+
+
+class ServedModel(BaseModel):
+    name: str
+    task: Literal["translation", "encoder"]
+    info: dict[str, Any] = Field(description="what the model is: arch, sizes, positional scheme")
+    parameters: int
+    kinds: list[Kind]
+    positions: list[str]
+    origin: str
+
+
+class ServedCaptioner(BaseModel):
+    name: str
+    task: Literal["caption"]
+    arch: str
+    image_encoder: str
+    positions: str
+    image_size: int
+    region: int
+    parameters: int
+    origin: str
+
+
+class Models(BaseModel):
+    models: list[ServedModel]
+    limits: Limits
+    captioners: list[ServedCaptioner]
+
+
+class Example(BaseModel):
+    """One sentence as the page draws it; ``maps[kind][layer][head][query][key]``."""
+
+    source: str
+    output: str | None
+    src_tokens: list[str]
+    tgt_in_tokens: list[str]
+    tgt_out_tokens: list[str]
+    window: int | None
+    p_t: list[float] | None
+    maps: dict[Kind, list[list[list[list[float]]]]]
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float
+
+
+class Translation(BaseModel):
+    model: str
+    translation: str | None = Field(description="the searched (or forced) output; null for an encoder")
+    forced: bool
+    score: float | None
+    nbest: list[Hypothesis]
+    example: Example
+    server_ms: float
+
+
+Vector = list[float | None]  # null: a masked (-inf) score
+
+
+class Walkthrough(BaseModel):
+    model: str
+    kind: Kind
+    layer: int
+    head: int
+    query: int
+    query_token: str
+    query_label: str
+    key_tokens: list[str]
+    recurrent: bool
+    score: str
+    terms_formula: str
+    d_k: int
+    scale: float
+    q: Vector
+    k: list[Vector]
+    v: list[Vector]
+    terms: list[Vector]
+    raw: Vector
+    bias: Vector | None
+    allowed: list[bool]
+    scaled: Vector
+    weights: Vector
+    unscaled_weights: Vector
+    context: Vector
+    p_t: float | None
+    window: int | None
+    gauss: Vector | None
+    max_error: float | None
+    server_ms: float
+
+
+class Embedding(BaseModel):
+    model: str
+    tokens: list[str]
+    depths: list[str]
+    similarity: list[list[list[float]]]
+    repeated: list[list[int]]
+
+
+class CaptionExample(BaseModel):
+    name: str
+    words: list[str]
+    image: list[list[int]] | list[list[list[int]]] = Field(description="pixels 0-255, grey or RGB")
+    attention: list[list[list[float]]] = Field(description="(words, grid rows, grid columns)")
+    reference: str | None
+    boxes: list[dict[str, int] | None] | None
+    inside: list[float | None] | None
+
+
+class Caption(BaseModel):
+    model: str
+    example: CaptionExample
+    server_ms: float
+
+
+ANSWERS: dict[str, type[BaseModel]] = {
+    "translate": Translation,
+    "explain": Walkthrough,
+    "embed": Embedding,
+    "caption": Caption,
+}
+
+
+def parse_request(call: str, body: object) -> dict[str, Any]:
+    """``body`` checked against ``call``'s request model: its fields with defaults filled in, or
+    ValueError with one line naming the first problem (in the words the API's errors use)."""
+    if not isinstance(body, dict):
+        raise ValueError("the request body must be a JSON object")
+    try:
+        return REQUESTS[call].model_validate(body).model_dump()
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        raise ValueError(_message(first)) from None
+
+
+def _message(e: Any) -> str:
+    key = ".".join(str(p) for p in e["loc"] if not isinstance(p, int)) or "body"
+    kind, ctx = e["type"], e.get("ctx", {})
+    if kind == "missing":
+        return f"'{key}' is required"
+    if kind == "string_type":
+        return (
+            f"'{key}' must be a base64 string (a data URL of a PNG or JPEG)"
+            if key == "image"
+            else f"'{key}' must be a string"
+        )
+    if kind in ("int_type", "int_from_float", "int_parsing"):
+        return f"'{key}' must be an integer"
+    if kind == "greater_than_equal":
+        return f"'{key}' must be >= {ctx['ge']}, got {e['input']}"
+    if kind == "less_than_equal":
+        return f"'{key}' must be <= {ctx['le']}, got {e['input']}"
+    if kind == "literal_error":
+        return f"'{key}' must be {ctx['expected']}, got {e['input']!r}"
+    return f"'{key}': {e['msg']}"
+
+
+def openapi() -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the studio's routes, from the models above."""
+    from pydantic.json_schema import models_json_schema
+
+    models: list[type[BaseModel]] = [*REQUESTS.values(), *ANSWERS.values(), Models, Error]
+    _, defs = models_json_schema([(m, "validation") for m in models], ref_template="#/components/schemas/{model}")
+
+    def ref(model: type[BaseModel]) -> dict[str, str]:
+        return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+    errors = {
+        str(code): {"description": text, "content": {"application/json": {"schema": ref(Error)}}}
+        for code, text in (
+            (400, "the body is not JSON"),
+            (404, "no such model"),
+            (413, "over a server limit (the limit is named)"),
+            (422, "a value the request or the model cannot take"),
+        )
+    }
+
+    def post(call: str, summary: str) -> dict[str, Any]:
+        return {
+            "post": {
+                "summary": summary,
+                "requestBody": {"required": True, "content": {"application/json": {"schema": ref(REQUESTS[call])}}},
+                "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": ref(ANSWERS[call])}}}, **errors},
+            }
+        }  # fmt: skip
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "attnkit studio", "version": __version__},
+        "paths": {
+            "/api/models": {
+                "get": {
+                    "summary": "the served models and the request limits",
+                    "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": ref(Models)}}}},
+                }
+            },
+            "/api/translate": post("translate", "translate (or force a translation) and return every attention map"),
+            "/api/explain": post("explain", "the Q/K/V (or Luong) walk-through of one query"),
+            "/api/embed": post("embed", "contextual-vector similarities of a pretrained encoder"),
+            "/api/caption": post("caption", "caption an image or a new held-out digit scene, with each word's attention"),
+            "/api/positions": {
+                "get": {
+                    "summary": "a PNG of the model's positional scheme",
+                    "parameters": [{"name": "model", "in": "query", "required": False, "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "PNG", "content": {"image/png": {}}}, **errors},
+                }
+            },
+        },
+        "components": {"schemas": defs["$defs"]},
+    }  # fmt: skip
