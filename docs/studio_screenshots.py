@@ -19,6 +19,8 @@ from attnkit.viewer.screenshot import find_browser
 OUT = Path(__file__).resolve().parent / "images"
 SENTENCE = "A man in a blue shirt is playing the guitar."
 ENCODER_SENTENCE = "I ate an apple for breakfast, a red apple."
+# local-p's window (D = 10) covers only part of a sentence longer than 21 tokens
+LONG = "A man in a red jacket and a woman in a black coat are walking their two brown dogs along a snowy path next to the river."
 VIEWPORT = {"width": 1280, "height": 800}
 
 
@@ -72,10 +74,13 @@ def main() -> None:
             shot("positions")
             page.select_option("#model", "multi30k-en-de-rnn")
             page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
+            page.fill("#text", LONG)
+            page.press("#text", "Enter")
+            page.wait_for_function("document.getElementById('out-text').textContent.includes('Fluss')")
             page.click("#tabs [data-tab=matrix]")
             shot("matrix_local_p")
             page.click("#tabs [data-tab=head]")
-            page.click("#lines text[data-side='q'][data-i='4']")
+            page.click("#lines text[data-side='q'][data-i='13']")  # "gehen"
             page.click("#tabs [data-tab=neuron]")
             page.wait_for_selector("#neuron table")
             shot("neuron_local_p")
