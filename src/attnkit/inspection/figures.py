@@ -17,7 +17,7 @@ def record_figure(
     kind = kind or ("cross" if "cross" in record.maps else record.kinds[0])
     q, k = record.queries(kind), record.keys(kind)
     source = record.source if len(record.source) <= 70 else record.source[:69] + "…"
-    name = f"{model}, {LABELS[kind]}: {source}" if model else f"{LABELS[kind]}: {source}"
+    name = f"{model}\n{LABELS[kind]}: {source}" if model else f"{LABELS[kind]}: {source}"
     if head == "all":
         return plot_attention_grid(record.get(kind), q, k, title=name)
     w = record.select(kind, layer, head)

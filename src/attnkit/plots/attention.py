@@ -3,6 +3,7 @@ Token labels are drawn as given (``data.readable`` turns subword pieces into the
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -60,8 +61,9 @@ def plot_alignment(
     ax.set_ylim(t - 0.5, -0.5)
     scale = "fixed 0-1" if vmax == 1.0 else f"0-{top:.2g}, this figure's largest" if vmax is None else f"0-{top:g}"
     fig.colorbar(im, ax=ax, shrink=0.8, label=f"attention weight ({scale})")
-    if title:
-        ax.set_title(title, fontsize=10)
+    if title:  # wrapped to the figure's width: a title never runs off the canvas
+        width = int(fig.get_figwidth() * 12)
+        ax.set_title("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
     return fig
 
 
