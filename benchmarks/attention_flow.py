@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -18,7 +19,7 @@ from attnkit.attribution import attention_flow, residual_attention
 
 
 def cpu() -> str:
-    for line in open("/proc/cpuinfo", encoding="utf-8"):
+    for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return "unknown CPU"
