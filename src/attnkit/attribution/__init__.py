@@ -6,6 +6,7 @@ per kind, and returns a (queries at the top, input positions) score matrix.
 """
 
 from .flow import attention_flow
+from .methods import METHODS, attribute
 from .rollout import raw_attention, residual_attention, rollout
 
-__all__ = ["attention_flow", "raw_attention", "residual_attention", "rollout"]
+__all__ = ["METHODS", "attention_flow", "attribute", "raw_attention", "residual_attention", "rollout"]

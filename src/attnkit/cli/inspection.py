@@ -178,6 +178,40 @@ def cmd_positions(args: argparse.Namespace) -> None:
         print(f"{text}\nfigure: {path}\n")
 
 
+def cmd_attribute(args: argparse.Namespace) -> None:
+    """Where each top-layer position of the encoder draws from: raw attention, rollout, flow."""
+    import numpy as np
+
+    from ..atomic import atomic_path, numbered, save_figure
+    from ..attribution import METHODS, attribute
+    from ..inspection.capture import model_label
+    from ..plots.attribution import plot_methods
+
+    methods = list(METHODS) if args.method == "all" else [args.method]
+    records, info = _records(args)
+    scored = [attribute(r, methods) for r in records]  # every sentence checked before any file is written
+    for i, (r, scores) in enumerate(zip(records, scored)):
+        target = numbered(args.output, i, len(records))
+        if target.suffix.lower() == ".npz":
+            with atomic_path(target) as tmp, open(tmp, "wb") as f:
+                np.savez_compressed(
+                    f,
+                    scores=np.stack([scores[m] for m in methods]).astype(np.float32),
+                    methods=np.array(methods),
+                    tokens=np.array(r.src_tokens),
+                    source=np.array(r.source),
+                )
+        else:
+            fig = plot_methods(
+                [(METHODS[m][1], scores[m]) for m in methods],
+                r.src_tokens,
+                r.src_tokens,
+                title=f"{model_label(info)}: where each top-layer position of the encoder draws from\n{r.source}",
+            )
+            save_figure(fig, target, dpi=args.dpi)
+        print(f"{r.source}\n  -> {target}")
+
+
 def add_commands(add) -> None:
     for name, func, text in (
         ("capture", cmd_capture, "save every attention map of a model on sentences to one .npz file"),
@@ -230,6 +264,30 @@ def add_commands(add) -> None:
         else:
             F.output(p, None, "also plot the statistics to this figure", kind="figure")
             F.dpi(p)
+
+    p = add(
+        "attribute",
+        cmd_attribute,
+        "what each top-layer position draws on: raw attention, attention rollout, attention flow",
+    )
+    F.source(p)
+    p.add_argument(
+        "--method",
+        choices=["attention", "rollout", "flow", "all"],
+        default="all",
+        help="attention: the last layer's, mean of heads; rollout and flow: through every layer, "
+        "with the residual connections (Abnar & Zuidema 2020); all: side by side on one scale",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=F.figure_or_npz,
+        default=Path("attribution.png"),
+        metavar="FILE",
+        help="a figure (.png, .svg, .pdf) or the scores as .npz (scores: methods x positions x tokens); "
+        "several sentences get _1, _2, ...",
+    )
+    F.dpi(p)
 
     p = add(
         "serve",

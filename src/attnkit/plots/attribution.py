@@ -1,0 +1,45 @@
+"""Attribution figures: one panel per method, every panel on one scale (0 to the largest
+score of any panel, said on the colour bar), so the methods compare."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+
+def plot_methods(
+    panels: Sequence[tuple[str, np.ndarray]],
+    row_tokens: Sequence[str],
+    col_tokens: Sequence[str],
+    *,
+    title: str = "",
+    row_label: str = "top-layer position",
+    col_label: str = "input token",
+) -> Figure:
+    """panels: (method name, (rows, cols) scores in [0, 1], each row summing to 1)."""
+    if not panels:
+        raise ValueError("no method to draw")
+    rows, cols = len(row_tokens), len(col_tokens)
+    for name, scores in panels:
+        if scores.shape != (rows, cols):
+            raise ValueError(f"{name}: a {scores.shape} matrix for {rows} x {cols} tokens")
+    side = max(2.6, min(5.0, 0.2 * max(rows, cols) + 1.2))
+    fig = Figure(figsize=(1.4 + side * len(panels), side + 1.4), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(panels), sharey=True))
+    fs = 9 if max(rows, cols) <= 20 else 7 if max(rows, cols) <= 40 else 5
+    top = max(1e-9, max(float(scores.max()) for _, scores in panels))
+    im = None
+    for ax, (name, scores) in zip(axes, panels):
+        im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
+        ax.set_xticks(range(cols), list(col_tokens), rotation=90, fontsize=fs)
+        ax.set_yticks(range(rows), list(row_tokens), fontsize=fs)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(col_label, fontsize=9)
+    axes[0].set_ylabel(row_label, fontsize=9)
+    assert im is not None  # panels is not empty
+    fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of the position (one scale, every panel: 0 to {top:.2f})")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
