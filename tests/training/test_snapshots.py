@@ -10,7 +10,7 @@ import torch
 
 from attnkit.cli import main
 from attnkit.config import config_from_dict
-from attnkit.inspection.snapshots import load_snapshots, pick, pick_log_spaced, steps_figure
+from attnkit.inspection.snapshots import load_snapshots, pick, pick_by_change, steps_figure
 from attnkit.loading.model_dir import ModelDir, load_checkpoint
 from attnkit.training.trainer import train
 
@@ -77,21 +77,25 @@ def test_view_has_a_step_slider_and_plot_draws_the_steps(run, tmp_path, capsys):
     assert (tmp_path / "forming.png").stat().st_size > 10_000
 
 
-def test_the_steps_figure_samples_log_spaced_steps_with_their_dev_scores(run):
+def test_the_steps_figure_takes_the_steps_where_attention_changes_with_their_dev_scores(run):
     fig = steps_figure(run, steps=4, sentences=1)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert [t.split("\n")[0] for t in titles] == ["step 0", "step 12", "step 50", "step 300"]
+    steps = [int(t.split("\n")[0].removeprefix("step ")) for t in titles]
+    assert len(steps) == 4 and steps[0] == 0 and steps[-1] == 300 and steps == sorted(steps)
     assert all("dev loss" in t for t in titles) and "BLEU" in titles[-1]  # the last validation measured BLEU
     assert "Transformer (d_model" in fig.get_suptitle() and str(run.name) not in fig.get_suptitle()
 
 
-def test_log_spaced_picks_keep_the_ends_and_favour_early_steps():
-    steps = [(s,) for s in STEPS]
-    assert pick_log_spaced(steps, 4) == [(0,), (12,), (50,), (300,)]
-    assert pick_log_spaced(steps, 99) == steps and pick_log_spaced(steps, 1) == [(300,)]
-    assert len({x for x in pick_log_spaced([(s,) for s in range(0, 1000, 10)], 8)}) == 8  # never one step twice
+def test_picks_by_change_split_the_total_change_evenly():
+    items = list(range(8))
+    # all the change happens between items 3 and 6: the middle picks land there
+    change = [0, 0, 0, 0, 1, 1, 1, 0]
+    assert pick_by_change(items, 4, change) == [0, 4, 5, 7]
+    assert pick_by_change(items, 99, change) == items and pick_by_change(items, 1, change) == [7]
+    assert pick_by_change(items, 3, [0] * 8) == [0, 4, 7]  # no change: evenly spread
+    assert len(set(pick_by_change(list(range(50)), 9, [0] + [1.0] * 49))) == 9  # never one step twice
     with pytest.raises(ValueError):
-        pick_log_spaced(steps, 0)
+        pick_by_change(items, 0, change)
 
 
 def test_pick_spreads_evenly():

@@ -5,6 +5,7 @@ figure of selected steps."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -36,21 +37,26 @@ def pick(items: list, count: int) -> list:
     return [items[round(i * (len(items) - 1) / (count - 1))] for i in range(count)]
 
 
-def pick_log_spaced(items: list, count: int, step=lambda item: item[0]) -> list:
-    """``count`` of ``items`` (sorted by ``step``) spread evenly over log(step + 1), the first and
-    the last included: attention forms early in training, so early steps are sampled densely."""
+def pick_by_change(items: list, count: int, change: list[float]) -> list:
+    """``count`` of ``items`` (in training order) chosen where the attention changes: ``change[k]``
+    is how much it changed from item k - 1 to item k (``change[0]`` is ignored). The picks split
+    the total change into equal parts, the first and the last item included, so a stretch of
+    training where nothing moves gets one column and the steps where attention forms get the rest."""
     if count < 1:
         raise ValueError(f"the number of steps must be >= 1, got {count}")
+    if len(change) != len(items):
+        raise ValueError(f"{len(change)} changes for {len(items)} items")
     if count >= len(items):
         return list(items)
     if count == 1:
         return [items[-1]]
-    logs = np.log1p([step(item) for item in items])
-    targets = np.linspace(logs[0], logs[-1], count)
-    chosen: list[int] = []
-    for target in targets:  # the nearest snapshot not yet taken
+    cumulative = np.cumsum([0.0, *change[1:]])
+    if cumulative[-1] <= 0:  # nothing changed: spread evenly
+        return pick(items, count)
+    chosen = [0, len(items) - 1]
+    for target in np.linspace(0.0, cumulative[-1], count)[1:-1]:  # the nearest item not yet taken
         free = [i for i in range(len(items)) if i not in chosen]
-        chosen.append(min(free, key=lambda i: (abs(logs[i] - target), i)))
+        chosen.append(min(free, key=lambda i: (abs(cumulative[i] - target), i)))
     return [items[i] for i in sorted(chosen)]
 
 
@@ -69,14 +75,18 @@ def steps_figure(
     head: int | str = "mean",
     sentences: int = 3,
 ):
-    """A figure of ``steps`` snapshots (spread over log(step), first and last included): one row
-    per snapshot sentence (at most ``sentences``), one column per step, titled with the step's
-    dev loss and BLEU where the run measured them."""
+    """A figure of ``steps`` snapshots, chosen where the attention shown changes most (``pick_by_change``;
+    first and last included): one row per snapshot sentence (at most ``sentences``), one column per
+    step, titled with the step's dev loss and BLEU where the run measured them."""
     from ..plots import plot_attention_steps
 
-    snaps = pick_log_spaced(load_snapshots(run_dir), steps)
-    first = snaps[-1][1][0]
+    every = load_snapshots(run_dir)
+    first = every[-1][1][0]
     kind = kind or ("cross" if "cross" in first.maps else first.kinds[0])
+    shown = range(min(sentences, len(every[-1][1])))
+    maps = [np.concatenate([records[i].select(kind, layer, head).ravel() for i in shown]) for _, records, _ in every]
+    change = [0.0] + [float(np.abs(b - a).mean()) for a, b in itertools.pairwise(maps)]
+    snaps = pick_by_change(every, steps, change)
     rows = []
     for i in range(min(sentences, len(snaps[-1][1]))):
         rec = snaps[-1][1][i]
