@@ -417,7 +417,9 @@
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
     // the dimensions that decide the scores (largest Σ_j |term|), and for the values those of z (or of c_t)
     const kd = topDims(w.terms, TOP_DIMS), vd = w.recurrent ? kd : topDims([w.context], TOP_DIMS);
-    const px = clamp(Math.floor(Math.min(area().w / 4, 320) / kd.length), 2, 12);
+    // the vector columns share what the numeric columns (about 560 px) leave of the pane
+    const strips = w.recurrent ? 2 : 3;
+    const px = clamp(Math.floor((area().w - 560) / strips / Math.max(kd.length, vd.length)), 2, 12);
     if (w.d_k > kd.length || state.allDims) {
       const bar = html("div", { class: "dims" }, box);
       html("span", {}, bar, kd.length < w.d_k
@@ -582,7 +584,8 @@
     status.textContent = "working…"; status.classList.remove("error");
     try {
       const r = await api("/api/translate", body);
-      status.textContent = `${r.forced ? "forced translation scored" : "translated"} in ${r.server_ms} ms (server)`;
+      const done = m.task !== "translation" ? "attention computed" : r.forced ? "forced translation scored" : "translated";
+      status.textContent = `${done} in ${r.server_ms} ms (server)`;
       const list = $("nbest-list"); list.innerHTML = "";
       r.nbest.forEach((h, i) => {
         const li = html("li", {}, list, h.text);
