@@ -22,7 +22,7 @@ def record_figure(
         return plot_attention_grid(record.get(kind), q, k, title=name)
     w = record.select(kind, layer, head)
     layers, heads = record.get(kind).shape[:2]
-    which = f"head {head}" if head != "mean" else "average of its heads" if heads > 1 else "its one attention"
+    which = f"head {head}" if head != "mean" else "average of its heads" if heads > 1 else "one attention (no heads)"
     cross = kind == "cross"
     show_pt = cross and record.p_t is not None
     return plot_alignment(

@@ -98,12 +98,13 @@ def steps_figure(
             )
         )
     layers, heads = first.get(kind).shape[:2]
-    which = f"head {head}" if head != "mean" else "average of heads" if heads > 1 else "its one attention"
+    which = f"head {head}" if head != "mean" else "average of heads" if heads > 1 else "one attention (no heads)"
     cross = kind == "cross"
     return plot_attention_steps(
         rows,
         title=f"{LABELS[kind]} forming during training: {model_label(snaps[-1][2])}\n"
-        f"layer {layer % layers}, {which}; dev sentences with their reference outputs",
+        f"layer {layer % layers}, {which}; dev sentences with their reference outputs "
+        "(dev loss: label-smoothed cross-entropy, so it stays above 0 at BLEU 100)",
         xlabel="source" if cross else "key",
         ylabel="reference output" if cross else "query",
     )

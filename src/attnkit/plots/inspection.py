@@ -23,11 +23,11 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     d_name = "H" if w.recurrent else "d_k"
     dim_label = f"dimension (first {shown} of {d_name} = {d_k})" if shown < d_k else f"dimension ({d_name} = {d_k})"
 
-    def heatmap(ax, rows, title, colour_label):
+    def heatmap(ax, rows, title, colour_label, xlabel=dim_label):
         lim = float(np.abs(rows).max()) or 1.0
         im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-        fig.colorbar(im, ax=ax, shrink=0.9, label=colour_label)
-        ax.set(xlabel=dim_label, title=title)
+        fig.colorbar(im, ax=ax, shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
+        ax.set(xlabel=xlabel, title=title)
 
     qk = np.vstack([w.q[None, :shown], w.k[:, :shown]])
     heatmap(axes["qk"], qk, "1. the query and the keys of this head", "value")
@@ -102,6 +102,7 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
         if w.recurrent
         else "5. weighted values a_j v_j and their sum z",
         "value",
+        dim_label if w.recurrent else dim_label.replace("d_k", "d_v"),
     )
     axes["values"].axhline(s - 0.5, color="black", lw=1.5)
     axes["values"].set_yticks(

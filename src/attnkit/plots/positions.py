@@ -156,7 +156,7 @@ def plot_relative_index(
         offset = index - max_distance  # the table row is the clipped offset + k
         im = ax_m.imshow(offset, cmap="RdBu_r", vmin=-max_distance, vmax=max_distance, interpolation="nearest")
         fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"clip(j − i, −{max_distance}, {max_distance})")
-        ax_m.set(xlabel="key j", ylabel="query i", title="clipped offset of (i, j): its table row")
+        ax_m.set(xlabel="key j", ylabel="query i", title="clipped offset of (i, j); its table row is the offset + k")
         ax_m.title.set_fontsize(9)
     mid = t // 2
     ax_l.step(np.arange(t) - mid, index[mid], where="mid")

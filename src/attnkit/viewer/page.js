@@ -225,7 +225,9 @@
   }
   function focusText(f) {
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
-    const W = matrixOf(state.layer, state.head), which = state.head === "mean" ? "average of heads" : `head ${state.head}`;
+    const W = matrixOf(state.layer, state.head);
+    const which = state.head !== "mean" ? `head ${state.head}`
+      : state.apart ? `the average of heads ${[...state.chips].sort((a, b) => a - b).join(", ")} (drawn apart)` : "average of heads";
     const top = (pairs) => pairs.sort((a, b) => b[1] - a[1]).slice(0, 4).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(" · ");
     const pin = state.pinned && f === state.pinned ? " (pinned; click again to release)" : "";
     if (f.side === "q")
@@ -271,13 +273,18 @@
     if (state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
       // local attention: the window [p_t - D, p_t + D] of each row, drawn row by row, and p_t itself
       const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
-      // orange window, white p_t: both stop at the matrix's edge (p_t = S * sigmoid(.) may pass the last key: a triangle)
+      // orange window, white p_t: both stop at the matrix's edge (p_t = S * sigmoid(.) may pass the last key: a triangle);
+      // a tick marks an end of the window that lies inside the matrix
       rows.forEach((i, r) => {
-        const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5;
-        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.beginPath();
-        ctx.moveTo(x(Math.max(cols[0] - 0.5, p - ex.window)), y); ctx.lineTo(x(Math.min(edge, p + ex.window)), y); ctx.stroke();
-        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.beginPath();
-        ctx.moveTo(x(Math.max(cols[0] - 0.5, p - ex.window)), y); ctx.lineTo(x(Math.min(edge, p + ex.window)), y); ctx.stroke();
+        const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5, start = cols[0] - 0.5;
+        const lo = p - ex.window, hi = p + ex.window, tick = Math.max(3, cell / 3);
+        const path = () => {
+          ctx.beginPath(); ctx.moveTo(x(Math.max(start, lo)), y); ctx.lineTo(x(Math.min(edge, hi)), y);
+          for (const end of [lo, hi]) if (end > start && end < edge) { ctx.moveTo(x(end), y - tick); ctx.lineTo(x(end), y + tick); }
+          ctx.stroke();
+        };
+        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; path();
+        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; path();
         ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
         const rad = Math.max(2.5, cell / 5);
         if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
@@ -307,7 +314,9 @@
     ctx.textAlign = "left"; ctx.fillText(ends[0], 10, 22);
     ctx.textAlign = "right"; ctx.fillText(ends[1], w + 10, 22);
     ctx.textAlign = "left";
-    let text = state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)";
+    const shownHead = state.head === "mean" ? (heads() > 1 ? "average of heads" : "one attention") : `head ${state.head}`;
+    let text = `layer ${state.layer}, ${shownHead}: ` +
+      (state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)");
     if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
     ctx.fillText(text, w + 22, 4);
     if (ex.p_t && state.kind === "cross") ctx.fillText(`orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`, w + 22, 22);
@@ -378,10 +387,10 @@
     c.addEventListener("mouseleave", () => { $("readout").textContent = ""; });
     return c;
   }
-  const TOP_DIMS = 32;  // a vector wider than this shows its TOP_DIMS largest dimensions unless all are asked for
+  const TOP_DIMS = 32;  // at most this many dimensions of a vector are shown, unless all are asked for
   function topDims(rows, d) {  // indices of the d dims with the largest sum of |value| over rows, in index order
     const all = [...Array(rows[0].length).keys()];
-    if (state.allDims || all.length <= d + 16) return all;
+    if (state.allDims || all.length <= d) return all;
     const weight = all.map((k) => rows.reduce((a, r) => a + Math.abs(r[k] || 0), 0));
     return all.sort((a, b) => weight[b] - weight[a]).slice(0, d).sort((a, b) => a - b);
   }
@@ -398,9 +407,10 @@
     const ex = example(), q = queries(ex, state.kind);
     const query = state.pinned && state.pinned.side === "q" ? state.pinned.i : 0;
     const head = state.head === "mean" ? Math.min(...state.chips) : state.head;
-    const note = html("p", { class: "note" }, box, `Query ${query} “${q[query]}”` +
-      (state.pinned && state.pinned.side === "q" ? "" : " (click a query token in the head view to choose another)") +
-      (state.head === "mean" ? `; head ${head} (the neuron view shows one head: choose it above)` : ""));
+    const hints = [];  // the walk-through's own heading names the query: say only how to choose another
+    if (!(state.pinned && state.pinned.side === "q")) hints.push("click a query token in the head view to choose another query");
+    if (state.head === "mean") hints.push(`head ${head} shown: the neuron view shows one head, choose it on the left`);
+    const note = html("p", { class: "note" }, box, hints.join("; "));
     const request = { model: state.model, text: ex.source, target: ex.output || null, kind: state.kind,
                       layer: state.layer, head: head, query: query };
     const key = JSON.stringify(request);
@@ -415,18 +425,19 @@
 
   function renderWalkthrough(box, w) {
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
-    // the dimensions that decide the scores (largest Σ_j |term|), and for the values those of z (or of c_t)
-    const kd = topDims(w.terms, TOP_DIMS), vd = w.recurrent ? kd : topDims([w.context], TOP_DIMS);
-    // the vector columns share what the numeric columns (about 560 px) leave of the pane
-    const strips = w.recurrent ? 2 : 3;
-    const px = clamp(Math.floor((area().w - 560) / strips / Math.max(kd.length, vd.length)), 2, 12);
+    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 4 px or more,
+    // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
+    const strips = w.recurrent ? 2 : 3, room = area().w - (w.recurrent ? 700 : 560);
+    const fit = clamp(Math.floor(room / strips / 4), 8, TOP_DIMS);
+    const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
+    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 12);
     if (w.d_k > kd.length || state.allDims) {
       const bar = html("div", { class: "dims" }, box);
       html("span", {}, bar, kd.length < w.d_k
         ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest Σ_j |${w.terms_formula}|, which decide the scores` +
           (w.recurrent ? "" : ` (values: the ${vd.length} largest |z|)`) + `. Dimensions: ${kd.join(", ")}.`
         : `Showing all ${w.d_k} dimensions.`);
-      const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${TOP_DIMS}` : `all ${w.d_k}`);
+      const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${fit}` : `all ${w.d_k}`);
       toggle.addEventListener("click", () => { state.allDims = !state.allDims; box.innerHTML = ""; renderWalkthrough(box, w); });
     }
     const f = html("div", { class: "formula" }, box);
@@ -441,7 +452,7 @@
     }
     const t = html("table", {}, box), head = html("tr", {}, t);
     const cols = w.recurrent
-      ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", "in window", w.gauss ? "softmax" : "", w.gauss ? "× Gaussian" : "", "weight a_s"]
+      ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
       : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", "mask", "softmax a_j", "a_j v_j"];
     cols.forEach((c) => { if (c) html("th", {}, head, c); });
     const qrow = html("tr", { class: "query" }, t);
