@@ -47,9 +47,31 @@ def _subcommands():
     return sub.choices
 
 
-WRITES_FILES = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads", "embed", "positions"}
-LOADS_MODELS = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads", "embed", "positions"}
-SEARCHES = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads"}
+WRITES_FILES = {
+    "translate",
+    "evaluate",
+    "capture",
+    "plot",
+    "view",
+    "explain",
+    "heads",
+    "embed",
+    "positions",
+    "attribute",
+}
+LOADS_MODELS = {
+    "translate",
+    "evaluate",
+    "capture",
+    "plot",
+    "view",
+    "explain",
+    "heads",
+    "embed",
+    "positions",
+    "attribute",
+}
+SEARCHES = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads", "attribute"}
 
 
 @pytest.mark.parametrize("name", sorted(_subcommands()))

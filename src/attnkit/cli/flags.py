@@ -221,7 +221,15 @@ def output(
     p: argparse.ArgumentParser, default: str | None, text: str, *, required: bool = False, kind: str | None = None
 ) -> None:
     """-o/--output (``--out``: the former spelling, hidden)."""
-    convert = figure_path if kind == "figure" else _suffix_path(kind) if kind else Path
+    convert = (
+        figure_path
+        if kind == "figure"
+        else figure_or_npz
+        if kind == "figure or .npz"
+        else _suffix_path(kind)
+        if kind
+        else Path
+    )
     p.add_argument(
         "-o",
         "--output",

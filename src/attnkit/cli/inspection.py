@@ -278,14 +278,12 @@ def add_commands(add) -> None:
         help="attention: the last layer's, mean of heads; rollout and flow: through every layer, "
         "with the residual connections (Abnar & Zuidema 2020); all: side by side on one scale",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        type=F.figure_or_npz,
-        default=Path("attribution.png"),
-        metavar="FILE",
-        help="a figure (.png, .svg, .pdf) or the scores as .npz (scores: methods x positions x tokens); "
+    F.output(
+        p,
+        "attribution.png",
+        "a figure (.png, .svg, .pdf) or the scores as .npz (scores: methods x positions x tokens); "
         "several sentences get _1, _2, ...",
+        kind="figure or .npz",
     )
     F.dpi(p)
 

@@ -21,7 +21,7 @@ from typing import Literal, overload
 import numpy as np
 
 from ..config import Config, StudioLimits
-from ..data.images import decode_image, greyscale
+from ..data.images import decode_image
 from ..data.scenes import max_caption_words
 from ..data.vocabulary import WordVocabulary
 from ..inspection.capture import (
@@ -212,7 +212,8 @@ class Studio:
 
     @staticmethod
     def _image(value: object, size: int) -> np.ndarray:
-        """A base64 image (optionally a data URL) as greyscale (size, size) in [0, 1]."""
+        """A base64 image (optionally a data URL) as (size, size, 3) RGB in [0, 1]: the captioner reads
+        its luma, the page shows it in colour."""
         import base64
         import binascii
 
@@ -223,7 +224,7 @@ class Studio:
         except (binascii.Error, ValueError, IndexError):
             raise RequestError("'image' is not valid base64") from None
         try:
-            return greyscale(decode_image(raw, size, name="the image"))
+            return decode_image(raw, size, name="the image")
         except ValueError as err:
             raise RequestError(str(err)) from None
 
