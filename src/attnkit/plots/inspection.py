@@ -19,7 +19,11 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     fig = Figure(figsize=(17, 3.6 + 0.45 * s), layout="constrained")
     axes = fig.subplot_mosaic([["qk", "prod", "scores"], ["softmax", "values", "values"]])
     labels = list(w.key_tokens)
-    ticks: dict[str, Any] = dict(fontsize=8)
+    ticks: dict[str, Any] = dict(fontsize=8 if s <= 20 else 6)
+    # a long input's key labels stand upright side by side; a short one's lean, easier to read
+    slant: dict[str, Any] = (
+        dict(rotation=60, ha="right", rotation_mode="anchor") if s <= 20 else dict(rotation=90, ha="center")
+    )
     d_name = "H" if w.recurrent else "d_k"
     dim_label = f"dimension (first {shown} of {d_name} = {d_k})" if shown < d_k else f"dimension ({d_name} = {d_k})"
 
@@ -62,7 +66,7 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
         )
         ax.set(title="3. scores, raw and scaled")
     ax.axhline(0, color="black", lw=0.5)
-    ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
+    ax.set_xticks(x, labels, **slant, **ticks)
     ax.set(ylabel="score")
     ax.legend(fontsize=8)
 
@@ -80,7 +84,7 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
     else:
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
-    ax.set_xticks(x, labels, rotation=60, ha="right", rotation_mode="anchor", **ticks)
+    ax.set_xticks(x, labels, **slant, **ticks)
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
         for panel in (axes["scores"], axes["softmax"]):
             lo, hi = max(w.p_t - w.window, -0.5), min(w.p_t + w.window, s - 0.5)
