@@ -10,7 +10,6 @@ head `--repeats` times and the median time per switch is printed.
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from playwright.sync_api import sync_playwright
 from attnkit.inspection import AttentionRecord
 from attnkit.viewer import write_html
 from attnkit.viewer.screenshot import find_browser
+from machine import cpu_name
 
 SWITCH = """(repeats) => {
     const out = [], layer = document.getElementById('layer'), head = document.getElementById('head');
@@ -31,13 +31,6 @@ SWITCH = """(repeats) => {
     }
     return out.sort((a, b) => a - b);
 }"""
-
-
-def cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def page_for(n: int, folder: Path) -> Path:
@@ -58,7 +51,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, nargs="+", default=[100, 200])
     ap.add_argument("--repeats", type=int, default=6)
     args = ap.parse_args()
-    print(f"CPU: {cpu()}")
+    print(f"CPU: {cpu_name()}")
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=find_browser(), args=["--no-sandbox", "--disable-gpu"])
         for n in args.tokens:
