@@ -59,18 +59,7 @@ WRITES_FILES = {
     "positions",
     "attribute",
 }
-LOADS_MODELS = {
-    "translate",
-    "evaluate",
-    "capture",
-    "plot",
-    "view",
-    "explain",
-    "heads",
-    "embed",
-    "positions",
-    "attribute",
-}
+LOADS_MODELS = WRITES_FILES  # every command that writes a file loads a model
 SEARCHES = {"translate", "evaluate", "capture", "plot", "view", "explain", "heads", "attribute"}
 
 

@@ -221,15 +221,8 @@ def output(
     p: argparse.ArgumentParser, default: str | None, text: str, *, required: bool = False, kind: str | None = None
 ) -> None:
     """-o/--output (``--out``: the former spelling, hidden)."""
-    convert = (
-        figure_path
-        if kind == "figure"
-        else figure_or_npz
-        if kind == "figure or .npz"
-        else _suffix_path(kind)
-        if kind
-        else Path
-    )
+    named = {"figure": figure_path, "figure or .npz": figure_or_npz}
+    convert = named.get(kind, _suffix_path(kind)) if kind else Path
     p.add_argument(
         "-o",
         "--output",

@@ -211,14 +211,12 @@ class Studio:
         }
 
     @staticmethod
-    def _image(value: object, size: int) -> np.ndarray:
+    def _image(value: str, size: int) -> np.ndarray:
         """A base64 image (optionally a data URL) as (size, size, 3) RGB in [0, 1]: the captioner reads
         its luma, the page shows it in colour."""
         import base64
         import binascii
 
-        if not isinstance(value, str):
-            raise RequestError("'image' must be a base64 string (a data URL of a PNG or JPEG)")
         try:
             raw = base64.b64decode(value.split(",", 1)[1] if value.startswith("data:") else value, validate=True)
         except (binascii.Error, ValueError, IndexError):

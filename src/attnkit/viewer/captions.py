@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from ..atomic import write_text
-from ..data.images import greyscale
 from ..data.scenes import Scene
 from ..evaluation.captioning import named_boxes
 from ..inference.caption import Caption
@@ -27,9 +26,7 @@ def caption_json(cap: Caption, name: str, scene: Scene | None = None) -> dict:
     return {
         "name": name,
         "words": cap.words,
-        "image": np.round(np.clip(greyscale(cap.image), 0, 1) * 255).astype(int).tolist()
-        if cap.image.ndim == 2
-        else np.round(np.clip(cap.image, 0, 1) * 255).astype(int).tolist(),
+        "image": np.round(np.clip(cap.image, 0, 1) * 255).astype(int).tolist(),  # grey or RGB, as given
         "attention": np.round(cap.attention.astype(np.float64), DIGITS).tolist(),
         "reference": " ".join(scene.words) if scene is not None else None,
         "boxes": boxes,
