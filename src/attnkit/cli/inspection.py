@@ -16,10 +16,15 @@ def _figure(fig, args: argparse.Namespace) -> None:
 
 
 def _records(args: argparse.Namespace):
-    from ..inspection.sources import attention_records
+    from ..loaded import attention_records
 
     return attention_records(
-        args.source, F.sentences(args), targets=args.target, options=F.search_options(args), weights=F.weights(args)
+        args.source,
+        F.sentences(args),
+        targets=args.target,
+        options=F.search_options(args),
+        weights=F.weights(args),
+        max_new_tokens=args.max_new_tokens,
     )
 
 
@@ -107,21 +112,25 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 def cmd_explain(args: argparse.Namespace) -> None:
     """The Q/K/V walk-through for one query token of one head."""
-    from ..inspection import explain
-    from ..inspection.sources import prepare_sentence
+    from ..loaded import prepare_sentence
 
     model, prepared = prepare_sentence(
-        args.source, args.sentence, target=args.target, options=F.search_options(args), weights=F.weights(args)
+        args.source,
+        args.sentence,
+        target=args.target,
+        options=F.search_options(args),
+        weights=F.weights(args),
+        max_new_tokens=args.max_new_tokens,
     )
     if prepared.output:
         print(f"{prepared.source}\n  -> {prepared.output}\n")
-    walk = explain(
-        model,
+    kind = args.kind or model.kinds[0]
+    walk = model.walkthrough(
         prepared,
-        kind=args.kind,
+        kind=kind,
         layer=args.layer,
         head=args.head,
-        query=F.query_index(args, prepared.queries(args.kind)),
+        query=F.query_index(args, prepared.queries(kind)),
     )
     print(walk.report())
     if args.output:
@@ -159,20 +168,24 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 def cmd_positions(args: argparse.Namespace) -> None:
     """Print and plot positional schemes, untrained or from a trained model."""
+    from ..inspection.capture import model_label
     from ..inspection.positions import check_sizes, draw_positions
-    from ..inspection.sources import open_source
+    from ..loaded import load
 
     check_sizes(args.length, args.d_model, args.heads)
-    from ..inspection.capture import model_label
-
-    source = open_source(args.model, F.weights(args)) if args.model else None
+    source = load(args.model, **F.weights(args)) if args.model else None
+    if source is not None and source.module is None:
+        raise ValueError(
+            f"{args.model} runs in transformers: `positions --model` draws the tables of attnkit's own "
+            "models and BERT encoders"
+        )
     for text, path in draw_positions(
         args.scheme,
         args.output,
         length=args.length,
         d_model=args.d_model,
         heads=args.heads,
-        model=source.model if source else None,
+        model=source.module if source else None,
         model_name=model_label(source.info) if source else "",
     ):
         print(f"{text}\nfigure: {path}\n")
@@ -296,8 +309,8 @@ def add_commands(add) -> None:
         "models",
         nargs="*",
         metavar="MODEL",
-        help="model directories, installed model names or pretrained "
-        "encoders (default: every installed model, the pretrained MiniLM if installed, the demo model runs/demo if present)",
+        help="model directories, installed model names, pretrained packages or Hugging Face model directories "
+        "(default: every installed model, the pretrained MiniLM if installed, the demo model runs/demo if present)",
     )
     p.add_argument(
         "--host",
@@ -324,9 +337,9 @@ def add_commands(add) -> None:
 
     p = add("explain", cmd_explain, "Q/K/V walk-through of one query token of one head")
     F.source(p, many=False)
-    p.add_argument("sentence", type=F.non_empty, help="the source sentence")
+    p.add_argument("sentence", type=F.non_empty, help="the source sentence (a decoder-only model's prompt)")
     p.add_argument("--target", help="force this target instead of the model's translation")
-    F.attention_choice(p, default_layer=0, default_kind="encoder")
+    F.attention_choice(p, default_layer=0, default_help="the model's first: encoder, or a decoder-only model's decoder")
     p.add_argument("--head", type=F.non_negative_int, default=0, help="head index")
     q = p.add_mutually_exclusive_group()
     q.add_argument(

@@ -1,5 +1,5 @@
 """Looking inside models: where attention comes from (a model directory, a pretrained
-encoder or a saved file: ``sources``), every attention map captured and saved, the Q/K/V
+encoder or a saved file: ``attnkit.loaded``), every attention map captured and saved, the Q/K/V
 walk-through of one query, per-head statistics, contextual vectors and positional figures."""
 
 from .capture import (

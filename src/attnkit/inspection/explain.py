@@ -35,6 +35,7 @@ import torch
 from ..attention.multihead import MultiHeadAttention
 from ..attention.recurrent import GlobalAttention, LocalAttention
 from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel, find_site
+from ..pretrained.hf import Call
 from .capture import LABELS, Prepared
 
 
@@ -56,7 +57,6 @@ class Walkthrough:
     query: int
     query_token: str
     key_tokens: list[str]
-    x: np.ndarray  # (d_model,) the layer input of the query token (after LayerNorm when pre-norm)
     q: np.ndarray  # (d_k,)
     k: np.ndarray  # (s, d_k)
     v: np.ndarray  # (s, d_k)
@@ -76,6 +76,7 @@ class Walkthrough:
     window: int | None = None  # local attention: the half-width D
     gauss: np.ndarray | None = None  # (s,) local-p: exp(-(s - p_t)^2 / (2 (D/2)^2))
     recurrent: bool = False  # Luong attention of an RNN decoder: one head, no 1/sqrt(d_k) step
+    x: np.ndarray | None = None  # (d_model,) the layer input of the query token (after LayerNorm when pre-norm)
 
     def __post_init__(self) -> None:
         if self.terms is None:
@@ -268,6 +269,67 @@ def explain(
         unscaled_weights=cpu(unscaled),
         context=cpu(context),
         model_weights=cpu(model_weights),
+    )
+
+
+def explain_recorded(call: Call, prepared: Prepared, *, head: int, query: int) -> Walkthrough:
+    """The walk-through of one attention call recorded inside a transformers model
+    (``attnkit.pretrained.hf``): its q, k and v after positions (RoPE rotates them first),
+    its scaling, T5's position bias and the additive mask, recomputed into weights and
+    checked against the weights the model's own eager attention returned."""
+    assert call.query is not None and call.key is not None and call.value is not None  # a vectors recording
+    heads, kv_heads = call.query.shape[1], call.key.shape[1]
+    if not 0 <= head < heads:
+        raise ValueError(f"head {head} out of range: the layer has {heads} heads (0..{heads - 1})")
+    q_tokens, k_tokens = prepared.queries(call.kind), prepared.keys(call.kind)
+    query = _query_index(query, q_tokens)
+    kv = head // (heads // kv_heads)  # grouped key/value heads: the group this query head reads
+    q, k, v = call.query[0, head, query], call.key[0, kv], call.value[0, kv]
+    raw = k @ q
+    s = k.shape[0]
+    bias = None if call.bias is None else call.bias[0, head if call.bias.shape[1] > 1 else 0, query]
+    if bias is not None and not bias.any():
+        bias = None  # T5's cross-attention passes a bias of zeros: nothing to show
+    allowed = torch.ones(s, dtype=torch.bool)
+    extra = torch.zeros(s) if bias is None else bias.clone()  # what is added to the scaled scores
+    if call.mask is not None:  # additive (0 where allowed) or boolean (True where allowed)
+        row = call.mask[0, head if call.mask.shape[1] > 1 else 0, query].cpu()
+        if row.dtype == torch.bool:
+            allowed = row
+        else:
+            allowed = row > torch.finfo(row.dtype).min / 2
+            extra = extra + torch.where(allowed, row.float(), 0.0)
+    neg = torch.tensor(float("-inf"))
+    scaled = torch.where(allowed, raw * call.scaling + extra, neg)
+    weights = torch.softmax(scaled, -1)
+    unscaled = torch.softmax(torch.where(allowed, raw + extra, neg), -1)
+    scale_text = (
+        ""
+        if call.scaling == 1.0
+        else " / √d_k"
+        if abs(call.scaling - q.shape[0] ** -0.5) < 1e-9
+        else f" × {call.scaling:.4g}"
+    )
+    return Walkthrough(
+        kind=call.kind,
+        layer=call.layer,
+        head=head,
+        query=query,
+        query_token=q_tokens[query],
+        key_tokens=list(k_tokens),
+        q=cpu(q),
+        k=cpu(k),
+        v=cpu(v),
+        raw=cpu(raw),
+        scale=call.scaling,
+        bias=None if bias is None else cpu(bias),
+        scaled=cpu(scaled),
+        weights=cpu(weights),
+        unscaled_weights=cpu(unscaled),
+        context=cpu(weights @ v),
+        model_weights=cpu(call.weights[0, head, query]),
+        score=f"q · k{scale_text}" + (" + position bias" if bias is not None else ""),
+        allowed=cpu(allowed).astype(bool),
     )
 
 

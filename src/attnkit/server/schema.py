@@ -34,6 +34,12 @@ class TranslateRequest(TextRequest):
     beam: Annotated[StrictInt, Field(ge=1, description="beam size (at most StudioLimits.max_beam)")] = 5
     nbest: Annotated[StrictInt, Field(ge=1, description="translations to return (at most the beam)")] = 1
     target: StrictStr | None = Field(None, description="score and show this translation instead of searching")
+    max_new_tokens: (
+        Annotated[
+            StrictInt, Field(ge=0, description="a decoder-only model: tokens to generate after the prompt (default 20)")
+        ]
+        | None
+    ) = None
 
 
 class ExplainRequest(TextRequest):
@@ -41,7 +47,8 @@ class ExplainRequest(TextRequest):
     kind: Kind | None = Field(None, description="default: cross for a translator, encoder for an encoder")
     layer: Annotated[StrictInt, Field(ge=-64, le=63, description="from 0; negative counts from the last")] = -1
     head: Annotated[StrictInt, Field(ge=0, le=255)] = 0
-    query: Annotated[StrictInt, Field(ge=-1024, le=1023, description="query position; negative from the end")] = 0
+    query: Annotated[StrictInt, Field(ge=-4096, le=4095, description="query position; negative from the end")] = 0
+    max_new_tokens: Annotated[StrictInt, Field(ge=0, description="a decoder-only model: as in translate")] | None = None
 
 
 class EmbedRequest(TextRequest):

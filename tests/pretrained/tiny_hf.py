@@ -1,0 +1,213 @@
+"""Tiny randomly initialised Hugging Face models of every supported family, saved to disk
+in the Hugging Face layout (config.json, model.safetensors, tokenizer files or an image
+processor), so that tests run attnkit's real loading path on them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+WORDS = [
+    "the",
+    "a",
+    "two",
+    "dogs",
+    "dog",
+    "is",
+    "are",
+    "playing",
+    "in",
+    "snow",
+    "man",
+    "woman",
+    "red",
+    "blue",
+    "ball",
+    "park",
+    "runs",
+    "on",
+    "grass",
+    "children",
+    "child",
+    "water",
+    "street",
+    "city",
+    "a",
+    "big",
+    "small",
+    "green",
+    "yellow",
+    "black",
+    "white",
+    "house",
+    "car",
+]
+SPECIAL = ["<pad>", "<unk>", "<s>", "</s>", "[CLS]", "[SEP]", "[MASK]"]
+SMALL = {"hidden": 32, "heads": 4, "layers": 2, "ffn": 64}
+
+
+def _tokenizer(path: Path, *, bos: bool, eos: bool, cls_sep: bool):
+    """A word-level tokenizer over WORDS, saved as tokenizer.json with its special tokens."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIAL + WORDS + [".", ","])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()])
+    if cls_sep:
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
+        )
+    elif bos or eos:
+        single = ("<s> " if bos else "") + "$A" + (" </s>" if eos else "")
+        tok.post_processor = processors.TemplateProcessing(
+            single=single, special_tokens=[("<s>", vocab["<s>"]), ("</s>", vocab["</s>"])]
+        )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+    fast.save_pretrained(path)
+    return len(vocab), vocab
+
+
+def _byte_level_tokenizer(path: Path, family: str):
+    """A byte-level BPE (as GPT-2's and Qwen2's), trained on sentences of WORDS and saved by the family's
+    own tokenizer class, so that transformers' AutoTokenizer reads it back as it reads the real ones."""
+    import json
+    import random
+
+    import transformers as T
+    from tokenizers import ByteLevelBPETokenizer
+
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(8)) + " ." for _ in range(500)]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(lines, vocab_size=400, min_frequency=1, special_tokens=SPECIAL, show_progress=False)
+    trained = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in trained["merges"]]
+    cls = T.Qwen2Tokenizer if family == "qwen2" else T.GPT2Tokenizer
+    tok = cls(
+        vocab=trained["vocab"], merges=merges, unk_token="<unk>", pad_token="<pad>", eos_token="</s>", bos_token="<s>"
+    )
+    tok.save_pretrained(path)
+    return len(trained["vocab"]), trained["vocab"]
+
+
+def build(family: str, path: Path) -> Path:
+    """Save a tiny ``family`` model (a SUPPORTED model_type) to ``path``; returns ``path``."""
+    import transformers as T
+
+    torch.manual_seed(0)
+    path.mkdir(parents=True, exist_ok=True)
+    h, heads, layers, ffn = SMALL["hidden"], SMALL["heads"], SMALL["layers"], SMALL["ffn"]
+    if family == "vit":
+        config = T.ViTConfig(
+            hidden_size=h,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=ffn,
+            image_size=32,
+            patch_size=8,
+        )
+        T.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(path)
+        T.ViTModel(config, add_pooling_layer=False).save_pretrained(path)
+        return path
+    encoder = family in ("bert", "roberta", "xlm-roberta", "distilbert")
+    if family in ("gpt2", "qwen2"):
+        n, vocab = _byte_level_tokenizer(path, family)
+    else:
+        n, vocab = _tokenizer(
+            path, bos=family in ("llama", "mistral"), eos=family in ("t5", "bart", "marian"), cls_sep=encoder
+        )
+    pad, bos, eos = vocab["<pad>"], vocab["<s>"], vocab["</s>"]
+    common = dict(vocab_size=n, pad_token_id=pad, bos_token_id=bos, eos_token_id=eos)
+    if family == "bert":
+        model = T.BertForMaskedLM(
+            T.BertConfig(
+                hidden_size=h,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=ffn,
+                max_position_embeddings=64,
+                **common,
+            )
+        )
+    elif family in ("roberta", "xlm-roberta"):
+        cls = T.XLMRobertaConfig if family == "xlm-roberta" else T.RobertaConfig
+        model_cls = T.XLMRobertaForMaskedLM if family == "xlm-roberta" else T.RobertaForMaskedLM
+        model = model_cls(
+            cls(
+                hidden_size=h,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                intermediate_size=ffn,
+                max_position_embeddings=66,
+                **common,
+            )
+        )
+    elif family == "distilbert":
+        model = T.DistilBertForMaskedLM(
+            T.DistilBertConfig(
+                dim=h, n_layers=layers, n_heads=heads, hidden_dim=ffn, max_position_embeddings=64, **common
+            )
+        )
+    elif family == "gpt2":
+        model = T.GPT2LMHeadModel(T.GPT2Config(n_embd=h, n_layer=layers, n_head=heads, n_positions=64, **common))
+    elif family in ("llama", "mistral", "qwen2"):
+        cfg_cls = {"llama": T.LlamaConfig, "mistral": T.MistralConfig, "qwen2": T.Qwen2Config}[family]
+        model_cls = {"llama": T.LlamaForCausalLM, "mistral": T.MistralForCausalLM, "qwen2": T.Qwen2ForCausalLM}[family]
+        model = model_cls(
+            cfg_cls(
+                hidden_size=h,
+                num_hidden_layers=layers,
+                num_attention_heads=heads,
+                num_key_value_heads=2,  # grouped key/value heads
+                intermediate_size=ffn,
+                max_position_embeddings=64,
+                **common,
+            )
+        )
+    elif family == "t5":
+        model = T.T5ForConditionalGeneration(
+            T.T5Config(
+                d_model=h,
+                d_kv=h // heads,
+                d_ff=ffn,
+                num_layers=layers,
+                num_decoder_layers=layers,
+                num_heads=heads,
+                relative_attention_num_buckets=8,
+                decoder_start_token_id=pad,
+                **common,
+            )
+        )
+    elif family in ("bart", "marian"):
+        cfg_cls = T.MarianConfig if family == "marian" else T.BartConfig
+        model_cls = T.MarianMTModel if family == "marian" else T.BartForConditionalGeneration
+        model = model_cls(
+            cfg_cls(
+                d_model=h,
+                encoder_layers=layers,
+                decoder_layers=layers,
+                encoder_attention_heads=heads,
+                decoder_attention_heads=heads,
+                encoder_ffn_dim=ffn,
+                decoder_ffn_dim=ffn,
+                max_position_embeddings=64,
+                decoder_start_token_id=pad if family == "marian" else eos,
+                forced_eos_token_id=None,
+                **common,
+            )
+        )
+    else:
+        raise ValueError(family)
+    model.save_pretrained(path)
+    return path
