@@ -16,11 +16,11 @@ import torch
 
 pytest.importorskip("transformers")
 
-from tiny_hf import build  # noqa: E402
+from tiny_hf import build
 
-import attnkit  # noqa: E402
-from attnkit.cli import main  # noqa: E402
-from attnkit.pretrained.hf import SUPPORTED  # noqa: E402
+import attnkit
+from attnkit.cli import main
+from attnkit.pretrained.hf import SUPPORTED
 
 TEXT = "two dogs are playing in the snow ."
 TEXT_FAMILIES = [f for f in SUPPORTED if f != "vit"]

@@ -480,7 +480,7 @@ def _load(make, path: Path, what: str):
     try:
         with _no_network():
             return make()
-    except Exception as err:  # noqa: BLE001 (whatever a damaged directory makes transformers raise is one line)
+    except Exception as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if what == "weights":
             raise ValueError(f"{path}: the weights are not readable (truncated or damaged?): {first[:200]}") from None
