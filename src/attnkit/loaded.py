@@ -149,6 +149,7 @@ class LoadedModel(ABC):
             "parameters": self.parameters(),
             "kinds": self.kinds,
             "positions": self.position_schemes(),
+            "embed": isinstance(self, BertEncoder),
         }
 
     def __repr__(self) -> str:
@@ -295,19 +296,20 @@ class TransformersModel(LoadedModel):
         return sum(p.numel() for p in self.hf.model.parameters())
 
     def token_count(self, text: str) -> int:
-        self._needs_text()
+        if self.task == "image":
+            rows, columns = self.hf.patch_grid()
+            return rows * columns + 1
         return len(self.hf.encode_text(text))
 
     def target_count(self, text: str) -> int:
         return len(self.hf.encode_target(text)) + 1
 
-    def _needs_text(self) -> None:
-        if self.task == "image":
-            raise ValueError(f"{self.name} is an image encoder: give it an image file, not text")
-
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
-        self._needs_text()
+        """For an image model, ``sentences`` are image files."""
         _check_sentences(sentences)
+        if self.task == "image":
+            _no_output_side(self, targets, max_new_tokens)
+            return [self._image(path) for path in sentences]
         if targets is not None and len(targets) != len(sentences):
             raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
         if self.task == "encoder":
@@ -327,6 +329,12 @@ class TransformersModel(LoadedModel):
             else:
                 out.append(self._translate(text, ids, None if targets is None else targets[i], options))
         return out
+
+    def _image(self, path: str) -> Prepared:
+        image = self.hf.read_image(path)
+        rows, columns = self.hf.patch_grid()
+        tokens = ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(columns)]
+        return Prepared(str(path), [], tokens, image=image, grid=(rows, columns))
 
     def _continue(self, text: str, ids: list[int], new: int) -> Prepared:
         if new < 0:
@@ -367,6 +375,8 @@ class TransformersModel(LoadedModel):
         )
 
     def _forward(self, p: Prepared, *, vectors: bool = False):
+        if p.image is not None:
+            return self.hf.forward(pixels=self.hf.pixels(p.image), vectors=vectors)
         if self.task == "generation":
             return self.hf.forward(p.tgt_in_ids, vectors=vectors)
         return self.hf.forward(p.src_ids, p.tgt_in_ids, vectors=vectors)
@@ -381,6 +391,9 @@ class TransformersModel(LoadedModel):
             output=prepared.output,
             tgt_in_tokens=prepared.tgt_in_tokens,
             tgt_out_tokens=prepared.tgt_out_tokens,
+            prompt_length=len(prepared.src_ids) if self.task == "generation" else None,
+            image=prepared.image,
+            grid=prepared.grid,
         )
 
     def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:

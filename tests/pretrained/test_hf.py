@@ -243,3 +243,53 @@ def test_the_longest_input_the_positions_cover_runs(hf_models):
     assert record.maps["encoder"].shape[-1] == limit
     with pytest.raises(ValueError, match=f"takes at most {limit}"):
         model.attention(text + " dog")
+
+
+@pytest.fixture(scope="module")
+def photo(tmp_path_factory) -> Path:
+    """A real photograph (scikit-learn's bundled sample), as a JPEG file."""
+    datasets = pytest.importorskip("sklearn.datasets")
+    from PIL import Image
+
+    path = tmp_path_factory.mktemp("images") / "china.jpg"
+    Image.fromarray(datasets.load_sample_image("china.jpg")).save(path)
+    return path
+
+
+def test_vit_patch_attention_equals_transformers(hf_models, photo, tmp_path):
+    import transformers as T
+
+    model = attnkit.load(hf_models["vit"], device="cpu")
+    assert model.task == "image" and model.kinds == ["encoder"]
+    record = model.attention(str(photo))
+    rows, columns = record.grid
+    assert record.image.shape == (32, 32, 3) and (rows, columns) == (4, 4)
+    assert record.src_tokens[0] == "[CLS]" and record.src_tokens[1:3] == ["0,0", "0,1"]
+    # transformers alone, from the same file: its processor, its eager attention
+    from PIL import Image
+
+    processor = T.AutoImageProcessor.from_pretrained(hf_models["vit"])
+    ref = T.AutoModel.from_pretrained(hf_models["vit"], attn_implementation="eager").eval()
+    with Image.open(photo) as img:
+        pixels = processor(images=img.convert("RGB"), return_tensors="pt")["pixel_values"]
+    with torch.no_grad():
+        expected = torch.stack([a[0] for a in ref(pixel_values=pixels, output_attentions=True).attentions]).numpy()
+    assert record.maps["encoder"].shape == expected.shape == (2, 4, 1 + rows * columns, 1 + rows * columns)
+    np.testing.assert_allclose(
+        record.maps["encoder"], expected, atol=2e-3
+    )  # resized by PIL here, by the processor there
+    (prepared,) = model.prepare([str(photo)])
+    walk = model.walkthrough(prepared, kind="encoder", layer=1, head=3, query=0)
+    assert walk.max_error < 1e-5
+    assert main(["capture", str(hf_models["vit"]), str(photo), "-o", str(tmp_path / "vit.npz")]) == 0
+    from attnkit.inspection import load_records
+
+    [saved], info = load_records(tmp_path / "vit.npz")
+    assert saved.grid == (rows, columns) and saved.image.shape == (32, 32, 3) and info["family"] == "vision"
+    np.testing.assert_allclose(saved.image, record.image, atol=1 / 255)
+    assert main(["plot", str(hf_models["vit"]), str(photo), "-o", str(tmp_path / "vit.png")]) == 0
+    assert main(["plot", str(tmp_path / "vit.npz"), "-o", str(tmp_path / "vit_from_npz.png")]) == 0
+    with pytest.raises(ValueError, match="image encoder"):
+        from attnkit.server.service import Studio
+
+        Studio([str(hf_models["vit"])], device="cpu")

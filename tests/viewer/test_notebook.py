@@ -35,3 +35,19 @@ def test_a_notebook_displays_the_viewer(trained_toys):
     page = html.unescape(output["data"]["text/html"])
     assert output["output_type"] == "execute_result" and "<iframe" in page
     assert '"source":"a b c d"' in page and '"output":"d c b a"' in page
+
+
+def test_the_docs_notebook_runs():
+    """docs/attnkit.ipynb, executed as a user would run it: attnkit.load, translate, attention, show."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from pathlib import Path
+
+    nb = nbformat.read(Path(__file__).resolve().parents[2] / "docs" / "attnkit.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    text = lambda cell: cell.outputs[0]["data"]["text/plain"]
+    assert "translation model multi30k-en-de" in text(code[0])
+    assert "Mann" in text(code[1])
+    assert "'cross': (4, 4," in text(code[2])
+    assert "<iframe" in html.unescape(code[4].outputs[0]["data"]["text/html"])

@@ -9,7 +9,8 @@ every layer and head, plus p_t for local attention.
 Maps, per example (``layers, heads, queries, keys``):
 
     encoder  (L, h, s, s)  rows and columns: src_tokens
-    decoder  (L, h, t, t)  rows and columns: tgt_in_tokens (<s> y1 .. y_t-1), causal
+    decoder  (L, h, t, t)  rows and columns: tgt_in_tokens (<s> y1 .. y_t-1), causal; a
+                           decoder-only model's prompt and generated tokens (src_tokens empty)
     cross    (L, h, t, s)  row j is the decoder state at tgt_in_tokens[j], which
                            predicts tgt_out_tokens[j]; columns: src_tokens
 An RNN has one cross "layer" with one head and, for local attention, ``p_t`` (t,).
@@ -19,8 +20,11 @@ readable with ``numpy.load`` alone:
 
     meta         0-d string array holding JSON: {"format": "attnkit-attention",
                  "version": 1, "model": {...}, "examples": [{"source", "output",
-                 "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds"}, ...]}
+                 "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds",
+                 "prompt_length", "grid"}, ...]}  (prompt_length: a decoder-only model's prompt;
+                 grid: an image model's patch rows and columns; else null)
     {i}/{kind}   float32 array of example i, kind in encoder | decoder | cross | p_t
+    {i}/image    uint8 (H, W, 3): an image model's input, as the model saw it
 """
 
 from __future__ import annotations
@@ -74,6 +78,9 @@ class AttentionRecord(_TokenLabels):
     tgt_out_tokens: list[str] = field(default_factory=list)
     p_t: np.ndarray | None = None
     window: int | None = None
+    prompt_length: int | None = None  # a decoder-only model: the first tokens are its prompt, the rest generated
+    image: np.ndarray | None = None  # an image model's input (H, W, 3) in [0, 1], as the model saw it
+    grid: tuple[int, int] | None = None  # its patches (rows, columns): src_tokens[1:] row-major
 
     @property
     def kinds(self) -> list[str]:
@@ -168,6 +175,8 @@ class Prepared(_TokenLabels):
     output: str = ""
     score: float | None = None  # the search's score of ``output`` (None for a forced target)
     nbest: list[tuple[str, float]] = field(default_factory=list)  # (text, score), best first, when asked for
+    image: np.ndarray | None = None  # an image model's input as the model sees it: (H, W, 3) in [0, 1]
+    grid: tuple[int, int] | None = None  # its patches: (rows, columns), row-major after the [CLS] token
 
 
 def _check_sentences(sentences: list[str]) -> None:
@@ -261,12 +270,16 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
                 "tgt_out_tokens": r.tgt_out_tokens,
                 "window": r.window,
                 "kinds": r.kinds,
+                "prompt_length": r.prompt_length,
+                "grid": None if r.grid is None else list(r.grid),
             }
         )
         for kind, a in r.maps.items():
             arrays[f"{i}/{kind}"] = a.astype(np.float32)
         if r.p_t is not None:
             arrays[f"{i}/p_t"] = r.p_t.astype(np.float32)
+        if r.image is not None:
+            arrays[f"{i}/image"] = np.round(r.image * 255).astype(np.uint8)
     with atomic_path(path) as tmp:
         np.savez_compressed(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
     return path
@@ -303,6 +316,9 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
                     tgt_out_tokens=ex["tgt_out_tokens"],
                     p_t=arrays.get(f"{i}/p_t"),
                     window=ex["window"],
+                    prompt_length=ex.get("prompt_length"),
+                    image=None if f"{i}/image" not in arrays else arrays[f"{i}/image"].astype(np.float32) / 255,
+                    grid=None if ex.get("grid") is None else (int(ex["grid"][0]), int(ex["grid"][1])),
                 )
             )
     except (KeyError, TypeError) as err:

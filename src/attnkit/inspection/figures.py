@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .capture import LABELS, AttentionRecord
 
 
@@ -15,6 +17,8 @@ def record_figure(
     from ..plots import plot_alignment, plot_attention_grid
 
     kind = kind or ("cross" if "cross" in record.maps else record.kinds[0])
+    if record.image is not None and record.grid is not None and head != "all":
+        return patch_figure(record, head=head, model=model)
     q, k = record.queries(kind), record.keys(kind)
     source = record.source if len(record.source) <= 70 else record.source[:69] + "…"
     name = f"{model}\n{LABELS[kind]}: {source}" if model else f"{LABELS[kind]}: {source}"
@@ -35,3 +39,21 @@ def record_figure(
         xlabel="source" if cross else "key",
         ylabel="output" if cross else "query",
     )
+
+
+def patch_figure(record: AttentionRecord, *, head: int | str = "mean", model: str = ""):
+    """An image model's [CLS] token's attention over the patches at every layer, laid over
+    the grid of the image (``head``: one head, or "mean" of the heads)."""
+    from ..plots.images import plot_patch_attention
+
+    assert record.image is not None and record.grid is not None  # an image record
+    maps = record.get("encoder")
+    rows, columns = record.grid
+    which = f"head {head}" if head != "mean" else "mean of heads"
+    panels = [
+        (f"layer {layer}", record.select("encoder", layer, head)[0, 1:].reshape(rows, columns))
+        for layer in range(maps.shape[0])
+    ]
+    name = Path(record.source).name
+    title = f"{model + ': ' if model else ''}where [CLS] looks in {name}, {which}, every layer"
+    return plot_patch_attention(record.image, panels, title=title)

@@ -96,3 +96,42 @@ def plot_caption(
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
+
+
+def plot_patch_attention(
+    image: np.ndarray, panels: Sequence[tuple[str, np.ndarray]], *, title: str = "", vmax: float | None = None
+) -> Figure:
+    """A vision transformer's attention over its patches: the image (H, W, 3) in [0, 1], then one
+    opaque heat map per panel ((label, (rows, columns) weights), each patch filling the pixels it
+    covers), on one shared scale 0 .. ``vmax`` (default: the largest weight shown)."""
+    if not panels:
+        raise ValueError("no attention to draw")
+    top = float(max(w.max() for _, w in panels)) if vmax is None else vmax
+    if not top > 0:
+        raise ValueError(f"vmax must be > 0, got {top}")
+    shape = image.shape[:2]
+    n = len(panels) + 1
+    columns = min(n, 7)
+    rows = -(-n // columns)
+    fig = Figure(figsize=(1.9 * columns + 1.0, 2.1 * rows + 0.5), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    extent = (-0.5, shape[1] - 0.5, shape[0] - 0.5, -0.5)
+    axes[0].imshow(image, extent=extent, interpolation="nearest")
+    axes[0].set_title("image", fontsize=9)
+    heat = None
+    for ax, (label, weights) in zip(axes[1:], panels):
+        heat = ax.imshow(
+            upsample(weights, shape), cmap=CMAP, vmin=0.0, vmax=top, extent=extent, interpolation="nearest"
+        )
+        ax.set_title(label, fontsize=9)
+    for ax in axes:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    if heat is not None:
+        bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
+        bar.set_label(f"attention weight (0-{top:.3g})", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -314,6 +315,44 @@ class HFModel:
         if start is None:
             start = self.config.pad_token_id
         return int(start)
+
+    # -- images -------------------------------------------------------------------------------
+
+    def image_size(self) -> tuple[int, int]:
+        """(height, width) the image processor resizes to."""
+        size = getattr(self.processor, "size", None) or {}
+        side = getattr(self.config, "image_size", 224)
+        return int(size.get("height", side)), int(size.get("width", side))
+
+    def patch_grid(self) -> tuple[int, int]:
+        h, w = self.image_size()
+        patch = int(self.config.patch_size)
+        return h // patch, w // patch
+
+    def read_image(self, path: str | Path) -> np.ndarray:
+        """An image file, resized as the processor resizes: (H, W, 3) in [0, 1], what the model sees."""
+        from PIL import Image, UnidentifiedImageError
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"image not found: {path}")
+        try:
+            with Image.open(path) as img:
+                img.load()
+                rgb = img.convert("RGB")
+        except (UnidentifiedImageError, OSError, ValueError) as err:
+            raise ValueError(f"{path} is not a readable image ({type(err).__name__})") from None
+        h, w = self.image_size()
+        resample = getattr(self.processor, "resample", None)
+        resized = rgb.resize(
+            (w, h), Image.Resampling(int(resample)) if resample is not None else Image.Resampling.BILINEAR
+        )
+        return np.asarray(resized, dtype=np.float32) / 255.0
+
+    def pixels(self, image: np.ndarray) -> Tensor:
+        """The processor's normalised pixel_values (1, 3, H, W) of an image already at its size."""
+        array = np.round(image * 255).astype(np.uint8)
+        return self.processor(images=array, return_tensors="pt")["pixel_values"]
 
     # -- forward passes -----------------------------------------------------------------------
 

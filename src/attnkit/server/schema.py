@@ -85,11 +85,12 @@ class Limits(BaseModel):
 
 class ServedModel(BaseModel):
     name: str
-    task: Literal["translation", "encoder"]
+    task: Literal["translation", "generation", "encoder"]
     info: dict[str, Any] = Field(description="what the model is: arch, sizes, positional scheme")
     parameters: int
     kinds: list[Kind]
     positions: list[str]
+    embed: bool = Field(description="whether /api/embed answers for it (a BERT encoder)")
     origin: str
 
 
@@ -121,6 +122,7 @@ class Example(BaseModel):
     tgt_out_tokens: list[str]
     window: int | None
     p_t: list[float] | None
+    prompt_length: int | None = Field(description="a decoder-only model: how many tokens are the prompt's")
     maps: dict[Kind, list[list[list[list[float]]]]]
 
 

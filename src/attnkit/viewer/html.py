@@ -34,6 +34,7 @@ def example_json(r: AttentionRecord) -> dict:
         "tgt_out_tokens": r.tgt_out_tokens,
         "window": r.window,
         "p_t": None if r.p_t is None else _rounded(r.p_t),
+        "prompt_length": r.prompt_length,
         "maps": {kind: _rounded(a) for kind, a in r.maps.items()},
     }
 

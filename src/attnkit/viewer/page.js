@@ -155,6 +155,9 @@
         draw();
       });
     }
+    const ex = example();
+    if (ex.prompt_length != null && ex.tgt_in_tokens.length > ex.prompt_length)
+      html("span", { class: "mode generated" }, box, `italic: the ${ex.tgt_in_tokens.length - ex.prompt_length} token(s) the model generated after the prompt`);
     html("span", { class: "mode" }, box, state.apart
       ? "each head in its colour; click heads to add or remove them"
       : state.head === "mean" ? `the average of ${h} heads; click a head to see it alone` : `head ${state.head} alone; click it again for the average`);
@@ -193,6 +196,7 @@
                    "data-side": side, "data-i": i, visibility: "hidden" }, svg);
       const t = el("text", { x: x, y: y(r), "text-anchor": anchor, "data-side": side, "data-i": i }, svg);
       t.textContent = tokens[i];
+      if (ex.prompt_length != null && i >= ex.prompt_length) t.classList.add("generated");  // written by the model
       t.addEventListener("mouseenter", () => { state.hover = { side: side, i: i }; applyFocus(); });
       t.addEventListener("mouseleave", () => { state.hover = null; applyFocus(); });
       t.addEventListener("click", () => {
@@ -411,8 +415,10 @@
     if (!(state.pinned && state.pinned.side === "q")) hints.push("click a query token in the head view to choose another query");
     if (state.head === "mean") hints.push(`head ${head} shown: the neuron view shows one head, choose it on the left`);
     const note = html("p", { class: "note" }, box, hints.join("; "));
-    const request = { model: state.model, text: ex.source, target: ex.output || null, kind: state.kind,
+    const generated = LIVE && currentModel().task === "generation";  // the prompt is continued again, not forced
+    const request = { model: state.model, text: ex.source, target: generated ? null : ex.output || null, kind: state.kind,
                       layer: state.layer, head: head, query: query };
+    if (generated) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
     const key = JSON.stringify(request);
     let w = explainCache.get(key);
     if (!w) {
@@ -567,7 +573,8 @@
     return data;
   }
 
-  const EXAMPLE_TEXT = { translation: "Two dogs are playing in the snow.", encoder: "The bank of the river is not the bank that holds my money." };
+  const EXAMPLE_TEXT = { translation: "Two dogs are playing in the snow.", encoder: "The bank of the river is not the bank that holds my money.",
+                        generation: "Two dogs are playing in the" };
 
   function currentModel() { return LIVE.models.find((m) => m.name === state.model); }
 
@@ -575,10 +582,11 @@
     state.model = name;
     const m = currentModel();
     const translation = m.task === "translation";
-    $("go").textContent = translation ? "Translate" : "Show attention";
+    $("go").textContent = translation ? "Translate" : m.task === "generation" ? "Generate" : "Show attention";
     for (const id of ["beam", "nbest", "target"]) $(id).parentElement.hidden = !translation;
+    $("new-tokens").parentElement.hidden = m.task !== "generation";
     $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions);
-    $("tabs").querySelector("[data-tab=embed]").hidden = translation;
+    $("tabs").querySelector("[data-tab=embed]").hidden = !m.embed;
     if (["positions", "embed"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[m.task];
     explainCache.clear();
@@ -592,10 +600,12 @@
       const forced = target !== undefined ? target : $("target").value.trim();
       if (forced) body.target = forced;
     }
+    if (m.task === "generation") body.max_new_tokens = +$("new-tokens").value;
     status.textContent = "working…"; status.classList.remove("error");
     try {
       const r = await api("/api/translate", body);
-      const done = m.task !== "translation" ? "attention computed" : r.forced ? "forced translation scored" : "translated";
+      const done = m.task === "generation" ? `${r.example.tgt_in_tokens.length - r.example.prompt_length} token(s) generated`
+        : m.task !== "translation" ? "attention computed" : r.forced ? "forced translation scored" : "translated";
       status.textContent = `${done} in ${r.server_ms} ms (server)`;
       const list = $("nbest-list"); list.innerHTML = "";
       r.nbest.forEach((h, i) => {
