@@ -31,7 +31,8 @@ def main() -> None:
     import transformers as T
     from tokenizers import ByteLevelBPETokenizer
 
-    lines = [s.strip() for s in gzip.open(args.data / "raw" / "train.en.gz", "rt", encoding="utf-8") if s.strip()]
+    with gzip.open(args.data / "raw" / "train.en.gz", "rt", encoding="utf-8") as f:
+        lines = [s.strip() for s in f if s.strip()]
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(
         lines, vocab_size=4000, min_frequency=2, special_tokens=["<|endoftext|>"], show_progress=False
