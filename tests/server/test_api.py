@@ -23,7 +23,7 @@ def test_models_and_page(client, names):
     r = client.get("/api/models")
     assert r.status_code == 200
     models = {m["name"]: m for m in r.json()["models"]}
-    assert models[names["transformer"]]["kinds"] == ["cross", "decoder", "encoder"]
+    assert models[names["transformer"]]["kinds"] == ["encoder", "decoder", "cross"]
     assert models[names["rnn"]]["kinds"] == ["cross"] and models[names["rnn"]]["task"] == "translation"
     assert r.json()["limits"]["max_beam"] == 8
     page = client.get("/")
@@ -44,7 +44,7 @@ def test_translate_returns_the_search_and_every_map(client, studio, names, arch)
     cross = np.array(ex["maps"]["cross"])
     assert cross.shape[2:] == (len(ex["tgt_out_tokens"]), len(ex["src_tokens"]))
     np.testing.assert_allclose(cross.sum(-1), 1.0, atol=2e-3)
-    m = studio.models[names[arch]].source  # the same maps as `attnkit capture`
+    m = studio.models[names[arch]].model  # the same maps as `attnkit capture`
     [rec] = capture(m.model, m.tok, ["a b c d e"], targets=[ex["output"]])
     np.testing.assert_allclose(cross, rec.maps["cross"], atol=1e-4)
     assert body["server_ms"] > 0
@@ -93,7 +93,7 @@ def test_explain_reproduces_the_maps(client, studio, names, arch, kind):
 
 
 def test_walkthrough_json_is_the_library_walkthrough(studio, names):
-    m = studio.models[names["transformer"]].source
+    m = studio.models[names["transformer"]].model
     [p] = prepare(m.model, m.tok, ["a b c"])
     w = explain(m.model, p, kind="encoder", layer=0, head=1, query=2)
     j = walkthrough_json(w)

@@ -277,7 +277,9 @@ class Studio:
         from ..inspection.contextual import cosine_matrix, token_vectors
 
         if not isinstance(m.model, BertEncoder):
-            raise RequestError(f"{m.name} is not a BERT encoder: contextual vectors are shown for BERT encoders")
+            raise RequestError(
+                f"{m.name} is not a pretrained encoder read by attnkit: contextual vectors are shown for BERT encoders"
+            )
         text = self._text(request, "text", required=True)
         self._prepare(m, text, None, SearchOptions())  # the token limit
         v = token_vectors(m.model.pretrained, [text])
