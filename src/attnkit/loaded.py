@@ -238,7 +238,7 @@ class BertEncoder(LoadedModel):
 
     @property
     def max_tokens(self) -> int | None:
-        return self.pretrained.max_length
+        return self.pretrained.positions  # attention is shown as far as the position table goes
 
     @property
     def module(self) -> EncoderModel:
@@ -507,7 +507,7 @@ def load(
         and set(config.get("architectures") or ["BertModel"]) == {"BertModel"}  # no task heads: the bare encoder
         and (checkpoint / "model.safetensors").is_file()
     ):
-        return BertEncoder(label, load_pretrained(checkpoint, device=dev))
+        return BertEncoder(label, load_pretrained(name_or_dir, device=dev))  # named as the user named it
     return TransformersModel(label, hf.load_hf(checkpoint, device=dev))
 
 

@@ -171,3 +171,51 @@ def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser,
     assert page.locator("#pick button.on").inner_text() == "two"
     errors = [e for e in errors if "willReadFrequently" not in e]  # the test's own pixel reads
     assert errors == [], errors
+
+
+def test_a_long_input_page(browser, tmp_path):
+    """1,200 tokens: the page holds the layers asked for, packed; the head view draws each query's
+    strongest keys and only the labels near sight; the matrix zooms about the pointer and pans."""
+    import numpy as np
+
+    from attnkit.inspection import AttentionRecord
+
+    n, rng = 1200, np.random.default_rng(0)
+    logits = rng.normal(size=(3, 2, n, n)) * 4
+    maps = (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)
+    tokens = [f"t{i}" for i in range(n)]
+    record = AttentionRecord("long", [], {"decoder": maps}, "", tokens, tokens[1:] + [""], prompt_length=1000)
+    path = write_html(tmp_path / "long.html", [record], {"arch": "llama"}, layers=[1, 2])
+    page, errors = _open(browser, path)
+    page.evaluate("() => window.attnkit.ahead")
+    assert [o.strip() for o in page.locator("#layer option").all_inner_texts()] == ["1", "2 (last)"]  # what it holds
+    assert "strongest keys are drawn" in page.inner_text("#head-chips")
+    lines = page.locator("#lines line")
+    assert 0 < lines.count() <= 4 * n
+    labels = page.locator("#lines text").count()
+    assert 0 < labels < n  # only those near sight
+    page.evaluate("document.querySelector('main').scrollTop = 15000")
+    page.wait_for_timeout(100)
+    shown = page.locator("#lines text").evaluate_all("ts => ts.map(t => +t.dataset.i)")
+    assert min(shown) > 300 and max(shown) >= 1000  # the labels there, generated ones among them
+    assert page.locator("#lines text.generated").count() > 0
+    page.select_option("#layer", "0")  # held layer 1 (the model's layer 1)
+    page.select_option("#head", "1")
+    page.click("#tabs [data-tab=matrix]")
+    box = page.locator("#matrix").bounding_box()
+    assert box["width"] < 1400 and box["height"] < 900  # every cell in sight: a pixel per several cells
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    assert "largest weight of the cells it covers" in page.inner_text("#readout")
+    for _ in range(12):
+        page.mouse.wheel(0, -100)
+    zoom = page.evaluate("window.attnkit.state.zoom")
+    assert zoom is not None and zoom["nr"] < 200 and 300 < zoom["r"] < 900  # about the middle
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 - 60, box["y"] + box["height"] / 2 - 60)
+    page.mouse.up()
+    moved = page.evaluate("window.attnkit.state.zoom")
+    assert moved["r"] > zoom["r"] and moved["c"] > zoom["c"]  # dragged up-left: later rows and columns come in
+    page.dblclick("#matrix")
+    assert page.evaluate("window.attnkit.state.zoom") is None
+    assert errors == []

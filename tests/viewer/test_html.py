@@ -6,12 +6,21 @@ import pytest
 
 from attnkit.inspection import AttentionRecord
 from attnkit.viewer import render_html, write_html
-from attnkit.viewer.html import viewer_data
+from attnkit.viewer.html import choose_layers, packed_size, viewer_data
 
 
 def _data(page: str) -> dict:
     blob = re.search(r'<script type="application/json" id="attnkit-data">(.*?)</script>', page, re.S).group(1)
     return json.loads(blob)
+
+
+def unpacked(packed: dict) -> np.ndarray:
+    """A page's packed maps of one kind, read back as the page reads them: (held layers, h, q, k)."""
+    import base64
+
+    _, h, q, k = packed["shape"]
+    layers = [np.frombuffer(base64.b64decode(d), "<u2").reshape(h, q, k) / 65535 for d in packed["data"]]
+    return np.stack(layers)
 
 
 def test_self_contained(toy_records):
@@ -22,8 +31,25 @@ def test_self_contained(toy_records):
     data = _data(page)
     assert len(data["examples"]) == 2 and data["model"]["arch"] == "transformer"
     ex = data["examples"][0]
-    assert set(ex["maps"]) == {"encoder", "decoder", "cross"}
-    np.testing.assert_allclose(np.array(ex["maps"]["cross"]), records[0].maps["cross"], atol=1e-4)
+    assert set(ex["packed"]) == {"encoder", "decoder", "cross"} and ex["maps"] == {}
+    cross = ex["packed"]["cross"]
+    assert cross["shape"] == list(records[0].maps["cross"].shape) and cross["layers"] == [0]
+    np.testing.assert_allclose(unpacked(cross), records[0].maps["cross"], atol=8e-6)  # 16-bit fixed point
+
+
+def test_a_long_inputs_page_holds_the_last_layers_that_fit(tmp_path):
+    rng = np.random.default_rng(0)
+    maps = rng.dirichlet(np.ones(300), size=(6, 4, 300)).astype(np.float32)
+    rec = AttentionRecord("long", [f"t{i}" for i in range(300)], {"encoder": maps})
+    per_layer = packed_size([rec], [0])
+    assert choose_layers([rec], budget=10 * per_layer) is None
+    assert choose_layers([rec], budget=int(2.5 * per_layer)) == [4, 5]
+    assert choose_layers([rec], budget=per_layer // 2) == [5]  # at least one layer
+    page = _data(render_html([rec], {}, layers=[1, 5]))["examples"][0]["packed"]["encoder"]
+    assert page["layers"] == [1, 5]
+    np.testing.assert_allclose(unpacked(page), maps[[1, 5]], atol=8e-6)
+    with pytest.raises(ValueError, match="--layers 6 out of range"):
+        write_html(tmp_path / "v.html", [rec], {}, layers=[6])
 
 
 def test_tokens_cannot_break_out_of_the_page():
@@ -40,7 +66,7 @@ def test_rnn_local_attention_carries_p_t(toy_records):
     rec = records[0]
     rec.p_t, rec.window = np.linspace(0, 3, len(rec.tgt_in_tokens)).astype(np.float32), 2
     ex = viewer_data([rec], info)["examples"][0]
-    assert set(ex["maps"]) == {"cross"} and ex["window"] == 2 and len(ex["p_t"]) == len(rec.tgt_in_tokens)
+    assert set(ex["packed"]) == {"cross"} and ex["window"] == 2 and len(ex["p_t"]) == len(rec.tgt_in_tokens)
 
 
 def test_write_checks_suffix_and_needs_records(tmp_path, toy_records):

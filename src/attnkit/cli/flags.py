@@ -205,6 +205,19 @@ def _suffix_path(suffix: str):
     return check
 
 
+def layer_list(value: str) -> list[int]:
+    """--layers 0,5,-1: layer indices, negative from the top."""
+    try:
+        layers = [int(x) for x in value.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected layer indices separated by commas (e.g. 0,-1), got {value!r}"
+        ) from None
+    if not layers:
+        raise argparse.ArgumentTypeError("expected at least one layer index")
+    return layers
+
+
 def head_arg(value: str) -> int | str:
     if value in ("mean", "all"):
         return value

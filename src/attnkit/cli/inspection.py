@@ -87,9 +87,22 @@ def cmd_view(args: argparse.Namespace) -> None:
             f"{len(snaps)} training steps); open it in a browser"
         )
     else:
+        from ..viewer.html import choose_layers, packed_size
+
         records, info = _records(args)
+        layers = args.layers if args.layers is not None else choose_layers(records)
+        if args.layers is None and layers is not None:
+            whole = packed_size(records) / 2**20
+            print(
+                f"note: every layer would make a {whole:.0f} MB page: it holds layer(s) "
+                f"{', '.join(map(str, layers))} (--layers chooses)"
+            )
         path = write_html(
-            args.output, records, info, title=args.title or f"attnkit attention: {Path(str(args.source)).name}"
+            args.output,
+            records,
+            info,
+            title=args.title or f"attnkit attention: {Path(str(args.source)).name}",
+            layers=layers,
         )
         print(
             f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {len(records)} sentence(s)); open it in a browser"
@@ -261,6 +274,14 @@ def add_commands(add) -> None:
         elif name == "view":
             F.output(p, "attention.html", "output .html", kind=".html")
             p.add_argument("--title", help="page title (default: from the source's name)")
+            p.add_argument(
+                "--layers",
+                type=F.layer_list,
+                default=None,
+                metavar="L[,L...]",
+                help="only these layers' maps in the page (negative from the top), to keep a long input's "
+                "page small (default: every layer, or the last ones that fit 96 MB)",
+            )
             p.add_argument(
                 "--max-steps",
                 type=F.positive_int,

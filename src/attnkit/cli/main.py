@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 from . import flags as F
 from . import inspection, training, translation
@@ -38,8 +39,14 @@ def main(argv: list[str] | None = None) -> int:
     except F.UsageError as err:
         print(err, file=sys.stderr)
         return 2
+
+    def one_line(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"attnkit {args.command}: warning: {message}", file=sys.stderr)
+
     try:
-        return args.func(args) or 0
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line  # a library's warning is one line, not its source line
+            return args.func(args) or 0
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
         print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
         return 1

@@ -331,7 +331,7 @@ def prepare_pretrained(encoder, sentences: list[str]) -> list[Prepared]:
     _check_sentences(sentences)
     out = []
     for s in sentences:
-        batch = encoder.encode([s])
+        batch = encoder.encode([s], max_length=encoder.positions)  # attention is shown as far as the positions go
         out.append(Prepared(s, batch.ids[0].tolist(), batch.tokens[0]))
     return out
 

@@ -196,18 +196,24 @@ class PretrainedEncoder:
     max_length: int = 512
     info: dict = field(default_factory=dict)
 
-    def encode(self, sentences: list[str]) -> Encoded:
+    @property
+    def positions(self) -> int:
+        """The longest input the position table covers (``max_length`` may be shorter: the length
+        the model was trained to embed sentences at)."""
+        return int(self.config.get("max_position_embeddings", 512))
+
+    def encode(self, sentences: list[str], max_length: int | None = None) -> Encoded:
+        """Token ids and strings, each sentence cut (with a warning) to ``max_length`` tokens
+        (default: ``max_length`` of the model, the length its sentence embeddings are made at)."""
         if not sentences:
             raise ValueError("no sentences given")
+        limit = max_length or self.max_length
         encodings = self.tokenizer.encode_batch(sentences)
-        cut = [i for i, e in enumerate(encodings) if len(e.ids) > self.max_length]
+        cut = [i for i, e in enumerate(encodings) if len(e.ids) > limit]
         if cut:
-            warnings.warn(f"{len(cut)} sentence(s) longer than {self.max_length} tokens were truncated", stacklevel=2)
-        ids = [e.ids[: self.max_length - 1] + e.ids[-1:] if len(e.ids) > self.max_length else e.ids for e in encodings]
-        toks = [
-            e.tokens[: self.max_length - 1] + e.tokens[-1:] if len(e.tokens) > self.max_length else e.tokens
-            for e in encodings
-        ]
+            warnings.warn(f"{len(cut)} sentence(s) longer than {limit} tokens were cut to {limit}", stacklevel=2)
+        ids = [e.ids[: limit - 1] + e.ids[-1:] if len(e.ids) > limit else e.ids for e in encodings]
+        toks = [e.tokens[: limit - 1] + e.tokens[-1:] if len(e.tokens) > limit else e.tokens for e in encodings]
         width = max(map(len, ids))
         pad = self.config.get("pad_token_id", 0)
         device = next(self.model.parameters()).device

@@ -1,6 +1,11 @@
 """Render attention records into one HTML file: the data goes in as JSON, the
 drawing code (template.html, plain JavaScript and SVG) is inlined; nothing is
-fetched, so the file opens offline and can be mailed or committed."""
+fetched, so the file opens offline and can be mailed or committed.
+
+In the page the maps are packed: each layer's (heads, queries, keys) weights as 16-bit
+fixed point (weight x 65535, within 7.7e-6 of the weight), base64-encoded, and unpacked by
+the page only when that layer is first shown. A long input's page may hold only some
+layers (``layers``; ``choose_layers`` picks the last ones that fit a size budget)."""
 
 from __future__ import annotations
 
@@ -17,15 +22,62 @@ from ..atomic import write_text
 from ..data.tokenizer import SPECIAL_LABELS
 from ..inspection.capture import AttentionRecord
 
-DIGITS = 4  # weights are rounded to this many decimals: the file stays small, the picture is the same
+DIGITS = 4  # weights are rounded to this many decimals in the studio's JSON answers
+PAGE_BUDGET = 96 * 2**20  # bytes of packed maps a page holds unless told otherwise (``choose_layers``)
+
+
+def pack_layers(maps: np.ndarray, layers: list[int] | None = None) -> dict:
+    """(L, h, q, k) weights -> {"shape", "layers": the layer indices held, "data": one base64
+    string of uint16 per held layer (row-major heads, queries, keys)}."""
+    import base64
+
+    held = list(range(maps.shape[0])) if layers is None else layers
+    data = []
+    for layer in held:
+        fixed = np.round(np.clip(maps[layer].astype(np.float32), 0.0, 1.0) * 65535).astype("<u2")
+        data.append(base64.b64encode(fixed.tobytes()).decode("ascii"))
+    return {"shape": list(maps.shape), "layers": held, "data": data}
+
+
+def packed_size(records: list[AttentionRecord], layers: list[int] | None = None) -> int:
+    """Bytes the packed maps of ``records`` take in a page (all layers, or ``layers`` of each kind)."""
+    total = 0
+    for r in records:
+        for a in r.maps.values():
+            per_layer = int(np.prod(a.shape[1:])) * 2 * 4 // 3
+            total += per_layer * (a.shape[0] if layers is None else len(layers))
+    return total
+
+
+def choose_layers(records: list[AttentionRecord], budget: int = PAGE_BUDGET) -> list[int] | None:
+    """None (every layer) if the page fits ``budget``, else the last layers that do (at least one)."""
+    if packed_size(records) <= budget:
+        return None
+    depth = min(a.shape[0] for r in records for a in r.maps.values())
+    keep = 1
+    while keep < depth and packed_size(records, list(range(depth - keep - 1, depth))) <= budget:
+        keep += 1
+    return list(range(depth - keep, depth))
+
+
+def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
+    """One sentence as the static page holds it: ``example_json`` with the maps packed."""
+    out = example_json(r, maps=False)
+    depth = {kind: a.shape[0] for kind, a in r.maps.items()}
+    out["packed"] = {
+        kind: pack_layers(a, None if layers is None else [x % depth[kind] for x in layers])
+        for kind, a in r.maps.items()
+    }
+    return out
 
 
 def _rounded(a: np.ndarray) -> list:
     return np.round(a.astype(np.float64), DIGITS).tolist()
 
 
-def example_json(r: AttentionRecord) -> dict:
-    """One sentence as the page draws it: tokens, maps {kind: [layer][head][query][key]}, p_t."""
+def example_json(r: AttentionRecord, *, maps: bool = True) -> dict:
+    """One sentence as the page draws it: tokens, maps {kind: [layer][head][query][key]}, p_t
+    (``maps=False``: the maps left empty, for ``page_example`` to pack)."""
     return {
         "source": r.source,
         "output": r.output,
@@ -35,15 +87,15 @@ def example_json(r: AttentionRecord) -> dict:
         "window": r.window,
         "p_t": None if r.p_t is None else _rounded(r.p_t),
         "prompt_length": r.prompt_length,
-        "maps": {kind: _rounded(a) for kind, a in r.maps.items()},
+        "maps": {kind: _rounded(a) for kind, a in r.maps.items()} if maps else {},
     }
 
 
-def viewer_data(records: list[AttentionRecord], model: dict | None = None) -> dict:
-    """The JSON document the static viewer draws."""
+def viewer_data(records: list[AttentionRecord], model: dict | None = None, layers: list[int] | None = None) -> dict:
+    """The JSON document the static viewer draws (``layers``: only these layers' maps)."""
     if not records:
         raise ValueError("nothing to view: no sentences")
-    return {"model": model or {}, "examples": [example_json(r) for r in records], "live": None}
+    return {"model": model or {}, "examples": [page_example(r, layers) for r in records], "live": None}
 
 
 def _script_safe(text: str) -> str:
@@ -75,8 +127,14 @@ def page_html(data: dict, *, title: str) -> str:
     return fill_template("page.html", data, title=title, STYLE="page.css", SCRIPT="page.js", COLOURS="colours.js")
 
 
-def render_html(records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention") -> str:
-    return page_html(viewer_data(records, model), title=title)
+def render_html(
+    records: list[AttentionRecord],
+    model: dict | None = None,
+    *,
+    title: str = "attnkit attention",
+    layers: list[int] | None = None,
+) -> str:
+    return page_html(viewer_data(records, model, layers), title=title)
 
 
 SNAPSHOT_KEYS = ("step", "dev_loss", "dev_bleu")  # per-step values in a snapshot's model info
@@ -90,7 +148,7 @@ def snapshot_data(snapshots: list[tuple[int, list[AttentionRecord], dict]], max_
     chosen = pick(snapshots, max_steps)
     info = {k: v for k, v in chosen[-1][2].items() if k not in SNAPSHOT_KEYS}
     steps = [
-        {**{k: i[k] for k in SNAPSHOT_KEYS if k in i}, "step": step, "examples": [example_json(r) for r in records]}
+        {**{k: i[k] for k in SNAPSHOT_KEYS if k in i}, "step": step, "examples": [page_example(r) for r in records]}
         for step, records, i in chosen
     ]
     return {"model": info, "examples": steps[-1]["examples"], "live": None, "steps": steps}
@@ -107,9 +165,21 @@ def write_snapshot_html(
 
 
 def write_html(
-    path: str | Path, records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention"
+    path: str | Path,
+    records: list[AttentionRecord],
+    model: dict | None = None,
+    *,
+    title: str = "attnkit attention",
+    layers: list[int] | None = None,
 ) -> Path:
+    """The static viewer of ``records`` (``layers``: only these layers, negative from the top)."""
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
-    return write_text(path, render_html(records, model, title=title))
+    if layers is not None:
+        depth = min(a.shape[0] for r in records for a in r.maps.values())
+        bad = [x for x in layers if not -depth <= x < depth]
+        if bad:
+            raise ValueError(f"--layers {bad[0]} out of range: the model has {depth} layer(s) (0..{depth - 1})")
+        layers = sorted({x % depth for x in layers})
+    return write_text(path, render_html(records, model, title=title, layers=layers))

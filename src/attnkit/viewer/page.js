@@ -15,7 +15,7 @@
   const SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const $ = (id) => document.getElementById(id);
   const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), apart: false, scale: "abs",
-                  hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false };
+                  hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false, zoom: null };
   const ONE_COLOUR = "#2563eb";  // lines of one head, or of the average: per-head colours only when heads are apart
   let examples = DATA.examples || [];
   let modelInfo = DATA.model || {};
@@ -72,8 +72,60 @@
     return name + parts.join(" · ");
   }
 
+  // ---- packed maps (a static page): each layer unpacked when it is first shown ------------
+  function heads16(fixed, H, Q, K) {  // uint16 weight x 65535 -> heads x rows (Float32Array views)
+    const all = new Float32Array(fixed.length);
+    for (let i = 0; i < fixed.length; i++) all[i] = fixed[i] / 65535;
+    const heads = [];
+    for (let h = 0; h < H; h++) {
+      const rows = [];
+      for (let q = 0; q < Q; q++) rows.push(all.subarray((h * Q + q) * K, (h * Q + q + 1) * K));
+      heads.push(rows);
+    }
+    return heads;
+  }
+  function unpackLayer(b64, H, Q, K) {  // at once, when a layer is needed before it was unpacked ahead
+    const bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return heads16(new Uint16Array(bytes.buffer), H, Q, K);
+  }
+  function unpack(ex) {
+    if (!ex.packed || ex.layerIds) return ex;
+    ex.layerIds = {}; ex.headCount = {}; ex.ahead = [];
+    for (const kind in ex.packed) {
+      const p = ex.packed[kind], [, H, Q, K] = p.shape, layers = [], done = [];
+      p.data.forEach((b64, n) => {
+        Object.defineProperty(layers, n, { enumerable: true, get() { return done[n] || (done[n] = unpackLayer(b64, H, Q, K)); } });
+        // ahead of need: the browser decodes the base64 off the main thread (a data: URL fetched)
+        ex.ahead.push(async () => {
+          if (done[n]) return;
+          const buffer = await (await fetch(`data:application/octet-stream;base64,${b64}`)).arrayBuffer();
+          if (!done[n]) done[n] = heads16(new Uint16Array(buffer), H, Q, K);
+        });
+      });
+      ex.maps[kind] = layers; ex.layerIds[kind] = p.layers; ex.headCount[kind] = H;
+    }
+    return ex;
+  }
+  async function unpackAhead() {  // after the first drawing, every layer of every sentence, one at a time
+    for (const ex of examples) {
+      unpack(ex);
+      for (const job of ex.ahead || []) {
+        try { await job(); } catch (err) { return; }  // unpacked when shown instead
+      }
+    }
+  }
+  function layerName(i, kind = state.kind) {  // a page may hold only some layers: their real indices
+    const ids = example().layerIds;
+    return ids && ids[kind] ? ids[kind][i] : i;
+  }
+  function layerCount(kind = state.kind) {  // of the model (a page may hold fewer)
+    const p = example().packed;
+    return p && p[kind] ? p[kind].shape[0] : example().maps[kind].length;
+  }
+
   // ---- what is shown -------------------------------------------------------------------
-  function example() { return examples[state.example]; }
+  function example() { return unpack(examples[state.example]); }
   function queries(ex, kind) { return kind === "encoder" ? ex.src_tokens : kind === "decoder" ? ex.tgt_in_tokens : ex.tgt_out_tokens; }
   function keys(ex, kind) { return kind === "decoder" ? ex.tgt_in_tokens : ex.src_tokens; }
   function shown(tokens) {  // indices of the tokens drawn
@@ -82,16 +134,30 @@
     const kept = all.filter((i) => !SPECIAL.has(tokens[i]));
     return kept.length ? kept : all;
   }
-  function heads() { return example().maps[state.kind][state.layer].length; }
+  function heads() {
+    const ex = example();
+    return ex.headCount ? ex.headCount[state.kind] : ex.maps[state.kind][state.layer].length;
+  }
+  const means = new WeakMap();  // a layer's heads -> their average, computed once
   function matrixOf(layer, head) {
     const maps = example().maps[state.kind][layer];
     if (head !== "mean") return maps[head];
-    const h = maps.length, out = maps[0].map((row) => row.map(() => 0));
-    for (const m of maps) m.forEach((row, i) => row.forEach((v, j) => { out[i][j] += v / h; }));
+    if (!means.has(maps)) means.set(maps, meanOf(maps));
+    return means.get(maps);
+  }
+  function meanOf(maps) {
+    const h = maps.length, n = maps[0][0].length, out = [];
+    for (let i = 0; i < maps[0].length; i++) {
+      const row = new Float32Array(n);
+      for (const m of maps) { const src = m[i]; for (let j = 0; j < n; j++) row[j] += src[j]; }
+      for (let j = 0; j < n; j++) row[j] /= h;
+      out.push(row);
+    }
     return out;
   }
+  function rowMax(row, cols) { let m = 1e-9; for (const j of cols) if (row[j] > m) m = row[j]; return m; }
   function rowScale(W, rows, cols) {  // divisor per row: 1 (absolute) or the row's largest shown weight
-    return rows.map((i) => (state.scale === "row" ? Math.max(1e-9, ...cols.map((j) => W[i][j])) : 1));
+    return rows.map((i) => (state.scale === "row" ? rowMax(W[i], cols) : 1));
   }
   const scaleNote = () => (state.scale === "row" ? "per-query scale: each row ÷ its largest weight" : "absolute scale: weight 0 to 1");
 
@@ -110,10 +176,14 @@
   function fillLayerHead() {
     const maps = example().maps[state.kind], layer = $("layer"), head = $("head");
     layer.innerHTML = ""; head.innerHTML = "";
-    maps.forEach((_, i) => option(layer, i, i === maps.length - 1 && maps.length > 1 ? `${i} (last)` : String(i)));
+    const total = layerCount();
+    for (let i = 0; i < maps.length; i++) {
+      const name = layerName(i);
+      option(layer, i, name === total - 1 && total > 1 ? `${name} (last)` : String(name));
+    }
     state.layer = Math.min(state.layer, maps.length - 1);
     layer.value = state.layer;
-    const h = maps[0].length;
+    const h = heads();
     if (h > 1) option(head, "mean", "average of heads");
     for (let i = 0; i < h; i++) option(head, i, h === 1 ? "0 (the only head)" : String(i));
     if (h === 1) state.head = 0;
@@ -125,7 +195,8 @@
   // ---- head view -----------------------------------------------------------------------
   function drawChips() {
     const box = $("head-chips"); box.innerHTML = "";
-    const h = heads();
+    const h = heads(), nk = keys(example(), state.kind).length;
+    if (nk > LONG) html("span", { class: "mode" }, box, `a long input (${nk} keys): each query's ${LINES_PER_QUERY} strongest keys are drawn`);
     if (h === 1) return;
     const apart = html("button", { type: "button", id: "apart", title: "show the chosen heads apart, each in its colour" }, box,
                        state.apart ? "heads apart" : "average");
@@ -178,11 +249,12 @@
     const yq = (r) => top + row * (r + 0.5), yk = (c) => top + row * (c + 0.5);
     const g = el("g", {}, svg);
     const layers = state.apart && heads() > 1 ? [...state.chips].sort((a, b) => a - b) : [state.head];
+    const colIndex = new Map(cols.map((j, c) => [j, c]));
     for (const h of layers) {
       const W = matrixOf(state.layer, h), div = rowScale(W, rows, cols);
       const stroke = state.apart && heads() > 1 ? HEAD_COLOURS[h % HEAD_COLOURS.length] : ONE_COLOUR;
-      rows.forEach((i, r) => cols.forEach((j, c) => {
-        const o = W[i][j] / div[r];
+      rows.forEach((i, r) => strongest(W[i], cols).forEach((j) => {
+        const c = colIndex.get(j), o = W[i][j] / div[r];
         if (o < 0.03) return;
         const opacity = Math.min(1, 0.12 + (layers.length > 1 ? 0.8 : 0.95) * o);
         el("line", { x1: wq, y1: yq(r), x2: wq + gap, y2: yk(c), stroke: stroke, "stroke-width": (1 + 4 * o).toFixed(2),
@@ -190,41 +262,96 @@
                      "data-o": opacity.toFixed(3) }, g);
       }));
     }
-    const label = (tokens, idx, x, anchor, side, y) => idx.forEach((i, r) => {
-      const w = textWidth([tokens[i]], font) + 8;
-      el("rect", { class: "pin", x: anchor === "end" ? x - w + 4 : x - 4, y: y(r) - row / 2 + 1, width: w, height: row - 2, rx: 3,
-                   "data-side": side, "data-i": i, visibility: "hidden" }, svg);
-      const t = el("text", { x: x, y: y(r), "text-anchor": anchor, "data-side": side, "data-i": i }, svg);
-      t.textContent = tokens[i];
-      if (ex.prompt_length != null && i >= ex.prompt_length) t.classList.add("generated");  // written by the model
-      t.addEventListener("mouseenter", () => { state.hover = { side: side, i: i }; applyFocus(); });
-      t.addEventListener("mouseleave", () => { state.hover = null; applyFocus(); });
-      t.addEventListener("click", () => {
-        const same = state.pinned && state.pinned.side === side && state.pinned.i === i;
-        state.pinned = same ? null : { side: side, i: i };
-        applyFocus();
-        if (state.tab === "neuron") drawNeuron();
-      });
+    // Labels: every token's, or for a long input only those near the visible part of the pane (drawn
+    // again as it scrolls), so that the page lays out a few hundred labels, not thousands.
+    const byToken = new Map();  // "q3" / "k5" -> its lines, where its label goes, and the label once drawn
+    const place = (tokens, idx, x, anchor, side, y) => idx.forEach((i, r) => {
+      byToken.set(`${side}${i}`, { text: null, lines: [], x: x, y: y(r), anchor: anchor, row: row, font: font, token: tokens[i], i: i, side: side });
     });
-    label(q, rows, wq - 8, "end", "q", yq);
-    label(k, cols, wq + gap + 8, "start", "k", yk);
+    place(q, rows, wq - 8, "end", "q", yq);
+    place(k, cols, wq + gap + 8, "start", "k", yk);
+    for (const line of g.children) {
+      byToken.get(`q${line.dataset.q}`).lines.push(line);
+      byToken.get(`k${line.dataset.k}`).lines.push(line);
+    }
+    const labels = el("g", {}, svg), pane = document.querySelector("main"), all = [...byToken.values()];
+    const drawLabels = () => {
+      let lo = -Infinity, hi = Infinity;
+      if (all.length > 2 * LONG) {
+        const offset = svg.getBoundingClientRect().top - pane.getBoundingClientRect().top;
+        lo = -offset - 600; hi = -offset + pane.clientHeight + 600;
+        if (svg.band && lo >= svg.band[0] && hi <= svg.band[1]) return;  // what is in sight is drawn
+        lo -= 1200; hi += 1200;
+      }
+      svg.band = [lo, hi];
+      labels.innerHTML = "";
+      for (const e of all) {
+        e.text = null;
+        if (e.y < lo || e.y > hi) continue;
+        const t = el("text", { x: e.x, y: e.y, "text-anchor": e.anchor, "data-side": e.side, "data-i": e.i }, labels);
+        t.textContent = e.token;
+        if (ex.prompt_length != null && e.i >= ex.prompt_length) t.classList.add("generated");  // written by the model
+        e.text = t;
+      }
+    };
+    svg.band = null;
+    drawLabels();
+    pane.onscroll = () => {
+      if (state.tab === "head" && svg.band && svg.band[0] !== -Infinity) { drawLabels(); svg.focus = null; applyFocus(); }
+    };
+    svg.byToken = byToken; svg.focus = null;
+    const target = (e) => (e.target.tagName === "text" ? { side: e.target.dataset.side, i: +e.target.dataset.i } : null);
+    svg.onmouseover = (e) => { const t = target(e); if (t) { state.hover = t; applyFocus(); } };
+    svg.onmouseout = (e) => { if (target(e)) { state.hover = null; applyFocus(); } };
+    svg.onclick = (e) => {
+      const t = target(e);
+      if (!t) return;
+      const same = state.pinned && state.pinned.side === t.side && state.pinned.i === t.i;
+      state.pinned = same ? null : t;
+      applyFocus();
+      if (state.tab === "neuron") drawNeuron();
+    };
     applyFocus();
   }
 
-  // Focus changes attributes only: the drawing stays, so the pointer never loses its token.
+  // A long input's head view draws each query's strongest keys only: all its lines could not be read.
+  const LONG = 128, LINES_PER_QUERY = 4;
+  function strongest(row, cols) {
+    if (cols.length <= LONG) return cols;
+    const top = [];  // the LINES_PER_QUERY largest, kept sorted (descending)
+    for (const j of cols) {
+      const v = row[j];
+      if (top.length < LINES_PER_QUERY || v > row[top[top.length - 1]]) {
+        top.push(j); top.sort((a, b) => row[b] - row[a]);
+        if (top.length > LINES_PER_QUERY) top.pop();
+      }
+    }
+    return top;
+  }
+
+  // Focus changes attributes only: the drawing stays, so the pointer never loses its token. Only the
+  // focused token's own lines and text change (the rest are dimmed by one class on the drawing), so
+  // hovering costs the same with 20 tokens or 2,000.
   function applyFocus() {
-    const f = state.hover || state.pinned;
-    for (const line of $("lines").querySelectorAll("line")) {
-      const on = !f || (f.side === "q" ? +line.dataset.q === f.i : +line.dataset.k === f.i);
-      line.setAttribute("stroke-opacity", (on ? +line.dataset.o : +line.dataset.o * 0.05).toFixed(3));
-      line.classList.toggle("active", !!f && on);
-    }
-    const hit = (e, p) => !!p && e.dataset.side === p.side && +e.dataset.i === p.i;
-    for (const t of $("lines").querySelectorAll("text")) {
-      t.classList.toggle("active", hit(t, f));
-      t.classList.toggle("pinned", hit(t, state.pinned));
-    }
-    for (const r of $("lines").querySelectorAll("rect.pin")) r.setAttribute("visibility", hit(r, state.pinned) ? "visible" : "hidden");
+    const svg = $("lines"), byToken = svg.byToken;
+    if (!byToken) return;
+    const f = state.hover || state.pinned, key = (p) => (p ? `${p.side}${p.i}` : null);
+    const was = svg.focus ? byToken.get(svg.focus) : null, now = f ? byToken.get(key(f)) : null;
+    if (was && svg.focus !== key(f)) { if (was.text) was.text.classList.remove("active"); for (const l of was.lines) l.classList.remove("active"); }
+    if (now) { if (now.text) now.text.classList.add("active"); for (const l of now.lines) l.classList.add("active"); }
+    svg.classList.toggle("focused", !!now);
+    svg.focus = now ? key(f) : null;
+    for (const t of svg.querySelectorAll("text.pinned")) t.classList.remove("pinned");
+    let pin = svg.querySelector("rect.pin");
+    const pinned = state.pinned ? byToken.get(key(state.pinned)) : null;
+    if (pinned) {
+      if (pinned.text) pinned.text.classList.add("pinned");
+      const w = textWidth([pinned.token], pinned.font) + 8;
+      if (!pin) { pin = el("rect", { class: "pin", rx: 3 }, null); svg.insertBefore(pin, svg.firstChild); }
+      const attrs = { x: pinned.anchor === "end" ? pinned.x - w + 4 : pinned.x - 4, y: pinned.y - pinned.row / 2 + 1, width: w,
+                      height: pinned.row - 2, "data-side": state.pinned.side, "data-i": state.pinned.i, visibility: "visible" };
+      for (const a in attrs) pin.setAttribute(a, attrs[a]);
+    } else if (pin) pin.remove();
     $("readout").textContent = f ? focusText(f) : "";
   }
   function focusText(f) {
@@ -235,8 +362,8 @@
     const top = (pairs) => pairs.sort((a, b) => b[1] - a[1]).slice(0, 4).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(" · ");
     const pin = state.pinned && f === state.pinned ? " (pinned; click again to release)" : "";
     if (f.side === "q")
-      return `“${q[f.i]}” (query ${f.i}) looks at: ${top(W[f.i].map((w, j) => [k[j], w]))} — ${which}, layer ${state.layer}${pin}`;
-    return `who looks at “${k[f.i]}” (key ${f.i}): ${top(W.map((r, i) => [q[i], r[f.i]]))} — ${which}, layer ${state.layer}${pin}`;
+      return `“${q[f.i]}” (query ${f.i}) looks at: ${top(Array.from(W[f.i], (w, j) => [k[j], w]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
+    return `who looks at “${k[f.i]}” (key ${f.i}): ${top(W.map((r, i) => [q[i], r[f.i]]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
   }
 
   // ---- matrix view ---------------------------------------------------------------------
@@ -249,32 +376,65 @@
     return ctx;
   }
 
+  // Cells drawn as pixels: a pixel that covers several cells (a long input, zoomed out) shows the
+  // largest of their weights, so a strong weight never disappears between pixels.
+  const LUT = (() => { const t = new Uint8ClampedArray(256 * 3); for (let i = 0; i < 256; i++) t.set(rgb(i / 255), 3 * i); return t; })();
+  function renderCells(ctx, W, rows, cols, div, view, x, y, w, h) {
+    const r = window.devicePixelRatio || 1, pw = Math.max(1, Math.round(w * r)), ph = Math.max(1, Math.round(h * r));
+    const img = ctx.createImageData(pw, ph), d = img.data, sy = view.nr / ph, sx = view.nc / pw;
+    const c0 = new Int32Array(pw), c1 = new Int32Array(pw);
+    for (let px = 0; px < pw; px++) {
+      c0[px] = Math.floor(view.c + px * sx);
+      c1[px] = Math.min(cols.length, Math.max(c0[px] + 1, Math.floor(view.c + (px + 1) * sx)));
+    }
+    for (let py = 0; py < ph; py++) {
+      const r0 = Math.floor(view.r + py * sy), r1 = Math.min(rows.length, Math.max(r0 + 1, Math.floor(view.r + (py + 1) * sy)));
+      for (let px = 0; px < pw; px++) {
+        let m = 0;
+        for (let rr = r0; rr < r1; rr++) {
+          const row = W[rows[rr]], dv = div[rr];
+          for (let cc = c0[px]; cc < c1[px]; cc++) { const v = row[cols[cc]] / dv; if (v > m) m = v; }
+        }
+        const t = 3 * Math.min(255, Math.round(m * 255)), p = 4 * (py * pw + px);
+        d[p] = LUT[t]; d[p + 1] = LUT[t + 1]; d[p + 2] = LUT[t + 2]; d[p + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, Math.round(x * r), Math.round(y * r));
+  }
+
+  // The matrix: every cell in sight, or (wheel to zoom, drag to pan, double-click for all) a part of it.
   function drawMatrix() {
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k);
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
     const room = area(), sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
     const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
-    const fit = Math.floor(Math.min((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 90) / rows.length));
-    const cell = clamp(fit, 6, 44);
+    const full = Math.min((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 90) / rows.length);
+    const view = state.zoom && state.zoom.rows === rows.length && state.zoom.cols === cols.length ? state.zoom
+      : { r: 0, c: 0, nr: rows.length, nc: cols.length, rows: rows.length, cols: cols.length };
+    state.zoom = view.nr === rows.length && view.nc === cols.length ? null : view;
+    const base = Math.min(44, Math.max(full, Math.min(6, 640 / Math.max(rows.length, cols.length))));
+    const cell = base * Math.min(rows.length / view.nr, cols.length / view.nc);  // px per cell, zoom included
+    const labelled = cell >= 7;
     const font = cell >= 14 ? `${Math.min(14, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
-    const lq = textWidth(rows.map((i) => q[i]), font), lk = textWidth(cols.map((j) => k[j]), font);
-    const left = lq + 10, top = Math.ceil(lk * sin + 16), right = Math.ceil(lk * cos + 12);
-    const width = left + cell * cols.length + right, height = top + cell * rows.length + 6;
+    const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
+    const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
+    const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;
+    const plotW = cell * view.nc, plotH = cell * view.nr;
+    const width = left + plotW + right, height = top + plotH + 6;
     const canvas = $("matrix"), ctx = setupCanvas(canvas, width, height);
-    rows.forEach((i, r) => cols.forEach((j, c) => {
-      ctx.fillStyle = colour(W[i][j] / div[r]);
-      ctx.fillRect(left + c * cell, top + r * cell, cell, cell);
-    }));
-    ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle";
-    ctx.textAlign = "right";
-    rows.forEach((i, r) => ctx.fillText(q[i], left - 5, top + (r + 0.5) * cell));
-    ctx.textAlign = "left";
-    cols.forEach((j, c) => {
-      ctx.save(); ctx.translate(left + (c + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3);
-      ctx.fillText(k[j], 0, 0); ctx.restore();
-    });
-    if (state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
+    renderCells(ctx, W, rows, cols, div, view, left, top, plotW, plotH);
+    if (labelled) {
+      ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle";
+      ctx.textAlign = "right";
+      seenRows.forEach((i, r) => ctx.fillText(q[i], left - 5, top + (r + 0.5) * cell));
+      ctx.textAlign = "left";
+      seenCols.forEach((j, c) => {
+        ctx.save(); ctx.translate(left + (c + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3);
+        ctx.fillText(k[j], 0, 0); ctx.restore();
+      });
+    }
+    if (!state.zoom && state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
       // local attention: the window [p_t - D, p_t + D] of each row, drawn row by row, and p_t itself
       const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
       // orange window, white p_t: both stop at the matrix's edge (p_t = S * sigmoid(.) may pass the last key: a triangle);
@@ -296,22 +456,51 @@
         ctx.fill(); ctx.stroke();
       });
     }
-    canvas.onmousemove = (e) => {
+    const at = (e) => {  // the cell under the pointer: (row, column) in rows/cols, or null
       const b = canvas.getBoundingClientRect();
       const c = Math.floor((e.clientX - b.left - left) / cell), r = Math.floor((e.clientY - b.top - top) / cell);
-      if (r < 0 || c < 0 || r >= rows.length || c >= cols.length) { $("readout").textContent = ""; return; }
-      const i = rows[r], j = cols[c];
-      let text = `${q[i]} → ${k[j]}: weight ${W[i][j].toFixed(3)}`;
-      if (state.scale === "row") text += ` (${(W[i][j] / div[r]).toFixed(2)} of its row's largest, ${div[r].toFixed(3)})`;
+      return r < 0 || c < 0 || r >= view.nr || c >= view.nc ? null : { r: view.r + r, c: view.c + c, fr: r, fc: c };
+    };
+    canvas.onmousemove = (e) => {
+      if (drag) {  // pan by whole cells
+        const dr = Math.round((drag.y - e.clientY) / cell), dc = Math.round((drag.x - e.clientX) / cell);
+        if (dr || dc) {
+          state.zoom = { ...view, r: clamp(drag.view.r + dr, 0, rows.length - view.nr), c: clamp(drag.view.c + dc, 0, cols.length - view.nc) };
+          if (state.zoom.r !== view.r || state.zoom.c !== view.c) requestAnimationFrame(drawMatrix);
+        }
+        return;
+      }
+      const hit = at(e);
+      if (!hit) { $("readout").textContent = ""; return; }
+      const i = rows[hit.r], j = cols[hit.c];
+      let text = `${q[i]} (${i}) → ${k[j]} (${j}): weight ${W[i][j].toFixed(3)}`;
+      if (cell < 1) text += " (zoomed out: a pixel shows the largest weight of the cells it covers)";
+      if (state.scale === "row") text += ` (${(W[i][j] / div[hit.r]).toFixed(2)} of its row's largest, ${div[hit.r].toFixed(3)})`;
       if (ex.p_t && state.kind === "cross") text += ` · p_t = ${ex.p_t[i].toFixed(2)}, window ±${ex.window}`;
       $("readout").textContent = text;
     };
-    canvas.onmouseleave = () => { $("readout").textContent = ""; };
+    let drag = null;
+    canvas.onmousedown = (e) => { if (state.zoom) drag = { x: e.clientX, y: e.clientY, view: view }; };
+    canvas.onmouseup = () => { drag = null; };
+    canvas.onmouseleave = () => { drag = null; $("readout").textContent = ""; };
+    canvas.onwheel = (e) => {  // zoom about the cell under the pointer
+      const hit = at(e);
+      if (!hit) return;
+      e.preventDefault();
+      const f = e.deltaY < 0 ? 0.8 : 1.25, aspect = view.nc / view.nr;
+      const nr = clamp(Math.round(view.nr * f), Math.min(4, rows.length), rows.length);
+      const nc = clamp(Math.round(nr * aspect), Math.min(4, cols.length), cols.length);
+      const r = clamp(Math.round(hit.r - (hit.fr / view.nr) * nr), 0, rows.length - nr);
+      const c = clamp(Math.round(hit.c - (hit.fc / view.nc) * nc), 0, cols.length - nc);
+      state.zoom = { ...view, r: r, c: c, nr: nr, nc: nc };
+      drawMatrix();
+    };
+    canvas.ondblclick = () => { state.zoom = null; drawMatrix(); };
     drawLegend(ex);
   }
 
   function drawLegend(ex) {
-    const w = 260, ctx = setupCanvas($("legend"), w + 460, 44);
+    const w = 260, ctx = setupCanvas($("legend"), w + 640, 44);
     for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
     const ends = state.scale === "row" ? ["0", "row's largest"] : ["0", "1"];
@@ -319,11 +508,15 @@
     ctx.textAlign = "right"; ctx.fillText(ends[1], w + 10, 22);
     ctx.textAlign = "left";
     const shownHead = state.head === "mean" ? (heads() > 1 ? "average of heads" : "one attention") : `head ${state.head}`;
-    let text = `layer ${state.layer}, ${shownHead}: ` +
+    let text = `layer ${layerName(state.layer)}, ${shownHead}: ` +
       (state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)");
     if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
     ctx.fillText(text, w + 22, 4);
-    if (ex.p_t && state.kind === "cross") ctx.fillText(`orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`, w + 22, 22);
+    const q = queries(ex, state.kind), k = keys(ex, state.kind), z = state.zoom;
+    const where = z ? `queries ${z.r}-${z.r + z.nr - 1} of ${z.rows}, keys ${z.c}-${z.c + z.nc - 1} of ${z.cols}: drag to move, wheel to zoom, double-click for all`
+      : q.length * k.length > 400 ? "wheel to zoom in, drag to move" : "";
+    if (ex.p_t && state.kind === "cross" && !z) ctx.fillText(`orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`, w + 22, 22);
+    else if (where) ctx.fillText(where, w + 22, 22);
     else if (state.head === "mean" && heads() > 1) ctx.fillText(`average of ${heads()} heads`, w + 22, 22);
   }
 
@@ -332,32 +525,25 @@
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k), maps = ex.maps[state.kind];
     const grid = $("model-grid"); grid.innerHTML = "";
-    const h = maps[0].length, room = area();
+    const h = heads(), room = area();
     // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can be
     const side = clamp(Math.floor(Math.min((room.w - 70) / h, (room.h - 110) / maps.length)) - 8, 64, 200);
     grid.style.gridTemplateColumns = `auto repeat(${h}, ${side + 4}px)`;
     html("div", { class: "axis" }, grid, "");
     for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : `head ${j}`);
     maps.forEach((layerMaps, l) => {
-      html("div", { class: "axis" }, grid, `layer ${l}`);
+      html("div", { class: "axis" }, grid, `layer ${layerName(l)}`);
       layerMaps.forEach((W, j) => {
-        const c = html("canvas", { "data-layer": l, "data-head": j, title: `layer ${l}, head ${j}` }, grid);
-        c.width = cols.length; c.height = rows.length;
-        c.style.width = `${side}px`; c.style.height = `${side}px`;
-        const ctx = c.getContext("2d"), img = ctx.createImageData(cols.length, rows.length);
+        const c = html("canvas", { "data-layer": l, "data-head": j, title: `layer ${layerName(l)}, head ${j}` }, grid);
         const div = rowScale(W, rows, cols);
-        rows.forEach((i, r) => cols.forEach((jj, cc) => {
-          const v = rgb(W[i][jj] / div[r]), p = 4 * (r * cols.length + cc);
-          img.data[p] = v[0]; img.data[p + 1] = v[1]; img.data[p + 2] = v[2]; img.data[p + 3] = 255;
-        }));
-        ctx.putImageData(img, 0, 0);
+        renderCells(setupCanvas(c, side, side), W, rows, cols, div, { r: 0, c: 0, nr: rows.length, nc: cols.length }, 0, 0, side, side);
         if (l === state.layer && String(j) === String(state.head)) c.classList.add("selected");
         c.addEventListener("mousemove", (e) => {  // the tokens under the pointer
           const b = c.getBoundingClientRect();
           const r = clamp(Math.floor((e.clientY - b.top) / b.height * rows.length), 0, rows.length - 1);
           const cc = clamp(Math.floor((e.clientX - b.left) / b.width * cols.length), 0, cols.length - 1);
           const i = rows[r], jj = cols[cc];
-          $("readout").textContent = `layer ${l}, head ${j}: ${q[i]} (query ${i}) → ${k[jj]} (key ${jj}): weight ${W[i][jj].toFixed(3)}`;
+          $("readout").textContent = `layer ${layerName(l)}, head ${j}: ${q[i]} (query ${i}) → ${k[jj]} (key ${jj}): weight ${W[i][jj].toFixed(3)}`;
         });
         c.addEventListener("mouseleave", () => { $("readout").textContent = overview; });
         c.addEventListener("click", () => {
@@ -366,7 +552,8 @@
         });
       });
     });
-    const overview = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s); ${scaleNote()}`;
+    const held = maps.length < layerCount() ? ` (this page holds ${maps.length} of the model's ${layerCount()} layers)` : "";
+    const overview = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s)${held}; ${scaleNote()}`;
     $("readout").textContent = overview;
     const w = 220, ctx = setupCanvas($("model-legend"), w + 420, 34);
     for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 2, 1, 12); }
@@ -556,7 +743,7 @@
 
   function showExamples(list, info) {
     examples = list; modelInfo = info || {};
-    state.example = 0; state.pinned = null; state.hover = null;
+    state.example = 0; state.pinned = null; state.hover = null; state.zoom = null;
     $("example-box").hidden = examples.length < 2;
     $("example").innerHTML = "";
     examples.forEach((ex, i) => option($("example"), i, `${i + 1}: ${ex.source.slice(0, 60)}`));
@@ -623,8 +810,8 @@
   }
 
   // ---- wiring --------------------------------------------------------------------------
-  $("example").addEventListener("change", (e) => { state.example = +e.target.value; state.pinned = null; fillSelectors(); draw(); });
-  $("kind").addEventListener("change", (e) => { state.kind = e.target.value; state.pinned = null; state.layer = example().maps[state.kind].length - 1; fillLayerHead(); draw(); });
+  $("example").addEventListener("change", (e) => { state.example = +e.target.value; state.pinned = null; state.zoom = null; fillSelectors(); draw(); });
+  $("kind").addEventListener("change", (e) => { state.kind = e.target.value; state.pinned = null; state.zoom = null; state.layer = example().maps[state.kind].length - 1; fillLayerHead(); draw(); });
   $("layer").addEventListener("change", (e) => { state.layer = +e.target.value; draw(); });
   $("head").addEventListener("change", (e) => {
     state.head = e.target.value === "mean" ? "mean" : +e.target.value;
@@ -660,10 +847,12 @@
   } else {
     showExamples(examples, modelInfo);
   }
+  // every packed layer unpacked once the first drawing is on screen (a promise, for whoever waits)
+  const ahead = new Promise((resolve) => setTimeout(() => unpackAhead().then(resolve), 0));
   let resizing = 0;  // the views are sized to the window: drawn again when it changes size
   window.addEventListener("resize", () => {
     clearTimeout(resizing);
     resizing = setTimeout(() => { if (["head", "model", "matrix"].includes(state.tab)) draw(); }, 120);
   });
-  window.attnkit = { state: state, draw: draw, selectTab: selectTab };
+  window.attnkit = { state: state, draw: draw, selectTab: selectTab, ahead: ahead };
 })();
