@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 import attnkit
@@ -43,8 +44,9 @@ NPM = {
     "jquery": ("jquery@2.1.0", "dist/jquery.min.js"),
     "require": ("requirejs@2.3.6", "require.js"),
 }
-TEXT = (ROOT / "docs" / "examples" / "sentences.en").read_text(encoding="utf-8").split()
+TEXT = (ROOT / "docs" / "examples" / "sentences.en").read_text(encoding="utf-8").split() * 8  # enough for 512 tokens
 VIEWPORT = {"width": 1400, "height": 900}
+TIMEOUT_S = 300  # a page not drawn by then is reported as such
 
 SWITCH = """async ([selector, values]) => {
     const out = [], el = document.querySelector(selector);
@@ -140,8 +142,12 @@ def measure(browser, path: Path, ready: str, switches: list[tuple[str, list]], f
 
     page.route(re.compile(r"https?://.*"), cdn)
     t0 = time.perf_counter()
-    page.goto(path.resolve().as_uri(), timeout=600_000)
-    page.wait_for_selector(ready, state="attached", timeout=600_000)
+    try:
+        page.goto(path.resolve().as_uri(), timeout=TIMEOUT_S * 1000)
+        page.wait_for_selector(ready, state="attached", timeout=TIMEOUT_S * 1000)
+    except PlaywrightTimeout:
+        page.close()
+        raise
     out = {"load_s": time.perf_counter() - t0, "mb": path.stat().st_size / 2**20}
     for selector, values in switches:
         times = page.evaluate(SWITCH, [selector, values])
@@ -195,7 +201,12 @@ def main() -> None:
             if n in args.long:
                 continue
             bv = bertviz_page(record, folder, n)
-            got = measure(browser, bv, "#vis svg line", [("#layer", [1, 2, 3, 4, 5, 0])], files)
+            try:
+                got = measure(browser, bv, "#vis svg line", [("#layer", [1, 2, 3, 4, 5, 0])], files)
+            except PlaywrightTimeout:
+                mb = bv.stat().st_size / 2**20
+                print(f"  bertviz head_view: page {mb:.1f} MB, nothing drawn within {TIMEOUT_S} s")
+                continue
             first, again = got["#layer"]
             print(f"  bertviz head_view: page {got['mb']:.1f} MB, first line drawn {got['load_s']:.2f} s; "
                   f"layer switch {again:.0f} ms (first {first:.0f} ms)")  # fmt: skip

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 TASKS = ("translation", "generation", "encoder", "image")
 DEFAULT_NEW_TOKENS = 20  # a decoder-only model's continuation, unless asked otherwise
+COMPACT_FROM = 1024  # longer inputs keep their maps as float16 (2 bytes a weight; the page's 16 bits are finer)
 
 
 class LoadedModel(ABC):
@@ -375,15 +376,17 @@ class TransformersModel(LoadedModel):
         )
 
     def _forward(self, p: Prepared, *, vectors: bool = False):
+        longest = max(len(p.src_ids), len(p.tgt_in_ids or []))
+        dtype = torch.float16 if longest > COMPACT_FROM else torch.float32  # a long input's maps at half the memory
         if p.image is not None:
             return self.hf.forward(pixels=self.hf.pixels(p.image), vectors=vectors)
         if self.task == "generation":
-            return self.hf.forward(p.tgt_in_ids, vectors=vectors)
-        return self.hf.forward(p.src_ids, p.tgt_in_ids, vectors=vectors)
+            return self.hf.forward(p.tgt_in_ids, vectors=vectors, dtype=dtype)
+        return self.hf.forward(p.src_ids, p.tgt_in_ids, vectors=vectors, dtype=dtype)
 
     def capture(self, prepared: Prepared) -> AttentionRecord:
         rec, _ = self._forward(prepared)
-        maps = {k: v.float().numpy() for k, v in rec.maps().items()}
+        maps = {k: v.numpy() for k, v in rec.maps().items()}
         return AttentionRecord(
             prepared.source,
             prepared.src_tokens,

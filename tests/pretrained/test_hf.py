@@ -293,3 +293,21 @@ def test_vit_patch_attention_equals_transformers(hf_models, photo, tmp_path):
         from attnkit.server.service import Studio
 
         Studio([str(hf_models["vit"])], device="cpu")
+
+
+def test_a_long_inputs_maps_are_kept_as_float16(hf_models, monkeypatch, tmp_path):
+    """Past COMPACT_FROM tokens the maps are recorded and saved as float16 (half the memory)."""
+    from attnkit import loaded
+    from attnkit.inspection import load_records, save_records
+
+    model = attnkit.load(hf_models["t5"], device="cpu")
+    full = model.attention(TEXT, target="a red ball .")
+    monkeypatch.setattr(loaded, "COMPACT_FROM", 4)
+    compact = model.attention(TEXT, target="a red ball .")
+    for kind in full.maps:
+        assert full.maps[kind].dtype == np.float32 and compact.maps[kind].dtype == np.float16
+        np.testing.assert_allclose(compact.maps[kind], full.maps[kind], atol=1e-3)
+    save_records(tmp_path / "maps.npz", [compact])
+    [back], _ = load_records(tmp_path / "maps.npz")
+    assert back.maps["cross"].dtype == np.float16
+    np.testing.assert_array_equal(back.maps["cross"], compact.maps["cross"])

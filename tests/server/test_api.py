@@ -215,3 +215,17 @@ def test_a_pretrained_encoder():
         assert e["similarity"][-1][i][j] < 0.99  # context separates them
         w = c.post("/api/explain", json={"text": "I ate an apple.", "layer": 2, "head": 3, "query": 4}).json()
         assert w["kind"] == "encoder" and w["max_error"] < 1e-4
+
+
+def test_translate_can_pack_the_maps(client, names):
+    """packed: every layer's maps as base64 uint16, equal to the nested lists within 7.7e-6 (the page's format)."""
+    import base64
+
+    body = {"model": names["transformer"], "text": "a b c", "beam": 1}
+    nested = client.post("/api/translate", json=body).json()["example"]
+    packed = client.post("/api/translate", json={**body, "packed": True}).json()["example"]
+    assert packed["maps"] == {} and set(packed["packed"]) == set(nested["maps"])
+    for kind, p in packed["packed"].items():
+        _, h, q, k = p["shape"]
+        layers = np.stack([np.frombuffer(base64.b64decode(d), "<u2").reshape(h, q, k) / 65535 for d in p["data"]])
+        np.testing.assert_allclose(layers, np.array(nested["maps"][kind]), atol=1e-4)  # the lists round to 4 places

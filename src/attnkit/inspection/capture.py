@@ -23,7 +23,8 @@ readable with ``numpy.load`` alone:
                  "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds",
                  "prompt_length", "grid"}, ...]}  (prompt_length: a decoder-only model's prompt;
                  grid: an image model's patch rows and columns; else null)
-    {i}/{kind}   float32 array of example i, kind in encoder | decoder | cross | p_t
+    {i}/{kind}   float32 array of example i, kind in encoder | decoder | cross | p_t (float16
+                 for an input of more than 1,024 tokens, captured compactly)
     {i}/image    uint8 (H, W, 3): an image model's input, as the model saw it
 """
 
@@ -275,7 +276,7 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
             }
         )
         for kind, a in r.maps.items():
-            arrays[f"{i}/{kind}"] = a.astype(np.float32)
+            arrays[f"{i}/{kind}"] = a if a.dtype == np.float16 else a.astype(np.float32)  # a long input's stay float16
         if r.p_t is not None:
             arrays[f"{i}/p_t"] = r.p_t.astype(np.float32)
         if r.image is not None:

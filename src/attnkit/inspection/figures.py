@@ -55,5 +55,9 @@ def patch_figure(record: AttentionRecord, *, head: int | str = "mean", model: st
         for layer in range(maps.shape[0])
     ]
     name = Path(record.source).name
-    title = f"{model + ': ' if model else ''}where [CLS] looks in {name}, {which}, every layer"
-    return plot_patch_attention(record.image, panels, title=title)
+    h, w = record.image.shape[:2]
+    title = (
+        f"{model + ': ' if model else ''}[CLS]'s attention over the {rows} x {columns} patches of {name} "
+        f"(as the model saw it, {w} x {h} px), {which}; its weight on itself is not shown"
+    )
+    return plot_patch_attention(record.image, panels, title=title, uniform=1 / (rows * columns + 1))

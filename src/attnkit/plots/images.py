@@ -99,11 +99,17 @@ def plot_caption(
 
 
 def plot_patch_attention(
-    image: np.ndarray, panels: Sequence[tuple[str, np.ndarray]], *, title: str = "", vmax: float | None = None
+    image: np.ndarray,
+    panels: Sequence[tuple[str, np.ndarray]],
+    *,
+    title: str = "",
+    vmax: float | None = None,
+    uniform: float | None = None,
 ) -> Figure:
     """A vision transformer's attention over its patches: the image (H, W, 3) in [0, 1], then one
     opaque heat map per panel ((label, (rows, columns) weights), each patch filling the pixels it
-    covers), on one shared scale 0 .. ``vmax`` (default: the largest weight shown)."""
+    covers, the patch grid drawn), on one shared scale 0 .. ``vmax`` (default: the largest weight
+    shown); ``uniform``: the weight every token would get from uniform attention, marked on the bar."""
     if not panels:
         raise ValueError("no attention to draw")
     top = float(max(w.max() for _, w in panels)) if vmax is None else vmax
@@ -132,6 +138,13 @@ def plot_patch_attention(
     if heat is not None:
         bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
         bar.set_label(f"attention weight (0-{top:.3g})", fontsize=8)
+        if uniform is not None and uniform <= top:
+            bar.ax.axhline(uniform, color="black", lw=1.5)
+            bar.ax.text(
+                1.5, uniform, f" uniform {uniform:.3g}", transform=bar.ax.get_yaxis_transform(), fontsize=7, va="center"
+            )
     if title:
-        fig.suptitle(title, fontsize=10)
+        import textwrap
+
+        fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 13)), fontsize=10)
     return fig

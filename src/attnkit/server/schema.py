@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from .. import __version__
 
@@ -40,6 +40,9 @@ class TranslateRequest(TextRequest):
         ]
         | None
     ) = None
+    packed: StrictBool = Field(
+        False, description="the maps packed per layer (base64 of uint16 weight x 65535) instead of nested lists"
+    )
 
 
 class ExplainRequest(TextRequest):
@@ -112,6 +115,14 @@ class Models(BaseModel):
     captioners: list[ServedCaptioner]
 
 
+class Packed(BaseModel):
+    """One kind's maps, a layer at a time: base64 of little-endian uint16 weight x 65535, (heads, queries, keys)."""
+
+    shape: list[int] = Field(description="layers, heads, queries, keys of the whole map")
+    layers: list[int] = Field(description="the layers held, one data string each")
+    data: list[str]
+
+
 class Example(BaseModel):
     """One sentence as the page draws it; ``maps[kind][layer][head][query][key]``."""
 
@@ -123,7 +134,8 @@ class Example(BaseModel):
     window: int | None
     p_t: list[float] | None
     prompt_length: int | None = Field(description="a decoder-only model: how many tokens are the prompt's")
-    maps: dict[Kind, list[list[list[list[float]]]]]
+    maps: dict[Kind, list[list[list[list[float]]]]] = Field(description="empty when packed")
+    packed: dict[Kind, Packed] | None = None
 
 
 class Hypothesis(BaseModel):

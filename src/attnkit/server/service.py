@@ -29,7 +29,7 @@ from ..inspection.explain import Walkthrough
 from ..loaded import BertEncoder, LoadedModel, load
 from ..models.interface import ImageCaptioner
 from ..search import SearchOptions
-from ..viewer.html import DIGITS, example_json
+from ..viewer.html import DIGITS, example_json, page_example
 from .schema import parse_request
 
 
@@ -235,7 +235,7 @@ class Studio:
                 if prepared.score is not None
                 else []
             ),
-            "example": example_json(record),
+            "example": page_example(record) if request.get("packed") else example_json(record),
             "server_ms": round(1000 * (time.perf_counter() - start), 1),
         }
 

@@ -196,7 +196,7 @@
   function drawChips() {
     const box = $("head-chips"); box.innerHTML = "";
     const h = heads(), nk = keys(example(), state.kind).length;
-    if (nk > LONG) html("span", { class: "mode" }, box, `a long input (${nk} keys): each query's ${LINES_PER_QUERY} strongest keys are drawn`);
+    if (nk > LONG) html("span", { class: "mode", id: "long-note" }, box, `a long input (${nk} keys): each query's ${LINES_PER_QUERY} strongest keys are drawn`);
     if (h === 1) return;
     const apart = html("button", { type: "button", id: "apart", title: "show the chosen heads apart, each in its colour" }, box,
                        state.apart ? "heads apart" : "average");
@@ -250,8 +250,10 @@
     const g = el("g", {}, svg);
     const layers = state.apart && heads() > 1 ? [...state.chips].sort((a, b) => a - b) : [state.head];
     const colIndex = new Map(cols.map((j, c) => [j, c]));
+    let held = 0, total = 0;  // the weight the drawn keys hold, of all (a long input draws only the strongest)
     for (const h of layers) {
       const W = matrixOf(state.layer, h), div = rowScale(W, rows, cols);
+      if (cols.length > LONG) rows.forEach((i) => { for (const j of strongest(W[i], cols)) held += W[i][j]; for (const j of cols) total += W[i][j]; });
       const stroke = state.apart && heads() > 1 ? HEAD_COLOURS[h % HEAD_COLOURS.length] : ONE_COLOUR;
       rows.forEach((i, r) => strongest(W[i], cols).forEach((j) => {
         const c = colIndex.get(j), o = W[i][j] / div[r];
@@ -296,6 +298,8 @@
     };
     svg.band = null;
     drawLabels();
+    const note = $("long-note");
+    if (note && total > 0) note.textContent += `: on average they hold ${(100 * held / total).toFixed(0)} % of a query's attention`;
     pane.onscroll = () => {
       if (state.tab === "head" && svg.band && svg.band[0] !== -Infinity) { drawLabels(); svg.focus = null; applyFocus(); }
     };
@@ -362,8 +366,8 @@
     const top = (pairs) => pairs.sort((a, b) => b[1] - a[1]).slice(0, 4).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(" · ");
     const pin = state.pinned && f === state.pinned ? " (pinned; click again to release)" : "";
     if (f.side === "q")
-      return `“${q[f.i]}” (query ${f.i}) looks at: ${top(Array.from(W[f.i], (w, j) => [k[j], w]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
-    return `who looks at “${k[f.i]}” (key ${f.i}): ${top(W.map((r, i) => [q[i], r[f.i]]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
+      return `“${q[f.i]}” (query ${f.i}) looks at: ${top(Array.from(W[f.i], (w, j) => [`${k[j]} (${j})`, w]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
+    return `who looks at “${k[f.i]}” (key ${f.i}): ${top(W.map((r, i) => [`${q[i]} (${i})`, r[f.i]]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
   }
 
   // ---- matrix view ---------------------------------------------------------------------
@@ -421,6 +425,7 @@
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;
     const plotW = cell * view.nc, plotH = cell * view.nr;
+    state.pooled = cell < 1;  // a pixel covers several cells: the legend says so
     const width = left + plotW + right, height = top + plotH + 6;
     const canvas = $("matrix"), ctx = setupCanvas(canvas, width, height);
     renderCells(ctx, W, rows, cols, div, view, left, top, plotW, plotH);
@@ -511,6 +516,7 @@
     let text = `layer ${layerName(state.layer)}, ${shownHead}: ` +
       (state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)");
     if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
+    if (state.pooled) text += "; each pixel: the largest weight of the cells it covers";
     ctx.fillText(text, w + 22, 4);
     const q = queries(ex, state.kind), k = keys(ex, state.kind), z = state.zoom;
     const where = z ? `queries ${z.r}-${z.r + z.nr - 1} of ${z.rows}, keys ${z.c}-${z.c + z.nc - 1} of ${z.cols}: drag to move, wheel to zoom, double-click for all`
@@ -781,7 +787,7 @@
 
   async function submit(target) {
     const m = currentModel(), status = $("status");
-    const body = { model: state.model, text: $("text").value };
+    const body = { model: state.model, text: $("text").value, packed: true };  // unpacked here, a layer at a time
     if (m.task === "translation") {
       body.beam = +$("beam").value; body.nbest = +$("nbest").value;
       const forced = target !== undefined ? target : $("target").value.trim();
@@ -791,7 +797,8 @@
     status.textContent = "working…"; status.classList.remove("error");
     try {
       const r = await api("/api/translate", body);
-      const done = m.task === "generation" ? `${r.example.tgt_in_tokens.length - r.example.prompt_length} token(s) generated`
+      const made = r.example.tgt_in_tokens.length - r.example.prompt_length;
+      const done = m.task === "generation" ? `${made} token(s) generated` + (made < body.max_new_tokens ? " (the model ended its text)" : "")
         : m.task !== "translation" ? "attention computed" : r.forced ? "forced translation scored" : "translated";
       status.textContent = `${done} in ${r.server_ms} ms (server)`;
       const list = $("nbest-list"); list.innerHTML = "";
@@ -804,6 +811,7 @@
       });
       explainCache.clear();
       showExamples([r.example], m.info);
+      unpackAhead();  // the other layers, off the main thread
     } catch (err) {
       status.textContent = String(err.message || err); status.classList.add("error");
     }
