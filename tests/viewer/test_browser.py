@@ -107,7 +107,7 @@ def test_rnn_viewer(browser, toy_records, tmp_path):
 
 
 def test_every_view_draws_100_tokens(browser, tmp_path):
-    """A 100-token sentence in every view, every layer and head (the time it takes: benchmarks/viewer_switch.py)."""
+    """A 100-token sentence in every view, every layer and head (the time it takes: benchmarks/viewer_long.py)."""
     import numpy as np
 
     from attnkit.inspection import AttentionRecord
