@@ -311,3 +311,31 @@ def test_a_long_inputs_maps_are_kept_as_float16(hf_models, monkeypatch, tmp_path
     [back], _ = load_records(tmp_path / "maps.npz")
     assert back.maps["cross"].dtype == np.float16
     np.testing.assert_array_equal(back.maps["cross"], compact.maps["cross"])
+
+
+def test_embed_takes_a_hugging_face_encoder(hf_models, capsys):
+    """Contextual vectors of an encoder run by transformers: its hidden states, against transformers'."""
+    import transformers as T
+
+    from attnkit.inspection.contextual import token_vectors
+
+    model = attnkit.load(hf_models["roberta"], device="cpu")
+    v = token_vectors(model.hf, ["the dog runs on the grass ."])
+    ref = T.AutoModel.from_pretrained(hf_models["roberta"]).eval()
+    ids = model.hf.encode_text("the dog runs on the grass .")
+    with torch.no_grad():
+        states = ref(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+    assert [t for _, _, t in v.labels] == [
+        "the",
+        "dog",
+        "runs",
+        "on",
+        "the",
+        "grass",
+        ".",
+    ]  # the special tokens left out
+    np.testing.assert_allclose(v.layers[-1], states[-1][0, 1:-1].numpy(), atol=1e-5)
+    assert main(["embed", str(hf_models["roberta"]), "the dog runs on the grass .", "a red ball"]) == 0
+    out = capsys.readouterr().out
+    assert "'the' A1 ~ 'the' A5" in out and "shown for encoders read into attnkit's own" in out
+    assert main(["embed", str(hf_models["gpt2"]), "a dog"]) == 1

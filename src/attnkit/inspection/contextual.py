@@ -12,6 +12,7 @@ import torch
 
 from ..data.tokenizer import SPECIAL_LABELS
 from ..pretrained.bert import PretrainedEncoder
+from ..pretrained.hf import HFModel
 
 
 @dataclass
@@ -57,8 +58,24 @@ def cosine_matrix(x: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def token_vectors(encoder: PretrainedEncoder, sentences: list[str], *, positions: bool = True) -> TokenVectors:
-    """Run ``encoder`` on ``sentences`` (with or without its position embeddings)."""
+def token_vectors(
+    encoder: PretrainedEncoder | HFModel, sentences: list[str], *, positions: bool = True
+) -> TokenVectors:
+    """Run ``encoder`` on ``sentences`` (with or without its position embeddings: attnkit's own
+    encoder can leave them out; a model run by transformers cannot)."""
+    if isinstance(encoder, HFModel):
+        if not positions:
+            raise ValueError("a model run by transformers cannot leave its position embeddings out")
+        found: list[tuple[int, int, str]] = []
+        rows_static: list[torch.Tensor] = []
+        rows_layers: list[torch.Tensor] = []
+        for b, text in enumerate(sentences):
+            tokens, special, table, hidden = encoder.token_states(text)
+            keep = [p for p, is_special in enumerate(special) if not is_special]
+            found += [(b, p, tokens[p]) for p in keep]
+            rows_static.append(table[keep])
+            rows_layers.append(hidden[:, keep])
+        return TokenVectors(found, torch.cat(rows_static).numpy(), torch.cat(rows_layers, 1).numpy())
     batch = encoder.encode(sentences)
     states, _ = encoder.hidden_states(batch, use_positions=positions)
     labels, rows = [], []
@@ -117,13 +134,13 @@ def contextual_figure(v: TokenVectors, words: list[str], *, title: str = ""):
 
 
 def embed_report(
-    encoder: PretrainedEncoder, sentences: list[str], words: list[str] | None = None
+    encoder: PretrainedEncoder | HFModel, sentences: list[str], words: list[str] | None = None
 ) -> tuple[str, TokenVectors, list[str]]:
     """The text `attnkit embed` prints: the tokens of each sentence, then the cosine similarity of
     each repeated word (or each of ``words``) in its two places, at every depth; with and without
     position embeddings for a word repeated within one sentence. Returns (text, vectors, words compared)."""
     v = token_vectors(encoder, sentences)
-    info = encoder.info
+    info = encoder.info(encoder.path.name) if isinstance(encoder, HFModel) else encoder.info
     lines = [
         f"{info['name']}: {info['layers']} layers, d_model {info['d_model']}; "
         f"{len(v.labels)} tokens in {len(sentences)} sentence(s)"
@@ -148,7 +165,9 @@ def embed_report(
             pair_report(v, pairs),
         ]
         same = [(i, j) for i, j in pairs if v.labels[i][0] == v.labels[j][0]]
-        if same:
+        if same and isinstance(encoder, HFModel):
+            lines.append("\n(without position embeddings: shown for encoders read into attnkit's own, BERT)")
+        elif same:
             nopos = token_vectors(encoder, sentences, positions=False)
             lines += [
                 "\nwithout position embeddings, the same word twice in one sentence is indistinguishable:\n",

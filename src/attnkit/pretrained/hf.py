@@ -316,6 +316,18 @@ class HFModel:
             start = self.config.pad_token_id
         return int(start)
 
+    @torch.no_grad()
+    def token_states(self, text: str) -> tuple[list[str], list[bool], Tensor, Tensor]:
+        """An encoder's vectors of ``text``: (readable tokens, which are special, the static embedding
+        table's rows (s, d), every layer's output with the embeddings first (layers + 1, s, d))."""
+        ids = self.encode_text(text)
+        src = torch.tensor([ids], device=self.device)
+        out = self.model(input_ids=src, attention_mask=torch.ones_like(src), output_hidden_states=True)
+        states = torch.stack(out.hidden_states)[:, 0].float().cpu()
+        static = self.model.get_input_embeddings()(src)[0].float().cpu()
+        special = set(self.tokenizer.all_special_ids)
+        return self.tokens(ids), [i in special for i in ids], static, states
+
     # -- images -------------------------------------------------------------------------------
 
     def image_size(self) -> tuple[int, int]:
