@@ -53,6 +53,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demos", action="store_true", help="train the demos and draw their figures")
     ap.add_argument("--studio", action="store_true", help="take the studio's screenshots")
+    ap.add_argument(
+        "--decoder", metavar="DIR", help="with --studio: a decoder-only model's generation (docs/example_gpt2.py)"
+    )
     args = ap.parse_args()
     for command in INSTALLED:
         attnkit(command, IMAGES)
@@ -63,6 +66,7 @@ def main() -> None:
         if args.studio:
             captioner = work / "runs/demo_caption"
             extra = ["--captioner", str(captioner)] if captioner.is_dir() else []
+            extra += ["--decoder", args.decoder] if args.decoder else []
             subprocess.run([sys.executable, str(DOCS / "studio_screenshots.py"), *extra], check=True)
 
 
