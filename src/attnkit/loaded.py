@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from .config import Config
@@ -332,10 +333,13 @@ class TransformersModel(LoadedModel):
         return out
 
     def _image(self, path: str) -> Prepared:
-        image = self.hf.read_image(path)
+        return self.prepare_image(self.hf.read_image(path), str(path))
+
+    def prepare_image(self, image: np.ndarray, name: str) -> Prepared:
+        """An image already at the processor's size ((H, W, 3) in [0, 1]) as [CLS] and its patches."""
         rows, columns = self.hf.patch_grid()
         tokens = ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(columns)]
-        return Prepared(str(path), [], tokens, image=image, grid=(rows, columns))
+        return Prepared(name, [], tokens, image=image, grid=(rows, columns))
 
     def _continue(self, text: str, ids: list[int], new: int) -> Prepared:
         if new < 0:

@@ -289,10 +289,6 @@ def test_vit_patch_attention_equals_transformers(hf_models, photo, tmp_path):
     np.testing.assert_allclose(saved.image, record.image, atol=1 / 255)
     assert main(["plot", str(hf_models["vit"]), str(photo), "-o", str(tmp_path / "vit.png")]) == 0
     assert main(["plot", str(tmp_path / "vit.npz"), "-o", str(tmp_path / "vit_from_npz.png")]) == 0
-    with pytest.raises(ValueError, match="image encoder"):
-        from attnkit.server.service import Studio
-
-        Studio([str(hf_models["vit"])], device="cpu")
 
 
 def test_a_long_inputs_maps_are_kept_as_float16(hf_models, monkeypatch, tmp_path):
@@ -339,3 +335,27 @@ def test_embed_takes_a_hugging_face_encoder(hf_models, capsys):
     out = capsys.readouterr().out
     assert "'the' A1 ~ 'the' A5" in out and "shown for encoders read into attnkit's own" in out
     assert main(["embed", str(hf_models["gpt2"]), "a dog"]) == 1
+
+
+def test_the_studio_shows_a_vit_over_its_image(hf_models, photo):
+    """An image model in the studio: the image as base64, the maps of [CLS] and the patches, the image
+    as the model saw it back as a PNG, and the walk-through of a patch query from that image."""
+    import base64
+
+    from attnkit.server.service import RequestError, Studio
+
+    studio = Studio([str(hf_models["vit"])], device="cpu")
+    assert studio.describe()["models"][0]["task"] == "image"
+    image = "data:image/jpeg;base64," + base64.b64encode(photo.read_bytes()).decode()
+    answer = studio.run("translate", {"text": "china.jpg", "image": image, "packed": True})
+    ex = answer["example"]
+    assert ex["grid"] == [4, 4] and ex["image"].startswith("data:image/png;base64,") and ex["src_tokens"][0] == "[CLS]"
+    assert ex["packed"]["encoder"]["shape"] == [2, 4, 17, 17]
+    walk = studio.run("explain", {"text": "china.jpg", "image": ex["image"], "layer": 1, "head": 2, "query": 6})
+    assert walk["query_token"] == "1,1" and walk["max_error"] < 1e-5
+    direct = attnkit.load(hf_models["vit"], device="cpu").attention(str(photo))
+    np.testing.assert_allclose(walk["weights"], direct.maps["encoder"][1, 2, 6], atol=1e-4)  # the PNG round trip
+    with pytest.raises(RequestError, match="send the image"):
+        studio.run("translate", {"text": "china.jpg"})
+    with pytest.raises(RequestError, match="not a readable image"):
+        studio.run("translate", {"text": "x", "image": base64.b64encode(b"not an image").decode()})

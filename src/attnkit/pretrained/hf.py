@@ -343,17 +343,23 @@ class HFModel:
 
     def read_image(self, path: str | Path) -> np.ndarray:
         """An image file, resized as the processor resizes: (H, W, 3) in [0, 1], what the model sees."""
-        from PIL import Image, UnidentifiedImageError
-
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"image not found: {path}")
+        return self.decode_image(path.read_bytes(), str(path))
+
+    def decode_image(self, raw: bytes, name: str = "the image") -> np.ndarray:
+        """An image file's bytes, resized as the processor resizes: (H, W, 3) in [0, 1]."""
+        import io
+
+        from PIL import Image, UnidentifiedImageError
+
         try:
-            with Image.open(path) as img:
+            with Image.open(io.BytesIO(raw)) as img:
                 img.load()
                 rgb = img.convert("RGB")
         except (UnidentifiedImageError, OSError, ValueError) as err:
-            raise ValueError(f"{path} is not a readable image ({type(err).__name__})") from None
+            raise ValueError(f"{name} is not a readable image ({type(err).__name__})") from None
         h, w = self.image_size()
         resample = getattr(self.processor, "resample", None)
         resized = rgb.resize(

@@ -43,6 +43,9 @@ class TranslateRequest(TextRequest):
     packed: StrictBool = Field(
         False, description="the maps packed per layer (base64 of uint16 weight x 65535) instead of nested lists"
     )
+    image: StrictStr | None = Field(
+        None, description="an image model: the image (PNG or JPEG as base64 or a data URL); text names it"
+    )
 
 
 class ExplainRequest(TextRequest):
@@ -52,6 +55,7 @@ class ExplainRequest(TextRequest):
     head: Annotated[StrictInt, Field(ge=0, le=255)] = 0
     query: Annotated[StrictInt, Field(ge=-4096, le=4095, description="query position; negative from the end")] = 0
     max_new_tokens: Annotated[StrictInt, Field(ge=0, description="a decoder-only model: as in translate")] | None = None
+    image: StrictStr | None = Field(None, description="an image model: as in translate")
 
 
 class EmbedRequest(TextRequest):
@@ -88,7 +92,7 @@ class Limits(BaseModel):
 
 class ServedModel(BaseModel):
     name: str
-    task: Literal["translation", "generation", "encoder"]
+    task: Literal["translation", "generation", "encoder", "image"]
     info: dict[str, Any] = Field(description="what the model is: arch, sizes, positional scheme")
     parameters: int
     kinds: list[Kind]
@@ -134,6 +138,8 @@ class Example(BaseModel):
     window: int | None
     p_t: list[float] | None
     prompt_length: int | None = Field(description="a decoder-only model: how many tokens are the prompt's")
+    image: str | None = Field(None, description="an image model: its input as it saw it, a PNG data URL")
+    grid: list[int] | None = Field(None, description="an image model: rows and columns of patches after [CLS]")
     maps: dict[Kind, list[list[list[list[float]]]]] = Field(description="empty when packed")
     packed: dict[Kind, Packed] | None = None
 

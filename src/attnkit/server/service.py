@@ -139,10 +139,7 @@ class Studio:
                 model, vocab, cfg = load_model(source, task="caption", device=device)
                 self.captioners[name] = StudioCaptioner(name, model, vocab, cfg, str(source))
             else:
-                loaded = load(source, device=device)
-                if loaded.task == "image":
-                    raise ValueError(f"{source} is an image encoder: the studio serves text models and captioners")
-                self.models[name] = StudioModel(name, loaded, str(source))
+                self.models[name] = StudioModel(name, load(source, device=device), str(source))
         self._positions: dict[str, bytes] = {}
 
     # -- requests ---------------------------------------------------------------------------
@@ -222,7 +219,9 @@ class Studio:
             raise RequestError(
                 f"a{'n encoder' if m.model.task == 'encoder' else ' decoder-only model'} has no target side: leave 'target' out"
             )
-        prepared = self._prepare(m, text, target, SearchOptions(beam=beam, n_best=nbest), request.get("max_new_tokens"))
+        prepared = self._prepare(
+            m, text, target, SearchOptions(beam=beam, n_best=nbest), request.get("max_new_tokens"), request.get("image")
+        )
         record = m.model.capture(prepared)
         return {
             "model": m.name,
@@ -248,17 +247,25 @@ class Studio:
         layer = self._int(request, "layer", -1, -64, 63)
         head = self._int(request, "head", 0, 0, 255)
         query = self._int(request, "query", 0, -1024, 1023)
-        prepared = self._prepare(m, text, target, SearchOptions(), request.get("max_new_tokens"))
+        prepared = self._prepare(m, text, target, SearchOptions(), request.get("max_new_tokens"), request.get("image"))
         walk = m.model.walkthrough(prepared, kind=kind, layer=layer, head=head, query=query)
         return {"model": m.name, **walkthrough_json(walk), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
 
     def _prepare(
-        self, m: StudioModel, text: str, target: str | None, options: SearchOptions, new_tokens: int | None = None
+        self,
+        m: StudioModel,
+        text: str,
+        target: str | None,
+        options: SearchOptions,
+        new_tokens: int | None = None,
+        image: str | None = None,
     ) -> Prepared:
         """``text`` (and ``target``) as the model's ids, within the token limit; the output side is the
         model's own (a translation searched with ``options``, a continuation of ``new_tokens``) unless
-        ``target`` forces one."""
+        ``target`` forces one. An image model takes ``image`` (base64), ``text`` naming it."""
         model = m.model
+        if model.task == "image" or image is not None:
+            return self._prepare_image(m, text, image)
         self._check_tokens(model.token_count(text), "text")
         if target:
             self._check_tokens(model.target_count(target), "target")
@@ -268,6 +275,26 @@ class Studio:
             return model.prepare(
                 [text], targets=[target] if target else None, options=options, max_new_tokens=new_tokens
             )[0]
+        except ValueError as err:
+            raise RequestError(str(err)) from None
+
+    def _prepare_image(self, m: StudioModel, name: str, image: str | None) -> Prepared:
+        from ..loaded import TransformersModel
+
+        if not isinstance(m.model, TransformersModel) or m.model.task != "image":
+            raise RequestError(f"{m.name} reads text: leave 'image' out")
+        if image is None:
+            raise RequestError(f"{m.name} is an image model: send the image as 'image' (base64 PNG or JPEG)")
+        self._check_tokens(m.model.token_count(name), "image (its patches)")
+        import base64
+        import binascii
+
+        try:
+            raw = base64.b64decode(image.split(",", 1)[1] if image.startswith("data:") else image, validate=True)
+        except (binascii.Error, ValueError, IndexError):
+            raise RequestError("'image' is not valid base64") from None
+        try:
+            return m.model.prepare_image(m.model.hf.decode_image(raw, "the image"), name)
         except ValueError as err:
             raise RequestError(str(err)) from None
 

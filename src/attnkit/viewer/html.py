@@ -60,6 +60,18 @@ def choose_layers(records: list[AttentionRecord], budget: int = PAGE_BUDGET) -> 
     return list(range(depth - keep, depth))
 
 
+def image_url(image: np.ndarray) -> str:
+    """(H, W, 3) in [0, 1] as a PNG data URL, the pixels as the model saw them."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.round(np.clip(image, 0, 1) * 255).astype(np.uint8)).save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
     """One sentence as the static page holds it: ``example_json`` with the maps packed."""
     out = example_json(r, maps=False)
@@ -87,6 +99,8 @@ def example_json(r: AttentionRecord, *, maps: bool = True) -> dict:
         "window": r.window,
         "p_t": None if r.p_t is None else _rounded(r.p_t),
         "prompt_length": r.prompt_length,
+        "image": None if r.image is None else image_url(r.image),
+        "grid": None if r.grid is None else list(r.grid),
         "maps": {kind: _rounded(a) for kind, a in r.maps.items()} if maps else {},
     }
 

@@ -612,6 +612,7 @@
     const request = { model: state.model, text: ex.source, target: generated ? null : ex.output || null, kind: state.kind,
                       layer: state.layer, head: head, query: query };
     if (generated) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
+    if (ex.image) request.image = ex.image;  // an image model: the image again, as the model saw it
     const key = JSON.stringify(request);
     let w = explainCache.get(key);
     if (!w) {
@@ -698,6 +699,50 @@
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
   }
 
+  // ---- an image model: attention over the patches ----------------------------------------
+  function drawImageView() {
+    const ex = example(), box = $("image-view"); box.innerHTML = "";
+    if (!ex.image || !ex.grid) return;
+    const [gr, gc] = ex.grid, q = queries(ex, state.kind);
+    const query = state.pinned && state.pinned.side === "q" ? state.pinned.i : 0;
+    const row = matrixOf(state.layer, state.head)[query], patches = Array.from(row).slice(1);
+    const top = Math.max(1e-9, ...patches), room = area();
+    const side = clamp(Math.floor(Math.min((room.w - 80) / 2, room.h - 120)), 160, 520);
+    const wrap = html("div", { class: "image-pair" }, box);
+    const img = html("img", { src: ex.image, alt: "the image as the model saw it", width: side, height: side }, wrap);
+    img.style.imageRendering = "pixelated";
+    const c = html("canvas", { id: "patch-heat" }, wrap), ctx = setupCanvas(c, side, side), cell = side / gc, cellH = side / gr;
+    patches.forEach((w, p) => {
+      ctx.fillStyle = colour(w / top);
+      ctx.fillRect((p % gc) * cell, Math.floor(p / gc) * cellH, Math.ceil(cell), Math.ceil(cellH));
+    });
+    if (query > 0) {  // the query patch, outlined
+      ctx.strokeStyle = "#ff5a5a"; ctx.lineWidth = 2;
+      ctx.strokeRect(((query - 1) % gc) * cell + 1, Math.floor((query - 1) / gc) * cellH + 1, cell - 2, cellH - 2);
+    }
+    c.onmousemove = (e) => {
+      const b = c.getBoundingClientRect(), pc = clamp(Math.floor((e.clientX - b.left) / cell), 0, gc - 1);
+      const pr = clamp(Math.floor((e.clientY - b.top) / cellH), 0, gr - 1), p = pr * gc + pc;
+      $("readout").textContent = `${q[query]} → patch ${pr},${pc}: weight ${patches[p].toFixed(4)}`;
+    };
+    c.onclick = (e) => {
+      const b = c.getBoundingClientRect(), pc = clamp(Math.floor((e.clientX - b.left) / cell), 0, gc - 1);
+      const pr = clamp(Math.floor((e.clientY - b.top) / cellH), 0, gr - 1);
+      state.pinned = { side: "q", i: 1 + pr * gc + pc };
+      drawImageView();
+      $("readout").textContent = `query: patch ${pr},${pc} (pinned; it is the query of the head view and the neuron view too)`;
+    };
+    const legend = html("canvas", {}, box), lctx = setupCanvas(legend, 720, 40), w = 260;
+    for (let x = 0; x < w; x++) { lctx.fillStyle = colour(x / (w - 1)); lctx.fillRect(x + 10, 4, 1, 14); }
+    lctx.fillStyle = "#1d2330"; lctx.font = SMALL; lctx.textBaseline = "top";
+    lctx.textAlign = "left"; lctx.fillText("0", 10, 22);
+    lctx.textAlign = "right"; lctx.fillText(top.toFixed(4), w + 10, 22);
+    lctx.textAlign = "left";
+    const which = state.head === "mean" ? "average of heads" : `head ${state.head}`;
+    lctx.fillText(`${q[query]}'s attention over the ${gr} x ${gc} patches, layer ${layerName(state.layer)}, ${which}`, w + 22, 4);
+    lctx.fillText(`scale: 0 to its largest patch weight; its weight on [CLS]: ${row[0].toFixed(4)}`, w + 22, 22);
+  }
+
   // ---- positions and contextual vectors (live) -----------------------------------------
   function drawPositions() {
     const box = $("positions"); box.innerHTML = "";
@@ -745,6 +790,7 @@
     else if (state.tab === "neuron") drawNeuron();
     else if (state.tab === "positions") drawPositions();
     else if (state.tab === "embed") drawEmbed();
+    else if (state.tab === "image") drawImageView();
   }
 
   function showExamples(list, info) {
@@ -754,6 +800,8 @@
     $("example").innerHTML = "";
     examples.forEach((ex, i) => option($("example"), i, `${i + 1}: ${ex.source.slice(0, 60)}`));
     state.kind = null;
+    $("tabs").querySelector("[data-tab=image]").hidden = !examples.some((ex) => ex.image);
+    if (state.tab === "image" && !examples.some((ex) => ex.image)) state.tab = "head";
     fillSelectors();
     draw();
   }
@@ -767,7 +815,7 @@
   }
 
   const EXAMPLE_TEXT = { translation: "Two dogs are playing in the snow.", encoder: "The bank of the river is not the bank that holds my money.",
-                        generation: "Two dogs are playing in the" };
+                        generation: "Two dogs are playing in the", image: "" };
 
   function currentModel() { return LIVE.models.find((m) => m.name === state.model); }
 
@@ -776,11 +824,14 @@
     const m = currentModel();
     const translation = m.task === "translation";
     $("go").textContent = translation ? "Translate" : m.task === "generation" ? "Generate" : "Show attention";
+    if (m.task === "image") { $("go").textContent = "Show attention"; }
     for (const id of ["beam", "nbest", "target"]) $(id).parentElement.hidden = !translation;
     $("new-tokens").parentElement.hidden = m.task !== "generation";
     $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions);
     $("tabs").querySelector("[data-tab=embed]").hidden = !m.embed;
-    if (["positions", "embed"].includes(state.tab)) selectTab("head");
+    $("tabs").querySelector("[data-tab=image]").hidden = m.task !== "image";
+    $("text").hidden = m.task === "image"; $("image-box").hidden = m.task !== "image";
+    if (["positions", "embed", "image"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[m.task];
     explainCache.clear();
   }
@@ -794,6 +845,16 @@
       if (forced) body.target = forced;
     }
     if (m.task === "generation") body.max_new_tokens = +$("new-tokens").value;
+    if (m.task === "image") {
+      const file = $("image-file").files[0];
+      if (!file) { $("status").textContent = "choose an image file (PNG or JPEG)"; return; }
+      body.text = file.name;
+      body.image = await new Promise((resolve, reject) => {
+        const reader = new FileReader();
+        reader.onload = () => resolve(reader.result); reader.onerror = () => reject(reader.error);
+        reader.readAsDataURL(file);
+      });
+    }
     status.textContent = "working…"; status.classList.remove("error");
     try {
       const r = await api("/api/translate", body);
