@@ -289,6 +289,9 @@ def test_vit_patch_attention_equals_transformers(hf_models, photo, tmp_path):
     np.testing.assert_allclose(saved.image, record.image, atol=1 / 255)
     assert main(["plot", str(hf_models["vit"]), str(photo), "-o", str(tmp_path / "vit.png")]) == 0
     assert main(["plot", str(tmp_path / "vit.npz"), "-o", str(tmp_path / "vit_from_npz.png")]) == 0
+    assert main(["view", str(hf_models["vit"]), str(photo), "-o", str(tmp_path / "vit.html")]) == 0
+    page = (tmp_path / "vit.html").read_text()
+    assert '"grid":[4,4]' in page and '"image":"data:image/png;base64,' in page  # the "over the image" tab's data
 
 
 def test_a_long_inputs_maps_are_kept_as_float16(hf_models, monkeypatch, tmp_path):
