@@ -9,8 +9,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 # ITU-R BT.601 luma, the weights PIL's "L" mode uses
 LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
@@ -34,19 +38,25 @@ class Box:
         )
 
 
-def decode_image(raw: bytes, size: int, *, name: str = "the image") -> np.ndarray:
-    """The bytes of an image file (PNG, JPEG, ...) -> (size, size, 3) RGB float32 in [0, 1].
-
-    A greyscale file gives three equal channels. Raises ValueError with one line naming
-    ``name`` for bytes that are not an image or an image of another size."""
+def open_rgb(raw: bytes, *, name: str = "the image") -> PILImage:
+    """The bytes of an image file (PNG, JPEG, ...) as an RGB PIL image (a greyscale file gives
+    three equal channels); ValueError with one line naming ``name`` for bytes that are not an image."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(io.BytesIO(raw)) as img:
             img.load()
-            rgb = img.convert("RGB")
+            return img.convert("RGB")
     except (UnidentifiedImageError, OSError, ValueError) as err:
         raise ValueError(f"{name} is not a readable image ({type(err).__name__})") from None
+
+
+def decode_image(raw: bytes, size: int, *, name: str = "the image") -> np.ndarray:
+    """The bytes of an image file (PNG, JPEG, ...) -> (size, size, 3) RGB float32 in [0, 1].
+
+    Raises ValueError with one line naming ``name`` for bytes that are not an image or an
+    image of another size."""
+    rgb = open_rgb(raw, name=name)
     if rgb.size != (size, size):
         w, h = rgb.size
         raise ValueError(f"{name} is {w} x {h} pixels; this model reads {size} x {size} images")

@@ -350,16 +350,11 @@ class HFModel:
 
     def decode_image(self, raw: bytes, name: str = "the image") -> np.ndarray:
         """An image file's bytes, resized as the processor resizes: (H, W, 3) in [0, 1]."""
-        import io
+        from PIL import Image
 
-        from PIL import Image, UnidentifiedImageError
+        from ..data.images import open_rgb
 
-        try:
-            with Image.open(io.BytesIO(raw)) as img:
-                img.load()
-                rgb = img.convert("RGB")
-        except (UnidentifiedImageError, OSError, ValueError) as err:
-            raise ValueError(f"{name} is not a readable image ({type(err).__name__})") from None
+        rgb = open_rgb(raw, name=name)
         h, w = self.image_size()
         resample = getattr(self.processor, "resample", None)
         resized = rgb.resize(
