@@ -77,6 +77,7 @@ class Walkthrough:
     gauss: np.ndarray | None = None  # (s,) local-p: exp(-(s - p_t)^2 / (2 (D/2)^2))
     recurrent: bool = False  # Luong attention of an RNN decoder: one head, no 1/sqrt(d_k) step
     x: np.ndarray | None = None  # (d_model,) the layer input of the query token (after LayerNorm when pre-norm)
+    q_formula: str = "= x W^Q"  # what q is (a model run by transformers: as its layer computed it, positions applied)
 
     def __post_init__(self) -> None:
         if self.terms is None:
@@ -105,7 +106,7 @@ class Walkthrough:
         lines = [
             f"{LABELS[self.kind]}, layer {self.layer}, head {self.head}, {self.query_label}; d_k = {d_k}",
             "",
-            f"q = x W^Q          {fmt(self.q)}",
+            f"q {self.q_formula:<16} {fmt(self.q)}",
             "keys and values of each token (first dims):",
         ]
         width = max(len(t) for t in self.key_tokens)
@@ -329,6 +330,7 @@ def explain_recorded(call: Call, prepared: Prepared, *, head: int, query: int) -
         context=cpu(weights @ v),
         model_weights=cpu(call.weights[0, head, query]),
         score=f"q · k{scale_text}" + (" + position bias" if bias is not None else ""),
+        q_formula="(its layer's, positions applied)",  # after the projection, RoPE rotating q and k
         allowed=cpu(allowed).astype(bool),
     )
 
