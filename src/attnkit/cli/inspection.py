@@ -213,17 +213,34 @@ def cmd_positions(args: argparse.Namespace) -> None:
 
 
 def cmd_attribute(args: argparse.Namespace) -> None:
-    """Where each top-layer position of the encoder draws from: raw attention, rollout, flow."""
+    """Where each top-layer position of the encoder draws from: raw attention, rollout, flow, value-norm."""
     import numpy as np
 
     from ..atomic import atomic_path, numbered, save_figure
-    from ..attribution import METHODS, attribute
+    from ..attribution import METHODS, MODEL_METHODS, attribute
     from ..inspection.capture import model_label
     from ..plots.attribution import plot_methods
 
-    methods = list(METHODS) if args.method == "all" else [args.method]
-    records, info = _records(args)
-    scored = [attribute(r, methods) for r in records]  # every sentence checked before any file is written
+    model = None
+    if str(args.source).endswith(".npz"):
+        records, info = _records(args)
+        prepared: list = [None] * len(records)
+    else:
+        from ..loaded import load
+
+        loaded = load(args.source, **F.weights(args))
+        sentences = F.sentences(args)
+        if not sentences:
+            raise ValueError("give at least one sentence (as an argument or with --input FILE)")
+        prepared = loaded.prepare(sentences, targets=args.target, options=F.search_options(args))
+        records, info, model = [loaded.capture(p) for p in prepared], loaded.info, loaded.module
+    # all: every method this source allows (value-norm needs a model attnkit runs itself)
+    methods = (
+        ([*METHODS, *MODEL_METHODS] if model is not None else list(METHODS)) if args.method == "all" else [args.method]
+    )
+    labels = {**{m: text for m, (_, text) in METHODS.items()}, **MODEL_METHODS}
+    # every sentence checked before any file is written
+    scored = [attribute(r, methods, model=model, prepared=p) for r, p in zip(records, prepared)]
     for i, (r, scores) in enumerate(zip(records, scored)):
         target = numbered(args.output, i, len(records))
         if target.suffix.lower() == ".npz":
@@ -237,7 +254,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
                 )
         else:
             fig = plot_methods(
-                [(METHODS[m][1], scores[m]) for m in methods],
+                [(labels[m], scores[m]) for m in methods],
                 r.src_tokens,
                 r.src_tokens,
                 title=f"{model_label(info)}: where each top-layer position of the encoder draws from\n{r.source}",
@@ -310,15 +327,16 @@ def add_commands(add) -> None:
     p = add(
         "attribute",
         cmd_attribute,
-        "what each top-layer position draws on: raw attention, attention rollout, attention flow",
+        "what each top-layer position draws on: raw attention, attention rollout, attention flow, value-norm",
     )
     F.source(p)
     p.add_argument(
         "--method",
-        choices=["attention", "rollout", "flow", "all"],
+        choices=["attention", "rollout", "flow", "value-norm", "all"],
         default="all",
         help="attention: the last layer's, mean of heads; rollout and flow: through every layer, "
-        "with the residual connections (Abnar & Zuidema 2020); all: side by side on one scale",
+        "with the residual connections (Abnar & Zuidema 2020); value-norm: the last layer's "
+        "||sum_h a f(x)|| (Kobayashi et al. 2020), rows normalised; all: side by side on one scale",
     )
     F.output(
         p,

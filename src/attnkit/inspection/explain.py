@@ -347,24 +347,37 @@ def _query_index(query: int, q_tokens: list[str]) -> int:
 
 def _calls(model: Seq2SeqModel | EncoderModel, prepared: Prepared, module: torch.nn.Module) -> list[tuple]:
     """(args, kwargs, output) of every call of ``module`` in one forward pass over ``prepared``."""
-    calls: list[tuple] = []
+    return forward_calls(model, prepared, [module])[0]
 
-    def hook(mod, args, kwargs, output):
-        calls.append((args, kwargs, output))
 
+def forward_calls(
+    model: Seq2SeqModel | EncoderModel, prepared: Prepared, modules: list[torch.nn.Module]
+) -> list[list[tuple]]:
+    """For each of ``modules``, the (args, kwargs, output) of its every call in one forward pass
+    over ``prepared`` (weights asked for)."""
+    calls: list[list[tuple]] = [[] for _ in modules]
+    handles = []
+    for i, module in enumerate(modules):
+
+        def hook(mod, args, kwargs, output, i=i):
+            calls[i].append((args, kwargs, output))
+
+        handles.append(module.register_forward_hook(hook, with_kwargs=True))
     model.eval()
     device = next(model.parameters()).device
     src = torch.tensor([prepared.src_ids], device=device)
     mask = torch.ones_like(src, dtype=torch.bool)
-    handle = module.register_forward_hook(hook, with_kwargs=True)
     try:
-        if prepared.tgt_in_ids is None:
-            model.encode(src, mask, need_weights=True)
-        else:
-            # a target side: a seq2seq model
-            cast(Seq2SeqModel, model)(src, mask, torch.tensor([prepared.tgt_in_ids], device=device), need_weights=True)
+        with torch.no_grad():
+            if prepared.tgt_in_ids is None:
+                model.encode(src, mask, need_weights=True)
+            else:
+                # a target side: a seq2seq model
+                tgt = torch.tensor([prepared.tgt_in_ids], device=device)
+                cast(Seq2SeqModel, model)(src, mask, tgt, need_weights=True)
     finally:
-        handle.remove()
+        for h in handles:
+            h.remove()
     return calls
 
 
