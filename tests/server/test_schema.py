@@ -74,5 +74,5 @@ def test_a_request_that_does_not_fit_its_model_is_one_line(call, body, message):
 def test_defaults_are_filled_in():
     assert parse_request("translate", {"text": "a", "unused": 1}) == {
         "model": None, "text": "a", "beam": 5, "nbest": 1, "target": None, "max_new_tokens": None,
-        "packed": False,
+        "packed": False, "image": None,
     }  # fmt: skip
