@@ -112,6 +112,15 @@ class LoadedModel(ABC):
     def walkthrough(self, prepared: Prepared, *, kind: str, layer: int, head: int, query: int) -> Walkthrough:
         """The Q/K/V walk-through of ``head``'s attention for ``query``, checked against the model's weights."""
 
+    def value_norms(self, prepared: Prepared) -> np.ndarray:
+        """(layers, s, s): || sum_h a^h_ij f^h(x_j) || of every encoder self-attention layer
+        (value-norm, Kobayashi et al. 2020), from one forward pass over ``prepared``."""
+        from .attribution import encoder_value_norms
+
+        if self.module is None:
+            raise ValueError(f"{self.name} has no value vectors attnkit can read")
+        return encoder_value_norms(self.module, prepared)
+
     # -- a notebook's verbs -----------------------------------------------------------------
 
     def attention(
@@ -410,6 +419,18 @@ class TransformersModel(LoadedModel):
         if not -len(calls) <= layer < len(calls):
             raise ValueError(f"layer {layer} out of range: {len(calls)} layer(s) (0..{len(calls) - 1})")
         return explain_recorded(calls[layer], prepared, head=head, query=query)
+
+    def value_norms(self, prepared: Prepared) -> np.ndarray:
+        from .attribution import layer_value_norms
+
+        if "encoder" not in self.kinds:
+            raise ValueError(f"{self.name} has no encoder self-attention: value-norm is shown for encoders")
+        rec, _ = self._forward(prepared, vectors=True)
+        layers = []
+        for call in (c for c in rec.calls if c.kind == "encoder"):
+            _, combined = layer_value_norms(call.weights[0].float(), self.hf.value_vectors(call))
+            layers.append(combined.numpy())
+        return np.stack(layers)
 
     def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
         """The model's greedy continuation of ``prompt`` (the new text only)."""

@@ -362,3 +362,43 @@ def test_the_studio_shows_a_vit_over_its_image(hf_models, photo):
         studio.run("translate", {"text": "china.jpg"})
     with pytest.raises(RequestError, match="not a readable image"):
         studio.run("translate", {"text": "x", "image": base64.b64encode(b"not an image").decode()})
+
+
+@pytest.mark.parametrize("family", list(SUPPORTED))
+def test_value_vectors_rebuild_each_familys_attention_output(hf_models, family, photo):
+    """Value-norm's f^h(x_j) = v^h_j W_O^h, with each family's own output projection: the weighted sum
+    over heads and keys plus the projection's bias is the output of that projection in the model."""
+    model = attnkit.load(hf_models[family], device="cpu")
+    text = str(photo) if family == "vit" else TEXT
+    (prepared,) = model.prepare([text], **({"max_new_tokens": 2} if model.task == "generation" else {}))
+    rec, _ = model._forward(prepared, vectors=True)
+    call = rec.calls[-1]  # the last attention call of the pass
+    _, bias = model.hf.output_projection(call.module)
+    outputs = []
+    names = dict(model.hf.model.named_modules())
+    owner = next(n for n, m in names.items() if m is call.module)
+    projection = (
+        next(
+            (
+                getattr(call.module, a)
+                for a in ("o_proj", "out_proj", "o", "out_lin", "c_proj")
+                if hasattr(call.module, a)
+            ),
+            None,
+        )
+        or names[owner.rsplit(".", 1)[0] + ".output.dense"]
+    )
+    handle = projection.register_forward_hook(lambda mod, args, out: outputs.append(out.detach()))
+    model._forward(prepared)
+    handle.remove()
+    rebuilt = torch.einsum("hqk,hkm->qm", call.weights[0].float(), model.hf.value_vectors(call))
+    rebuilt = rebuilt + (0 if bias is None else bias.float())
+    np.testing.assert_allclose(rebuilt.numpy(), outputs[-1][0].numpy(), atol=1e-5)
+
+
+def test_attribute_with_value_norm_on_a_hugging_face_encoder(hf_models, tmp_path):
+    out = tmp_path / "scores.npz"
+    assert main(["attribute", str(hf_models["roberta"]), TEXT, "-o", str(out)]) == 0
+    with np.load(out) as z:
+        assert list(z["methods"]) == ["attention", "rollout", "flow", "value-norm"]
+        np.testing.assert_allclose(z["scores"].sum(-1), 1.0, atol=1e-5)

@@ -44,14 +44,10 @@ def encoder_value_norms(model: Seq2SeqModel | EncoderModel, prepared: Prepared) 
 
 
 def attribute(
-    record: AttentionRecord,
-    methods: list[str],
-    *,
-    model: Seq2SeqModel | EncoderModel | None = None,
-    prepared: Prepared | None = None,
+    record: AttentionRecord, methods: list[str], *, value_norms: np.ndarray | None = None
 ) -> dict[str, np.ndarray]:
     """{method: (top-layer positions, input tokens) scores} of ``record``'s encoder self-attention;
-    value-norm also needs the ``model`` (attnkit's own) and the ``prepared`` sentence it ran on."""
+    value-norm takes the model's (layers, s, s) ``value_norms`` (``LoadedModel.value_norms``)."""
     if "encoder" not in record.maps:
         raise ValueError(
             "this model has no encoder self-attention (an RNN's encoder is recurrent): rollout and flow "
@@ -63,10 +59,7 @@ def attribute(
     maps = record.maps["encoder"].astype(np.float32)
     out = {m: METHODS[m][0](maps) for m in methods if m in METHODS}
     if "value-norm" in methods:
-        if model is None or prepared is None:
-            raise ValueError(
-                "value-norm needs the model's value vectors: give a model attnkit runs itself, not a saved .npz "
-                "or a model run by transformers"
-            )
-        out["value-norm"] = value_norm_scores(encoder_value_norms(model, prepared))
+        if value_norms is None:
+            raise ValueError("value-norm needs the model's value vectors: give a model, not a saved .npz")
+        out["value-norm"] = value_norm_scores(value_norms)
     return {m: out[m] for m in methods}

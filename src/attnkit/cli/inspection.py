@@ -221,7 +221,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     from ..inspection.capture import model_label
     from ..plots.attribution import plot_methods
 
-    model = None
+    loaded = None
     if str(args.source).endswith(".npz"):
         records, info = _records(args)
         prepared: list = [None] * len(records)
@@ -233,14 +233,17 @@ def cmd_attribute(args: argparse.Namespace) -> None:
         if not sentences:
             raise ValueError("give at least one sentence (as an argument or with --input FILE)")
         prepared = loaded.prepare(sentences, targets=args.target, options=F.search_options(args))
-        records, info, model = [loaded.capture(p) for p in prepared], loaded.info, loaded.module
-    # all: every method this source allows (value-norm needs a model attnkit runs itself)
-    methods = (
-        ([*METHODS, *MODEL_METHODS] if model is not None else list(METHODS)) if args.method == "all" else [args.method]
-    )
+        records, info = [loaded.capture(p) for p in prepared], loaded.info
+    # all: every method this source allows (value-norm needs the model, not a saved .npz)
+    every = [*METHODS, *MODEL_METHODS] if loaded is not None else list(METHODS)
+    methods = every if args.method == "all" else [args.method]
     labels = {**{m: text for m, (_, text) in METHODS.items()}, **MODEL_METHODS}
+    norms = [
+        loaded.value_norms(p) if loaded is not None and "value-norm" in methods and "encoder" in r.maps else None
+        for r, p in zip(records, prepared)
+    ]
     # every sentence checked before any file is written
-    scored = [attribute(r, methods, model=model, prepared=p) for r, p in zip(records, prepared)]
+    scored = [attribute(r, methods, value_norms=n) for r, n in zip(records, norms)]
     for i, (r, scores) in enumerate(zip(records, scored)):
         target = numbered(args.output, i, len(records))
         if target.suffix.lower() == ".npz":

@@ -317,6 +317,32 @@ class HFModel:
         special = set(self.tokenizer.all_special_ids)
         return self.tokens(ids), [i in special for i in ids], static, states
 
+    def output_projection(self, module: nn.Module) -> tuple[Tensor, Tensor | None]:
+        """W_O (d_model, heads x head_dim) and its bias of an attention module: its own o_proj,
+        out_proj, o, out_lin or (GPT-2's Conv1D, stored transposed) c_proj, or, for BERT-style
+        layers, the dense layer of its sibling ``output``."""
+        for name in ("o_proj", "out_proj", "o", "out_lin", "c_proj"):
+            layer = getattr(module, name, None)
+            if layer is not None and hasattr(layer, "weight"):
+                weight = layer.weight.t() if type(layer).__name__ == "Conv1D" else layer.weight
+                return weight.detach(), None if layer.bias is None else layer.bias.detach()
+        names = {id(m): n for n, m in self.model.named_modules()}
+        parent = self.model.get_submodule(names[id(module)].rsplit(".", 1)[0])
+        dense = getattr(getattr(parent, "output", None), "dense", None)
+        if dense is None:
+            raise ValueError(f"no output projection found for {type(module).__name__}")
+        return dense.weight.detach(), None if dense.bias is None else dense.bias.detach()
+
+    def value_vectors(self, call: Call) -> Tensor:
+        """f^h(x_j) = v^h_j W_O^h of a recorded call (``vectors=True``): (heads, keys, d_model);
+        a grouped-query head reads its group's values."""
+        assert call.value is not None  # a vectors recording
+        weight, _ = self.output_projection(call.module)
+        heads, kv_heads, head_dim = call.weights.shape[1], call.value.shape[1], call.value.shape[-1]
+        values = call.value[0].repeat_interleave(heads // kv_heads, dim=0)  # (h, k, d)
+        w_o = weight.float().cpu().view(weight.shape[0], heads, head_dim)
+        return torch.einsum("hkd,mhd->hkm", values, w_o)
+
     # -- images -------------------------------------------------------------------------------
 
     def image_size(self) -> tuple[int, int]:
