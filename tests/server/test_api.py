@@ -229,3 +229,23 @@ def test_translate_can_pack_the_maps(client, names):
         _, h, q, k = p["shape"]
         layers = np.stack([np.frombuffer(base64.b64decode(d), "<u2").reshape(h, q, k) / 65535 for d in p["data"]])
         np.testing.assert_allclose(layers, np.array(nested["maps"][kind]), atol=1e-4)  # the lists round to 4 places
+
+
+def test_attribute_answers_each_method_as_the_command_computes_it(client, studio, names):
+    from attnkit.attribution import attribute
+
+    model = studio.models[names["transformer"]].model
+    (prepared,) = model.prepare(["a b c d"])
+    record = model.capture(prepared)
+    norms = model.value_norms(prepared)
+    for method in ("attention", "rollout", "flow", "value-norm"):
+        r = client.post("/api/attribute", json={"model": names["transformer"], "text": "a b c d", "method": method})
+        body = r.json()
+        assert r.status_code == 200 and body["method"] == method and body["tokens"] == record.src_tokens
+        expected = attribute(record, [method], value_norms=norms)[method]
+        np.testing.assert_allclose(body["scores"], expected, atol=1e-4)
+        np.testing.assert_allclose(np.sum(body["scores"], -1), 1.0, atol=1e-3)
+    r = client.post("/api/attribute", json={"model": names["rnn"], "text": "a b", "method": "rollout"})
+    assert r.status_code == 422 and "no encoder self-attention" in r.json()["error"]
+    r = client.post("/api/attribute", json={"model": names["transformer"], "text": "a b", "method": "saliency"})
+    assert r.status_code == 422

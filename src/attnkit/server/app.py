@@ -114,6 +114,7 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
         Route("/api/translate", post("translate"), methods=["POST"]),
         Route("/api/explain", post("explain"), methods=["POST"]),
         Route("/api/embed", post("embed"), methods=["POST"]),
+        Route("/api/attribute", post("attribute"), methods=["POST"]),
         Route("/api/positions", positions, methods=["GET"]),
         Route("/captions", captions, methods=["GET"]),
         Route("/api/caption", post("caption"), methods=["POST"]),

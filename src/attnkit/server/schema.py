@@ -62,6 +62,16 @@ class EmbedRequest(TextRequest):
     pass
 
 
+Method = Literal["attention", "rollout", "flow", "value-norm"]
+
+
+class AttributeRequest(TextRequest):
+    method: Method = Field(
+        "rollout", description="attention, rollout, flow or value-norm (attnkit attribute's methods)"
+    )
+    image: StrictStr | None = Field(None, description="an image model: as in translate")
+
+
 class CaptionRequest(Request):
     image: StrictStr | None = Field(None, description="a PNG or JPEG as base64 or a data URL")
     scene: Annotated[StrictInt, Field(ge=0, le=2**31 - 1, description="seed of a new held-out digit scene")] = 0
@@ -71,6 +81,7 @@ REQUESTS: dict[str, type[Request]] = {
     "translate": TranslateRequest,
     "explain": ExplainRequest,
     "embed": EmbedRequest,
+    "attribute": AttributeRequest,
     "caption": CaptionRequest,
     "positions_png": Request,
 }
@@ -218,10 +229,22 @@ class Caption(BaseModel):
     server_ms: float
 
 
+class Attribution(BaseModel):
+    """Where each top-layer position of the encoder draws from, by one method; rows sum to 1."""
+
+    model: str
+    method: Method
+    label: str
+    tokens: list[str]
+    scores: list[list[float]] = Field(description="(top-layer positions, input tokens)")
+    server_ms: float
+
+
 ANSWERS: dict[str, type[BaseModel]] = {
     "translate": Translation,
     "explain": Walkthrough,
     "embed": Embedding,
+    "attribute": Attribution,
     "caption": Caption,
 }
 
@@ -302,6 +325,7 @@ def openapi() -> dict[str, Any]:
             "/api/translate": post("translate", "translate (or force a translation) and return every attention map"),
             "/api/explain": post("explain", "the Q/K/V (or Luong) walk-through of one query"),
             "/api/embed": post("embed", "contextual-vector similarities of a pretrained encoder"),
+            "/api/attribute": post("attribute", "where each top-layer position of the encoder draws from, by one method"),
             "/api/caption": post("caption", "caption an image or a new held-out digit scene, with each word's attention"),
             "/api/positions": {
                 "get": {

@@ -298,6 +298,31 @@ class Studio:
         except ValueError as err:
             raise RequestError(str(err)) from None
 
+    def _attribute(self, request: dict, m: StudioModel) -> dict:
+        """Where each top-layer position of the encoder draws from (``attnkit attribute``'s methods):
+        fields model, text (or image), method."""
+        from ..attribution import METHODS, MODEL_METHODS, attribute
+
+        start = time.perf_counter()
+        text = self._text(request, "text", required=True)
+        method = request["method"]
+        prepared = self._prepare(m, text, None, SearchOptions(), None, request.get("image"))
+        record = m.model.capture(prepared)
+        try:
+            norms = m.model.value_norms(prepared) if method == "value-norm" and "encoder" in record.maps else None
+            scores = attribute(record, [method], value_norms=norms)[method]
+        except ValueError as err:
+            raise RequestError(str(err)) from None
+        labels = {**{name: label for name, (_, label) in METHODS.items()}, **MODEL_METHODS}
+        return {
+            "model": m.name,
+            "method": method,
+            "label": labels[method],
+            "tokens": record.src_tokens,
+            "scores": np.round(np.asarray(scores, dtype=np.float64), DIGITS).tolist(),
+            "server_ms": round(1000 * (time.perf_counter() - start), 1),
+        }
+
     def _embed(self, request: dict, m: StudioModel) -> dict:
         """Contextual vectors of a pretrained encoder: the cosine similarity of every pair of tokens
         at each depth (static table, embeddings, each layer), and the repeated words."""
@@ -344,7 +369,7 @@ class Studio:
         return self._positions[m.name]
 
     def run(self, call: str, request: object):
-        """Answer API ``call`` (translate, explain, embed, positions_png, caption) for ``request``, holding
+        """Answer API ``call`` (translate, explain, embed, attribute, positions_png, caption) for ``request``, holding
         the model's lock."""
         try:
             fields = parse_request(call, request)  # types and fixed bounds: schema.py

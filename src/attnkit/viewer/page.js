@@ -699,6 +699,51 @@
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
   }
 
+  // ---- attribution (live): what each top-layer position draws on, by a method ------------------
+  const attributionCache = new Map();
+  async function drawAttribution() {
+    const ex = example(), box = $("attribution"), method = $("attr-method").value;
+    const request = { model: state.model, text: ex.source, method: method };
+    if (ex.image) request.image = ex.image;
+    const key = JSON.stringify(request);
+    box.innerHTML = "";
+    let r = attributionCache.get(key);
+    if (!r) {
+      const note = html("p", { class: "note" }, box, "computing…");
+      try { r = await api("/api/attribute", request); } catch (err) { note.textContent = String(err.message || err); note.classList.add("error"); return; }
+      attributionCache.set(key, r);
+      if (state.tab !== "attribution" || $("attr-method").value !== method) return;
+      box.innerHTML = "";
+    }
+    const n = r.tokens.length, idx = [...Array(n).keys()], room = area();
+    const cell = clamp(Math.floor(Math.min((room.w - 200) / n, (room.h - 200) / n)), 1, 36), labelled = cell >= 7;
+    const font = cell >= 14 ? `13px ${FAMILY}` : SMALL, lw = labelled ? textWidth(r.tokens, font) + 10 : 6;
+    const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
+    const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cell * n + 40, top + cell * n + 6);
+    const peak = Math.max(1e-9, ...r.scores.map((row) => Math.max(...row)));
+    const W = r.scores.map((row) => row.map((v) => v / peak));
+    renderCells(ctx, W, idx, idx, idx.map(() => 1), { r: 0, c: 0, nr: n, nc: n }, lw, top, cell * n, cell * n);
+    if (labelled) {
+      ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle"; ctx.textAlign = "right";
+      r.tokens.forEach((t, i) => ctx.fillText(t, lw - 5, top + (i + 0.5) * cell));
+      ctx.textAlign = "left";
+      r.tokens.forEach((t, j) => { ctx.save(); ctx.translate(lw + (j + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3); ctx.fillText(t, 0, 0); ctx.restore(); });
+    }
+    c.onmousemove = (e) => {
+      const b = c.getBoundingClientRect(), j = Math.floor((e.clientX - b.left - lw) / cell), i = Math.floor((e.clientY - b.top - top) / cell);
+      $("readout").textContent = i >= 0 && j >= 0 && i < n && j < n
+        ? `${r.label}: position ${i} “${r.tokens[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})` : "";
+    };
+    const legend = html("canvas", {}, box), lctx = setupCanvas(legend, 960, 40), w = 260;
+    for (let x = 0; x < w; x++) { lctx.fillStyle = colour(x / (w - 1)); lctx.fillRect(x + 10, 4, 1, 14); }
+    lctx.fillStyle = "#1d2330"; lctx.font = SMALL; lctx.textBaseline = "top";
+    lctx.textAlign = "left"; lctx.fillText("0", 10, 22);
+    lctx.textAlign = "right"; lctx.fillText(peak.toFixed(3), w + 10, 22);
+    lctx.textAlign = "left";
+    lctx.fillText(`${r.label}: share of each top-layer position (0 to the largest share, ${peak.toFixed(3)})`, w + 22, 4);
+    lctx.fillText(`computed in ${r.server_ms} ms (server)`, w + 22, 22);
+  }
+
   // ---- an image model: attention over the patches ----------------------------------------
   function drawImageView() {
     const ex = example(), box = $("image-view"); box.innerHTML = "";
@@ -791,6 +836,7 @@
     else if (state.tab === "positions") drawPositions();
     else if (state.tab === "embed") drawEmbed();
     else if (state.tab === "image") drawImageView();
+    else if (state.tab === "attribution") drawAttribution();
   }
 
   function showExamples(list, info) {
@@ -830,8 +876,9 @@
     $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions);
     $("tabs").querySelector("[data-tab=embed]").hidden = !m.embed;
     $("tabs").querySelector("[data-tab=image]").hidden = m.task !== "image";
+    $("tabs").querySelector("[data-tab=attribution]").hidden = !(m.kinds || []).includes("encoder");
     $("text").hidden = m.task === "image"; $("image-box").hidden = m.task !== "image";
-    if (["positions", "embed", "image"].includes(state.tab)) selectTab("head");
+    if (["positions", "embed", "image", "attribution"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[m.task];
     explainCache.clear();
   }
@@ -889,6 +936,7 @@
     draw();
   });
   $("scale").addEventListener("change", (e) => { state.scale = e.target.value; draw(); });
+  $("attr-method").addEventListener("change", () => { if (state.tab === "attribution") drawAttribution(); });
   $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; draw(); });
   for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
 
