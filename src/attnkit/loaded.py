@@ -31,6 +31,7 @@ from .inspection.capture import (
     AttentionRecord,
     Prepared,
     capture_prepared,
+    check_sentences,
     load_records,
     model_info,
     prepare,
@@ -166,11 +167,6 @@ class LoadedModel(ABC):
         return f"<attnkit {self.task} model {self.name}: {', '.join(self.kinds)} attention>"
 
 
-def _check_sentences(sentences: list[str]) -> None:
-    if not sentences or any(not s.strip() for s in sentences):
-        raise ValueError("cannot show attention for an empty sentence")
-
-
 class AttnkitModel(LoadedModel):
     """A model trained with attnkit (a translation Transformer or RNN, or a Transformer encoder)."""
 
@@ -227,7 +223,7 @@ class AttnkitModel(LoadedModel):
         if self.task != "translation":
             raise ValueError(f"{self.name} is an encoder: it does not translate (use attention() or show())")
         texts = [text] if isinstance(text, str) else list(text)
-        _check_sentences(texts)
+        check_sentences(texts)
         assert isinstance(self.model, Seq2SeqModel)  # the task says so
         found = [t.output for t in translate(self.model, self.tok, texts, SearchOptions(beam=beam))]
         return found[0] if isinstance(text, str) else found
@@ -265,7 +261,7 @@ class BertEncoder(LoadedModel):
 
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         _no_output_side(self, targets, max_new_tokens)
-        _check_sentences(sentences)
+        check_sentences(sentences)
         for s in sentences:
             _check_length(self, self.token_count(s))
         return prepare_pretrained(self.pretrained, sentences)
@@ -279,7 +275,7 @@ class BertEncoder(LoadedModel):
     def encode(self, text: str | list[str]) -> torch.Tensor:
         """Sentence vectors (pooled as the checkpoint says): (d,) for a text, (b, d) for a list."""
         texts = [text] if isinstance(text, str) else list(text)
-        _check_sentences(texts)
+        check_sentences(texts)
         out = self.pretrained.sentence_embeddings(texts)
         return out[0] if isinstance(text, str) else out
 
@@ -316,7 +312,7 @@ class TransformersModel(LoadedModel):
 
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         """For an image model, ``sentences`` are image files."""
-        _check_sentences(sentences)
+        check_sentences(sentences)
         if self.task == "image":
             _no_output_side(self, targets, max_new_tokens)
             return [self._image(path) for path in sentences]
@@ -452,7 +448,7 @@ class TransformersModel(LoadedModel):
         if self.task != "encoder":
             raise ValueError(f"{self.name} is not an encoder")
         texts = [text] if isinstance(text, str) else list(text)
-        _check_sentences(texts)
+        check_sentences(texts)
         vecs = []
         for t in texts:
             ids = self.hf.encode_text(t)
@@ -475,16 +471,6 @@ def _check_length(m: LoadedModel, n: int) -> None:
         raise ValueError(f"the text is {n} tokens; {m.name} takes at most {limit} (its positions end there)")
 
 
-def not_found(name: str | Path) -> FileNotFoundError:
-    from .loading.packaged import installed_models
-
-    names = ", ".join(m.name for m in installed_models()) or "none"
-    return FileNotFoundError(
-        f"model directory not found: {name} (installed models: {names}); attnkit reads only local "
-        "directories and downloads nothing"
-    )
-
-
 def load(
     name_or_dir: str | Path,
     *,
@@ -504,9 +490,9 @@ def load(
     dev = resolve_device(device) if isinstance(device, str) else device
     path = Path(str(name_or_dir))
     try:
-        attnkit_dir = resolve_model(name_or_dir)
-    except FileNotFoundError:
-        attnkit_dir = None
+        attnkit_dir: Path | None = resolve_model(name_or_dir)
+    except FileNotFoundError as err:
+        attnkit_dir, missing = None, err  # said if no pretrained checkpoint has the name either
     label = str(name_or_dir) if not path.exists() else path.name
     if attnkit_dir is not None and (attnkit_dir / "config.yaml").is_file():
         model, tok, cfg = load_model(
@@ -523,7 +509,7 @@ def load(
             raise FileNotFoundError(
                 f"{path} is not a model directory (no config.yaml from `attnkit train`, no Hugging Face config.json)"
             ) from None
-        raise not_found(name_or_dir) from None
+        raise FileNotFoundError(f"{missing}; attnkit reads only local directories and downloads nothing") from None
     if checkpoint_name != "best" or average_last:
         raise ValueError(
             f"--checkpoint and --average-last apply to directories made by `attnkit train`, not to {name_or_dir}"

@@ -7,12 +7,13 @@ value-norm also takes the model, for its value vectors.
 """
 
 from .flow import attention_flow
-from .methods import ALL_METHODS, METHODS, MODEL_METHODS, attribute, encoder_value_norms
+from .methods import ALL_METHODS, LABELS, METHODS, MODEL_METHODS, attribute, encoder_value_norms
 from .rollout import raw_attention, residual_attention, rollout
 from .value_norm import layer_value_norms, value_norm_scores
 
 __all__ = [
     "ALL_METHODS",
+    "LABELS",
     "METHODS",
     "MODEL_METHODS",
     "attention_flow",

@@ -25,6 +25,7 @@ METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
 # methods that need the model itself, not only its maps
 MODEL_METHODS = {"value-norm": "value-norm ‖Σ_h a f(x)‖, last layer"}
 ALL_METHODS = [*METHODS, *MODEL_METHODS]
+LABELS = {**{name: label for name, (_, label) in METHODS.items()}, **MODEL_METHODS}  # what a figure calls each
 
 
 def encoder_value_norms(model: Seq2SeqModel | EncoderModel, prepared: Prepared) -> np.ndarray:

@@ -217,7 +217,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     import numpy as np
 
     from ..atomic import atomic_path, numbered, save_figure
-    from ..attribution import METHODS, MODEL_METHODS, attribute
+    from ..attribution import LABELS, METHODS, MODEL_METHODS, attribute
     from ..inspection.capture import model_label
     from ..plots.attribution import plot_methods
 
@@ -237,7 +237,6 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     # all: every method this source allows (value-norm needs the model, not a saved .npz)
     every = [*METHODS, *MODEL_METHODS] if loaded is not None else list(METHODS)
     methods = every if args.method == "all" else [args.method]
-    labels = {**{m: text for m, (_, text) in METHODS.items()}, **MODEL_METHODS}
     norms = [
         loaded.value_norms(p) if loaded is not None and "value-norm" in methods and "encoder" in r.maps else None
         for r, p in zip(records, prepared)
@@ -257,7 +256,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
                 )
         else:
             fig = plot_methods(
-                [(labels[m], scores[m]) for m in methods],
+                [(LABELS[m], scores[m]) for m in methods],
                 r.src_tokens,
                 r.src_tokens,
                 title=f"{model_label(info)}: where each top-layer position of the encoder draws from\n{r.source}",

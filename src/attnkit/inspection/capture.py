@@ -180,7 +180,8 @@ class Prepared(_TokenLabels):
     grid: tuple[int, int] | None = None  # its patches: (rows, columns), row-major after the [CLS] token
 
 
-def _check_sentences(sentences: list[str]) -> None:
+def check_sentences(sentences: list[str]) -> None:
+    """One line for no sentence or an empty one."""
     if not sentences or any(not s.strip() for s in sentences):
         raise ValueError("cannot show attention for an empty sentence")
 
@@ -199,7 +200,7 @@ def prepare(
     gives one (forced alignment)."""
     if targets is not None and len(targets) != len(sentences):
         raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
-    _check_sentences(sentences)
+    check_sentences(sentences)
     src_ids = [ids[:max_src_len] if max_src_len else ids for ids in tok.encode_src(sentences)]
     out = [
         Prepared(s, ids + [EOS], readable(tok.src.id_to_piece(ids)) + [EOS_LABEL]) for s, ids in zip(sentences, src_ids)
@@ -329,7 +330,7 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
 
 def prepare_pretrained(encoder, sentences: list[str]) -> list[Prepared]:
     """Token ids of a pretrained encoder's own tokenizer ([CLS] ... [SEP]), one sentence each."""
-    _check_sentences(sentences)
+    check_sentences(sentences)
     out = []
     for s in sentences:
         batch = encoder.encode([s], max_length=encoder.positions)  # attention is shown as far as the positions go

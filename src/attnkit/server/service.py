@@ -13,7 +13,7 @@ import io
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal, overload
@@ -173,7 +173,7 @@ class Studio:
         size = m.config.data.image_size
         scene = None
         if request.get("image") is not None:
-            image = self._image(request["image"], size)
+            image = self._image(request["image"], lambda raw: decode_image(raw, size, name="the image"))
             name = "your image"
         else:
             from ..data.scenes import make_scenes
@@ -190,9 +190,9 @@ class Studio:
         }
 
     @staticmethod
-    def _image(value: str, size: int) -> np.ndarray:
-        """A base64 image (optionally a data URL) as (size, size, 3) RGB in [0, 1]: the captioner reads
-        its luma, the page shows it in colour."""
+    def _image(value: str, decode: Callable[[bytes], np.ndarray]) -> np.ndarray:
+        """A base64 image (optionally a data URL) read by ``decode`` (the file's bytes -> (H, W, 3)
+        RGB in [0, 1]); what is not base64 or not an image is a RequestError."""
         import base64
         import binascii
 
@@ -201,7 +201,7 @@ class Studio:
         except (binascii.Error, ValueError, IndexError):
             raise RequestError("'image' is not valid base64") from None
         try:
-            return decode_image(raw, size, name="the image")
+            return decode(raw)
         except ValueError as err:
             raise RequestError(str(err)) from None
 
@@ -286,22 +286,13 @@ class Studio:
         if image is None:
             raise RequestError(f"{m.name} is an image model: send the image as 'image' (base64 PNG or JPEG)")
         self._check_tokens(m.model.token_count(name), "image (its patches)")
-        import base64
-        import binascii
-
-        try:
-            raw = base64.b64decode(image.split(",", 1)[1] if image.startswith("data:") else image, validate=True)
-        except (binascii.Error, ValueError, IndexError):
-            raise RequestError("'image' is not valid base64") from None
-        try:
-            return m.model.prepare_image(m.model.hf.decode_image(raw, "the image"), name)
-        except ValueError as err:
-            raise RequestError(str(err)) from None
+        hf = m.model.hf
+        return m.model.prepare_image(self._image(image, lambda raw: hf.decode_image(raw, "the image")), name)
 
     def _attribute(self, request: dict, m: StudioModel) -> dict:
         """Where each top-layer position of the encoder draws from (``attnkit attribute``'s methods):
         fields model, text (or image), method."""
-        from ..attribution import METHODS, MODEL_METHODS, attribute
+        from ..attribution import LABELS, attribute
 
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
@@ -313,11 +304,10 @@ class Studio:
             scores = attribute(record, [method], value_norms=norms)[method]
         except ValueError as err:
             raise RequestError(str(err)) from None
-        labels = {**{name: label for name, (_, label) in METHODS.items()}, **MODEL_METHODS}
         return {
             "model": m.name,
             "method": method,
-            "label": labels[method],
+            "label": LABELS[method],
             "tokens": record.src_tokens,
             "scores": np.round(np.asarray(scores, dtype=np.float64), DIGITS).tolist(),
             "server_ms": round(1000 * (time.perf_counter() - start), 1),

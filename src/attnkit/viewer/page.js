@@ -253,16 +253,19 @@
     let held = 0, total = 0;  // the weight the drawn keys hold, of all (a long input draws only the strongest)
     for (const h of layers) {
       const W = matrixOf(state.layer, h), div = rowScale(W, rows, cols);
-      if (cols.length > LONG) rows.forEach((i) => { for (const j of strongest(W[i], cols)) held += W[i][j]; for (const j of cols) total += W[i][j]; });
       const stroke = state.apart && heads() > 1 ? HEAD_COLOURS[h % HEAD_COLOURS.length] : ONE_COLOUR;
-      rows.forEach((i, r) => strongest(W[i], cols).forEach((j) => {
+      rows.forEach((i, r) => {
+        const drawn = strongest(W[i], cols);
+        if (cols.length > LONG) { for (const j of drawn) held += W[i][j]; for (const j of cols) total += W[i][j]; }
+        drawn.forEach((j) => {
         const c = colIndex.get(j), o = W[i][j] / div[r];
         if (o < 0.03) return;
         const opacity = Math.min(1, 0.12 + (layers.length > 1 ? 0.8 : 0.95) * o);
         el("line", { x1: wq, y1: yq(r), x2: wq + gap, y2: yk(c), stroke: stroke, "stroke-width": (1 + 4 * o).toFixed(2),
                      "stroke-opacity": opacity.toFixed(3), "data-q": i, "data-k": j, "data-h": h,
                      "data-o": opacity.toFixed(3) }, g);
-      }));
+        });
+      });
     }
     // Labels: every token's, or for a long input only those near the visible part of the pane (drawn
     // again as it scrolls), so that the page lays out a few hundred labels, not thousands.
@@ -504,26 +507,30 @@
     drawLegend(ex);
   }
 
-  function drawLegend(ex) {
-    const w = 260, ctx = setupCanvas($("legend"), w + 640, 44);
-    for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
+  // A colour bar from 0 to ``top`` (a label) with up to two lines of text beside it.
+  const BAR = 260;
+  function colourBar(canvas, width, top, lines) {
+    const ctx = setupCanvas(canvas, width, 44);
+    for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
-    const ends = state.scale === "row" ? ["0", "row's largest"] : ["0", "1"];
-    ctx.textAlign = "left"; ctx.fillText(ends[0], 10, 22);
-    ctx.textAlign = "right"; ctx.fillText(ends[1], w + 10, 22);
+    ctx.textAlign = "left"; ctx.fillText("0", 10, 22);
+    ctx.textAlign = "right"; ctx.fillText(top, BAR + 10, 22);
     ctx.textAlign = "left";
+    lines.filter((line) => line).slice(0, 2).forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
+  }
+
+  function drawLegend(ex) {
     const shownHead = state.head === "mean" ? (heads() > 1 ? "average of heads" : "one attention") : `head ${state.head}`;
     let text = `layer ${layerName(state.layer)}, ${shownHead}: ` +
       (state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)");
     if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
     if (state.pooled) text += "; each pixel: the largest weight of the cells it covers";
-    ctx.fillText(text, w + 22, 4);
     const q = queries(ex, state.kind), k = keys(ex, state.kind), z = state.zoom;
     const where = z ? `queries ${z.r}-${z.r + z.nr - 1} of ${z.rows}, keys ${z.c}-${z.c + z.nc - 1} of ${z.cols}: drag to move, wheel to zoom, double-click for all`
       : q.length * k.length > 400 ? "wheel to zoom in, drag to move" : "";
-    if (ex.p_t && state.kind === "cross" && !z) ctx.fillText(`orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`, w + 22, 22);
-    else if (where) ctx.fillText(where, w + 22, 22);
-    else if (state.head === "mean" && heads() > 1) ctx.fillText(`average of ${heads()} heads`, w + 22, 22);
+    const second = ex.p_t && state.kind === "cross" && !z ? `orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`
+      : where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "");
+    colourBar($("legend"), BAR + 640, state.scale === "row" ? "row's largest" : "1", [text, second]);
   }
 
   // ---- model view ----------------------------------------------------------------------
@@ -734,14 +741,9 @@
       $("readout").textContent = i >= 0 && j >= 0 && i < n && j < n
         ? `${r.label}: position ${i} “${r.tokens[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})` : "";
     };
-    const legend = html("canvas", {}, box), lctx = setupCanvas(legend, 960, 40), w = 260;
-    for (let x = 0; x < w; x++) { lctx.fillStyle = colour(x / (w - 1)); lctx.fillRect(x + 10, 4, 1, 14); }
-    lctx.fillStyle = "#1d2330"; lctx.font = SMALL; lctx.textBaseline = "top";
-    lctx.textAlign = "left"; lctx.fillText("0", 10, 22);
-    lctx.textAlign = "right"; lctx.fillText(peak.toFixed(3), w + 10, 22);
-    lctx.textAlign = "left";
-    lctx.fillText(`${r.label}: share of each top-layer position (0 to the largest share, ${peak.toFixed(3)})`, w + 22, 4);
-    lctx.fillText(`computed in ${r.server_ms} ms (server)`, w + 22, 22);
+    colourBar(html("canvas", {}, box), 960, peak.toFixed(3), [
+      `${r.label}: share of each top-layer position (0 to the largest share, ${peak.toFixed(3)})`,
+      `computed in ${r.server_ms} ms (server)`]);
   }
 
   // ---- an image model: attention over the patches ----------------------------------------
@@ -777,15 +779,10 @@
       drawImageView();
       $("readout").textContent = `query: patch ${pr},${pc} (pinned; it is the query of the head view and the neuron view too)`;
     };
-    const legend = html("canvas", {}, box), lctx = setupCanvas(legend, 720, 40), w = 260;
-    for (let x = 0; x < w; x++) { lctx.fillStyle = colour(x / (w - 1)); lctx.fillRect(x + 10, 4, 1, 14); }
-    lctx.fillStyle = "#1d2330"; lctx.font = SMALL; lctx.textBaseline = "top";
-    lctx.textAlign = "left"; lctx.fillText("0", 10, 22);
-    lctx.textAlign = "right"; lctx.fillText(top.toFixed(4), w + 10, 22);
-    lctx.textAlign = "left";
     const which = state.head === "mean" ? "average of heads" : `head ${state.head}`;
-    lctx.fillText(`${q[query]}'s attention over the ${gr} x ${gc} patches, layer ${layerName(state.layer)}, ${which}`, w + 22, 4);
-    lctx.fillText(`scale: 0 to its largest patch weight; its weight on [CLS]: ${row[0].toFixed(4)}`, w + 22, 22);
+    colourBar(html("canvas", {}, box), 960, top.toFixed(4), [
+      `${q[query]}'s attention over the ${gr} x ${gc} patches, layer ${layerName(state.layer)}, ${which}`,
+      `scale: 0 to its largest patch weight; its weight on [CLS]: ${row[0].toFixed(4)}`]);
   }
 
   // ---- positions and contextual vectors (live) -----------------------------------------
