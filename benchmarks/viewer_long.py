@@ -93,7 +93,7 @@ def long_record(n: int, folder: Path) -> tuple[AttentionRecord, dict, float, flo
     import torch
     import transformers as T
 
-    sys.path.insert(0, str(ROOT / "tests" / "pretrained"))
+    sys.path.insert(0, str(ROOT / "tests"))
     from tiny_hf import WORDS, _tokenizer
 
     path = folder / "llama-long"

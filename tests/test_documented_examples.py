@@ -124,7 +124,7 @@ def with_hf_model(tmp_path_factory):
     """A working directory holding a (tiny, untrained) GPT-2 in the Hugging Face layout at
     multi30k-gpt2, for the examples that use the docs' GPT-2 (docs/example_gpt2.py trains the real one)."""
     pytest.importorskip("transformers")
-    sys.path.insert(0, str(REPO / "tests" / "pretrained"))
+    sys.path.insert(0, str(REPO / "tests"))
     from tiny_hf import build
 
     work = tmp_path_factory.mktemp("docs_hf")

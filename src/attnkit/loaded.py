@@ -42,6 +42,7 @@ from .models.interface import ATTENTION_KINDS, EncoderModel, Seq2SeqModel
 from .search import SearchOptions
 
 if TYPE_CHECKING:
+    from .attribution.gradients import Scorer
     from .pretrained import PretrainedEncoder
     from .pretrained.hf import HFModel
     from .viewer.notebook import NotebookView
@@ -113,14 +114,21 @@ class LoadedModel(ABC):
     def walkthrough(self, prepared: Prepared, *, kind: str, layer: int, head: int, query: int) -> Walkthrough:
         """The Q/K/V walk-through of ``head``'s attention for ``query``, checked against the model's weights."""
 
-    def value_norms(self, prepared: Prepared) -> np.ndarray:
-        """(layers, s, s): || sum_h a^h_ij f^h(x_j) || of every encoder self-attention layer
+    def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
+        """(layers, q, k): || sum_h a^h_ij f^h(x_j) || of every attention layer of ``kind``
         (value-norm, Kobayashi et al. 2020), from one forward pass over ``prepared``."""
-        from .attribution import encoder_value_norms
+        from .attribution import value_norms_of
 
         if self.module is None:
             raise ValueError(f"{self.name} has no value vectors attnkit can read")
-        return encoder_value_norms(self.module, prepared)
+        return value_norms_of(self.module, prepared, kind)
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        """The model ready for gradient attributions of ``prepared``'s output tokens."""
+        raise ValueError(
+            f"gradient methods explain an output token; {self.name} is an encoder without an output "
+            "(its positions are described by attention, rollout, flow and value-norm: --rows encoder)"
+        )
 
     # -- a notebook's verbs -----------------------------------------------------------------
 
@@ -215,6 +223,13 @@ class AttnkitModel(LoadedModel):
 
     def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
         return explain(self.model, prepared, kind=kind, layer=layer, head=head, query=query)
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from .attribution.scorers import seq2seq_scorer
+
+        if not isinstance(self.model, Seq2SeqModel):
+            return super().scorer(prepared)
+        return seq2seq_scorer(self.model, prepared)
 
     def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
         """The model's translation of ``text`` (a list: one each)."""
@@ -358,6 +373,7 @@ class TransformersModel(LoadedModel):
             list(ids),
             [],
             tgt_in_ids=seq,
+            tgt_out_ids=seq[1:],
             tgt_in_tokens=tokens,
             tgt_out_tokens=tokens[1:] + [""],
             output=self.hf.decode(seq[len(ids) :]),
@@ -378,6 +394,7 @@ class TransformersModel(LoadedModel):
             ids,
             self.hf.tokens(ids),
             tgt_in_ids=tgt_in,
+            tgt_out_ids=tgt_out,
             tgt_in_tokens=self.hf.tokens(tgt_in),
             tgt_out_tokens=self.hf.tokens(tgt_out),
             output=output,
@@ -416,17 +433,24 @@ class TransformersModel(LoadedModel):
             raise ValueError(f"layer {layer} out of range: {len(calls)} layer(s) (0..{len(calls) - 1})")
         return explain_recorded(calls[layer], prepared, head=head, query=query)
 
-    def value_norms(self, prepared: Prepared) -> np.ndarray:
+    def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
         from .attribution import layer_value_norms
 
-        if "encoder" not in self.kinds:
-            raise ValueError(f"{self.name} has no encoder self-attention: value-norm is shown for encoders")
+        if kind not in self.kinds:
+            raise ValueError(f"{self.name} has no {kind} attention for value-norm (it has: {', '.join(self.kinds)})")
         rec, _ = self._forward(prepared, vectors=True)
         layers = []
-        for call in (c for c in rec.calls if c.kind == "encoder"):
+        for call in (c for c in rec.calls if c.kind == kind):
             _, combined = layer_value_norms(call.weights[0].float(), self.hf.value_vectors(call))
             layers.append(combined.numpy())
         return np.stack(layers)
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from .attribution.scorers import transformers_scorer
+
+        if self.task not in ("translation", "generation"):
+            return super().scorer(prepared)
+        return transformers_scorer(self.hf, prepared, self.task)
 
     def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
         """The model's greedy continuation of ``prompt`` (the new text only)."""

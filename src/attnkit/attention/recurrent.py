@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import unknown_choice
-from .attend import AttentionOutput, attend, masked_softmax
+from .attend import AttentionOutput, Tap, attend, masked_softmax, open_taps
 from .scores import ScoreFunction, build_score
 
 
@@ -186,16 +186,25 @@ class LocalAttention(nn.Module):
         v_win = _gather_rows(values, idx)  # (b, t, W, d_v)
         scores = self.score.score(query[:, :, None, :], k_win)  # (b, t, 1, W)
         window_mask = inside[:, :, None, :]
+        taps = open_taps()
+
+        def spread(x: Tensor) -> Tensor:  # window (b, t, W) -> the dense (b, t, s) map
+            return x.new_zeros(b, t, s).scatter_add(-1, idx, x.reshape(b, t, W) * inside)
+
         if self.mode == "local-m":
             out = attend(scores, v_win, window_mask, dropout=self.dropout, training=self.training)
             weights = cast(Tensor, out.weights).squeeze(2)  # attend always returns its weights
             context = out.context.squeeze(2)
+            if taps is not None:  # attend tapped the window's weights
+                taps[-1].dense = spread
         else:
             sigma = D / 2.0
             gauss = torch.exp(-((idx.to(p_t.dtype) - p_t[..., None]) ** 2) / (2.0 * sigma**2))  # (b, t, W)
             weights = masked_softmax(scores, window_mask).squeeze(2) * gauss
             mixing = F.dropout(weights, self.dropout, self.training) if self.dropout > 0.0 else weights
             context = (mixing[:, :, None, :] @ v_win).squeeze(2)  # (b, t, d_v)
+            if taps is not None:
+                taps.append(Tap(weights, spread))
 
         dense = None
         if need_weights:

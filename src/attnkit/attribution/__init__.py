@@ -1,27 +1,54 @@
 """Beyond raw attention: what a model's output draws on, by methods that correct raw attention
-(rollout, flow, value-norm), one method per module, each citing its paper with its formula.
+(rollout, flow, value-norm) and by its gradients (gradient-weighted attention, integrated
+gradients, input x gradient), one method per module, each citing its paper with its formula.
 
-Every method returns a (queries at the top, input positions) score matrix; rollout and flow
-take attention maps as ``capture`` records them, (layers, heads, queries, keys) per kind;
-value-norm also takes the model, for its value vectors.
+Every method gives a (rows, input tokens) score matrix, each row summing to 1: rows are a
+translator's output tokens (or a decoder-only model's next tokens), or an encoder's top-layer
+positions (``methods`` says which method reads which side). Rollout and flow take attention maps
+as ``capture`` records them, (layers, heads, queries, keys) per kind; value-norm also takes the
+model's value vectors, the gradient methods a ``Scorer`` (the model ready for gradients).
 """
 
 from .flow import attention_flow
-from .methods import ALL_METHODS, LABELS, METHODS, MODEL_METHODS, attribute, encoder_value_norms
+from .gradients import GRADIENT_METHODS, Scorer, gradient_attention, input_x_gradient, integrated_gradients, relevance
+from .methods import (
+    ALL_METHODS,
+    LABELS,
+    METHODS,
+    MODEL_METHODS,
+    SIDES,
+    Attribution,
+    attribute,
+    attribute_model,
+    encoder_value_norms,
+    sides,
+    value_norms_of,
+)
 from .rollout import raw_attention, residual_attention, rollout
 from .value_norm import layer_value_norms, value_norm_scores
 
 __all__ = [
     "ALL_METHODS",
+    "GRADIENT_METHODS",
     "LABELS",
     "METHODS",
     "MODEL_METHODS",
+    "SIDES",
+    "Attribution",
+    "Scorer",
     "attention_flow",
     "attribute",
+    "attribute_model",
     "encoder_value_norms",
+    "gradient_attention",
+    "input_x_gradient",
+    "integrated_gradients",
     "layer_value_norms",
     "raw_attention",
+    "relevance",
     "residual_attention",
     "rollout",
+    "sides",
     "value_norm_scores",
+    "value_norms_of",
 ]

@@ -1,10 +1,28 @@
-"""The methods by name, over a captured record (and, for value-norm, the model that made it):
-what `attnkit attribute` runs."""
+"""The methods by name, over a captured record (and, for value-norm and the gradient methods, the
+model that made it): what `attnkit attribute` and the studio run.
+
+Two sides can be explained:
+
+    output    a translator's (or captioner's) output tokens over the source tokens; a decoder-only
+              model's next tokens over the tokens before them
+    encoder   each top-layer position of an encoder over the input tokens (encoder self-attention)
+
+    method                 output side                                   encoder side
+    attention              last layer's cross-attention (self-attention  last layer, mean of heads
+                           for a decoder-only model), mean of heads
+    rollout                Chefer et al.'s rules without gradients       Abnar & Zuidema's rollout
+                           (a decoder-only model: Abnar & Zuidema's)
+    flow                   a decoder-only model only                     Abnar & Zuidema's flow
+    value-norm             last cross-attention layer (decoder-only:     last layer
+                           its last self-attention layer)
+    grad-attention, integrated-gradients, input-x-gradient               (explain an output: none)
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -13,8 +31,12 @@ from ..inspection.capture import AttentionRecord, Prepared
 from ..inspection.explain import forward_calls
 from ..models.interface import EncoderModel, Seq2SeqModel
 from .flow import attention_flow
+from .gradients import GRADIENT_METHODS, Scorer, attention_relevance, normalise_rows
 from .rollout import raw_attention, rollout
 from .value_norm import layer_value_norms, value_norm_scores
+
+if TYPE_CHECKING:
+    from ..loaded import LoadedModel
 
 # name -> (self-attention maps (layers, heads, s, s) -> (s, s) scores), what it is
 METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
@@ -23,17 +45,56 @@ METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "flow": (attention_flow, "attention flow"),
 }
 # methods that need the model itself, not only its maps
-MODEL_METHODS = {"value-norm": "value-norm ‖Σ_h a f(x)‖, last layer"}
+MODEL_METHODS = {
+    "value-norm": "value-norm ‖Σ_h a f(x)‖, last layer",
+    **{name: label for name, (_, label) in GRADIENT_METHODS.items()},
+}
 ALL_METHODS = [*METHODS, *MODEL_METHODS]
 LABELS = {**{name: label for name, (_, label) in METHODS.items()}, **MODEL_METHODS}  # what a figure calls each
+SIDES = ("output", "encoder")
 
 
-def encoder_value_norms(model: Seq2SeqModel | EncoderModel, prepared: Prepared) -> np.ndarray:
-    """(layers, s, s): || sum_h a^h_ij f^h(x_j) || of every encoder self-attention layer
+@dataclass
+class Attribution:
+    """Scores of one sentence: {method: (rows, cols)} with each row summing to 1 (or all zero)."""
+
+    side: str
+    rows: list[str]  # the output tokens, or the encoder's top-layer positions
+    cols: list[str]  # the input tokens (or image regions)
+    scores: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def row_label(self) -> str:
+        return "output token" if self.side == "output" else "top-layer position"
+
+
+def decoder_only(record: AttentionRecord) -> bool:
+    return record.prompt_length is not None
+
+
+def sides(record: AttentionRecord) -> list[str]:
+    """The sides ``record``'s model can explain, the default first."""
+    out = ["output"] if "cross" in record.maps or decoder_only(record) else []
+    return out + (["encoder"] if "encoder" in record.maps else [])
+
+
+def value_norm_kind(record: AttentionRecord, side: str) -> str:
+    """The attention kind whose value vectors value-norm weighs on ``side``."""
+    if side == "encoder":
+        return "encoder"
+    return "decoder" if decoder_only(record) else "cross"
+
+
+def value_norms_of(model: Seq2SeqModel | EncoderModel, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
+    """(layers, q, k): || sum_h a^h_ij f^h(x_j) || of every multi-head attention layer of ``kind``
     (``value_norm``), from one forward pass over ``prepared``."""
-    sites = [site for site in model.attention_sites() if site.kind == "encoder"]
+    sites = [site for site in model.attention_sites() if site.kind == kind]
     if not sites or not all(isinstance(site.module, MultiHeadAttention) for site in sites):
-        raise ValueError("value-norm follows a stack of multi-head self-attention layers; this model has none")
+        raise ValueError(
+            "value-norm weighs the value vectors of multi-head attention; this model's "
+            f"{kind} attention is {'missing' if not sites else type(sites[0].module).__name__} "
+            "(use attention or a gradient method)"
+        )
     calls = forward_calls(model, prepared, [site.module for site in sites])
     layers = []
     for site, [(args, kwargs, output)] in zip(sites, calls):
@@ -44,23 +105,120 @@ def encoder_value_norms(model: Seq2SeqModel | EncoderModel, prepared: Prepared) 
     return np.stack(layers)
 
 
-def attribute(
-    record: AttentionRecord, methods: list[str], *, value_norms: np.ndarray | None = None
-) -> dict[str, np.ndarray]:
-    """{method: (top-layer positions, input tokens) scores} of ``record``'s encoder self-attention;
-    value-norm takes the model's (layers, s, s) ``value_norms`` (``LoadedModel.value_norms``)."""
+def encoder_value_norms(model: Seq2SeqModel | EncoderModel, prepared: Prepared) -> np.ndarray:
+    """(layers, s, s) value-norms of every encoder self-attention layer."""
+    return value_norms_of(model, prepared, "encoder")
+
+
+def _run_order(record: AttentionRecord) -> list[tuple[str, np.ndarray]]:
+    """An encoder-decoder's (kind, (heads, q, k)) maps in the order its layers run."""
+    out = [("encoder", m) for m in record.maps.get("encoder", [])]
+    for dec, cross in zip(record.maps.get("decoder", []), record.maps["cross"]):
+        out += [("decoder", dec), ("cross", cross)]
+    return out
+
+
+def _output_side(record: AttentionRecord, method: str, value_norms: np.ndarray | None) -> np.ndarray:
+    """(output tokens, input tokens) of an attention-based method."""
+    if decoder_only(record):
+        maps = record.maps["decoder"].astype(np.float32)
+        full = value_norm_scores(value_norms) if method == "value-norm" else METHODS[method][0](maps)
+        return full[:-1]  # the last position predicts a token the record does not have
+    cross = record.maps["cross"].astype(np.float64)
+    if method == "attention":
+        return normalise_rows(cross[-1].mean(0))
+    if method == "value-norm":
+        return value_norm_scores(value_norms)
+    if method == "flow":
+        raise ValueError(
+            "flow follows a stack of self-attention layers: for an encoder-decoder it is shown on the encoder "
+            "side (--rows encoder); its output side has rollout and the gradient methods"
+        )
     if "encoder" not in record.maps:
         raise ValueError(
-            "this model has no encoder self-attention (an RNN's encoder is recurrent): rollout and flow "
-            "follow a stack of self-attention layers"
+            "rollout follows layers of attention; this model has one attention over its source "
+            "(use attention or a gradient method)"
         )
+    return attention_relevance(_run_order(record), "seq2seq")
+
+
+def axes(record: AttentionRecord, side: str) -> tuple[list[str], list[str]]:
+    """(row labels, column labels) of ``side``."""
+    if side == "encoder":
+        return record.src_tokens, record.src_tokens
+    if decoder_only(record):
+        return record.tgt_in_tokens[1:], record.tgt_in_tokens
+    return record.tgt_out_tokens, record.src_tokens
+
+
+def check(record: AttentionRecord, methods: list[str], side: str | None) -> str:
+    """The side to explain (``side``, or the default), after one-line checks of the methods."""
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise ValueError(f"unknown method {unknown[0]!r} (valid: {', '.join(ALL_METHODS)})")
-    maps = record.maps["encoder"].astype(np.float32)
-    out = {m: METHODS[m][0](maps) for m in methods if m in METHODS}
-    if "value-norm" in methods:
-        if value_norms is None:
+    have = sides(record)
+    if not have:
+        raise ValueError(
+            "this model has neither an output over its input nor encoder self-attention to attribute "
+            f"(it has: {', '.join(record.kinds)})"
+        )
+    side = side or have[0]
+    if side not in SIDES:
+        raise ValueError(f"unknown side {side!r} (valid: {', '.join(SIDES)})")
+    if side not in have:
+        if side == "encoder":
+            raise ValueError(
+                "this model has no encoder self-attention (an RNN's encoder is recurrent): rollout and flow "
+                "follow a stack of self-attention layers"
+            )
+        raise ValueError("this model is an encoder: it has no output tokens to explain (use --rows encoder)")
+    gradient = [m for m in methods if m in GRADIENT_METHODS]
+    if gradient and side == "encoder":
+        raise ValueError(
+            f"{gradient[0]} explains an output token: it has no encoder-side scores (use the output side)"
+        )
+    return side
+
+
+def attribute(
+    record: AttentionRecord,
+    methods: list[str],
+    *,
+    side: str | None = None,
+    value_norms: np.ndarray | None = None,
+    scorer: Scorer | None = None,
+) -> Attribution:
+    """Every method's scores on ``side`` (default: the output side where the model has one).
+    value-norm takes the model's (layers, q, k) ``value_norms`` (``LoadedModel.value_norms``), the
+    gradient methods its ``Scorer`` (``LoadedModel.scorer``)."""
+    side = check(record, methods, side)
+    rows, cols = axes(record, side)
+    out = Attribution(side, rows, cols)
+    for m in methods:
+        if m == "value-norm" and value_norms is None:
             raise ValueError("value-norm needs the model's value vectors: give a model, not a saved .npz")
-        out["value-norm"] = value_norm_scores(value_norms)
-    return {m: out[m] for m in methods}
+        if m in GRADIENT_METHODS:
+            if scorer is None:
+                raise ValueError(f"{m} needs the model's gradients: give a model, not a saved .npz")
+            out.scores[m] = GRADIENT_METHODS[m][0](scorer)
+        elif side == "output":
+            out.scores[m] = _output_side(record, m, value_norms)
+        elif m == "value-norm":
+            out.scores[m] = value_norm_scores(cast(np.ndarray, value_norms))
+        else:
+            out.scores[m] = METHODS[m][0](record.maps["encoder"].astype(np.float32))
+    for m, scores in out.scores.items():
+        if scores.shape != (len(rows), len(cols)):
+            raise ValueError(f"{m}: {scores.shape} scores for {len(rows)} x {len(cols)} tokens")
+    return out
+
+
+def attribute_model(
+    model: LoadedModel, prepared: Prepared, methods: list[str], *, side: str | None = None
+) -> Attribution:
+    """``attribute`` on one prepared sentence of a loaded model: its maps, value vectors and gradients."""
+    record = model.capture(prepared)
+    side = check(record, methods, side)
+    norms = model.value_norms(prepared, value_norm_kind(record, side)) if "value-norm" in methods else None
+    scorer = model.scorer(prepared) if any(m in GRADIENT_METHODS for m in methods) else None
+    return attribute(record, methods, side=side, value_norms=norms, scorer=scorer)

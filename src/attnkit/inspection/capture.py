@@ -171,6 +171,7 @@ class Prepared(_TokenLabels):
     src_ids: list[int]  # ends in </s>
     src_tokens: list[str]
     tgt_in_ids: list[int] | None = None  # <s> y1 .. y_t-1, for a seq2seq model
+    tgt_out_ids: list[int] | None = None  # y1 .. y_t (ends in </s>): what each target position predicts
     tgt_in_tokens: list[str] = field(default_factory=list)
     tgt_out_tokens: list[str] = field(default_factory=list)
     output: str = ""
@@ -218,6 +219,7 @@ def prepare(
     for p, text, ids in zip(out, texts, tgt_ids):
         pieces = readable(tok.tgt_pieces(ids))
         p.tgt_in_ids = [BOS] + ids
+        p.tgt_out_ids = ids + [EOS]
         p.tgt_in_tokens = [BOS_LABEL] + pieces
         p.tgt_out_tokens = pieces + [EOS_LABEL]
         p.output = text

@@ -36,6 +36,10 @@ class BertEmbedding(nn.Module):
         self.dropout = Dropout(dropout)
         self.max_positions = max_positions
 
+    def input_module(self) -> nn.Module:
+        """What makes the input vectors before positions and segments: the word table."""
+        return self.word
+
     def forward(self, tokens: Tensor, segments: Tensor | None = None, use_positions: bool = True) -> Tensor:
         """tokens (b, s) -> (b, s, d_model); segments (b, s) default all 0."""
         s = tokens.shape[1]

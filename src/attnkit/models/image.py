@@ -94,6 +94,10 @@ class RegionEmbedding(nn.Module):
             raise ValueError(f"a {height} x {width} image does not tile into {r} x {r} regions")
         return height // r, width // r
 
+    def input_module(self) -> nn.Module:
+        """What makes the input vectors before positions: the region features, (b, d, rows, columns)."""
+        return self.regions
+
     def forward(self, images: Tensor, pixel_mask: Tensor, use_positions: bool = True) -> tuple[Tensor, Tensor]:
         """images (b, H, W), pixel_mask (b, H, W) -> regions (b, r, d), region mask (b, r)."""
         if images.dim() != 3:
@@ -117,6 +121,9 @@ class ImageRNNEncoder(nn.Module):
         self.layers, self.hidden = layers, hidden
         self.init_h = nn.Linear(hidden, layers * hidden)
         self.init_c = nn.Linear(hidden, layers * hidden) if CELLS[cell] is nn.LSTM else None
+
+    def input_module(self) -> nn.Module:
+        return self.embed.input_module()
 
     def forward(self, images: Tensor, pixel_mask: Tensor) -> tuple[Tensor, Tensor, Tensor | tuple[Tensor, Tensor]]:
         """-> memory (b, r, H), region mask (b, r), start state (layers, b, H) (a pair for an LSTM)."""

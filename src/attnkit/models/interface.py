@@ -10,6 +10,7 @@ by implementing them, and a test checks that every built-in model does.
                    position_schemes (its positional modules)
     DecodingState  expand(k) for beam search, reorder(index) for surviving rows
     ImageCaptioner a Seq2SeqModel over image regions; region_grid (rows, columns of regions)
+    (both)         input_embedding (the module giving the source's input vectors)
     EncoderModel   encode; hidden_states (every layer's output); token_vectors
                    (the static embedding table's rows); attention_sites; position_schemes
 
@@ -112,6 +113,12 @@ class Seq2SeqModel(Protocol[StateT]):
         """Every attention module, encoder layers first, then decoder self- and cross-attention."""
         ...
 
+    def input_embedding(self) -> nn.Module:
+        """The module whose output is the source's input vectors, one per token or image region,
+        before positions: (b, s, d), or an image's (b, d, rows, columns). Gradient attributions
+        (``attnkit.attribution``) attribute to it."""
+        ...
+
     def position_schemes(self) -> list[nn.Module]:
         """The positional modules (``attnkit.positions``), each once, encoder side first."""
         ...
@@ -150,6 +157,10 @@ class EncoderModel(Protocol):
         ...
 
     def attention_sites(self) -> list[AttentionSite]: ...
+
+    def input_embedding(self) -> nn.Module:
+        """The token table whose output (b, s, d) gradient attributions attribute to."""
+        ...
 
     def position_schemes(self) -> list[nn.Module]: ...
 

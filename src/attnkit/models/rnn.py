@@ -49,6 +49,10 @@ class RNNEncoder(nn.Module):
         )
         self.layers = layers
 
+    def input_module(self) -> nn.Module:
+        """What makes the input vectors: the token table."""
+        return self.embedding
+
     def forward(self, src: Tensor, mask: Tensor) -> tuple[Tensor, Hidden]:
         """src (b, s), mask (b, s) -> states (b, s, H), final state per layer (layers, b, H)."""
         x = self.dropout(self.embedding(src))
@@ -146,6 +150,9 @@ class RNNSeq2Seq(nn.Module):
 
     def attention_sites(self) -> list[AttentionSite]:
         return [AttentionSite("cross", 0, self.attention)]  # one attention, over the source, one "head"
+
+    def input_embedding(self) -> nn.Module:
+        return self.encoder.input_module()
 
     def position_schemes(self) -> list[nn.Module]:
         return []  # the recurrence orders the tokens

@@ -66,6 +66,10 @@ class TokenEmbedding(nn.Module):
         """The table's rows for ``tokens``: no scaling, position or dropout."""
         return self.embedding(tokens)
 
+    def input_module(self) -> nn.Module:
+        """What makes the input vectors before positions: the token table."""
+        return self.embedding
+
 
 class FeedForward(nn.Module):
     """Sec. 3.3: FFN(x) = W_2 act(W_1 x + b_1) + b_2.
@@ -286,6 +290,9 @@ class TransformerSeq2Seq(nn.Module):
             sites += [AttentionSite(kind, i, getattr(layer, name)) for i, layer in enumerate(self.decoder_layers)]
         return sites
 
+    def input_embedding(self) -> nn.Module:
+        return self.src_embed.input_module()
+
     def position_schemes(self) -> list[nn.Module]:
         return _unique(
             [self.src_embed.positions, self.tgt_embed.positions]
@@ -378,6 +385,9 @@ class TransformerEncoderModel(nn.Module):
 
     def token_vectors(self, tokens: Tensor) -> Tensor:
         return self.embed.lookup(tokens)
+
+    def input_embedding(self) -> nn.Module:
+        return self.embed.input_module()
 
     def attention_sites(self) -> list[AttentionSite]:
         return [

@@ -101,15 +101,18 @@ class Call:
     mask: Tensor | None = None
     bias: Tensor | None = None
     scaling: float = 1.0
+    graph: Tensor | None = None  # the weights themselves, in the autograd graph (a ``graph`` recording)
 
 
 @dataclass
 class Recording:
     """The attention calls of one forward pass. ``vectors``: also keep q, k, v, mask and bias
-    (for the walk-through); ``dtype``: how the weights are kept (float16 halves a long input's maps)."""
+    (for the walk-through); ``graph``: also keep the weights in the autograd graph (for gradients
+    with respect to them); ``dtype``: how the weights are kept (float16 halves a long input's maps)."""
 
     kinds: dict[int, str]  # id(module) -> attention kind
     vectors: bool = False
+    graph: bool = False
     dtype: torch.dtype = torch.float32
     calls: list[Call] = field(default_factory=list)
     _layers: dict[str, int] = field(default_factory=dict)
@@ -119,6 +122,8 @@ class Recording:
         layer = self._layers.get(kind, 0)
         self._layers[kind] = layer + 1
         call = Call(module, kind, layer, weights.detach().to("cpu", self.dtype))
+        if self.graph:
+            call.graph = weights
         if self.vectors:
             scaling = kwargs.get("scaling")
             call.query, call.key, call.value = (x.detach().float().cpu() for x in (query, key, value))
@@ -166,9 +171,9 @@ def _register() -> None:
 
 @contextlib.contextmanager
 def recording(
-    kinds: dict[int, str], *, vectors: bool = False, dtype: torch.dtype = torch.float32
+    kinds: dict[int, str], *, vectors: bool = False, graph: bool = False, dtype: torch.dtype = torch.float32
 ) -> Iterator[Recording]:
-    rec = Recording(kinds, vectors=vectors, dtype=dtype)
+    rec = Recording(kinds, vectors=vectors, graph=graph, dtype=dtype)
     _active.recording = rec
     try:
         yield rec
@@ -395,19 +400,34 @@ class HFModel:
         dtype: torch.dtype = torch.float32,
     ) -> tuple[Recording, Any]:
         """One forward pass, every attention call recorded: (recording, the model's output)."""
+        return self._run(ids, decoder_ids, pixels=pixels, vectors=vectors, dtype=dtype)
+
+    def forward_graph(
+        self, ids: list[int], decoder_ids: list[int] | None = None, *, copies: int = 1
+    ) -> tuple[Recording, Any]:
+        """A forward pass with gradients over ``copies`` rows of the same input, the attention
+        weights kept in the graph (``Call.graph``): what gradient attributions differentiate."""
+        return self._run(ids, decoder_ids, graph=True, copies=copies)
+
+    def _run(self, ids, decoder_ids, *, pixels=None, vectors=False, graph=False, dtype=torch.float32, copies=1):
         self.model.eval()
-        with recording(self.kinds, vectors=vectors, dtype=dtype) as rec:
+        with recording(self.kinds, vectors=vectors, graph=graph, dtype=dtype) as rec:
             if pixels is not None:
                 out = self.model(pixel_values=pixels.to(self.device))
             else:
-                src = torch.tensor([ids], device=self.device)
+                src = torch.tensor([ids], device=self.device).expand(copies, -1)
                 kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
                 if decoder_ids is not None:
-                    kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device)
+                    kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
                 if self.family == "decoder":
                     kwargs["use_cache"] = False
                 out = self.model(input_ids=src, **kwargs)
         return rec, out
+
+    def source_embedding(self) -> nn.Module:
+        """The token table of the source side (the encoder's, for an encoder-decoder)."""
+        model = self.model.get_encoder() if self.family == "seq2seq" else self.model
+        return model.get_input_embeddings()
 
 
 def _setting(config: Any, *names: str) -> int:

@@ -1,0 +1,101 @@
+"""Scorers: a model made ready for gradient attributions on one prepared sentence (``Scorer``).
+
+attnkit's own encoder-decoders (Transformer, RNN with Luong attention, captioners) run with
+their weights recorded in the graph (``attention.weights_in_graph``), each attention module's
+calls gathered by hooks; models run by transformers record theirs through attnkit's attention
+implementation (``HFModel.forward_graph``). The scores are the log-probabilities of the output
+tokens the prepared sentence holds: its translation (or forced target), or, for a decoder-only
+model, each next token.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..attention.attend import Tap, weights_in_graph
+from ..inspection.capture import Prepared
+from ..models.interface import Seq2SeqModel
+from .gradients import Calls, Scorer
+
+
+def _log_probs(logits: Tensor, targets: list[int]) -> Tensor:
+    """(copies, t) log-probabilities of ``targets`` under (copies, t, V) logits."""
+    index = torch.tensor(targets, device=logits.device)[None, :, None].expand(logits.shape[0], -1, 1)
+    return logits.float().log_softmax(-1).gather(-1, index)[..., 0]
+
+
+def seq2seq_scorer(model: Seq2SeqModel, prepared: Prepared, *, source: Tensor | None = None) -> Scorer:
+    """attnkit's encoder-decoder on ``prepared`` (its target side: a translation or a caption);
+    ``source``: an image captioner's image batch (1, H, W) instead of the source ids."""
+    if prepared.tgt_in_ids is None or prepared.tgt_out_ids is None:
+        raise ValueError("gradient methods explain output tokens: this sentence has no target side")
+    device = next(model.parameters()).device
+    src = torch.tensor([prepared.src_ids], device=device) if source is None else source.to(device)
+    mask = torch.ones(src.shape, dtype=torch.bool, device=device)
+    tgt = torch.tensor([prepared.tgt_in_ids], device=device)
+    sites = model.attention_sites()
+    kinds = {id(site.module): site.kind for site in sites}
+    recurrent = all(site.kind == "cross" for site in sites)
+
+    def forward(copies: int) -> tuple[Tensor, Calls]:
+        gathered: dict[int, list[Tap]] = {}  # id(module) -> the taps of its calls, in order
+        order: list[tuple[str, int]] = []  # (kind, id(module)) in the order the modules first ran
+        starts: dict[int, int] = {}
+        handles = []
+        model.eval()
+        with weights_in_graph() as taps:
+
+            def before(module, args):
+                key = id(module)
+                if key not in gathered:
+                    gathered[key] = []
+                    order.append((kinds[key], key))
+                starts[key] = len(taps)
+
+            def after(module, args, output):
+                gathered[id(module)].extend(taps[starts[id(module)] :])
+
+            for site in sites:
+                handles += [site.module.register_forward_pre_hook(before), site.module.register_forward_hook(after)]
+            try:
+                expand = (copies,) + (-1,) * (src.dim() - 1)
+                out = model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1), need_weights=True)
+            finally:
+                for h in handles:
+                    h.remove()
+        assert out.logits is not None  # projected
+        return _log_probs(out.logits, prepared.tgt_out_ids or []), [(kind, gathered[key]) for kind, key in order]
+
+    return Scorer(
+        rows=prepared.tgt_out_tokens,
+        cols=prepared.src_tokens,
+        structure="recurrent" if recurrent else "seq2seq",
+        embedding=model.input_embedding(),
+        forward=forward,
+    )
+
+
+def transformers_scorer(hf: Any, prepared: Prepared, task: str) -> Scorer:
+    """A model run by transformers (``HFModel``): an encoder-decoder's target tokens over its
+    source, or a decoder-only model's next tokens over the tokens before them."""
+    if prepared.tgt_in_ids is None or prepared.tgt_out_ids is None:
+        raise ValueError("gradient methods explain output tokens: this input has no output side")
+    seq = prepared.tgt_in_ids
+    if task == "generation":
+        if len(seq) < 2:
+            raise ValueError("a decoder-only model's attribution explains each next token: give at least two tokens")
+
+        def forward(copies: int) -> tuple[Tensor, Calls]:
+            rec, out = hf.forward_graph(seq, copies=copies)
+            return _log_probs(out.logits[:, :-1], seq[1:]), [(c.kind, [Tap(c.graph)]) for c in rec.calls]
+
+        return Scorer(prepared.tgt_in_tokens[1:], prepared.tgt_in_tokens, "self", hf.source_embedding(), forward)
+
+    def forward_seq2seq(copies: int) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(prepared.src_ids, seq, copies=copies)
+        return _log_probs(out.logits, prepared.tgt_out_ids or []), [(c.kind, [Tap(c.graph)]) for c in rec.calls]
+
+    return Scorer(prepared.tgt_out_tokens, prepared.src_tokens, "seq2seq", hf.source_embedding(), forward_seq2seq)

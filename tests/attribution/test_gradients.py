@@ -1,0 +1,219 @@
+"""Gradient attributions: the attention gradients attnkit takes equal transformers' own
+(retain_grad on its eager ``output_attentions``) and, for recurrent attention, rebuild the
+gradient of the context vector; the relevance rules equal a hand computation; integrated
+gradients and input x gradient equal captum and autograd called directly on transformers'
+``inputs_embeds``; and every gradient method runs on every model kind that has an output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+pytest.importorskip("captum")
+
+from tiny_hf import build
+
+import attnkit
+from attnkit.attribution import (
+    GRADIENT_METHODS,
+    attribute_model,
+    gradient_attention,
+    input_x_gradient,
+    integrated_gradients,
+    relevance,
+)
+from attnkit.attribution.gradients import normalise_rows
+from attnkit.attribution.scorers import seq2seq_scorer
+from attnkit.config import ModelConfig
+from attnkit.inspection import Prepared
+from attnkit.models import build_model
+
+TEXT = "two dogs are playing in the snow ."
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hf_gradients")
+    return {family: build(family, root / family) for family in ("gpt2", "bart", "t5", "llama", "marian", "bert")}
+
+
+def _prepared(model, **kwargs):
+    (p,) = model.prepare([TEXT], **({"max_new_tokens": 4} if model.task == "generation" else {}), **kwargs)
+    return p
+
+
+def _reference(path: Path, task: str, p: Prepared):
+    """transformers alone: (model, its kwargs) on the prepared input, eager attention."""
+    import transformers as T
+
+    auto = T.AutoModelForCausalLM if task == "generation" else T.AutoModelForSeq2SeqLM
+    model = auto.from_pretrained(path, attn_implementation="eager").eval()
+    if task == "generation":
+        return model, {"input_ids": torch.tensor([p.tgt_in_ids])}, p.tgt_in_ids[1:]
+    kwargs = {"input_ids": torch.tensor([p.src_ids]), "decoder_input_ids": torch.tensor([p.tgt_in_ids])}
+    return model, kwargs, p.tgt_out_ids
+
+
+def _log_prob(logits: torch.Tensor, targets: list[int], row: int, task: str) -> torch.Tensor:
+    return logits[0, row].log_softmax(-1)[targets[row]]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bart"])
+def test_attention_gradients_equal_transformers_own(hf, family):
+    model = attnkit.load(hf[family], device="cpu")
+    p = _prepared(model)
+    scorer = model.scorer(p)
+    scores, calls = scorer.forward(1)
+    ref, kwargs, targets = _reference(hf[family], model.task, p)
+    out = ref(**kwargs, output_attentions=True)
+    found = (
+        [*out.encoder_attentions, *(a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair)]
+        if model.task == "translation"
+        else list(out.attentions)
+    )
+    assert len(found) == len(calls)
+    row = len(scorer.rows) - 2
+    mine = torch.autograd.grad(scores[0, row], [taps[0].weights for _, taps in calls])
+    theirs = torch.autograd.grad(_log_prob(out.logits, targets, row, model.task), found)
+    for a, b in zip(mine, theirs):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    assert any(float(g.abs().max()) > 1e-4 for g in mine)  # not all zero
+
+
+@pytest.mark.parametrize("attention", ["global", "local-m", "local-p"])
+def test_recurrent_taps_rebuild_the_context_gradient(attention):
+    """Σ_j A_ij ∂y/∂A_ij = ∂y/∂c_i · c_i for the context c_i = Σ_j A_ij v_j: the tapped, spread and
+    concatenated weights of every decoder step against the context's own gradient."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="rnn", d_model=16, hidden=16, layers=1, attention=attention, window=2, dropout=0.0)
+    model = build_model(cfg, src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True).eval()
+    src, tgt = [5, 6, 7, 8, 9, 10, 2], [1, 11, 12, 13, 14]
+    p = Prepared("x", src, [str(i) for i in src], tgt_in_ids=tgt, tgt_in_tokens=[str(i) for i in tgt])
+    p.tgt_out_ids, p.tgt_out_tokens = tgt[1:] + [2], [str(i) for i in tgt[1:] + [2]]
+    contexts = []
+    hook = model.attention.register_forward_hook(lambda m, a, o: contexts.append(o.context))
+    scorer = seq2seq_scorer(model, p)
+    scores, [(kind, taps)] = scorer.forward(1)
+    hook.remove()
+    assert kind == "cross" and len(taps) == len(tgt) == len(contexts)
+    row = 3
+    grads = torch.autograd.grad(scores[0, row], [t.weights for t in taps] + contexts, allow_unused=True)
+    tap_grads, ctx_grads = grads[: len(taps)], grads[len(taps) :]
+    for i, (tap, g, c, gc) in enumerate(zip(taps, tap_grads, contexts, ctx_grads)):
+        spread = tap.spread(g * tap.weights)  # (1, 1, s)
+        assert spread.shape == (1, 1, len(src))
+        expected = (gc * c).sum() if gc is not None else torch.zeros(())
+        torch.testing.assert_close(spread.sum(), expected, atol=1e-6, rtol=1e-4)
+        if i > row:  # later steps do not reach y_row
+            assert float(spread.detach().abs().max()) == 0.0
+    relevance_rows = gradient_attention(scorer)
+    assert relevance_rows.shape == (len(tgt), len(src))
+
+
+def test_relevance_rules_by_hand():
+    rng = np.random.default_rng(0)
+
+    def stochastic(q, k):
+        return torch.tensor(rng.dirichlet(np.ones(k), size=q))
+
+    a1, a2 = stochastic(4, 4), stochastic(4, 4)
+    torch.testing.assert_close(relevance([("encoder", a1), ("encoder", a2)], "self"), a1 + a2 + a2 @ a1)
+    enc, dec, cross = stochastic(3, 3), torch.tril(stochastic(2, 2)), stochastic(2, 3)
+    eye3, eye2 = torch.eye(3, dtype=enc.dtype), torch.eye(2, dtype=enc.dtype)
+    r_ss, r_tt = eye3 + enc, eye2 + dec
+    bar_ss = enc / enc.sum(-1, keepdim=True) + eye3
+    bar_tt = dec / dec.sum(-1, keepdim=True) + eye2
+    found = relevance([("encoder", enc), ("decoder", dec), ("cross", cross)], "seq2seq")
+    torch.testing.assert_close(found, bar_tt @ cross @ bar_ss)
+    assert torch.allclose(r_ss - eye3, enc) and torch.allclose(r_tt - eye2, dec)
+    torch.testing.assert_close(relevance([("cross", cross)], "recurrent"), cross)
+
+
+def _embeds_reference(hf, family):
+    """(attnkit model, prepared, f(embeds, row) through transformers' own inputs_embeds, the embeds)."""
+    model = attnkit.load(hf[family], device="cpu")
+    p = _prepared(model)
+    ref, kwargs, targets = _reference(hf[family], model.task, p)
+    table = ref.get_encoder().get_input_embeddings() if model.task == "translation" else ref.get_input_embeddings()
+    x = table(kwargs.pop("input_ids")).detach()
+
+    def f(embeds, row):
+        n = embeds.shape[0]
+        extra = {k: v.expand(n, -1) for k, v in kwargs.items()}
+        logits = ref(inputs_embeds=embeds, **extra).logits
+        return logits[:, row].log_softmax(-1)[:, targets[row]]
+
+    return model, p, f, x
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bart"])
+def test_integrated_gradients_equal_captum_on_transformers_inputs_embeds(hf, family):
+    from captum.attr import IntegratedGradients
+
+    model, p, f, x = _embeds_reference(hf, family)
+    mine = integrated_gradients(model.scorer(p), steps=16)
+    rows = []
+    for row in range(mine.shape[0]):
+        ig = IntegratedGradients(lambda e, row=row: f(e, row))
+        attr = ig.attribute(x, baselines=torch.zeros_like(x), n_steps=16, method="gausslegendre")
+        rows.append(attr[0].norm(dim=-1).detach().numpy())
+    np.testing.assert_allclose(mine, normalise_rows(np.stack(rows)), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "t5"])
+def test_input_x_gradient_equals_autograd_on_transformers_inputs_embeds(hf, family):
+    model, p, f, x = _embeds_reference(hf, family)
+    mine = input_x_gradient(model.scorer(p))
+    rows = []
+    for row in range(mine.shape[0]):
+        e = x.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(f(e, row).sum(), e)
+        rows.append((g * x)[0].norm(dim=-1).numpy())
+    np.testing.assert_allclose(mine, normalise_rows(np.stack(rows)), atol=1e-5)
+
+
+def test_integrated_gradients_are_complete():
+    """The attributions (before norms) sum to f(x) - f(0) (Sundararajan et al.'s completeness)."""
+    from captum.attr import IntegratedGradients
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="transformer", d_model=16, heads=2, ffn=32, layers=2, dropout=0.0, max_positions=32)
+    model = build_model(cfg, src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True).eval()
+    src, tgt = [5, 6, 7, 8, 2], [1, 11, 12]
+    p = Prepared("x", src, [str(i) for i in src], tgt_in_ids=tgt, tgt_in_tokens=[str(i) for i in tgt])
+    p.tgt_out_ids, p.tgt_out_tokens = tgt[1:] + [2], [str(i) for i in tgt[1:] + [2]]
+    scorer = seq2seq_scorer(model, p)
+    x = scorer.vectors()
+    _, delta = IntegratedGradients(scorer.scores_from).attribute(
+        x, baselines=torch.zeros_like(x), target=1, n_steps=64, method="gausslegendre", return_convergence_delta=True
+    )
+    assert abs(float(delta)) < 1e-3
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "bart", "t5", "marian"])
+def test_every_gradient_method_on_models_run_by_transformers(hf, family):
+    model = attnkit.load(hf[family], device="cpu")
+    p = _prepared(model)
+    found = attribute_model(model, p, [*GRADIENT_METHODS, "attention", "rollout"])
+    n_rows = len(p.tgt_in_tokens) - 1 if model.task == "generation" else len(p.tgt_out_tokens)
+    n_cols = len(p.tgt_in_tokens) if model.task == "generation" else len(p.src_tokens)
+    assert found.side == "output" and (len(found.rows), len(found.cols)) == (n_rows, n_cols)
+    for method, scores in found.scores.items():
+        assert scores.shape == (n_rows, n_cols) and np.isfinite(scores).all(), method
+        np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-6, err_msg=method)
+        if model.task == "generation":  # causal: row t (predicting token t + 1) sees tokens 0 .. t only
+            assert np.abs(np.triu(scores, 2)).max() < 1e-9, method
+
+
+def test_an_encoder_without_an_output_gets_one_line(hf):
+    model = attnkit.load(hf["bert"], device="cpu")
+    (p,) = model.prepare([TEXT])
+    with pytest.raises(ValueError, match="explains an output token") as err:
+        attribute_model(model, p, ["grad-attention"], side="encoder")
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="encoder without an output"):
+        model.scorer(p)
