@@ -1,33 +1,64 @@
-"""`attnkit attribute`: the methods on a trained model's encoder, as a figure and as scores."""
+"""`attnkit attribute`: the methods on a trained model's output tokens and on its encoder, as a
+figure and as scores."""
 
 import numpy as np
 import pytest
 
-from attnkit.attribution import attention_flow, rollout
+import attnkit
+from attnkit.attribution import ALL_METHODS, attention_flow, attribute_model, rollout
 from attnkit.cli import main
+from attnkit.cli.inspection import ATTRIBUTION_METHODS
 from attnkit.inspection import capture
 from attnkit.loading.model_dir import load_model
 
 pytestmark = pytest.mark.slow  # a trained toy model
 
 
-def test_scores_are_each_method_on_the_captured_maps(trained_toys, tmp_path, capsys):
+def test_the_commands_methods_are_the_librarys():
+    assert ATTRIBUTION_METHODS == ALL_METHODS
+
+
+def test_encoder_scores_are_each_method_on_the_captured_maps(trained_toys, tmp_path, capsys):
     model_dir = trained_toys["transformer"]
     out = tmp_path / "scores.npz"
-    assert main(["attribute", str(model_dir), "a b c d", "-o", str(out)]) == 0
+    assert main(["attribute", str(model_dir), "a b c d", "--rows", "encoder", "-o", str(out)]) == 0
     with np.load(out) as z:
-        scores, methods, tokens = z["scores"], list(z["methods"]), list(z["tokens"])
+        scores, methods, tokens, side = z["scores"], list(z["methods"]), list(z["tokens"]), str(z["side"])
     model, tok, _ = load_model(model_dir)
     (record,) = capture(model, tok, ["a b c d"])
     maps = record.maps["encoder"]
     assert methods == ["attention", "rollout", "flow", "value-norm"] and tokens == record.src_tokens
+    assert side == "encoder"
     np.testing.assert_allclose(scores[0], maps[-1].mean(0), atol=1e-6)
     np.testing.assert_allclose(scores[1], rollout(maps), atol=1e-6)
     np.testing.assert_allclose(scores[2], attention_flow(maps), atol=1e-6)
     np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-5)
 
 
-def test_a_figure_per_sentence_and_one_line_for_a_model_without_self_attention(trained_toys, tmp_path, capsys):
+@pytest.mark.parametrize("arch", ["transformer", "rnn"])
+def test_output_scores_are_the_librarys_for_every_method_the_model_takes(trained_toys, tmp_path, arch):
+    out = tmp_path / "scores.npz"
+    assert main(["attribute", str(trained_toys[arch]), "a b c d", "-o", str(out)]) == 0
+    with np.load(out) as z:
+        scores, methods, rows, tokens = z["scores"], list(z["methods"]), list(z["rows"]), list(z["tokens"])
+        assert str(z["side"]) == "output"
+    model = attnkit.load(str(trained_toys[arch]))
+    (p,) = model.prepare(["a b c d"])
+    expected = ["attention", "rollout", "value-norm"] if arch == "transformer" else ["attention"]
+    assert methods == expected + ["grad-attention", "integrated-gradients", "input-x-gradient"]
+    assert (
+        rows == p.tgt_out_tokens and tokens == p.src_tokens and scores.shape == (len(methods), len(rows), len(tokens))
+    )
+    found = attribute_model(model, p, methods)
+    for i, m in enumerate(methods):
+        np.testing.assert_allclose(scores[i], found.scores[m], atol=1e-5, err_msg=m)
+    record = model.capture(p)
+    np.testing.assert_allclose(scores[0].sum(-1), 1.0, atol=1e-5)
+    cross = record.maps["cross"][-1].mean(0)
+    np.testing.assert_allclose(scores[0], cross / cross.sum(-1, keepdims=True), atol=1e-5)
+
+
+def test_a_figure_per_sentence_and_one_line_for_what_a_model_cannot_take(trained_toys, tmp_path, capsys):
     fig = tmp_path / "a.png"
     assert (
         main(["attribute", str(trained_toys["transformer"]), "a b", "c d e", "--method", "rollout", "-o", str(fig)])
@@ -36,6 +67,16 @@ def test_a_figure_per_sentence_and_one_line_for_a_model_without_self_attention(t
     for name in ("a_1.png", "a_2.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG" and (tmp_path / name).stat().st_size > 10_000
     capsys.readouterr()
-    assert main(["attribute", str(trained_toys["rnn"]), "a b", "-o", str(tmp_path / "rnn.png")]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "no encoder self-attention" in err and not (tmp_path / "rnn.png").exists()
+    rnn, transformer = str(trained_toys["rnn"]), str(trained_toys["transformer"])
+    for argv, message in (
+        ([rnn, "a b", "--rows", "encoder"], "no encoder self-attention"),
+        ([rnn, "a b", "--method", "rollout"], "one attention over its source"),
+        ([rnn, "a b", "--method", "value-norm"], "value vectors of multi-head attention"),
+        ([transformer, "a b", "--method", "flow"], "flow follows a stack of self-attention layers"),
+        ([transformer, "a b", "--rows", "encoder", "--method", "grad-attention"], "explains an output token"),
+        ([transformer, "", "--method", "grad-attention"], "expected a non-empty sentence"),
+    ):
+        assert main(["attribute", *argv, "-o", str(tmp_path / "bad.png")]) in (1, 2), argv
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and message in err, (argv, err)
+        assert not (tmp_path / "bad.png").exists()

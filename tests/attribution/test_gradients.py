@@ -15,8 +15,6 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("captum")
 
-from tiny_hf import build
-
 import attnkit
 from attnkit.attribution import (
     GRADIENT_METHODS,
@@ -31,6 +29,7 @@ from attnkit.attribution.scorers import seq2seq_scorer
 from attnkit.config import ModelConfig
 from attnkit.inspection import Prepared
 from attnkit.models import build_model
+from tiny_hf import build
 
 TEXT = "two dogs are playing in the snow ."
 

@@ -232,20 +232,28 @@ def test_translate_can_pack_the_maps(client, names):
 
 
 def test_attribute_answers_each_method_as_the_command_computes_it(client, studio, names):
-    from attnkit.attribution import attribute
+    from attnkit.attribution import ALL_METHODS, attribute_model
 
     model = studio.models[names["transformer"]].model
     (prepared,) = model.prepare(["a b c d"])
-    record = model.capture(prepared)
-    norms = model.value_norms(prepared)
-    for method in ("attention", "rollout", "flow", "value-norm"):
-        r = client.post("/api/attribute", json={"model": names["transformer"], "text": "a b c d", "method": method})
-        body = r.json()
-        assert r.status_code == 200 and body["method"] == method and body["tokens"] == record.src_tokens
-        expected = attribute(record, [method], value_norms=norms)[method]
-        np.testing.assert_allclose(body["scores"], expected, atol=1e-4)
-        np.testing.assert_allclose(np.sum(body["scores"], -1), 1.0, atol=1e-3)
+    for side in ("encoder", "output"):
+        for method in ALL_METHODS:
+            request = {"model": names["transformer"], "text": "a b c d", "method": method, "side": side}
+            r = client.post("/api/attribute", json=request)
+            body = r.json()
+            try:
+                expected = attribute_model(model, prepared, [method], side=side)
+            except ValueError as err:  # a method this side does not take: the same one line
+                assert r.status_code == 422 and body["error"] == str(err), (side, method)
+                continue
+            assert r.status_code == 200 and body["method"] == method and body["side"] == side, (side, method)
+            assert body["rows"] == expected.rows and body["tokens"] == expected.cols
+            np.testing.assert_allclose(body["scores"], expected.scores[method], atol=1e-4)
+            sums = np.sum(body["scores"], -1)  # 1, or 0 where no head raised the token's probability
+            assert np.all((np.abs(sums - 1) < 1e-3) | (sums == 0)), (side, method, sums)
     r = client.post("/api/attribute", json={"model": names["rnn"], "text": "a b", "method": "rollout"})
-    assert r.status_code == 422 and "no encoder self-attention" in r.json()["error"]
+    assert r.status_code == 422 and "one attention over its source" in r.json()["error"]
+    r = client.post("/api/attribute", json={"model": names["rnn"], "text": "a b", "method": "grad-attention"})
+    assert r.status_code == 200 and r.json()["side"] == "output"
     r = client.post("/api/attribute", json={"model": names["transformer"], "text": "a b", "method": "saliency"})
     assert r.status_code == 422

@@ -73,16 +73,21 @@ def test_type_translate_and_explore(browser, server, trained_toys):
     assert "query 1: the decoder state that predicts 'c'" in text and "q ⊙ k" in text
     assert page.locator("#neuron table tr").count() == 1 + 1 + 5 + 1  # header, q, a b c d </s>, z
 
-    page.click("#tabs [data-tab=attribution]")  # rollout by default, then value-norm
+    page.click("#tabs [data-tab=attribution]")  # gradient-weighted attention over the output by default
     page.wait_for_selector("#attr-matrix")
     page.hover("#attr-matrix")
-    assert "attention rollout: position" in page.inner_text("#readout")
+    assert "gradient-weighted attention (Chefer et al.): output token" in page.inner_text("#readout")
+    page.select_option("#attr-side", "encoder")  # the encoder's positions, then value-norm
     page.select_option("#attr-method", "value-norm")
     page.wait_for_timeout(300)  # the server computes it
     page.wait_for_selector("#attr-matrix")
     page.hover("#attr-matrix", position={"x": 60, "y": 30})
     page.hover("#attr-matrix")
-    assert "value-norm" in page.inner_text("#readout")
+    assert "value-norm ‖Σ_h a f(x)‖, last layer: position" in page.inner_text("#readout")
+    page.select_option("#attr-method", "grad-attention")  # not on the encoder side: the one line shows
+    page.wait_for_selector("#attribution .error")
+    assert "explains an output token" in page.inner_text("#attribution")
+    page.select_option("#attr-side", "output")
 
     page.click("#tabs [data-tab=positions]")
     page.wait_for_function(

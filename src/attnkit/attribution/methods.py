@@ -78,6 +78,18 @@ def sides(record: AttentionRecord) -> list[str]:
     return out + (["encoder"] if "encoder" in record.maps else [])
 
 
+def applicable(record: AttentionRecord, side: str, *, with_model: bool) -> list[str]:
+    """Every method that explains ``side`` of ``record``'s model (``with_model``: the model is at
+    hand, not only its saved maps): what ``all`` runs."""
+    if side == "encoder":
+        return [*METHODS, "value-norm"] if with_model else list(METHODS)
+    stacked = decoder_only(record) or "encoder" in record.maps  # layers of multi-head attention
+    out = ["attention"] + (["rollout"] if stacked else []) + (["flow"] if decoder_only(record) else [])
+    if with_model:
+        out += (["value-norm"] if stacked else []) + list(GRADIENT_METHODS)
+    return out
+
+
 def value_norm_kind(record: AttentionRecord, side: str) -> str:
     """The attention kind whose value vectors value-norm weighs on ``side``."""
     if side == "encoder":
@@ -131,8 +143,9 @@ def _output_side(record: AttentionRecord, method: str, value_norms: np.ndarray |
         return value_norm_scores(value_norms)
     if method == "flow":
         raise ValueError(
-            "flow follows a stack of self-attention layers: for an encoder-decoder it is shown on the encoder "
-            "side (--rows encoder); its output side has rollout and the gradient methods"
+            "flow follows a stack of self-attention layers: an encoder-decoder's output side has attention, "
+            "rollout, value-norm and the gradient methods"
+            + ("; flow is shown on its encoder side (--rows encoder)" if "encoder" in record.maps else "")
         )
     if "encoder" not in record.maps:
         raise ValueError(
@@ -174,9 +187,7 @@ def check(record: AttentionRecord, methods: list[str], side: str | None) -> str:
         raise ValueError("this model is an encoder: it has no output tokens to explain (use --rows encoder)")
     gradient = [m for m in methods if m in GRADIENT_METHODS]
     if gradient and side == "encoder":
-        raise ValueError(
-            f"{gradient[0]} explains an output token: it has no encoder-side scores (use the output side)"
-        )
+        raise ValueError(f"{gradient[0]} explains an output token: it has no encoder-side scores (use the output side)")
     return side
 
 

@@ -8,6 +8,17 @@ from pathlib import Path
 
 from . import flags as F
 
+# attnkit.attribution.ALL_METHODS, named here so that building the parser imports no torch
+ATTRIBUTION_METHODS = [
+    "attention",
+    "rollout",
+    "flow",
+    "value-norm",
+    "grad-attention",
+    "integrated-gradients",
+    "input-x-gradient",
+]
+
 
 def _figure(fig, args: argparse.Namespace) -> None:
     from ..atomic import save_figure
@@ -213,11 +224,11 @@ def cmd_positions(args: argparse.Namespace) -> None:
 
 
 def cmd_attribute(args: argparse.Namespace) -> None:
-    """Where each top-layer position of the encoder draws from: raw attention, rollout, flow, value-norm."""
+    """What each output token (or each top-layer position of an encoder) draws on, by every method."""
     import numpy as np
 
     from ..atomic import atomic_path, numbered, save_figure
-    from ..attribution import LABELS, METHODS, MODEL_METHODS, attribute
+    from ..attribution import LABELS, applicable, attribute, attribute_model, sides
     from ..inspection.capture import model_label
     from ..plots.attribution import plot_methods
 
@@ -232,34 +243,41 @@ def cmd_attribute(args: argparse.Namespace) -> None:
         sentences = F.sentences(args)
         if not sentences:
             raise ValueError("give at least one sentence (as an argument or with --input FILE)")
-        prepared = loaded.prepare(sentences, targets=args.target, options=F.search_options(args))
+        prepared = loaded.prepare(
+            sentences, targets=args.target, options=F.search_options(args), max_new_tokens=args.max_new_tokens
+        )
         records, info = [loaded.capture(p) for p in prepared], loaded.info
-    # all: every method this source allows (value-norm needs the model, not a saved .npz)
-    every = [*METHODS, *MODEL_METHODS] if loaded is not None else list(METHODS)
-    methods = every if args.method == "all" else [args.method]
-    norms = [
-        loaded.value_norms(p) if loaded is not None and "value-norm" in methods and "encoder" in r.maps else None
-        for r, p in zip(records, prepared)
-    ]
-    # every sentence checked before any file is written
-    scored = [attribute(r, methods, value_norms=n) for r, n in zip(records, norms)]
-    for i, (r, scores) in enumerate(zip(records, scored)):
+    found = []
+    for r, p in zip(records, prepared):  # every sentence scored before any file is written
+        side = args.rows or (sides(r) or ["output"])[0]
+        methods = applicable(r, side, with_model=loaded is not None) if args.method == "all" else [args.method]
+        found.append(attribute_model(loaded, p, methods, side=side) if loaded else attribute(r, methods, side=side))
+    for i, (r, a) in enumerate(zip(records, found)):
         target = numbered(args.output, i, len(records))
+        methods = list(a.scores)
         if target.suffix.lower() == ".npz":
             with atomic_path(target) as tmp, open(tmp, "wb") as f:
                 np.savez_compressed(
                     f,
-                    scores=np.stack([scores[m] for m in methods]).astype(np.float32),
+                    scores=np.stack([a.scores[m] for m in methods]).astype(np.float32),
                     methods=np.array(methods),
-                    tokens=np.array(r.src_tokens),
+                    rows=np.array(a.rows),
+                    tokens=np.array(a.cols),
+                    side=np.array(a.side),
                     source=np.array(r.source),
                 )
         else:
+            what = (
+                "where each output token draws from"
+                if a.side == "output"
+                else "where each top-layer position of the encoder draws from"
+            )
             fig = plot_methods(
-                [(LABELS[m], scores[m]) for m in methods],
-                r.src_tokens,
-                r.src_tokens,
-                title=f"{model_label(info)}: where each top-layer position of the encoder draws from\n{r.source}",
+                [(LABELS[m], a.scores[m]) for m in methods],
+                a.rows,
+                a.cols,
+                title=f"{model_label(info)}: {what}\n{r.source}" + (f"  →  {r.output}" if r.output else ""),
+                row_label=a.row_label,
             )
             save_figure(fig, target, dpi=args.dpi)
         print(f"{r.source}\n  -> {target}")
@@ -329,22 +347,33 @@ def add_commands(add) -> None:
     p = add(
         "attribute",
         cmd_attribute,
-        "what each top-layer position draws on: raw attention, attention rollout, attention flow, value-norm",
+        "what each output token (or encoder position) draws on: raw attention, rollout, flow, value-norm, "
+        "gradient-weighted attention, integrated gradients, input x gradient",
     )
     F.source(p)
     p.add_argument(
         "--method",
-        choices=["attention", "rollout", "flow", "value-norm", "all"],
+        choices=[*ATTRIBUTION_METHODS, "all"],
         default="all",
         help="attention: the last layer's, mean of heads; rollout and flow: through every layer, "
-        "with the residual connections (Abnar & Zuidema 2020); value-norm: the last layer's "
-        "||sum_h a f(x)|| (Kobayashi et al. 2020), rows normalised; all: side by side on one scale",
+        "with the residual connections (Abnar & Zuidema 2020; an encoder-decoder's rollout follows "
+        "Chefer et al.'s rules); value-norm: the last layer's ||sum_h a f(x)|| (Kobayashi et al. 2020); "
+        "grad-attention: E_h[(grad A * A)+] through every layer (Chefer et al. 2021); integrated-gradients "
+        "and input-x-gradient: on the input vectors (captum); all: every method the model takes, side by "
+        "side on one scale",
+    )
+    p.add_argument(
+        "--rows",
+        choices=["output", "encoder"],
+        default=None,
+        help="what the rows explain: the output tokens (default, where the model has an output) or the "
+        "encoder's top-layer positions (its self-attention)",
     )
     F.output(
         p,
         "attribution.png",
-        "a figure (.png, .svg, .pdf) or the scores as .npz (scores: methods x positions x tokens); "
-        "several sentences get _1, _2, ...",
+        "a figure (.png, .svg, .pdf) or the scores as .npz (scores: methods x rows x input tokens; rows, "
+        "tokens, methods, side); several sentences get _1, _2, ...",
         kind="figure or .npz",
     )
     F.dpi(p)

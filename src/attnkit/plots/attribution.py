@@ -26,8 +26,13 @@ def plot_methods(
         if scores.shape != (rows, cols):
             raise ValueError(f"{name}: a {scores.shape} matrix for {rows} x {cols} tokens")
     side = max(2.6, min(5.0, 0.2 * max(rows, cols) + 1.2))
-    fig = Figure(figsize=(1.4 + side * len(panels), side + 1.4), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(1, len(panels), sharey=True))
+    ncols = len(panels) if len(panels) <= 4 else (len(panels) + 1) // 2  # more than four: two rows
+    nrows = -(-len(panels) // ncols)
+    fig = Figure(figsize=(1.4 + side * ncols, (side * min(1.0, rows / cols) + 1.3) * nrows + 0.6), layout="constrained")
+    grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
+    for ax in grid[len(panels) :]:
+        ax.set_visible(False)
+    axes = grid[: len(panels)]
     fs = 9 if max(rows, cols) <= 20 else 7 if max(rows, cols) <= 40 else 5
     top = max(1e-9, max(float(scores.max()) for _, scores in panels))
     im = None
@@ -37,7 +42,8 @@ def plot_methods(
         ax.set_yticks(range(rows), list(row_tokens), fontsize=fs)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(col_label, fontsize=9)
-    axes[0].set_ylabel(row_label, fontsize=9)
+    for ax in axes[::ncols]:
+        ax.set_ylabel(row_label, fontsize=9)
     assert im is not None  # panels is not empty
     fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of the position (one scale, every panel: 0 to {top:.2f})")
     if title:

@@ -62,13 +62,20 @@ class EmbedRequest(TextRequest):
     pass
 
 
-Method = Literal["attention", "rollout", "flow", "value-norm"]
+Method = Literal[
+    "attention", "rollout", "flow", "value-norm", "grad-attention", "integrated-gradients", "input-x-gradient"
+]
+Side = Literal["output", "encoder"]
 
 
 class AttributeRequest(TextRequest):
-    method: Method = Field(
-        "rollout", description="attention, rollout, flow or value-norm (attnkit attribute's methods)"
+    method: Method = Field("grad-attention", description="one of attnkit attribute's methods")
+    side: Side | None = Field(
+        None,
+        description="rows: the output tokens (the default where the model has an output) or the encoder's "
+        "top-layer positions",
     )
+    max_new_tokens: Annotated[StrictInt, Field(ge=0, description="a decoder-only model: as in translate")] | None = None
     image: StrictStr | None = Field(None, description="an image model: as in translate")
 
 
@@ -230,13 +237,17 @@ class Caption(BaseModel):
 
 
 class Attribution(BaseModel):
-    """Where each top-layer position of the encoder draws from, by one method; rows sum to 1."""
+    """Where each output token (or top-layer position of the encoder) draws from, by one method;
+    rows sum to 1."""
 
     model: str
     method: Method
     label: str
-    tokens: list[str]
-    scores: list[list[float]] = Field(description="(top-layer positions, input tokens)")
+    side: Side
+    rows: list[str] = Field(description="the output tokens, or the encoder's top-layer positions")
+    tokens: list[str] = Field(description="the input tokens (the columns)")
+    output: str = Field(description="the output the rows explain (empty on the encoder side)")
+    scores: list[list[float]] = Field(description="(rows, input tokens)")
     server_ms: float
 
 
@@ -325,7 +336,7 @@ def openapi() -> dict[str, Any]:
             "/api/translate": post("translate", "translate (or force a translation) and return every attention map"),
             "/api/explain": post("explain", "the Q/K/V (or Luong) walk-through of one query"),
             "/api/embed": post("embed", "contextual-vector similarities of a pretrained encoder"),
-            "/api/attribute": post("attribute", "where each top-layer position of the encoder draws from, by one method"),
+            "/api/attribute": post("attribute", "where each output token or encoder position draws from, by one method"),
             "/api/caption": post("caption", "caption an image or a new held-out digit scene, with each word's attention"),
             "/api/positions": {
                 "get": {

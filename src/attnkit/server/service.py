@@ -290,26 +290,27 @@ class Studio:
         return m.model.prepare_image(self._image(image, lambda raw: hf.decode_image(raw, "the image")), name)
 
     def _attribute(self, request: dict, m: StudioModel) -> dict:
-        """Where each top-layer position of the encoder draws from (``attnkit attribute``'s methods):
-        fields model, text (or image), method."""
-        from ..attribution import LABELS, attribute
+        """Where each output token (or encoder position) draws from (``attnkit attribute``'s methods):
+        fields model, text (or image), method, side, max_new_tokens."""
+        from ..attribution import LABELS, attribute_model
 
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
         method = request["method"]
-        prepared = self._prepare(m, text, None, SearchOptions(), None, request.get("image"))
-        record = m.model.capture(prepared)
+        prepared = self._prepare(m, text, None, SearchOptions(), request.get("max_new_tokens"), request.get("image"))
         try:
-            norms = m.model.value_norms(prepared) if method == "value-norm" and "encoder" in record.maps else None
-            scores = attribute(record, [method], value_norms=norms)[method]
+            found = attribute_model(m.model, prepared, [method], side=request.get("side"))
         except ValueError as err:
             raise RequestError(str(err)) from None
         return {
             "model": m.name,
             "method": method,
             "label": LABELS[method],
-            "tokens": record.src_tokens,
-            "scores": np.round(np.asarray(scores, dtype=np.float64), DIGITS).tolist(),
+            "side": found.side,
+            "rows": found.rows,
+            "tokens": found.cols,
+            "output": prepared.output if found.side == "output" else "",
+            "scores": np.round(np.asarray(found.scores[method], dtype=np.float64), DIGITS).tolist(),
             "server_ms": round(1000 * (time.perf_counter() - start), 1),
         }
 

@@ -706,12 +706,13 @@
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
   }
 
-  // ---- attribution (live): what each top-layer position draws on, by a method ------------------
+  // ---- attribution (live): what each output token or encoder position draws on, by a method -----
   const attributionCache = new Map();
   async function drawAttribution() {
-    const ex = example(), box = $("attribution"), method = $("attr-method").value;
-    const request = { model: state.model, text: ex.source, method: method };
+    const ex = example(), box = $("attribution"), method = $("attr-method").value, side = $("attr-side").value;
+    const request = { model: state.model, text: ex.source, method: method, side: side };
     if (ex.image) request.image = ex.image;
+    if (ex.prompt_length != null) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
     const key = JSON.stringify(request);
     box.innerHTML = "";
     let r = attributionCache.get(key);
@@ -719,30 +720,34 @@
       const note = html("p", { class: "note" }, box, "computing…");
       try { r = await api("/api/attribute", request); } catch (err) { note.textContent = String(err.message || err); note.classList.add("error"); return; }
       attributionCache.set(key, r);
-      if (state.tab !== "attribution" || $("attr-method").value !== method) return;
+      if (state.tab !== "attribution" || $("attr-method").value !== method || $("attr-side").value !== side) return;
       box.innerHTML = "";
     }
-    const n = r.tokens.length, idx = [...Array(n).keys()], room = area();
-    const cell = clamp(Math.floor(Math.min((room.w - 200) / n, (room.h - 200) / n)), 1, 36), labelled = cell >= 7;
-    const font = cell >= 14 ? `13px ${FAMILY}` : SMALL, lw = labelled ? textWidth(r.tokens, font) + 10 : 6;
+    const nr = r.rows.length, nc = r.tokens.length, room = area();
+    const rowIdx = [...Array(nr).keys()], colIdx = [...Array(nc).keys()], both = r.rows.concat(r.tokens);
+    const cell = clamp(Math.floor(Math.min((room.w - 200) / nc, (room.h - 200) / nr)), 1, 36), labelled = cell >= 7;
+    const font = cell >= 14 ? `13px ${FAMILY}` : SMALL, lw = labelled ? textWidth(both, font) + 10 : 6;
     const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
-    const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cell * n + 40, top + cell * n + 6);
+    const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cell * nc + 40, top + cell * nr + 6);
     const peak = Math.max(1e-9, ...r.scores.map((row) => Math.max(...row)));
     const W = r.scores.map((row) => row.map((v) => v / peak));
-    renderCells(ctx, W, idx, idx, idx.map(() => 1), { r: 0, c: 0, nr: n, nc: n }, lw, top, cell * n, cell * n);
+    renderCells(ctx, W, rowIdx, colIdx, colIdx.map(() => 1), { r: 0, c: 0, nr: nr, nc: nc }, lw, top, cell * nc, cell * nr);
     if (labelled) {
       ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle"; ctx.textAlign = "right";
-      r.tokens.forEach((t, i) => ctx.fillText(t, lw - 5, top + (i + 0.5) * cell));
+      r.rows.forEach((t, i) => ctx.fillText(t, lw - 5, top + (i + 0.5) * cell));
       ctx.textAlign = "left";
       r.tokens.forEach((t, j) => { ctx.save(); ctx.translate(lw + (j + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3); ctx.fillText(t, 0, 0); ctx.restore(); });
     }
+    const output = r.side === "output";
     c.onmousemove = (e) => {
       const b = c.getBoundingClientRect(), j = Math.floor((e.clientX - b.left - lw) / cell), i = Math.floor((e.clientY - b.top - top) / cell);
-      $("readout").textContent = i >= 0 && j >= 0 && i < n && j < n
-        ? `${r.label}: position ${i} “${r.tokens[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})` : "";
+      $("readout").textContent = i >= 0 && j >= 0 && i < nr && j < nc
+        ? (output ? `${r.label}: output token ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from input token “${r.tokens[j]}” (${j})`
+          : `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`) : "";
     };
     colourBar(html("canvas", {}, box), 960, peak.toFixed(3), [
-      `${r.label}: share of each top-layer position (0 to the largest share, ${peak.toFixed(3)})`,
+      `${r.label}: share of each ${output ? "output token" : "top-layer position"} (0 to the largest share, ${peak.toFixed(3)})` +
+        (r.output ? ` · output: ${r.output}` : ""),
       `computed in ${r.server_ms} ms (server)`]);
   }
 
@@ -873,7 +878,10 @@
     $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions);
     $("tabs").querySelector("[data-tab=embed]").hidden = !m.embed;
     $("tabs").querySelector("[data-tab=image]").hidden = m.task !== "image";
-    $("tabs").querySelector("[data-tab=attribution]").hidden = !(m.kinds || []).includes("encoder");
+    const kinds = m.kinds || [], hasOutput = kinds.includes("cross") || m.task === "generation";
+    $("tabs").querySelector("[data-tab=attribution]").hidden = !(hasOutput || kinds.includes("encoder"));
+    $("attr-side").value = hasOutput ? "output" : "encoder";
+    $("attr-side").parentElement.hidden = !(hasOutput && kinds.includes("encoder"));
     $("text").hidden = m.task === "image"; $("image-box").hidden = m.task !== "image";
     if (["positions", "embed", "image", "attribution"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[m.task];
@@ -933,7 +941,7 @@
     draw();
   });
   $("scale").addEventListener("change", (e) => { state.scale = e.target.value; draw(); });
-  $("attr-method").addEventListener("change", () => { if (state.tab === "attribution") drawAttribution(); });
+  for (const id of ["attr-method", "attr-side"]) $(id).addEventListener("change", () => { if (state.tab === "attribution") drawAttribution(); });
   $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; draw(); });
   for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
 
