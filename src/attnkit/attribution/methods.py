@@ -134,13 +134,13 @@ def _output_side(record: AttentionRecord, method: str, value_norms: np.ndarray |
     """(output tokens, input tokens) of an attention-based method."""
     if decoder_only(record):
         maps = record.maps["decoder"].astype(np.float32)
-        full = value_norm_scores(value_norms) if method == "value-norm" else METHODS[method][0](maps)
+        full = value_norm_scores(cast(np.ndarray, value_norms)) if method == "value-norm" else METHODS[method][0](maps)
         return full[:-1]  # the last position predicts a token the record does not have
     cross = record.maps["cross"].astype(np.float64)
     if method == "attention":
         return normalise_rows(cross[-1].mean(0))
     if method == "value-norm":
-        return value_norm_scores(value_norms)
+        return value_norm_scores(cast(np.ndarray, value_norms))
     if method == "flow":
         raise ValueError(
             "flow follows a stack of self-attention layers: an encoder-decoder's output side has attention, "

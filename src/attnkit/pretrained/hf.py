@@ -409,7 +409,17 @@ class HFModel:
         weights kept in the graph (``Call.graph``): what gradient attributions differentiate."""
         return self._run(ids, decoder_ids, graph=True, copies=copies)
 
-    def _run(self, ids, decoder_ids, *, pixels=None, vectors=False, graph=False, dtype=torch.float32, copies=1):
+    def _run(
+        self,
+        ids: list[int] | None,
+        decoder_ids: list[int] | None,
+        *,
+        pixels: Tensor | None = None,
+        vectors: bool = False,
+        graph: bool = False,
+        dtype: torch.dtype = torch.float32,
+        copies: int = 1,
+    ) -> tuple[Recording, Any]:
         self.model.eval()
         with recording(self.kinds, vectors=vectors, graph=graph, dtype=dtype) as rec:
             if pixels is not None:
