@@ -216,3 +216,42 @@ def test_an_encoder_without_an_output_gets_one_line(hf):
     assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="encoder without an output"):
         model.scorer(p)
+
+
+@pytest.mark.parametrize("arch, encoder", [("rnn", "cnn"), ("transformer", "vit")])
+def test_a_captioners_words_over_its_regions(arch, encoder):
+    """Every caption method: (words + end, regions) rows summing to 1; raw attention is the model's
+    own last cross-attention layer (mean of heads); integrated gradients are complete on the
+    region features."""
+    from captum.attr import IntegratedGradients
+
+    from attnkit.attribution import attribute_caption
+    from attnkit.attribution.scorers import caption_scorer
+    from attnkit.models.factory import build_captioner
+
+    cfg = ModelConfig(
+        arch=arch, image_encoder=encoder, d_model=32, hidden=32, heads=4, ffn=64, layers=1, dropout=0.0, region=4
+    )
+    torch.manual_seed(0)
+    model = build_captioner(cfg, vocab=14, pad_id=0, image_size=16).eval()
+    image = torch.rand(16, 16)
+    words, ids = ["three", "one"], [7, 5]
+    found = attribute_caption(model, image.numpy(), words, ids, ["attention", *GRADIENT_METHODS])
+    assert found.rows == ["three", "one", "</s>"] and found.cols[:2] == ["0,0", "0,1"] and len(found.cols) == 16
+    for method, scores in found.scores.items():
+        assert scores.shape == (3, 16), method
+        sums = scores.sum(-1)  # gradient-weighted attention: 0 where no weight raises the word's probability
+        assert np.all((np.abs(sums - 1) < 1e-6) | ((sums == 0) & (method == "grad-attention"))), (method, sums)
+    with torch.no_grad():
+        out = model(image[None], torch.ones(1, 16, 16, dtype=torch.bool), torch.tensor([[2, *ids]]), need_weights=True)
+    expected = out.attention.cross[-1][0].mean(0).numpy()
+    np.testing.assert_allclose(found.scores["attention"], expected / expected.sum(-1, keepdims=True), atol=1e-6)
+    scorer = caption_scorer(model, image, words, ids)
+    x = scorer.vectors()
+    assert x.shape == (1, 32, 4, 4)  # the region features, before positions
+    _, delta = IntegratedGradients(scorer.scores_from).attribute(
+        x, baselines=torch.zeros_like(x), target=0, n_steps=64, method="gausslegendre", return_convergence_delta=True
+    )
+    assert abs(float(delta)) < 1e-3
+    with pytest.raises(ValueError, match="not shown for a captioner"):
+        attribute_caption(model, image.numpy(), words, ids, ["rollout"])

@@ -29,7 +29,9 @@ computed by captum on the source's input vectors (the model's ``input_embedding`
 positions), from an all-zero baseline: a token's (or image region's) score is the L2 norm of its
 vector's attribution.
 
-Every method's rows are normalised to sum to 1, to compare with attention on one scale.
+Every method's rows are normalised to sum to 1, to compare with attention on one scale. A row of
+gradient-weighted attention is all zero where no attention weight raises the token's probability
+(with one head over non-negative features, an RNN captioner's CNN regions, that happens).
 """
 
 from __future__ import annotations

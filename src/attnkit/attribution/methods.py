@@ -224,6 +224,40 @@ def attribute(
     return out
 
 
+CAPTION_METHODS = ["attention", *GRADIENT_METHODS]
+
+
+def attribute_caption(
+    model: Seq2SeqModel, image: np.ndarray, words: list[str], word_ids: list[int], methods: list[str]
+) -> Attribution:
+    """Where each word of an image captioner's caption of ``image`` ((H, W) greyscale in [0, 1])
+    draws from: rows the words and the end of the caption, columns the regions row-major. Raw
+    attention is the last layer's cross-attention, mean of heads."""
+    import torch
+
+    from .scorers import caption_scorer
+
+    bad = [m for m in methods if m not in CAPTION_METHODS]
+    if bad:
+        raise ValueError(
+            f"{bad[0]} is not shown for a captioner: its image encoder has no stack of self-attention over "
+            f"the words (valid: {', '.join(CAPTION_METHODS)})"
+        )
+    scorer = caption_scorer(model, torch.as_tensor(image), words, word_ids)
+    out = Attribution("output", scorer.rows, scorer.cols)
+    for m in methods:
+        if m == "attention":
+            with torch.no_grad():
+                _, calls = scorer.forward(1)
+            cross = [taps for kind, taps in calls if kind == "cross"][-1]
+            full = torch.cat([t.spread(t.weights) for t in cross], dim=-2)
+            weights = full[0] if full.dim() == 3 else full[0].mean(0)  # (t, s): one head, or the heads' mean
+            out.scores[m] = normalise_rows(weights.double().numpy())
+        else:
+            out.scores[m] = GRADIENT_METHODS[m][0](scorer)
+    return out
+
+
 def attribute_model(
     model: LoadedModel, prepared: Prepared, methods: list[str], *, side: str | None = None
 ) -> Attribution:

@@ -99,3 +99,20 @@ def transformers_scorer(hf: Any, prepared: Prepared, task: str) -> Scorer:
         return _log_probs(out.logits, prepared.tgt_out_ids or []), [(c.kind, [Tap(c.graph)]) for c in rec.calls]
 
     return Scorer(prepared.tgt_out_tokens, prepared.src_tokens, "seq2seq", hf.source_embedding(), forward_seq2seq)
+
+
+def caption_scorer(model: Seq2SeqModel, image: Tensor, words: list[str], word_ids: list[int]) -> Scorer:
+    """An image captioner on ``image`` (H, W) greyscale in [0, 1] and its caption: each word (and
+    the end of the caption) over the image's regions, row-major ("row,column")."""
+    from ..data.tokenizer import BOS, EOS
+
+    rows, columns = model.region_grid(*image.shape)  # type: ignore[attr-defined]
+    prepared = Prepared(
+        "image",
+        [],
+        [f"{r},{c}" for r in range(rows) for c in range(columns)],
+        tgt_in_ids=[BOS] + word_ids,
+        tgt_out_ids=word_ids + [EOS],
+        tgt_out_tokens=words + ["</s>"],
+    )
+    return seq2seq_scorer(model, prepared, source=image[None].float())

@@ -276,7 +276,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
                 [(LABELS[m], a.scores[m]) for m in methods],
                 a.rows,
                 a.cols,
-                title=f"{model_label(info)}: {what}\n{r.source}" + (f"  →  {r.output}" if r.output else ""),
+                title=f"{model_label(info)}: {what}\n{r.source}" + (f"  →  {r.output}" if a.side == "output" else ""),
                 row_label=a.row_label,
             )
             save_figure(fig, target, dpi=args.dpi)

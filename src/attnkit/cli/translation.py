@@ -37,12 +37,48 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_caption(args: argparse.Namespace) -> None:
-    """Caption image files; -o draws each word's attention over the image."""
+    """Caption image files; -o draws each word's attention over the image (--attribute: by each method)."""
     from ..inference.caption import caption_files
 
-    caption_files(
-        args.model, args.images, F.search_options(args), weights=F.weights(args), output=args.output, dpi=args.dpi
+    if args.attribute and args.output is None:
+        raise ValueError("--attribute draws a figure: give -o FIGURE")
+    captions = caption_files(
+        args.model,
+        args.images,
+        F.search_options(args),
+        weights=F.weights(args),
+        output=None if args.attribute else args.output,
+        dpi=args.dpi,
     )
+    if args.attribute:
+        _draw_caption_attributions(args, captions)
+
+
+def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
+    """Each caption's words over the image's regions by every asked method, one row each."""
+    from ..atomic import numbered, save_figure
+    from ..attribution import LABELS, attribute_caption
+    from ..attribution.methods import CAPTION_METHODS
+    from ..data.images import greyscale
+    from ..loading.model_dir import load_model
+    from ..models.image import region_maps
+    from ..plots.images import plot_caption_methods
+
+    model, vocab, _ = load_model(args.model, task="caption", **F.weights(args))
+    methods = CAPTION_METHODS if args.attribute == "all" else [args.attribute]
+    found = [
+        attribute_caption(model, greyscale(c.image), c.words, vocab.encode_tgt([" ".join(c.words)])[0], methods)
+        for c in captions
+    ]  # every image before any figure
+    for i, (path, cap, a) in enumerate(zip(args.images, captions, found)):
+        if not cap.words:
+            continue
+        grid = cap.attention.shape[1:]
+        panels = [(LABELS[m], region_maps(a.scores[m][:-1], grid)) for m in methods]  # the end of the caption left out
+        fig = plot_caption_methods(cap.image, cap.words, panels, title=f"{path.name}: “{' '.join(cap.words)}”")
+        target = numbered(args.output, i, len(args.images))
+        save_figure(fig, target, dpi=args.dpi)
+        print(f"figure: {target}")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
@@ -102,6 +138,14 @@ def add_commands(add) -> None:
         help="image files (PNG, JPEG, ...) of the size the model was trained on, read as greyscale",
     )
     F.search_args(p)
+    p.add_argument(
+        "--attribute",
+        choices=["attention", "grad-attention", "integrated-gradients", "input-x-gradient", "all"],
+        default=None,
+        help="with -o: draw each word's share of every region by this method (all: one row per method, one "
+        "scale): raw attention, gradient-weighted attention (Chefer et al. 2021), integrated gradients or "
+        "input x gradient on the region features",
+    )
     F.output(
         p,
         None,

@@ -52,23 +52,12 @@ def plot_caption(
             raise ValueError(f"{len(given)} {name} for {len(words)} words")
     if not vmax > 0:
         raise ValueError(f"vmax must be > 0, got {vmax}")
-    shape = image.shape[:2]
-    luma = greyscale(image)
     n = len(words) + 1
     fig = Figure(figsize=(1.75 * n + 1.0, 2.5), layout="constrained")
     axes = fig.subplots(1, n, squeeze=False)[0]
-    extent = (-0.5, shape[1] - 0.5, shape[0] - 0.5, -0.5)  # pixel centres at integers
-    axes[0].imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=extent, interpolation="nearest")
-    axes[0].set_title("image", fontsize=9)
-    # the ink's outline: half-way between the image's darkest and brightest grey
-    low, high = float(luma.min()), float(luma.max())
-    ink = [(low + high) / 2] if high - low > 0.1 else []
     heat = None
     for i, (ax, word) in enumerate(zip(axes[1:], words)):
-        pixels = upsample(attention[i], shape)
-        heat = ax.imshow(pixels, cmap=CMAP, vmin=0.0, vmax=vmax, extent=extent, interpolation="nearest")
-        if ink:
-            ax.contour(np.arange(shape[1]), np.arange(shape[0]), luma, levels=ink, colors="white", linewidths=0.6)
+        heat = _heat(ax, image, attention[i], vmax)
         label = f"“{word}”"
         box = boxes[i] if boxes is not None else None
         if box is not None:
@@ -87,12 +76,69 @@ def plot_caption(
         if share is not None:
             label += f"  {100 * share:.0f}% in box"
         ax.set_title(label, fontsize=9)
+    _image(axes[0], image)
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
     if heat is not None:
         bar = fig.colorbar(heat, ax=list(axes[1:]), shrink=0.85)
         bar.set_label(f"attention weight (0-{vmax:g})", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def _extent(shape: tuple[int, ...]) -> tuple[float, float, float, float]:
+    return (-0.5, shape[1] - 0.5, shape[0] - 0.5, -0.5)  # pixel centres at integers
+
+
+def _image(ax, image: np.ndarray) -> None:
+    ax.imshow(image, cmap="gray", vmin=0.0, vmax=1.0, extent=_extent(image.shape), interpolation="nearest")
+    ax.set_title("image", fontsize=9)
+
+
+def _heat(ax, image: np.ndarray, weights: np.ndarray, vmax: float):
+    """One word's (gh, gw) region weights over the image, opaque, the ink's outline traced over."""
+    shape = image.shape[:2]
+    heat = ax.imshow(
+        upsample(weights, shape), cmap=CMAP, vmin=0.0, vmax=vmax, extent=_extent(shape), interpolation="nearest"
+    )
+    luma = greyscale(image)
+    low, high = float(luma.min()), float(luma.max())  # the ink's outline: half-way between them
+    if high - low > 0.1:
+        ax.contour(
+            np.arange(shape[1]), np.arange(shape[0]), luma, levels=[(low + high) / 2], colors="white", linewidths=0.6
+        )
+    return heat
+
+
+def plot_caption_methods(
+    image: np.ndarray, words: Sequence[str], panels: Sequence[tuple[str, np.ndarray]], *, title: str = ""
+) -> Figure:
+    """One row per attribution method ((label, (words, gh, gw)) each row's words summing to 1), the
+    image first, then each word's map, every panel on one scale (0 to the largest share)."""
+    if not panels:
+        raise ValueError("no method to draw")
+    for label, maps in panels:
+        if maps.ndim != 3 or len(maps) != len(words):
+            raise ValueError(f"{label}: maps must be (words, rows, columns) for {len(words)} word(s), got {maps.shape}")
+    top = max(1e-9, max(float(maps.max()) for _, maps in panels))
+    n = len(words) + 1
+    fig = Figure(figsize=(1.6 * n + 1.2, 1.75 * len(panels) + 0.6), layout="constrained")
+    axes = fig.subplots(len(panels), n, squeeze=False)
+    heat = None
+    for row, (label, maps) in zip(axes, panels):
+        _image(row[0], image)
+        row[0].set_title(label, fontsize=8, loc="left")
+        for ax, word, weights in zip(row[1:], words, maps):
+            heat = _heat(ax, image, weights, top)
+            ax.set_title(f"“{word}”", fontsize=9)
+        for ax in row:
+            ax.set_xticks([])
+            ax.set_yticks([])
+    assert heat is not None  # panels and words are not empty
+    bar = fig.colorbar(heat, ax=list(axes[:, 1:].ravel()), shrink=0.85)
+    bar.set_label(f"share of the word (one scale: 0 to {top:.2f})", fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
