@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from . import flags as F
@@ -37,6 +38,41 @@ def _records(args: argparse.Namespace):
         weights=F.weights(args),
         max_new_tokens=args.max_new_tokens,
     )
+
+
+SHARD = 32  # sentences a process prepares at once (a translation's beam search runs them as one batch)
+
+
+def _sharded(args: argparse.Namespace, work):
+    """``work(model, prepared sentence)`` over every sentence of ``args``, the sentences shared out
+    over the processes torchrun started (``training.distributed.map_sharded``): (the results in
+    order on rank 0, None on the others; the loaded model)."""
+    from ..loaded import load
+    from ..loading.model_dir import resolve_device
+    from ..training.distributed import map_sharded, setup
+
+    _, device = setup(resolve_device(args.device))  # under torchrun with CUDA: this rank's GPU
+    model = load(args.source, **{**F.weights(args), "device": device})
+    sentences = F.sentences(args)
+    if not sentences:
+        raise ValueError("give at least one sentence (as an argument or with --input FILE)")
+    targets = args.target
+    if targets is not None and len(targets) != len(sentences):
+        raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
+    size = max(1, min(SHARD, -(-len(sentences) // int(os.environ.get("WORLD_SIZE", "1")))))  # work for every process
+    chunks = [
+        (sentences[i : i + size], None if targets is None else targets[i : i + size])
+        for i in range(0, len(sentences), size)
+    ]
+
+    def run(chunk):
+        found = model.prepare(
+            chunk[0], targets=chunk[1], options=F.search_options(args), max_new_tokens=args.max_new_tokens
+        )
+        return [work(model, p) for p in found]
+
+    parts = map_sharded(chunks, run, device=device)
+    return (None if parts is None else [x for part in parts for x in part]), model
 
 
 def cmd_capture(args: argparse.Namespace) -> None:
@@ -168,7 +204,13 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from ..inspection import head_statistics
     from ..inspection.diagnostics import head_statistics_figure
 
-    records, _ = _records(args)
+    if str(args.source).endswith(".npz"):
+        records, _ = _records(args)
+    else:
+        shared, _ = _sharded(args, lambda model, prepared: model.capture(prepared))
+        if shared is None:  # another process than the first: the first reports
+            return
+        records = shared
     stats = [head_statistics(records, kind) for kind in records[0].kinds]
     print("\n\n".join(st.report() for st in stats))
     if args.output:
@@ -232,26 +274,29 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     from ..inspection.capture import model_label
     from ..plots.attribution import plot_methods
 
-    loaded = None
+    def methods_of(record) -> tuple[str, list[str]]:
+        side = args.rows or (sides(record) or ["output"])[0]
+        with_model = not str(args.source).endswith(".npz")
+        return side, applicable(record, side, with_model=with_model) if args.method == "all" else [args.method]
+
+    def score(model, prepared):  # one sentence: its record (maps dropped) and its scores
+        record = model.capture(prepared)
+        side, methods = methods_of(record)
+        found = attribute_model(model, prepared, methods, side=side)
+        record.maps = {}
+        return record, found
+
+    # every sentence scored before any file is written
     if str(args.source).endswith(".npz"):
         records, info = _records(args)
-        prepared: list = [None] * len(records)
+        scored = [(r, attribute(r, methods_of(r)[1], side=methods_of(r)[0])) for r in records]
     else:
-        from ..loaded import load
-
-        loaded = load(args.source, **F.weights(args))
-        sentences = F.sentences(args)
-        if not sentences:
-            raise ValueError("give at least one sentence (as an argument or with --input FILE)")
-        prepared = loaded.prepare(
-            sentences, targets=args.target, options=F.search_options(args), max_new_tokens=args.max_new_tokens
-        )
-        records, info = [loaded.capture(p) for p in prepared], loaded.info
-    found = []
-    for r, p in zip(records, prepared):  # every sentence scored before any file is written
-        side = args.rows or (sides(r) or ["output"])[0]
-        methods = applicable(r, side, with_model=loaded is not None) if args.method == "all" else [args.method]
-        found.append(attribute_model(loaded, p, methods, side=side) if loaded else attribute(r, methods, side=side))
+        shared, loaded = _sharded(args, score)
+        if shared is None:  # another process than the first: the first writes
+            return
+        scored, info = shared, loaded.info
+    records = [r for r, _ in scored]
+    found = [a for _, a in scored]
     for i, (r, a) in enumerate(zip(records, found)):
         target = numbered(args.output, i, len(records))
         methods = list(a.scores)

@@ -10,6 +10,7 @@ fixed at 0-1 unless asked otherwise, so figures of different models compare.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -129,7 +130,7 @@ def plot_caption_methods(
     heat = None
     for row, (label, maps) in zip(axes, panels):
         _image(row[0], image)
-        row[0].set_title(label, fontsize=8, loc="left")
+        row[0].set_title(textwrap.fill(label, 24), fontsize=8)  # the method names its row
         for ax, word, weights in zip(row[1:], words, maps):
             heat = _heat(ax, image, weights, top)
             ax.set_title(f"“{word}”", fontsize=9)

@@ -6,6 +6,8 @@
 
 torchrun sets RANK, WORLD_SIZE and LOCAL_RANK; without them (or with
 WORLD_SIZE=1) training is the ordinary single process and nothing here is used.
+Dataset-level inspection (`attnkit attribute --input`, `attnkit heads`) shares its sentences
+out the same way (``map_sharded``).
 The backend is gloo on CPU and nccl on CUDA (one GPU per local rank).
 
 How the work is split (``Trainer.train``): every rank builds the same epoch of
@@ -21,10 +23,15 @@ SIGTERM, early stopping) are broadcast so every rank leaves the loop together.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import torch
 import torch.distributed as dist
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,31 @@ def setup(device: torch.device) -> tuple[World, torch.device]:
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return World(rank, size, local_rank), device
+
+
+def map_sharded(items: Sequence[T], fn: Callable[[T], R], *, device: torch.device | None = None) -> list[R] | None:
+    """``fn`` over ``items`` shared out over the processes torchrun started (rank r takes items
+    r, r + world, ...; gloo on CPU, nccl on CUDA): every result in the order of ``items`` on rank 0,
+    None on the others. Without torchrun, a plain map. Errors are raised on every rank."""
+    world, _ = setup(device or torch.device("cpu"))
+    if not world.distributed:
+        return [fn(x) for x in items]
+    try:
+        mine: list[R] | str = [fn(x) for x in items[world.rank :: world.size]]
+    except ValueError as err:  # one line, on rank 0 too, not a hang
+        mine = str(err)
+    parts: list[list[R] | str | None] = [None] * world.size
+    dist.all_gather_object(parts, mine)
+    world.close()
+    failed = [p for p in parts if isinstance(p, str)]
+    if failed:
+        raise ValueError(failed[0])
+    if not world.main:
+        return None
+    out: list[R | None] = [None] * len(items)
+    for rank, part in enumerate(parts):
+        out[rank :: world.size] = cast(list, part)
+    return cast(list[R], out)
 
 
 def wrap(model: torch.nn.Module, world: World, device: torch.device) -> torch.nn.Module:
