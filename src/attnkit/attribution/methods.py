@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import Protocol, cast
 
 import numpy as np
 
@@ -35,8 +35,15 @@ from .gradients import GRADIENT_METHODS, Scorer, attention_relevance, normalise_
 from .rollout import raw_attention, rollout
 from .value_norm import layer_value_norms, value_norm_scores
 
-if TYPE_CHECKING:
-    from ..loaded import LoadedModel
+
+class Attributable(Protocol):
+    """What attribution takes of a loaded model (``attnkit.loaded.LoadedModel`` is one)."""
+
+    def capture(self, prepared: Prepared) -> AttentionRecord: ...
+
+    def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray: ...
+
+    def scorer(self, prepared: Prepared) -> Scorer: ...
 
 # name -> (self-attention maps (layers, heads, s, s) -> (s, s) scores), what it is
 METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
@@ -259,7 +266,7 @@ def attribute_caption(
 
 
 def attribute_model(
-    model: LoadedModel, prepared: Prepared, methods: list[str], *, side: str | None = None
+    model: Attributable, prepared: Prepared, methods: list[str], *, side: str | None = None
 ) -> Attribution:
     """``attribute`` on one prepared sentence of a loaded model: its maps, value vectors and gradients."""
     record = model.capture(prepared)
