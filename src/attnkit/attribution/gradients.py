@@ -61,13 +61,14 @@ class Scorer:
     structure: how its attention layers stack ("self", "seq2seq" or "recurrent");
     embedding: the module whose first output in a forward pass is the input vectors;
     forward(copies): the model on ``copies`` rows of the input -> ((copies, rows) log-probabilities
-    of the output tokens, the attention calls in the order they ran)."""
+    of the output tokens, or another score per row, the attention calls in the order they ran)."""
 
     rows: list[str]
     cols: list[str]
     structure: str
     embedding: nn.Module
     forward: Callable[[int], tuple[Tensor, Calls]]
+    pooled: bool = False  # one row for a pooled output (an encoder's sentence vector): every query's mean
 
     def __post_init__(self) -> None:
         if self.structure not in STRUCTURES:
@@ -168,7 +169,8 @@ def gradient_attention(scorer: Scorer) -> np.ndarray:
             ]
             i += len(taps)
             layers.append((kind, _layer(taps, parts).clamp_min(0).mean(0).detach()))
-        rows.append(relevance(layers, scorer.structure)[t])
+        found = relevance(layers, scorer.structure)
+        rows.append(found.mean(0) if scorer.pooled else found[t])
     return normalise_rows(torch.stack(rows).double().numpy())
 
 

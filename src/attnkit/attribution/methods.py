@@ -1,11 +1,13 @@
 """The methods by name, over a captured record (and, for value-norm and the gradient methods, the
 model that made it): what `attnkit attribute` and the studio run.
 
-Two sides can be explained:
+Three sides can be explained:
 
     output    a translator's (or captioner's) output tokens over the source tokens; a decoder-only
               model's next tokens over the tokens before them
     encoder   each top-layer position of an encoder over the input tokens (encoder self-attention)
+    sentence  an encoder model's sentence vector (the mean of its top layer) over the input tokens:
+              the encoder side's rows averaged, or its gradients (``scorers.encoder_scorer``)
 
     method                 output side                                   encoder side
     attention              last layer's cross-attention (self-attention  last layer, mean of heads
@@ -33,6 +35,7 @@ from ..models.interface import EncoderModel, Seq2SeqModel
 from .flow import attention_flow
 from .gradients import GRADIENT_METHODS, Scorer, attention_relevance, normalise_rows
 from .rollout import raw_attention, rollout
+from .scorers import SENTENCE_ROW
 from .value_norm import layer_value_norms, value_norm_scores
 
 
@@ -44,6 +47,7 @@ class Attributable(Protocol):
     def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray: ...
 
     def scorer(self, prepared: Prepared) -> Scorer: ...
+
 
 # name -> (self-attention maps (layers, heads, s, s) -> (s, s) scores), what it is
 METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
@@ -58,7 +62,7 @@ MODEL_METHODS = {
 }
 ALL_METHODS = [*METHODS, *MODEL_METHODS]
 LABELS = {**{name: label for name, (_, label) in METHODS.items()}, **MODEL_METHODS}  # what a figure calls each
-SIDES = ("output", "encoder")
+SIDES = ("output", "encoder", "sentence")
 
 
 @dataclass
@@ -72,7 +76,7 @@ class Attribution:
 
     @property
     def row_label(self) -> str:
-        return "output token" if self.side == "output" else "top-layer position"
+        return {"output": "output token", "encoder": "top-layer position", "sentence": ""}[self.side]
 
 
 def decoder_only(record: AttentionRecord) -> bool:
@@ -81,8 +85,9 @@ def decoder_only(record: AttentionRecord) -> bool:
 
 def sides(record: AttentionRecord) -> list[str]:
     """The sides ``record``'s model can explain, the default first."""
-    out = ["output"] if "cross" in record.maps or decoder_only(record) else []
-    return out + (["encoder"] if "encoder" in record.maps else [])
+    if "cross" in record.maps or decoder_only(record):
+        return ["output"] + (["encoder"] if "encoder" in record.maps else [])
+    return ["encoder", "sentence"] if "encoder" in record.maps else []
 
 
 def applicable(record: AttentionRecord, side: str, *, with_model: bool) -> list[str]:
@@ -90,6 +95,8 @@ def applicable(record: AttentionRecord, side: str, *, with_model: bool) -> list[
     hand, not only its saved maps): what ``all`` runs."""
     if side == "encoder":
         return [*METHODS, "value-norm"] if with_model else list(METHODS)
+    if side == "sentence":
+        return [*METHODS, "value-norm", *GRADIENT_METHODS] if with_model else list(METHODS)
     stacked = decoder_only(record) or "encoder" in record.maps  # layers of multi-head attention
     out = ["attention"] + (["rollout"] if stacked else []) + (["flow"] if decoder_only(record) else [])
     if with_model:
@@ -99,7 +106,7 @@ def applicable(record: AttentionRecord, side: str, *, with_model: bool) -> list[
 
 def value_norm_kind(record: AttentionRecord, side: str) -> str:
     """The attention kind whose value vectors value-norm weighs on ``side``."""
-    if side == "encoder":
+    if side in ("encoder", "sentence"):
         return "encoder"
     return "decoder" if decoder_only(record) else "cross"
 
@@ -166,6 +173,8 @@ def axes(record: AttentionRecord, side: str) -> tuple[list[str], list[str]]:
     """(row labels, column labels) of ``side``."""
     if side == "encoder":
         return record.src_tokens, record.src_tokens
+    if side == "sentence":
+        return [SENTENCE_ROW], record.src_tokens
     if decoder_only(record):
         return record.tgt_in_tokens[1:], record.tgt_in_tokens
     return record.tgt_out_tokens, record.src_tokens
@@ -186,15 +195,22 @@ def check(record: AttentionRecord, methods: list[str], side: str | None) -> str:
     if side not in SIDES:
         raise ValueError(f"unknown side {side!r} (valid: {', '.join(SIDES)})")
     if side not in have:
+        if side == "sentence":
+            raise ValueError("the sentence side is an encoder model's (its sentence vector); this model has an output")
         if side == "encoder":
             raise ValueError(
                 "this model has no encoder self-attention (an RNN's encoder is recurrent): rollout and flow "
                 "follow a stack of self-attention layers"
             )
-        raise ValueError("this model is an encoder: it has no output tokens to explain (use --rows encoder)")
+        raise ValueError(
+            "this model is an encoder: it has no output tokens to explain (use --rows encoder or sentence)"
+        )
     gradient = [m for m in methods if m in GRADIENT_METHODS]
     if gradient and side == "encoder":
-        raise ValueError(f"{gradient[0]} explains an output token: it has no encoder-side scores (use the output side)")
+        raise ValueError(
+            f"{gradient[0]} explains an output (a token, an encoder's sentence vector): it has no scores per "
+            f"encoder position (use --rows {have[0] if have[0] != 'encoder' else 'sentence'})"
+        )
     return side
 
 
@@ -221,10 +237,13 @@ def attribute(
             out.scores[m] = GRADIENT_METHODS[m][0](scorer)
         elif side == "output":
             out.scores[m] = _output_side(record, m, value_norms)
-        elif m == "value-norm":
-            out.scores[m] = value_norm_scores(cast(np.ndarray, value_norms))
         else:
-            out.scores[m] = METHODS[m][0](record.maps["encoder"].astype(np.float32))
+            if m == "value-norm":
+                positions = value_norm_scores(cast(np.ndarray, value_norms))
+            else:
+                positions = METHODS[m][0](record.maps["encoder"].astype(np.float32))
+            # the sentence vector is the positions' mean: so is what it draws from
+            out.scores[m] = positions.mean(0, keepdims=True) if side == "sentence" else positions
     for m, scores in out.scores.items():
         if scores.shape != (len(rows), len(cols)):
             raise ValueError(f"{m}: {scores.shape} scores for {len(rows)} x {len(cols)} tokens")

@@ -5,26 +5,60 @@ their weights recorded in the graph (``attention.weights_in_graph``), each atten
 calls gathered by hooks; models run by transformers record theirs through attnkit's attention
 implementation (``HFModel.forward_graph``). The scores are the log-probabilities of the output
 tokens the prepared sentence holds: its translation (or forced target), or, for a decoder-only
-model, each next token.
+model, each next token; an encoder's one score is its sentence vector's length along itself.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
 from ..attention.attend import Tap, weights_in_graph
 from ..inspection.capture import Prepared
-from ..models.interface import Seq2SeqModel
+from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel
 from .gradients import Calls, Scorer
+
+Out = TypeVar("Out")
 
 
 def _log_probs(logits: Tensor, targets: list[int]) -> Tensor:
     """(copies, t) log-probabilities of ``targets`` under (copies, t, V) logits."""
     index = torch.tensor(targets, device=logits.device)[None, :, None].expand(logits.shape[0], -1, 1)
     return logits.float().log_softmax(-1).gather(-1, index)[..., 0]
+
+
+def _traced(sites: list[AttentionSite], run: Callable[[], Out]) -> tuple[Out, Calls]:
+    """``run()`` (a forward pass with weights asked for) with every attention module's weights kept
+    in the graph: (its result, the modules' calls in the order they first ran, an RNN's steps
+    gathered under its one attention module)."""
+    kinds = {id(site.module): site.kind for site in sites}
+    gathered: dict[int, list[Tap]] = {}  # id(module) -> the taps of its calls, in order
+    order: list[tuple[str, int]] = []  # (kind, id(module)) in the order the modules first ran
+    starts: dict[int, int] = {}
+    handles = []
+    with weights_in_graph() as taps:
+
+        def before(module, args):
+            key = id(module)
+            if key not in gathered:
+                gathered[key] = []
+                order.append((kinds[key], key))
+            starts[key] = len(taps)
+
+        def after(module, args, output):
+            gathered[id(module)].extend(taps[starts[id(module)] :])
+
+        for site in sites:
+            handles += [site.module.register_forward_pre_hook(before), site.module.register_forward_hook(after)]
+        try:
+            out = run()
+        finally:
+            for h in handles:
+                h.remove()
+    return out, [(kind, gathered[key]) for kind, key in order]
 
 
 def seq2seq_scorer(model: Seq2SeqModel, prepared: Prepared, *, source: Tensor | None = None) -> Scorer:
@@ -37,50 +71,71 @@ def seq2seq_scorer(model: Seq2SeqModel, prepared: Prepared, *, source: Tensor | 
     mask = torch.ones(src.shape, dtype=torch.bool, device=device)
     tgt = torch.tensor([prepared.tgt_in_ids], device=device)
     sites = model.attention_sites()
-    kinds = {id(site.module): site.kind for site in sites}
-    recurrent = all(site.kind == "cross" for site in sites)
 
     def forward(copies: int) -> tuple[Tensor, Calls]:
-        gathered: dict[int, list[Tap]] = {}  # id(module) -> the taps of its calls, in order
-        order: list[tuple[str, int]] = []  # (kind, id(module)) in the order the modules first ran
-        starts: dict[int, int] = {}
-        handles = []
+        expand = (copies,) + (-1,) * (src.dim() - 1)
         model.eval()
-        with weights_in_graph() as taps:
-
-            def before(module, args):
-                key = id(module)
-                if key not in gathered:
-                    gathered[key] = []
-                    order.append((kinds[key], key))
-                starts[key] = len(taps)
-
-            def after(module, args, output):
-                gathered[id(module)].extend(taps[starts[id(module)] :])
-
-            for site in sites:
-                handles += [site.module.register_forward_pre_hook(before), site.module.register_forward_hook(after)]
-            try:
-                expand = (copies,) + (-1,) * (src.dim() - 1)
-                out = model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1), need_weights=True)
-            finally:
-                for h in handles:
-                    h.remove()
+        out, calls = _traced(
+            sites, lambda: model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1), need_weights=True)
+        )
         assert out.logits is not None  # projected
-        return _log_probs(out.logits, prepared.tgt_out_ids or []), [(kind, gathered[key]) for kind, key in order]
+        return _log_probs(out.logits, prepared.tgt_out_ids or []), calls
 
     return Scorer(
         rows=prepared.tgt_out_tokens,
         cols=prepared.src_tokens,
-        structure="recurrent" if recurrent else "seq2seq",
+        structure="recurrent" if all(site.kind == "cross" for site in sites) else "seq2seq",
         embedding=model.input_embedding(),
         forward=forward,
     )
 
 
+SENTENCE_ROW = "sentence vector"  # an encoder's one output: the mean of its top layer
+
+
+def _sentence_score(top: Tensor, direction: Tensor | None) -> Tensor:
+    """(copies, 1): the mean of the top layer (copies, s, d) along ``direction`` (the input's own
+    mean vector, made unit length): the length of the sentence vector, with a gradient that does
+    not vanish under a final LayerNorm (whose outputs' lengths are nearly fixed)."""
+    pooled = top.float().mean(1)
+    if direction is None:
+        direction = pooled[0].detach()
+    return (pooled @ (direction / direction.norm().clamp_min(1e-12)))[:, None]
+
+
+def encoder_scorer(model: EncoderModel, prepared: Prepared) -> Scorer:
+    """attnkit's encoder (a BERT encoder included) on ``prepared``: its sentence vector (the mean
+    of the top layer, as sentence-transformers pools it) over the input tokens."""
+    device = next(model.parameters()).device
+    src = torch.tensor([prepared.src_ids], device=device)
+    mask = torch.ones_like(src, dtype=torch.bool)
+    sites = model.attention_sites()
+    with torch.no_grad():
+        direction = model.encode(src, mask).memory.float().mean(1)[0]
+
+    def forward(copies: int) -> tuple[Tensor, Calls]:
+        model.eval()
+        out, calls = _traced(
+            sites, lambda: model.encode(src.expand(copies, -1), mask.expand(copies, -1), need_weights=True)
+        )
+        return _sentence_score(out.memory, direction), calls
+
+    return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", model.input_embedding(), forward, pooled=True)
+
+
 def transformers_scorer(hf: Any, prepared: Prepared, task: str) -> Scorer:
     """A model run by transformers (``HFModel``): an encoder-decoder's target tokens over its
     source, or a decoder-only model's next tokens over the tokens before them."""
+    if task == "encoder":
+        with torch.no_grad():
+            _, clean = hf.forward(prepared.src_ids)
+        direction = clean.last_hidden_state.float().mean(1)[0]
+
+        def forward_encoder(copies: int) -> tuple[Tensor, Calls]:
+            rec, out = hf.forward_graph(prepared.src_ids, copies=copies)
+            return _sentence_score(out.last_hidden_state, direction), [(c.kind, [Tap(c.graph)]) for c in rec.calls]
+
+        return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward_encoder, pooled=True)
     if prepared.tgt_in_ids is None or prepared.tgt_out_ids is None:
         raise ValueError("gradient methods explain output tokens: this input has no output side")
     seq = prepared.tgt_in_ids

@@ -289,7 +289,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     # every sentence scored before any file is written
     if str(args.source).endswith(".npz"):
         records, info = _records(args)
-        scored = [(r, attribute(r, methods_of(r)[1], side=methods_of(r)[0])) for r in records]
+        scored = [(r, attribute(r, methods, side=side)) for r in records for side, methods in [methods_of(r)]]
     else:
         shared, loaded = _sharded(args, score)
         if shared is None:  # another process than the first: the first writes
@@ -312,11 +312,11 @@ def cmd_attribute(args: argparse.Namespace) -> None:
                     source=np.array(r.source),
                 )
         else:
-            what = (
-                "where each output token draws from"
-                if a.side == "output"
-                else "where each top-layer position of the encoder draws from"
-            )
+            what = {
+                "output": "where each output token draws from",
+                "encoder": "where each top-layer position of the encoder draws from",
+                "sentence": "where the sentence vector (the mean of the top layer) draws from",
+            }[a.side]
             fig = plot_methods(
                 [(LABELS[m], a.scores[m]) for m in methods],
                 a.rows,
@@ -409,10 +409,11 @@ def add_commands(add) -> None:
     )
     p.add_argument(
         "--rows",
-        choices=["output", "encoder"],
+        choices=["output", "encoder", "sentence"],
         default=None,
-        help="what the rows explain: the output tokens (default, where the model has an output) or the "
-        "encoder's top-layer positions (its self-attention)",
+        help="what the rows explain: the output tokens (default, where the model has an output), the "
+        "encoder's top-layer positions (its self-attention; an encoder's default), or an encoder model's "
+        "sentence vector (the mean of its top layer: the gradient methods' one output for an encoder)",
     )
     F.output(
         p,

@@ -28,7 +28,8 @@ def plot_methods(
     side = max(2.6, min(5.0, 0.2 * max(rows, cols) + 1.2))
     ncols = len(panels) if len(panels) <= 4 else (len(panels) + 1) // 2  # more than four: two rows
     nrows = -(-len(panels) // ncols)
-    fig = Figure(figsize=(1.4 + side * ncols, (side * min(1.0, rows / cols) + 1.3) * nrows + 0.6), layout="constrained")
+    row_height = max(2.2, side * min(1.0, rows / cols) + 1.3)  # a one-row panel still leaves the bar room
+    fig = Figure(figsize=(1.4 + side * ncols, row_height * nrows + 0.6), layout="constrained")
     grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
     for ax in grid[len(panels) :]:
         ax.set_visible(False)
@@ -45,7 +46,7 @@ def plot_methods(
     for ax in axes[::ncols]:
         ax.set_ylabel(row_label, fontsize=9)
     assert im is not None  # panels is not empty
-    fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of the position (one scale, every panel: 0 to {top:.2f})")
+    fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of each row (one scale: 0 to {top:.2f})")
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

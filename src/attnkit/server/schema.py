@@ -65,15 +65,15 @@ class EmbedRequest(TextRequest):
 Method = Literal[
     "attention", "rollout", "flow", "value-norm", "grad-attention", "integrated-gradients", "input-x-gradient"
 ]
-Side = Literal["output", "encoder"]
+Side = Literal["output", "encoder", "sentence"]
 
 
 class AttributeRequest(TextRequest):
     method: Method = Field("grad-attention", description="one of attnkit attribute's methods")
     side: Side | None = Field(
         None,
-        description="rows: the output tokens (the default where the model has an output) or the encoder's "
-        "top-layer positions",
+        description="rows: the output tokens (the default where the model has an output), the encoder's "
+        "top-layer positions, or an encoder model's sentence vector",
     )
     max_new_tokens: Annotated[StrictInt, Field(ge=0, description="a decoder-only model: as in translate")] | None = None
     image: StrictStr | None = Field(None, description="an image model: as in translate")

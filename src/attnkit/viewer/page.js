@@ -738,15 +738,15 @@
       ctx.textAlign = "left";
       r.tokens.forEach((t, j) => { ctx.save(); ctx.translate(lw + (j + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3); ctx.fillText(t, 0, 0); ctx.restore(); });
     }
-    const output = r.side === "output";
+    const row = { output: "output token", encoder: "top-layer position", sentence: "row" }[r.side];
     c.onmousemove = (e) => {
       const b = c.getBoundingClientRect(), j = Math.floor((e.clientX - b.left - lw) / cell), i = Math.floor((e.clientY - b.top - top) / cell);
       $("readout").textContent = i >= 0 && j >= 0 && i < nr && j < nc
-        ? (output ? `${r.label}: output token ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from input token “${r.tokens[j]}” (${j})`
-          : `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`) : "";
+        ? (r.side === "encoder" ? `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`
+          : `${r.label}: ${row} ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from input token “${r.tokens[j]}” (${j})`) : "";
     };
     colourBar(html("canvas", {}, box), 960, peak.toFixed(3), [
-      `${r.label}: share of each ${output ? "output token" : "top-layer position"} (0 to the largest share, ${peak.toFixed(3)})`,
+      `${r.label}: share of each ${row} (0 to the largest share, ${peak.toFixed(3)})`,
       `computed in ${r.server_ms} ms (server)`]);
   }
 
@@ -880,7 +880,9 @@
     const kinds = m.kinds || [], hasOutput = kinds.includes("cross") || m.task === "generation";
     $("tabs").querySelector("[data-tab=attribution]").hidden = !(hasOutput || kinds.includes("encoder"));
     $("attr-side").value = hasOutput ? "output" : "encoder";
-    $("attr-side").parentElement.hidden = !(hasOutput && kinds.includes("encoder"));
+    $("attr-side").parentElement.hidden = !kinds.includes("encoder");
+    $("attr-side").querySelector("[value=output]").hidden = !hasOutput;  // an encoder's sides: positions, sentence
+    $("attr-side").querySelector("[value=sentence]").hidden = hasOutput;
     $("text").hidden = m.task === "image"; $("image-box").hidden = m.task !== "image";
     if (["positions", "embed", "image", "attribution"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[m.task];
