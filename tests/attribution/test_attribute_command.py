@@ -73,7 +73,7 @@ def test_a_figure_per_sentence_and_one_line_for_what_a_model_cannot_take(trained
         ([rnn, "a b", "--method", "rollout"], "one attention over its source"),
         ([rnn, "a b", "--method", "value-norm"], "value vectors of multi-head attention"),
         ([transformer, "a b", "--method", "flow"], "flow follows a stack of self-attention layers"),
-        ([transformer, "a b", "--rows", "encoder", "--method", "grad-attention"], "explains an output token"),
+        ([transformer, "a b", "--rows", "encoder", "--method", "grad-attention"], "explains an output (a token"),
         ([transformer, "", "--method", "grad-attention"], "expected a non-empty sentence"),
     ):
         assert main(["attribute", *argv, "-o", str(tmp_path / "bad.png")]) in (1, 2), argv

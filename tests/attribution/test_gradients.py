@@ -40,8 +40,12 @@ def hf(tmp_path_factory) -> dict[str, Path]:
     return {family: build(family, root / family) for family in ("gpt2", "bart", "t5", "llama", "marian", "bert")}
 
 
-def _prepared(model, **kwargs):
-    (p,) = model.prepare([TEXT], **({"max_new_tokens": 4} if model.task == "generation" else {}), **kwargs)
+def _prepared(model):
+    """A short output side: 4 new tokens, or a forced target (a random model writes to its limit)."""
+    if model.task == "generation":
+        (p,) = model.prepare([TEXT], max_new_tokens=4)
+    else:
+        (p,) = model.prepare([TEXT], targets=["a red ball ."])
     return p
 
 
@@ -197,7 +201,8 @@ def test_integrated_gradients_are_complete():
 def test_every_gradient_method_on_models_run_by_transformers(hf, family):
     model = attnkit.load(hf[family], device="cpu")
     p = _prepared(model)
-    found = attribute_model(model, p, [*GRADIENT_METHODS, "attention", "rollout"])
+    flow = ["flow"] if model.task == "generation" else []
+    found = attribute_model(model, p, [*GRADIENT_METHODS, "attention", "rollout", "value-norm", *flow])
     n_rows = len(p.tgt_in_tokens) - 1 if model.task == "generation" else len(p.tgt_out_tokens)
     n_cols = len(p.tgt_in_tokens) if model.task == "generation" else len(p.src_tokens)
     assert found.side == "output" and (len(found.rows), len(found.cols)) == (n_rows, n_cols)

@@ -86,7 +86,7 @@ def test_type_translate_and_explore(browser, server, trained_toys):
     assert "value-norm ‖Σ_h a f(x)‖, last layer: position" in page.inner_text("#readout")
     page.select_option("#attr-method", "grad-attention")  # not on the encoder side: the one line shows
     page.wait_for_selector("#attribution .error")
-    assert "explains an output token" in page.inner_text("#attribution")
+    assert "explains an output (a token" in page.inner_text("#attribution")
     page.select_option("#attr-side", "output")
 
     page.click("#tabs [data-tab=positions]")
