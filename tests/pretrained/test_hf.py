@@ -16,11 +16,10 @@ import torch
 
 pytest.importorskip("transformers")
 
-from tiny_hf import build
-
 import attnkit
 from attnkit.cli import main
 from attnkit.pretrained.hf import SUPPORTED
+from tiny_hf import build
 
 TEXT = "two dogs are playing in the snow ."
 TEXT_FAMILIES = [f for f in SUPPORTED if f != "vit"]
