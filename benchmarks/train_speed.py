@@ -9,9 +9,9 @@ Each variant runs in its own process (so peak memory is its own): it tokenizes
 the Multi30k training set with a sentencepiece model trained for the run,
 builds the model, runs warm-up steps, then times --steps optimizer steps of
 4,096-token batches and reports target (non-padding) tokens/s, the padding
-fraction, the peak resident memory, and the model FLOPs utilisation: matmul
-FLOPs of the step (``step_flops``) per second against a large square matmul
-measured in the same process (fp32, or bf16 for the bf16 variants).
+fraction, the peak resident memory, and the model FLOP utilisation as the
+trainer logs it (``attnkit.training.flops``): the model FLOPs of the step's real
+tokens per second against a float32 square matmul measured in the same process.
 
 Variants:
   eager     attnkit as trained by `attnkit train` (fp32)
@@ -112,52 +112,11 @@ class _Baseline(torch.nn.Module):
         return h @ self.embed.weight.T
 
 
-def step_flops(m, batch_size: int, src_len: int, tgt_len: int, projected_rows: int, vocab: int) -> float:
-    """Matmul FLOPs of one training step (forward + backward = 3 x forward, 2 FLOPs per
-    multiply-add) of the encoder-decoder Transformer on a (batch, src_len) / (batch,
-    tgt_len) padded batch, counting what is computed: attention over the padded
-    lengths, the output layer over ``projected_rows`` rows."""
-    d, f, b = m.d_model, m.ffn, batch_size
-    s_tok, t_tok = b * src_len, b * tgt_len
-    enc = m.encoder_layers * (s_tok * (4 * d * d + 2 * d * f) + 2 * b * src_len * src_len * d)
-    dec = m.decoder_layers * (
-        t_tok * (4 * d * d + 2 * d * d + 2 * d * f)
-        + s_tok * 2 * d * d  # self Q,K,V,O; cross Q,O; FFN; cross K,V
-        + 2 * b * tgt_len * tgt_len * d
-        + 2 * b * tgt_len * src_len * d  # self- and cross-attention
-    )
-    return 3 * 2 * (enc + dec + projected_rows * d * vocab)
-
-
-def rnn_step_flops(m, batch_size: int, src_len: int, tgt_len: int, projected_rows: int, vocab: int) -> float:
-    """The same count for the RNN: LSTM gates (4 per cell) of the bidirectional encoder
-    (H/2 per direction) and the decoder (input feeding: embedding + H inputs on the
-    first layer), the "general" score's key projection, scores and context, W_c, W_s."""
-    e, h, b = m.d_model, m.hidden, batch_size
-    s_tok, t_tok = b * src_len, b * tgt_len
-    gates = 4 if m.cell == "lstm" else 3
-    enc = sum(2 * gates * (h // 2) * ((e if i == 0 else h) + h // 2) for i in range(m.encoder_layers)) * s_tok
-    dec = sum(gates * h * ((e + h if i == 0 else h) + h) for i in range(m.decoder_layers)) * t_tok
-    att = s_tok * h * h + 2 * b * tgt_len * src_len * h + t_tok * 2 * h * h
-    return 3 * 2 * (enc + dec + att + projected_rows * h * vocab)
-
-
-def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
-    """Measured FLOP/s of a large square matmul: the ceiling MFU is taken against."""
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    torch.mm(a, b)
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best
-
-
 def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: int) -> dict:
     from attnkit.data.batching import BucketBatcher, collate
     from attnkit.data.tokenizer import PAD
     from attnkit.models import build_model
+    from attnkit.training.flops import device_peak, update_flops
     from attnkit.training.loss import projected_label_smoothed_loss
     from attnkit.training.schedule import build_optimizer
 
@@ -216,10 +175,8 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         (loss / b.n_tgt_tokens).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        rows = b.tgt_out.numel() if plain else b.n_tgt_tokens
-        flops = (rnn_step_flops if rnn else step_flops)(
-            m, b.src.shape[0], b.src.shape[1], b.tgt_in.shape[1], rows, tok.tgt_vocab
-        )
+        idx = batches[i % len(batches)]  # model FLOPs: the real tokens' (padding is waste)
+        flops = update_flops(m, [len(src[j]) + 1 for j in idx], [len(tgt[j]) + 1 for j in idx], tok.tgt_vocab)
         return b.n_tgt_tokens, b.tgt_out.numel(), flops
 
     t0 = time.perf_counter()
@@ -231,7 +188,7 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         r, p, f = step(i)
         real, padded, flops = real + r, padded + p, flops + f
     t2 = time.perf_counter()
-    peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
+    peak = device_peak(torch.device("cpu"))  # float32: bf16 variants are held to the same ceiling
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if world > 1:  # the whole job: tokens, FLOPs, memory and matmul peak summed over the processes
         totals = torch.tensor([real, padded, flops, rss, peak], dtype=torch.float64)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -34,6 +35,7 @@ from ..data.tokenizer import PAD
 from ..loading.model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
 from ..search import greedy_search
 from . import distributed
+from .flops import device_peak, update_flops
 from .loss import LossSums, projected_label_smoothed_loss
 from .schedule import build_optimizer, build_scheduler
 from .tasks import TranslationTask, make_task
@@ -114,14 +116,17 @@ class _Window:
     loss: Tensor | float = 0.0
     nll: Tensor | float = 0.0
     tokens: int = 0
+    flops: float = 0.0  # model FLOPs of the updates (training.flops), of all ranks
     start: float = field(default_factory=time.perf_counter)
 
-    def add(self, loss: Tensor | float, nll: Tensor | float, tokens: int) -> None:
+    def add(self, loss: Tensor | float, nll: Tensor | float, tokens: int, flops: float) -> None:
         self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
+        self.flops += flops
 
     def reset(self) -> None:
         self.loss = self.nll = 0.0
         self.tokens = 0
+        self.flops = 0.0
         self.start = time.perf_counter()
 
 
@@ -237,6 +242,11 @@ class Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         where = f", {self.world.size} processes" if self.world.distributed else ""
         self.say(f"model: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, device {self.device}{where}")
+        # MFU's ceiling, measured here: each rank's float32 matmul rate (see training/flops.py)
+        translation = cfg.data.task == "translation" and cfg.model.arch in ("transformer", "rnn")
+        self.peak = device_peak(self.device) if translation else None
+        if self.peak is not None:
+            self.say(f"float32 matmul peak: {self.peak / 1e9:.0f} GFLOP/s per process (the MFU logged is against it)")
 
     def _apply_changes(self) -> None:
         """Settings changed on resume: the optimizer's own (lr, weight decay) are set in its
@@ -428,11 +438,13 @@ class Trainer:
             summary["signal"] = stop.signal or signal.SIGTERM  # other ranks learn of it from rank 0
         return summary
 
-    def _update(self, update: list) -> tuple[Tensor | float, Tensor | float, int]:
+    def _update(self, update: list) -> tuple[Tensor | float, Tensor | float, int, float]:
         """One optimizer step over the batches ``update`` (this rank's share of them):
-        summed loss and NLL of this rank (on the device) and the target tokens of all ranks."""
+        summed loss and NLL of this rank (on the device), and the target tokens and model FLOPs
+        of all ranks."""
         world, tc = self.world, self.cfg.train
         n_tokens = sum(int(self.batcher.tgt_len[i].sum()) for i in update)  # of all ranks: no communication
+        flops = self._update_flops(update)
         mine = update[world.rank :: world.size]
         loss_sum: Tensor | float = 0.0
         nll_sum: Tensor | float = 0.0
@@ -451,7 +463,16 @@ class Trainer:
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss_sum, nll_sum, n_tokens
+        return loss_sum, nll_sum, n_tokens, flops
+
+    def _update_flops(self, update: list) -> float:
+        """Model FLOPs of an update (``training.flops``) from its sentences' lengths; 0 where the
+        architecture has no formula."""
+        if self.peak is None:  # set for translation only: a BucketBatcher's sentences
+            return 0.0
+        batcher, idx = cast("BucketBatcher", self.batcher), np.concatenate(update)
+        vocab = self.model.output_projection.weight.shape[0]
+        return update_flops(self.cfg.model, batcher.src_len[idx], batcher.tgt_len[idx], vocab) or 0.0
 
     def _log_window(self, window: _Window, log: RunLog | None, started: float) -> None:
         """Log the steps since the last log line (loss, perplexity, lr, speed) and start a new window."""
@@ -466,16 +487,22 @@ class Trainer:
             tgt_tokens_per_s=window.tokens / elapsed,
             elapsed_s=time.perf_counter() - started,
         )
+        if self.peak is not None:  # model FLOPs per second over the matmul peak of every rank
+            rec["mfu"] = window.flops / elapsed / (self.peak * self.world.size)
         if log is not None:
             log.write("train", s.step, **rec)
         if self._bar is not None:
             self._bar.set_postfix(
-                loss=f"{rec['loss']:.3f}", lr=f"{rec['lr']:.2e}", tok_s=f"{rec['tgt_tokens_per_s']:.0f}"
+                loss=f"{rec['loss']:.3f}",
+                lr=f"{rec['lr']:.2e}",
+                tok_s=f"{rec['tgt_tokens_per_s']:.0f}",
+                **({"mfu": f"{rec['mfu']:.0%}"} if "mfu" in rec else {}),
             )
         else:
             self.say(
                 f"step {s.step:>6}/{tc.max_steps}  epoch {s.epoch}  loss {rec['loss']:.3f}  "
                 f"lr {rec['lr']:.2e}  {rec['tgt_tokens_per_s']:.0f} tgt tok/s"
+                + (f"  MFU {rec['mfu']:.0%}" if "mfu" in rec else "")
             )
         window.reset()
 

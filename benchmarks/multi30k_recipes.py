@@ -1,0 +1,191 @@
+"""Multi30k En->De recipes on the cased raw text, side by side: train several at once, export each
+(average of the last 10 checkpoints, scored on val), and distil a teacher into new targets.
+
+    python benchmarks/multi30k_recipes.py train tiny-cosine rnn-global rnn-local-p --minutes 90
+    python benchmarks/multi30k_recipes.py export runs/recipes/tiny-cosine --to exported/
+    python benchmarks/multi30k_recipes.py distill exported/tiny-cosine --out runs/recipes/kd.de.gz
+    python benchmarks/multi30k_recipes.py train tiny-kd rnn-kd --kd runs/recipes/kd.de.gz --minutes 90
+
+Every recipe is a config plus overrides (``RECIPES``); the ``-kd`` recipes train on the training
+sources paired with a teacher's beam-5 translations of them (sequence-level knowledge distillation,
+Kim & Rush 2016), the ``-mix`` ones on those pairs and the original pairs together. Runs started
+together share the machine (on a GPU, its one device); ``--minutes`` is each run's budget, and the
+cosine schedules end when it does. The val set alone chooses between recipes: ``export`` prints
+val BLEU (beam 5, fairseq length penalty 1) and writes it to ``val.json`` beside the exported model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = "configs/multi30k_en_de_transformer_tiny.yaml"
+RNN = "configs/multi30k_en_de_rnn_luong.yaml"
+RAW = ["data.multi30k_variant=raw", "train.bleu_tokenize=13a"]
+TIME = ["train.schedule=cosine", "train.time_schedule=true", "train.max_steps=1000000"]
+TINY_COSINE = ["train.accumulate=1", "train.lr=0.004", "train.warmup=1000", "train.eval_every=200", *TIME]
+RNN_COSINE = ["train.eval_every=500", *TIME]
+BASE = [  # a wider, deeper teacher: 6+6 layers, d_model 256, FFN 1024
+    "model.d_model=256",
+    "model.ffn=1024",
+    "model.encoder_layers=6",
+    "model.decoder_layers=6",
+    "train.accumulate=2",
+    "train.lr=0.002",
+    "train.warmup=2000",
+    "train.eval_every=200",
+    *TIME,
+]
+
+RECIPES: dict[str, tuple[str, list[str]]] = {
+    # the published schedule: 2 x 4,096 tokens an update, inverse-sqrt, 8,000 updates
+    "tiny-published": (TINY, []),
+    # attnkit's time-budgeted schedule: one 4,096-token batch an update, cosine to the budget's end
+    "tiny-cosine": (TINY, TINY_COSINE),
+    "base-cosine": (TINY, BASE),
+    "rnn-global": (RNN, [*RNN_COSINE, "model.attention=global"]),
+    "rnn-local-p": (RNN, [*RNN_COSINE, "model.attention=local-p"]),
+    # students on a teacher's translations (--kd)
+    "tiny-kd": (TINY, TINY_COSINE),
+    "tiny-kd-mix": (TINY, TINY_COSINE),
+    "rnn-global-kd": (RNN, [*RNN_COSINE, "model.attention=global"]),
+    "rnn-local-p-kd": (RNN, [*RNN_COSINE, "model.attention=local-p"]),
+}
+
+
+def multi30k_file(split: str, lang: str) -> Path:
+    from attnkit.data import multi30k
+
+    return Path(multi30k.locate(split, lang, root=os.environ.get("ATTNKIT_MULTI30K"), variant="raw"))
+
+
+def distilled_data(name: str, kd: Path, runs: Path) -> list[str]:
+    """Overrides that train ``name`` on the teacher's targets ``kd`` (and the originals for -mix)."""
+    src, tgt = multi30k_file("train", "en"), multi30k_file("train", "de")
+    if name.endswith("-mix"):
+        folder = runs / "data"
+        folder.mkdir(parents=True, exist_ok=True)
+        from attnkit.data import read_lines as read
+
+        (folder / "mix.en").write_text("\n".join(read(src) + read(src)) + "\n", encoding="utf-8")
+        (folder / "mix.de").write_text("\n".join(read(tgt) + read(kd)) + "\n", encoding="utf-8")
+        src, kd = folder / "mix.en", folder / "mix.de"
+    return [
+        f"data.train_src={src}",
+        f"data.train_tgt={kd}",
+        f"data.dev_src={multi30k_file('val', 'en')}",
+        f"data.dev_tgt={multi30k_file('val', 'de')}",
+    ]
+
+
+def train(names: list[str], runs: Path, minutes: float, kd: Path | None, threads: int) -> None:
+    """Start every recipe in its own process, wait for all; a failed one fails the command."""
+    runs.mkdir(parents=True, exist_ok=True)
+    procs = {}
+    for name in names:
+        config, overrides = RECIPES[name]
+        extra = distilled_data(name, kd, runs) if "-kd" in name and kd else []
+        if "-kd" in name and not kd:
+            raise SystemExit(f"recipe {name} needs --kd (a teacher's translations of the training sources)")
+        command = [sys.executable, "-m", "attnkit", "train", str(ROOT / config), f"out_dir={runs / name}"]
+        command += [*RAW, *overrides, *extra, f"train.max_minutes={minutes}"]
+        print(" ".join(command[2:]), flush=True)
+        log = open(runs / f"{name}.out", "w")  # noqa: SIM115 (closed after the wait)
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+        procs[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log)
+    failed = []
+    for name, (proc, log) in procs.items():
+        if proc.wait() != 0:
+            failed.append(name)
+        log.close()
+        print(f"{name}: exit {proc.returncode}; " + (runs / f"{name}.out").read_text()[-300:].strip(), flush=True)
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
+
+
+def export(run: Path, to: Path) -> dict:
+    """The average of the last 10 checkpoints, scored on val, packaged in float16 under ``to/NAME``."""
+    import torch
+
+    from attnkit.data import read_lines
+    from attnkit.evaluation import evaluate
+    from attnkit.loading import packaged
+    from attnkit.loading.model_dir import load_model
+    from attnkit.search import SearchOptions
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model, tok, _ = load_model(run, checkpoint_name="average", average_last=10, device=device)
+    src, ref = read_lines(multi30k_file("val", "en")), read_lines(multi30k_file("val", "de"))
+    start = time.perf_counter()
+    result = evaluate(model, tok, src, ref, SearchOptions(beam=5), tokenize="13a")
+    records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    end = [r for r in records if r["kind"] == "end"][-1]
+    info = {
+        "recipe": run.name,
+        "val_bleu": result.bleu.score,
+        "updates": end["step"],
+        "train_minutes": end["train_seconds"] / 60,
+        "decode_s": time.perf_counter() - start,
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }
+    packaged.package_directory(run, model.cpu(), to / run.name, dtype=torch.float16, info=info)
+    (to / run.name / "val.json").write_text(json.dumps(info, indent=1) + "\n")
+    print(json.dumps(info), flush=True)
+    return info
+
+
+def distill(teacher: Path, out: Path, limit: int = 0) -> None:
+    """The teacher's beam-5 translations of the training sources (the first ``limit``; 0: all),
+    one line each, to ``out`` (.gz)."""
+    from attnkit.atomic import atomic_path
+    from attnkit.data import read_lines
+
+    with atomic_path(out) as tmp:
+        source, plain = tmp.with_suffix(".en"), tmp.with_suffix(".txt")
+        lines = read_lines(multi30k_file("train", "en"))
+        source.write_text("\n".join(lines[:limit] if limit else lines) + "\n", encoding="utf-8")
+        command = [sys.executable, "-m", "attnkit", "translate", str(teacher), "-i", str(source)]
+        subprocess.run([*command, "-o", str(plain), "--beam", "5"], check=True)
+        lines = plain.read_text(encoding="utf-8").splitlines()
+        with gzip.open(tmp, "wt", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        plain.unlink()
+        source.unlink()
+    print(f"{out}: {len(lines)} lines", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("recipes", nargs="+", choices=sorted(RECIPES))
+    t.add_argument("--runs", type=Path, default=Path("runs/recipes"))
+    t.add_argument("--minutes", type=float, required=True, help="each run's training budget")
+    t.add_argument("--kd", type=Path, help="a teacher's translations of the training sources (distill)")
+    t.add_argument("--threads", type=int, default=2, help="PyTorch CPU threads per run")
+    e = sub.add_parser("export")
+    e.add_argument("runs", nargs="+", type=Path)
+    e.add_argument("--to", type=Path, required=True)
+    d = sub.add_parser("distill")
+    d.add_argument("teacher", type=Path)
+    d.add_argument("--out", type=Path, required=True)
+    d.add_argument("--limit", type=int, default=0, help="only the first N training sources (a check)")
+    args = ap.parse_args()
+    if args.command == "train":
+        train(args.recipes, args.runs, args.minutes, args.kd, args.threads)
+    elif args.command == "export":
+        for run in args.runs:
+            export(run, args.to)
+    else:
+        distill(args.teacher, args.out, args.limit)
+
+
+if __name__ == "__main__":
+    main()
