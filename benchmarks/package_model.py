@@ -6,7 +6,8 @@
 
 1. The chosen weights (default: the average of the last 10 checkpoints) are decoded on the
    val set with beam 5, in float32 and rounded to float16; float16 is kept when val BLEU moves by
-   at most 0.1 (the choice never looks at the test set).
+   at most 0.1 (the choice never looks at the test set). A model exported by
+   `multi30k_recipes.py export` brings both val scores in its val.json.
 2. The packaged model is evaluated on test_2016_flickr under both conventions with
    `benchmarks/multi30k.py`'s `run` (tok-lc BLEU, detokenized BLEU, chrF, all with signatures).
 3. `card.md` records the data and its citation, the recipe, the figures and the val comparison;
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -48,7 +50,7 @@ def val_bleu(model, tok, data: str, variant: str) -> float:
     ).bleu.score
 
 
-def card(name: str, info: dict, recipe: str, row: dict, val: dict) -> str:
+def card(name: str, info: dict, recipe: str, row: dict, val: dict, note: str = "") -> str:
     scores = "\n".join(
         f"| {s['metric']} | {s['test_set']} | **{s['score']:.2f}** | `{s['signature']}` |" for s in info["scores"]
     )
@@ -75,7 +77,7 @@ Val BLEU with float32 weights {val["float32"]:.2f}, rounded to float16 {val["flo
 greedy in {row["greedy_s"]:.1f} s.
 
 ## Reproduce
-
+{note}
 ```bash
 {recipe}
 python benchmarks/package_model.py --model-dir {info["source"]} --name {name} --recipe "..."
@@ -92,6 +94,7 @@ def main() -> None:
     ap.add_argument("--model-dir", type=Path, required=True)
     ap.add_argument("--name", required=True, help="the installed model's name, e.g. multi30k-en-de")
     ap.add_argument("--recipe", required=True, help="the exact command that trained --model-dir")
+    ap.add_argument("--note", default="", help="how the model was trained, for the card (a paragraph)")
     ap.add_argument("--checkpoint", default="average", choices=["best", "last", "average"])
     ap.add_argument(
         "--data",
@@ -101,7 +104,10 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=packaged.SHIPPED, help="where installed models live")
     args = ap.parse_args()
 
-    model, tok, cfg = load_model(args.model_dir, checkpoint_name=args.checkpoint, average_last=10)
+    exported = (args.model_dir / "manifest.json").is_file()  # one set of weights, loaded as "best"
+    model, tok, cfg = load_model(
+        args.model_dir, checkpoint_name="best" if exported else args.checkpoint, average_last=0 if exported else 10
+    )
     variant = cfg.data.multi30k_variant
     arch = {"transformer": "Transformer", "rnn": f"RNN encoder-decoder with Luong {cfg.model.attention} attention"}
     info = {
@@ -114,9 +120,16 @@ def main() -> None:
         "scores": [],
     }
     target = args.root / args.name
-    val = {"float32": val_bleu(model, tok, args.data, variant)}
-    packaged.package_directory(args.model_dir, model, target, dtype=torch.float16, info=info)
-    val["float16"] = val_bleu(*load_model(target)[:2], args.data, variant)
+    exported = args.model_dir / "val.json"  # `multi30k_recipes.py export`: float16 weights, both val scores
+    if exported.is_file():
+        scores = json.loads(exported.read_text())
+        val = {"float32": scores["val_bleu"], "float16": scores["val_bleu_fp16"]}
+        if abs(val["float16"] - val["float32"]) > 0.1:
+            raise SystemExit(f"{args.model_dir} holds float16 weights, but float16 moves val BLEU by more than 0.1")
+    else:
+        val = {"float32": val_bleu(model, tok, args.data, variant)}
+        packaged.package_directory(args.model_dir, model, target, dtype=torch.float16, info=info)
+        val["float16"] = val_bleu(*load_model(target)[:2], args.data, variant)
     dtype = torch.float16 if abs(val["float16"] - val["float32"]) <= 0.1 else torch.float32
     print(f"val BLEU float32 {val['float32']:.2f}, float16 {val['float16']:.2f}: shipping {dtype}", flush=True)
     packaged.package_directory(args.model_dir, model, target, dtype=dtype, info=info)
@@ -139,7 +152,12 @@ def main() -> None:
     ]
     info["dtype"] = str(dtype).removeprefix("torch.")
     packaged.package_directory(
-        args.model_dir, model, target, dtype=dtype, info=info, card=card(args.name, info, args.recipe, row, val)
+        args.model_dir,
+        model,
+        target,
+        dtype=dtype,
+        info=info,
+        card=card(args.name, info, args.recipe, row, val, f"\n{args.note}\n" if args.note else ""),
     )
     total = sum(m.size_bytes for m in packaged.installed_models(args.root)) / 2**20
     print(packaged.models_report(args.root))

@@ -179,6 +179,8 @@ def package_directory(
     with atomic_directory(target) as building:
         config = yaml.safe_load((source / "config.yaml").read_text(encoding="utf-8"))
         config["out_dir"] = f"runs/{target.name}"  # where retraining it would write
+        for key in ("train_src", "train_tgt", "dev_src", "dev_tgt"):  # files of the machine that trained it
+            config.get("data", {})[key] = None
         write_text(building / "config.yaml", yaml.safe_dump(config, sort_keys=False))
         for spm_model in sorted(source.glob("spm.*.model")):
             shutil.copyfile(spm_model, building / spm_model.name)
