@@ -196,7 +196,7 @@ def cmd_explain(args: argparse.Namespace) -> None:
     if args.output:
         from ..plots.inspection import plot_walkthrough
 
-        _figure(plot_walkthrough(walk), args)
+        _figure(plot_walkthrough(walk, model=model.name), args)
 
 
 def cmd_heads(args: argparse.Namespace) -> None:

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 
-def plot_walkthrough(w, *, dims: int = 32) -> Figure:
+def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     """Five panels for one query (a ``Walkthrough``): q and the keys; q ⊙ k_j, whose rows sum
     to the scores; raw and scaled scores; softmax with and without 1/sqrt(d_k); the values
     weighted into z. Every heatmap has its colour bar."""
@@ -116,7 +116,7 @@ def plot_walkthrough(w, *, dims: int = 32) -> Figure:
         ax.title.set_fontsize(10)
     query = getattr(w, "query_label", f"query {w.query_token!r}")
     where = "RNN decoder (Luong)" if w.recurrent else f"layer {w.layer}, head {w.head}"
-    fig.suptitle(f"{w.kind} attention, {where}: {query}", fontsize=11)
+    fig.suptitle(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query}", fontsize=11)
     return fig
 
 
