@@ -8,9 +8,8 @@
 
 Every recipe is a config plus overrides (``RECIPES``); the ``-kd`` recipes train on the training
 sources paired with a teacher's beam-5 translations of them (sequence-level knowledge distillation,
-Kim & Rush 2016), the ``-mix`` ones on those pairs and the original pairs together (several ``--kd`` files: every
-teacher's pairs). Runs started
-together share the machine (on a GPU, its one device); ``--minutes`` is each run's budget, and the
+Kim & Rush 2016), the ``-mix`` ones on those pairs and the original pairs together (several ``--kd``
+files: every teacher's pairs). Runs started together share the machine (on a GPU, its one device); ``--minutes`` is each run's budget, and the
 cosine schedules end when it does. The val set alone chooses between recipes: ``export`` prints
 val BLEU (beam 5, fairseq length penalty 1) and writes it to ``val.json`` beside the exported model.
 """
@@ -24,10 +23,10 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # package_model's val_bleu
 TINY = "configs/multi30k_en_de_transformer_tiny.yaml"
 RNN = "configs/multi30k_en_de_rnn_luong.yaml"
 RAW = ["data.multi30k_variant=raw", "train.bleu_tokenize=13a"]
@@ -122,29 +121,22 @@ def export(run: Path, to: Path) -> dict:
     packaged in float16 under ``to/NAME``."""
     import torch
 
-    from attnkit.data import read_lines
-    from attnkit.evaluation import evaluate
     from attnkit.loading import packaged
     from attnkit.loading.model_dir import load_model
-    from attnkit.search import SearchOptions
+    from package_model import val_bleu
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tok, _ = load_model(run, checkpoint_name="average", average_last=10, device=device)
-    src, ref = read_lines(multi30k_file("val", "en")), read_lines(multi30k_file("val", "de"))
-    start = time.perf_counter()
-    result = evaluate(model, tok, src, ref, SearchOptions(beam=5), tokenize="13a")
-    seconds = time.perf_counter() - start
+    data = os.environ.get("ATTNKIT_MULTI30K")
     rounded = copy.deepcopy(model).half().float()  # what float16 weights would score
-    result16 = evaluate(rounded, tok, src, ref, SearchOptions(beam=5), tokenize="13a")
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     end = [r for r in records if r["kind"] == "end"][-1]
     info = {
         "recipe": run.name,
-        "val_bleu": result.bleu.score,
-        "val_bleu_fp16": result16.bleu.score,
+        "val_bleu": val_bleu(model, tok, data, "raw"),
+        "val_bleu_fp16": val_bleu(rounded, tok, data, "raw"),
         "updates": end["step"],
         "train_minutes": end["train_seconds"] / 60,
-        "decode_s": seconds,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
     packaged.package_directory(run, model.cpu(), to / run.name, dtype=torch.float16, info=info)

@@ -104,9 +104,9 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=packaged.SHIPPED, help="where installed models live")
     args = ap.parse_args()
 
-    exported = (args.model_dir / "manifest.json").is_file()  # one set of weights, loaded as "best"
+    one_set = (args.model_dir / "manifest.json").is_file()  # a packaged model: its weights load as "best"
     model, tok, cfg = load_model(
-        args.model_dir, checkpoint_name="best" if exported else args.checkpoint, average_last=0 if exported else 10
+        args.model_dir, checkpoint_name="best" if one_set else args.checkpoint, average_last=0 if one_set else 10
     )
     variant = cfg.data.multi30k_variant
     arch = {"transformer": "Transformer", "rnn": f"RNN encoder-decoder with Luong {cfg.model.attention} attention"}
@@ -122,7 +122,7 @@ def main() -> None:
     target = args.root / args.name
     exported = args.model_dir / "val.json"  # `multi30k_recipes.py export`: float16 weights, both val scores
     if exported.is_file():
-        scores = json.loads(exported.read_text())
+        scores = json.loads(exported.read_text(encoding="utf-8"))
         val = {"float32": scores["val_bleu"], "float16": scores["val_bleu_fp16"]}
         if abs(val["float16"] - val["float32"]) > 0.1:
             raise SystemExit(f"{args.model_dir} holds float16 weights, but float16 moves val BLEU by more than 0.1")
