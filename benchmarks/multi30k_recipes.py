@@ -33,6 +33,7 @@ RAW = ["data.multi30k_variant=raw", "train.bleu_tokenize=13a"]
 TIME = ["train.schedule=cosine", "train.time_schedule=true", "train.max_steps=1000000"]
 TINY_COSINE = ["train.accumulate=1", "train.lr=0.004", "train.warmup=1000", "train.eval_every=200", *TIME]
 RNN_COSINE = ["train.eval_every=500", *TIME]
+TUNE = ["train.accumulate=1", "train.warmup=300", "train.eval_every=200", *TIME]
 BASE = [  # a wider, deeper teacher: 6+6 layers, d_model 256, FFN 1024
     "model.d_model=256",
     "model.ffn=1024",
@@ -60,6 +61,10 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     "rnn-global-kd": (RNN, [*RNN_COSINE, "model.attention=global", "train.batch_tokens=4096"]),
     "rnn-local-p-kd": (RNN, [*RNN_COSINE, "model.attention=local-p", "train.batch_tokens=4096"]),
     "rnn-global-kd-mix": (RNN, [*RNN_COSINE, "model.attention=global", "train.batch_tokens=4096"]),
+    # a trained student's second stage (--set train.init_from=MODEL): a short warm-up to a lower
+    # peak than the first stage's 0.004, then cosine to the budget's end
+    "tiny-tune1-kd-mix": (TINY, [*TUNE, "train.lr=0.001"]),
+    "tiny-tune2-kd-mix": (TINY, [*TUNE, "train.lr=0.002"]),
 }
 
 

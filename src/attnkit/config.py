@@ -174,6 +174,9 @@ class TrainConfig:
     keep_last: int = 10  # last-K checkpoints kept (for averaging)
     log_every: int = 100
     tensorboard: bool = False
+    # a trained model (directory or installed name) this run starts from: its vocabulary and weights;
+    # the optimizer, schedule and step start afresh (fine-tuning, or a second stage on new data)
+    init_from: str = ""
     attention_snapshots: int = 0  # first N dev sentences whose attention is saved at every validation and at steps 0, eval_every/8, /4, /2 (snapshots/)
 
 

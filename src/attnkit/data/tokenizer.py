@@ -12,6 +12,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from ..atomic import atomic_open
 from ..config import TOKENIZER_KINDS as KINDS
 from ..config import TokenizerConfig
 from ..errors import unknown_choice
@@ -113,6 +114,14 @@ class Tokenizer:
         return cls(
             _train_one(src_lines, cfg, out / "spm.src"), _train_one(tgt_lines, cfg, out / "spm.tgt"), joint=False
         )
+
+    def save(self, model_dir: str | Path) -> None:
+        """The subword models into ``model_dir``, under the names ``load`` reads."""
+        d = Path(model_dir)
+        files = {"joint": self.src} if self.joint else {"src": self.src, "tgt": self.tgt}
+        for side, model in files.items():
+            with atomic_open(d / f"spm.{side}.model", "wb") as f:
+                f.write(model.serialized_model_proto())
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Tokenizer:

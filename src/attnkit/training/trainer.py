@@ -13,6 +13,7 @@ never stopped.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -29,10 +30,11 @@ import torch
 from torch import Tensor
 
 from ..atomic import remove_stale, write_text
-from ..config import Config, check_config, resume_changes, save_config
+from ..config import Config, TokenizerConfig, check_config, resume_changes, save_config
 from ..data import Batch
-from ..data.tokenizer import PAD
-from ..loading.model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
+from ..data.tokenizer import PAD, Tokenizer
+from ..data.vocabulary import WordVocabulary
+from ..loading.model_dir import ModelDir, load_checkpoint, load_model, resolve_device, save_atomic
 from ..search import greedy_search
 from . import distributed
 from .flops import device_peak, update_flops
@@ -154,6 +156,43 @@ class _StopRequest:
             signal.signal(sig, old)
 
 
+@dataclass
+class StartingPoint:
+    """What ``train.init_from`` gives a new run: a trained model's vocabulary and weights."""
+
+    tokenizer: TokenizerConfig
+    vocabulary: Tokenizer | WordVocabulary
+    weights: dict[str, Tensor]
+
+
+# settings that do not shape the weights: a run may change them from the model it starts from
+_FREE_MODEL_KEYS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+def starting_point(cfg: Config) -> StartingPoint:
+    """The model ``cfg.train.init_from`` names, checked against ``cfg``: same task, same
+    architecture and sizes (dropout may differ)."""
+    source = cfg.train.init_from
+    try:
+        model, vocabulary, saved = load_model(source, checkpoint_name="best", task=None)
+    except (FileNotFoundError, ValueError) as err:
+        raise ValueError(f"train.init_from={source}: {err}") from None
+    if saved.data.task != cfg.data.task:
+        raise ValueError(
+            f"train.init_from={source} is a {saved.data.task} model; this run is data.task={cfg.data.task}"
+        )
+    ours, theirs = dataclasses.asdict(cfg.model), dataclasses.asdict(saved.model)
+    differ = [k for k in ours if k not in _FREE_MODEL_KEYS and ours[k] != theirs[k]]
+    if differ:
+        k = differ[0]
+        more = f" (and {', '.join('model.' + d for d in differ[1:])})" if len(differ) > 1 else ""
+        raise ValueError(
+            f"train.init_from={source} has model.{k}={theirs[k]!r}, this config {ours[k]!r}{more}: "
+            "a run starts only from weights of its own shape"
+        )
+    return StartingPoint(saved.tokenizer, vocabulary, model.state_dict())
+
+
 class Trainer:
     def __init__(
         self,
@@ -179,6 +218,8 @@ class Trainer:
                 f"{self.md.path} already holds a training run; continue it with --resume or choose another out_dir"
             )
         check_config(cfg, training=True)
+        # checked before anything is written: a bad init_from leaves no out_dir behind
+        self.start = starting_point(cfg) if cfg.train.init_from and not resume else None
         self._bar = None
         self.cfg = cfg
         self.resume_state = saved if resume else None
@@ -205,16 +246,24 @@ class Trainer:
             self.md.checkpoints.mkdir(exist_ok=True)
             for directory in (self.md.path, self.md.checkpoints, self.md.snapshots):  # left by a run killed mid-write
                 remove_stale(directory)
+        start = self.start
         if self.resume_state is None and self.world.main:
-            self.task.make_vocabulary(self.md.path)
+            if start is not None:
+                cfg.tokenizer = start.tokenizer  # its vocabulary, so the config says what the run used
+                start.vocabulary.save(self.md.path)
+                self.say(f"starting from {cfg.train.init_from}: its vocabulary and weights")
+            else:
+                self.task.make_vocabulary(self.md.path)
             save_config(cfg, self.md.config_path)
         self.world.barrier()  # the other ranks read the vocabulary rank 0 made
-        if self.resume_state is not None or not self.world.main:
+        if self.resume_state is not None or start is not None or not self.world.main:
             self.task.load_vocabulary(self.md.path)
         self.batcher: BucketBatcher | ImageBatcher
         self.batcher, described = self.task.batcher()
         self.say(described)
         self.model = self.task.build_model().to(self.device)
+        if start is not None:
+            self.model.load_state_dict(start.weights)
         self.optimizer = build_optimizer(cfg.train, self.model.parameters())
         self.state = Progress()
         self.scheduler = build_scheduler(cfg.train, self.optimizer, clock=self._train_seconds)
