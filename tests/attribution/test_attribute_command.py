@@ -56,6 +56,11 @@ def test_output_scores_are_the_librarys_for_every_method_the_model_takes(trained
     np.testing.assert_allclose(scores[0].sum(-1), 1.0, atol=1e-5)
     cross = record.maps["cross"][-1].mean(0)
     np.testing.assert_allclose(scores[0], cross / cross.sum(-1, keepdims=True), atol=1e-5)
+    # what a figure calls raw attention: the toy Transformer's 2 heads are averaged, the RNN has one
+    heads = record.maps["cross"].shape[1]
+    assert found.heads == heads == (2 if arch == "transformer" else 1)
+    expected_label = "raw attention, last layer, mean of heads" if heads > 1 else "raw attention, last layer (one head)"
+    assert found.label("attention") == expected_label
 
 
 def test_a_figure_per_sentence_and_one_line_for_what_a_model_cannot_take(trained_toys, tmp_path, capsys):

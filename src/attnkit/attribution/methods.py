@@ -73,6 +73,13 @@ class Attribution:
     rows: list[str]  # the output tokens, or the encoder's top-layer positions
     cols: list[str]  # the input tokens (or image regions)
     scores: dict[str, np.ndarray] = field(default_factory=dict)
+    heads: int = 0  # heads of the attention that raw attention reads (0: not said)
+
+    def label(self, method: str) -> str:
+        """What a figure calls ``method``'s scores: one head's attention is no mean of heads."""
+        if method == "attention" and self.heads == 1:
+            return "raw attention, last layer (one head)"
+        return LABELS[method]
 
     @property
     def row_label(self) -> str:
@@ -227,7 +234,8 @@ def attribute(
     gradient methods its ``Scorer`` (``LoadedModel.scorer``)."""
     side = check(record, methods, side)
     rows, cols = axes(record, side)
-    out = Attribution(side, rows, cols)
+    read = "encoder" if side != "output" else "decoder" if decoder_only(record) else "cross"
+    out = Attribution(side, rows, cols, heads=int(record.maps[read].shape[1]) if read in record.maps else 0)
     for m in methods:
         if m == "value-norm" and value_norms is None:
             raise ValueError("value-norm needs the model's value vectors: give a model, not a saved .npz")
@@ -278,6 +286,7 @@ def attribute_caption(
             cross = [taps for kind, taps in calls if kind == "cross"][-1]
             full = torch.cat([t.spread(t.weights) for t in cross], dim=-2)
             weights = full[0] if full.dim() == 3 else full[0].mean(0)  # (t, s): one head, or the heads' mean
+            out.heads = 1 if full.dim() == 3 else int(full.shape[1])
             out.scores[m] = normalise_rows(weights.double().numpy())
         else:
             out.scores[m] = GRADIENT_METHODS[m][0](scorer)

@@ -270,7 +270,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     import numpy as np
 
     from ..atomic import atomic_path, numbered, save_figure
-    from ..attribution import LABELS, applicable, attribute, attribute_model, sides
+    from ..attribution import applicable, attribute, attribute_model, sides
     from ..inspection.capture import model_label
     from ..plots.attribution import plot_methods
 
@@ -318,7 +318,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
                 "sentence": "where the sentence vector (the mean of the top layer) draws from",
             }[a.side]
             fig = plot_methods(
-                [(LABELS[m], a.scores[m]) for m in methods],
+                [(a.label(m), a.scores[m]) for m in methods],
                 a.rows,
                 a.cols,
                 title=f"{model_label(info)}: {what}\n{r.source}" + (f"  →  {r.output}" if a.side == "output" else ""),

@@ -57,7 +57,7 @@ def cmd_caption(args: argparse.Namespace) -> None:
 def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
     """Each caption's words over the image's regions by every asked method, one row each."""
     from ..atomic import numbered, save_figure
-    from ..attribution import LABELS, attribute_caption
+    from ..attribution import attribute_caption
     from ..attribution.methods import CAPTION_METHODS
     from ..data.images import greyscale
     from ..loading.model_dir import load_model
@@ -74,7 +74,7 @@ def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
         if not cap.words:
             continue
         grid = cap.attention.shape[1:]
-        panels = [(LABELS[m], region_maps(a.scores[m][:-1], grid)) for m in methods]  # the end of the caption left out
+        panels = [(a.label(m), region_maps(a.scores[m][:-1], grid)) for m in methods]  # the end of the caption left out
         fig = plot_caption_methods(cap.image, cap.words, panels, title=f"{path.name}: “{' '.join(cap.words)}”")
         target = numbered(args.output, i, len(args.images))
         save_figure(fig, target, dpi=args.dpi)

@@ -292,7 +292,7 @@ class Studio:
     def _attribute(self, request: dict, m: StudioModel) -> dict:
         """Where each output token (or encoder position) draws from (``attnkit attribute``'s methods):
         fields model, text (or image), method, side, max_new_tokens."""
-        from ..attribution import LABELS, attribute_model
+        from ..attribution import attribute_model
 
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
@@ -305,7 +305,7 @@ class Studio:
         return {
             "model": m.name,
             "method": method,
-            "label": LABELS[method],
+            "label": found.label(method),
             "side": found.side,
             "rows": found.rows,
             "tokens": found.cols,
