@@ -99,6 +99,9 @@ FIGURES = {
     "grid": lambda: plots.plot_attention_grid(_softmax(RNG.normal(size=(2, 3, 4, 5))), TGT, SRC, title="grid"),
     "positional encoding": lambda: plots.plot_positional_encoding(RNG.normal(size=(40, 16)), title="sinusoidal"),
     "learned table": lambda: plots.plot_positional_encoding(RNG.normal(size=(40, 16)), title="learned", learned=True),
+    "positional encoding, two rows": lambda: plots.plot_positional_encoding(
+        RNG.normal(size=(40, 16)), title="sinusoidal", columns=2
+    ),
     "score bias": lambda: plots.plot_score_bias(
         RNG.normal(size=(8, 12, 12)) * np.logspace(0, -2, 8)[:, None, None], title="ALiBi"
     ),
@@ -176,3 +179,16 @@ def test_projection_labels_neither_overlap_nor_leave_their_panel():
         assert frame.x0 - 1 <= a.x0 and a.x1 <= frame.x1 + 1, f"{notes[i].get_text()} leaves its panel"
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b), "two labels overlap"
+
+
+def test_positional_encoding_in_two_rows_keeps_its_four_panels():
+    """A narrow page's layout: the same four panels, two to a row."""
+    wide = plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=4)
+    narrow = plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=2)
+    titles = lambda fig: [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles(wide) == titles(narrow) and len(titles(narrow)) == 4
+    narrow.canvas.draw()
+    boxes = [ax.get_position() for ax in narrow.axes if ax.get_title()]
+    assert min(b.y0 for b in boxes[:2]) > max(b.y1 for b in boxes[2:])  # two rows of two
+    with pytest.raises(ValueError, match="columns must be 4"):
+        plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=3)

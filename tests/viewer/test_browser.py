@@ -36,6 +36,13 @@ def test_transformer_viewer_interactions(browser, toy_records, tmp_path):
     assert len(set(page.locator("#lines line").evaluate_all(strokes))) == 1  # the average: one colour
     page.click("#apart")  # the heads apart: one colour per head
     assert len(set(page.locator("#lines line").evaluate_all(strokes))) == heads
+    # two heads on the same (query, key) pair are two lines side by side, not one on the other
+    ends = "ls => ls.map(l => [l.dataset.q, l.dataset.k, l.dataset.h, +l.getAttribute('y1')])"
+    by_pair: dict = {}
+    for q, k, h, y in page.locator("#lines line").evaluate_all(ends):
+        by_pair.setdefault((q, k), {})[h] = y
+    shared = [ys for ys in by_pair.values() if len(ys) > 1]
+    assert shared and all(len(set(ys.values())) == len(ys) for ys in shared)
     page.click(f"#head-chips button[data-head='{heads - 1}']")  # a head left out of the comparison
     assert page.locator(chips).count() == heads - 1
     assert str(heads - 1) not in set(page.locator("#lines line").evaluate_all("ls => ls.map(l => l.dataset.h)"))

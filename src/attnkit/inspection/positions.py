@@ -106,9 +106,11 @@ def position_figure(
     heads: int,
     model: Seq2SeqModel | EncoderModel | None = None,
     model_name: str = "",
+    columns: int = 4,
 ) -> tuple[str, Figure]:
     """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
-    bias a trained ``model`` learned (learned and t5)."""
+    bias a trained ``model`` learned (learned and t5). ``columns``: 2 lays a four-panel figure
+    out in two rows (for a narrow page)."""
     from .. import plots
 
     np.set_printoptions(precision=3, suppress=True, linewidth=120)
@@ -132,7 +134,9 @@ def position_figure(
             for k in (0, 1, 2, 5, 10, 20)
             if k + 40 < n
         ]
-        return "\n".join(lines), plots.plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={d}")
+        return "\n".join(lines), plots.plot_positional_encoding(
+            pe, title=f"sinusoidal PE, d_model={d}", columns=columns
+        )
     if scheme == "learned":
         module = find_scheme(model, LearnedPositionalEmbedding) if model is not None else None
         if module is None:
@@ -141,14 +145,14 @@ def position_figure(
                 "learned positions: a trained table (give --model with model.positions=learned); "
                 "showing the untrained table: random noise, no structure"
             ), plots.plot_positional_encoding(
-                table, title="learned positions, untrained: random initial values", learned=True
+                table, title="learned positions, untrained: random initial values", learned=True, columns=columns
             )
         table = module(min(n, module.max_len)).detach().float().cpu().numpy()
         shown = f"positions 0..{len(table) - 1} of its {module.max_len}"
         return (
             f"learned positions of {model_name}: {shown}, d_model {table.shape[1]}",
             plots.plot_positional_encoding(
-                table, title=f"learned positions of {model_name} ({shown}), as trained", learned=True
+                table, title=f"learned positions of {model_name} ({shown}), as trained", learned=True, columns=columns
             ),
         )
     if scheme == "fourier":
@@ -173,7 +177,7 @@ def position_figure(
             if trained
             else f"learnable Fourier features, untrained: random frequencies (gamma = {fourier.gamma}) through an MLP"
         )
-        return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True)
+        return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True, columns=columns)
     if scheme == "alibi":
         text = f"ALiBi, {h} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(h).numpy()}"
         return text, plots.plot_score_bias(

@@ -22,8 +22,9 @@ def plot_positional_encoding(
     title: str = "",
     learned: bool = False,
     centre: bool = False,
+    columns: int = 4,
 ) -> Figure:
-    """Four panels: the (t, d) matrix, a few dimensions over positions (one curve each,
+    """Four panels (in one row, or two rows of two: ``columns`` 4 or 2): the (t, d) matrix, a few dimensions over positions (one curve each,
     stacked so none hides another), the cosine similarity of every pair of positions, and that
     similarity seen from position 0 and from the middle one. ``learned``: a trained table,
     described as such (no claims of the sinusoids' properties). ``centre``: each dimension minus
@@ -35,8 +36,14 @@ def plot_positional_encoding(
     if dims is None:  # high to low frequency: the first pair, then even dims spread over d
         dims = sorted({0, 1, *(2 * (d // k // 2) for k in (16, 8, 4))})
     dims = [j for j in dims if j < d]
-    fig = Figure(figsize=(18, 4.4), layout="constrained")
-    ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
+    if columns not in (2, 4):
+        raise ValueError(f"columns must be 4 (one row) or 2 (two rows), got {columns}")
+    if columns == 4:
+        fig = Figure(figsize=(18, 4.4), layout="constrained")
+        ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
+    else:
+        fig = Figure(figsize=(10, 8.4), layout="constrained")
+        (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
     # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
     lim = 1.0 if not learned else float(np.percentile(np.abs(pe), 99)) or 1.0

@@ -251,9 +251,13 @@
     const layers = state.apart && heads() > 1 ? [...state.chips].sort((a, b) => a - b) : [state.head];
     const colIndex = new Map(cols.map((j, c) => [j, c]));
     let held = 0, total = 0;  // the weight the drawn keys hold, of all (a long input draws only the strongest)
-    for (const h of layers) {
+    // heads drawn apart fan out a few pixels each, so that two heads on the same pair show as two
+    // parallel lines in their colours instead of blending into a third colour
+    const fan = layers.length > 1 ? Math.min(3, row / (2 * layers.length)) : 0;
+    for (const [slot, h] of layers.entries()) {
       const W = matrixOf(state.layer, h), div = rowScale(W, rows, cols);
       const stroke = state.apart && heads() > 1 ? HEAD_COLOURS[h % HEAD_COLOURS.length] : ONE_COLOUR;
+      const dy = fan * (slot - (layers.length - 1) / 2);
       rows.forEach((i, r) => {
         const drawn = strongest(W[i], cols);
         if (cols.length > LONG) { for (const j of drawn) held += W[i][j]; for (const j of cols) total += W[i][j]; }
@@ -261,7 +265,7 @@
         const c = colIndex.get(j), o = W[i][j] / div[r];
         if (o < 0.03) return;
         const opacity = Math.min(1, 0.12 + (layers.length > 1 ? 0.8 : 0.95) * o);
-        el("line", { x1: wq, y1: yq(r), x2: wq + gap, y2: yk(c), stroke: stroke, "stroke-width": (1 + 4 * o).toFixed(2),
+        el("line", { x1: wq, y1: yq(r) + dy, x2: wq + gap, y2: yk(c) + dy, stroke: stroke, "stroke-width": (1 + 4 * o).toFixed(2),
                      "stroke-opacity": opacity.toFixed(3), "data-q": i, "data-k": j, "data-h": h,
                      "data-o": opacity.toFixed(3) }, g);
         });
