@@ -81,7 +81,9 @@ def main() -> None:
             shot("neuron")
             page.click("#tabs [data-tab=positions]")
             page.wait_for_function("document.querySelector('#positions img')?.naturalWidth > 0")
+            page.set_viewport_size({**VIEWPORT, "height": 900})  # the figure's two rows of panels
             shot("positions")
+            page.set_viewport_size(VIEWPORT)
             page.select_option("#model", "multi30k-en-de-rnn-local-p")
             page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
             page.fill("#text", LONG)
