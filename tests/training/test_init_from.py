@@ -103,3 +103,11 @@ def test_a_translation_model_is_no_start_for_a_captioner(trained_toys, tiny_capt
     cfg["train"]["init_from"] = str(trained_toys["transformer"])
     with pytest.raises(ValueError, match=r"is a translation model; this run is data.task=caption"):
         train(config_from_dict(cfg), quiet=True)
+
+
+def test_keys_the_architecture_does_not_read_may_differ(trained_toys, reversal, toy_config, tmp_path):
+    """An RNN key in a Transformer config is ignored by the model, so it is no difference of shape."""
+    cfg = _starting_from(toy_config, reversal, tmp_path / "tuned", trained_toys["transformer"], max_steps=1)
+    cfg["model"] = {**cfg["model"], "hidden": 999}
+    train(config_from_dict(cfg), quiet=True)
+    assert (tmp_path / "tuned" / "checkpoints" / "last.pt").is_file()

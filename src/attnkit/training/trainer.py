@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from ..atomic import remove_stale, write_text
-from ..config import Config, TokenizerConfig, check_config, resume_changes, save_config
+from ..config import Config, TokenizerConfig, check_config, ignored_keys, resume_changes, save_config
 from ..data import Batch
 from ..data.tokenizer import PAD, Tokenizer
 from ..data.vocabulary import WordVocabulary
@@ -182,7 +182,8 @@ def starting_point(cfg: Config) -> StartingPoint:
             f"train.init_from={source} is a {saved.data.task} model; this run is data.task={cfg.data.task}"
         )
     ours, theirs = dataclasses.asdict(cfg.model), dataclasses.asdict(saved.model)
-    differ = [k for k in ours if k not in _FREE_MODEL_KEYS and ours[k] != theirs[k]]
+    unread = {key.removeprefix("model.") for key in ignored_keys(cfg)}  # keys this architecture does not read
+    differ = [k for k in ours if k not in _FREE_MODEL_KEYS and k not in unread and ours[k] != theirs[k]]
     if differ:
         k = differ[0]
         more = f" (and {', '.join('model.' + d for d in differ[1:])})" if len(differ) > 1 else ""
@@ -246,7 +247,7 @@ class Trainer:
             self.md.checkpoints.mkdir(exist_ok=True)
             for directory in (self.md.path, self.md.checkpoints, self.md.snapshots):  # left by a run killed mid-write
                 remove_stale(directory)
-        start = self.start
+        start = self.start  # train.init_from's model, checked in __init__
         if self.resume_state is None and self.world.main:
             if start is not None:
                 cfg.tokenizer = start.tokenizer  # its vocabulary, so the config says what the run used
