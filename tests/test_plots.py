@@ -185,7 +185,7 @@ def test_positional_encoding_in_two_rows_keeps_its_four_panels():
     """A narrow page's layout: the same four panels, two to a row."""
     wide = plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=4)
     narrow = plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=2)
-    titles = lambda fig: [ax.get_title() for ax in fig.axes if ax.get_title()]
+    titles = lambda fig: [ax.get_title().replace("\n", " ") for ax in fig.axes if ax.get_title()]
     assert titles(wide) == titles(narrow) and len(titles(narrow)) == 4
     narrow.canvas.draw()
     boxes = [ax.get_position() for ax in narrow.axes if ax.get_title()]

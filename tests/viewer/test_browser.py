@@ -43,6 +43,10 @@ def test_transformer_viewer_interactions(browser, toy_records, tmp_path):
         by_pair.setdefault((q, k), {})[h] = y
     shared = [ys for ys in by_pair.values() if len(ys) > 1]
     assert shared and all(len(set(ys.values())) == len(ys) for ys in shared)
+    page.hover("#lines text[data-side='q'][data-i='1']")  # the readout says what each drawn head does
+    readout = page.text_content("#readout")
+    assert "per head: head 0: " in readout and f"· head {heads - 1}: " in readout, readout
+    page.mouse.move(0, 0)
     page.click(f"#head-chips button[data-head='{heads - 1}']")  # a head left out of the comparison
     assert page.locator(chips).count() == heads - 1
     assert str(heads - 1) not in set(page.locator("#lines line").evaluate_all("ls => ls.map(l => l.dataset.h)"))

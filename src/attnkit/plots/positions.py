@@ -43,6 +43,7 @@ def plot_positional_encoding(
         ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
     else:
         fig = Figure(figsize=(10, 8.4), layout="constrained")
+        fig.get_layout_engine().set(wspace=0.12)  # a colour bar's label apart from the next panel's
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
     # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
@@ -63,11 +64,12 @@ def plot_positional_encoding(
         kind = "" if learned else (" sin" if j % 2 == 0 else " cos")
         ax_s.text(t + 0.01 * t, -k * step, f"dim {j}{kind}", fontsize=8, va="center")
     ax_s.set_yticks([])
-    ax_s.set_xlim(0, t * 1.18)
+    ax_s.set_xlim(0, t * 1.3)  # room for the curves' labels
     ax_s.set(
         xlabel="position",
         ylabel=f"value (curves offset by {step:.2g})",
-        title="a few dimensions" + ("" if learned else ": the frequency falls with the index"),
+        title="a few dimensions"
+        + ("" if learned else ":" + ("\n" if columns == 2 else " ") + "the frequency falls with the index"),
     )
 
     unit = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
