@@ -8,6 +8,7 @@ from typing import cast
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 
 def position_similarity(pe: np.ndarray) -> np.ndarray:
@@ -42,8 +43,8 @@ def plot_positional_encoding(
         fig = Figure(figsize=(18, 4.4), layout="constrained")
         ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
     else:
-        fig = Figure(figsize=(10, 8.4), layout="constrained")
-        fig.get_layout_engine().set(wspace=0.12)  # a colour bar's label apart from the next panel's
+        # wider gaps: a colour bar's label apart from the next panel's
+        fig = Figure(figsize=(10, 8.4), layout=ConstrainedLayoutEngine(wspace=0.12))
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
     # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
