@@ -9,8 +9,9 @@
 Every recipe is a config plus overrides (``RECIPES``); the ``-kd`` recipes train on the training
 sources paired with a teacher's beam-5 translations of them (sequence-level knowledge distillation,
 Kim & Rush 2016), the ``-mix`` ones on those pairs and the original pairs together (several ``--kd``
-files: every teacher's pairs). Runs started together share the machine (on a GPU, its one device); ``--minutes`` is each run's budget, and the
-cosine schedules end when it does. The val set alone chooses between recipes: ``export`` prints
+files: every teacher's pairs); the ``-tune`` ones go on from a trained model (``--set
+train.init_from=MODEL``). Runs started together share the machine (on a GPU, its one device);
+``--minutes`` is each run's budget, and the cosine schedules end when it does. The val set alone chooses between recipes: ``export`` prints
 val BLEU (beam 5, fairseq length penalty 1) and writes it to ``val.json`` beside the exported model.
 """
 

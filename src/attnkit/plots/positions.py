@@ -25,9 +25,9 @@ def plot_positional_encoding(
     centre: bool = False,
     columns: int = 4,
 ) -> Figure:
-    """Four panels (in one row, or two rows of two: ``columns`` 4 or 2): the (t, d) matrix, a few dimensions over positions (one curve each,
-    stacked so none hides another), the cosine similarity of every pair of positions, and that
-    similarity seen from position 0 and from the middle one. ``learned``: a trained table,
+    """Four panels: the (t, d) matrix, a few dimensions over positions (one curve each, stacked so
+    none hides another), the cosine similarity of every pair of positions, and that similarity
+    seen from position 0 and from the middle one; in one row (``columns`` 4) or two rows of two (2). ``learned``: a trained table,
     described as such (no claims of the sinusoids' properties). ``centre``: each dimension minus
     its mean over the positions (for an encoding with large constant parts, such as an MLP's
     output), said in the figure."""

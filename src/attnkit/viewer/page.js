@@ -371,18 +371,16 @@
     const single = state.head !== "mean" ? state.head : state.apart && chosen.length === 1 ? chosen[0] : "mean";
     const W = matrixOf(state.layer, single);
     const which = single !== "mean" ? `head ${single}` : "average of heads";
-    const top = (pairs) => pairs.sort((a, b) => b[1] - a[1]).slice(0, 4).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(" · ");
+    // the focused token's (other token, weight) pairs in matrix M, and the n strongest of them
+    const pairs = (M) => (f.side === "q" ? Array.from(M[f.i], (w, j) => [`${k[j]} (${j})`, w]) : M.map((r, i) => [`${q[i]} (${i})`, r[f.i]]));
+    const top = (M, n, sep) => pairs(M).sort((a, b) => b[1] - a[1]).slice(0, n).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(sep);
     const pin = state.pinned && f === state.pinned ? " (pinned; click again to release)" : "";
+    const who = f.side === "q" ? `“${q[f.i]}” (query ${f.i}) looks at` : `who looks at “${k[f.i]}” (key ${f.i})`;
     if (state.apart && state.head === "mean" && chosen.length > 1) {  // what each drawn head does, in its colour's order
-      const strongest = (M) => (f.side === "q" ? Array.from(M[f.i], (w, j) => [`${k[j]} (${j})`, w]) : M.map((r, i) => [`${q[i]} (${i})`, r[f.i]]))
-        .sort((a, b) => b[1] - a[1]).slice(0, 2).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(", ");
-      const each = chosen.map((h) => `head ${h}: ${strongest(matrixOf(state.layer, h))}`).join(" · ");
-      return (f.side === "q" ? `“${q[f.i]}” (query ${f.i}) looks at` : `who looks at “${k[f.i]}” (key ${f.i})`)
-        + `, per head: ${each} — layer ${layerName(state.layer)}${pin}`;
+      const each = chosen.map((h) => `head ${h}: ${top(matrixOf(state.layer, h), 2, ", ")}`).join(" · ");
+      return `${who}, per head: ${each} — layer ${layerName(state.layer)}${pin}`;
     }
-    if (f.side === "q")
-      return `“${q[f.i]}” (query ${f.i}) looks at: ${top(Array.from(W[f.i], (w, j) => [`${k[j]} (${j})`, w]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
-    return `who looks at “${k[f.i]}” (key ${f.i}): ${top(W.map((r, i) => [`${q[i]} (${i})`, r[f.i]]))} — ${which}, layer ${layerName(state.layer)}${pin}`;
+    return `${who}: ${top(W, 4, " · ")} — ${which}, layer ${layerName(state.layer)}${pin}`;
   }
 
   // ---- matrix view ---------------------------------------------------------------------
