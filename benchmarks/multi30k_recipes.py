@@ -151,9 +151,9 @@ def export(run: Path, to: Path) -> dict:
     return info
 
 
-def distill(teacher: Path, out: Path, limit: int = 0) -> None:
+def distill(teachers: list[Path], out: Path, limit: int = 0) -> None:
     """The teacher's beam-5 translations of the training sources (the first ``limit``; 0: all),
-    one line each, to ``out`` (.gz)."""
+    one line each, to ``out`` (.gz). Several teachers (one vocabulary) translate as an ensemble."""
     from attnkit.atomic import atomic_path
     from attnkit.data import read_lines
 
@@ -161,7 +161,9 @@ def distill(teacher: Path, out: Path, limit: int = 0) -> None:
         source, plain = tmp.with_suffix(".en"), tmp.with_suffix(".txt")
         lines = read_lines(multi30k_file("train", "en"))
         source.write_text("\n".join(lines[:limit] if limit else lines) + "\n", encoding="utf-8")
-        command = [sys.executable, "-m", "attnkit", "translate", str(teacher), "-i", str(source)]
+        command = [sys.executable, "-m", "attnkit", "translate", str(teachers[0]), "-i", str(source)]
+        if len(teachers) > 1:
+            command += ["--ensemble", *map(str, teachers[1:])]
         subprocess.run([*command, "-o", str(plain), "--beam", "5"], check=True)
         lines = plain.read_text(encoding="utf-8").splitlines()
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
@@ -187,7 +189,7 @@ def main() -> None:
     e.add_argument("runs", nargs="+", type=Path)
     e.add_argument("--to", type=Path, required=True)
     d = sub.add_parser("distill")
-    d.add_argument("teacher", type=Path)
+    d.add_argument("teachers", nargs="+", type=Path, help="one model, or several decoded as an ensemble")
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--limit", type=int, default=0, help="only the first N training sources (a check)")
     args = ap.parse_args()
@@ -197,7 +199,7 @@ def main() -> None:
         for run in args.runs:
             export(run, args.to)
     else:
-        distill(args.teacher, args.out, args.limit)
+        distill(args.teachers, args.out, args.limit)
 
 
 if __name__ == "__main__":

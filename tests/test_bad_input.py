@@ -42,6 +42,8 @@ def workdir(tmp_path_factory) -> Path:
         "train": {"max_steps": 2, "eval_every": 1, "batch_tokens": 200, "warmup": 1, "bleu_every": 0},
     }
     train(config_from_dict(cfg), quiet=True)
+    other = {**cfg, "out_dir": str(d / "other_vocab"), "tokenizer": {"vocab_size": 16}}  # not for an ensemble
+    train(config_from_dict(other), quiet=True)
     cfg["out_dir"] = str(d / "new_run")
     import yaml
 
@@ -119,6 +121,16 @@ CASES = [
     (["translate", "missing_model", "-i", "in.txt"], "model directory not found: missing_model"),
     (["translate", ".", "-i", "in.txt"], "is not a model directory (no config.yaml)"),
     (["translate", "{m}", "--workers", "0"], "--workers: expected an integer >= 1"),
+    (["translate", "{m}", "--ensemble"], "--ensemble: expected at least one argument"),
+    (["translate", "{m}", "--ensemble", "missing_model", "-i", "in.txt"], "model directory not found: missing_model"),
+    (
+        ["translate", "{m}", "--ensemble", "other_vocab", "-i", "in.txt"],
+        "model and other_vocab have different vocabularies; an ensemble's models need one",
+    ),
+    (
+        ["evaluate", "{m}", "--ensemble", "other_vocab", "--src", "in.txt", "--ref", "ref.txt"],
+        "have different vocabularies",
+    ),
     (["translate", "{m}", "-i", "binary.txt", "-o", "existing.txt"], "binary.txt: line 2 is not valid UTF-8"),
     (["evaluate", "{m}", "--src", "in.txt", "--ref", "short.txt"], "40 source lines but 1 reference lines"),
     (["evaluate", "{m}", "--src", "in.txt", "--ref", "ref.txt", "--tokenize", "bogus"], "--tokenize: invalid choice"),
@@ -194,6 +206,7 @@ CASES = [
     (["caption", "{c}", "scene.png", "-o", "x.gif"], "must end in one of .png, .svg, .pdf"),
     (["caption", "{c}", "scene.png", "--beam", "0"], "--beam: expected an integer >= 1"),
     (["translate", "{c}", "-i", "in.txt"], "is a caption model: caption images with `attnkit caption MODEL IMAGE`"),
+    (["translate", "{m}", "--ensemble", "{c}", "-i", "in.txt"], "is a caption model"),
     (["plot", "{c}", "a b"], "is a caption model"),
 ]
 

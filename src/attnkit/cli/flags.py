@@ -283,6 +283,17 @@ def model_arg(p: argparse.ArgumentParser) -> None:
     weights_args(p)
 
 
+def ensemble(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ensemble",
+        nargs="+",
+        default=[],
+        metavar="MODEL",
+        help="more models with MODEL's vocabulary, decoded together with it: each word's probability is "
+        "the models' average (the same --checkpoint applies to each)",
+    )
+
+
 def search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=positive_int, default=DEFAULT_BEAM, help="beam size; 1 = greedy")
     p.add_argument(

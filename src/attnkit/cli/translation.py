@@ -17,14 +17,14 @@ def cmd_models(args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     """Translate stdin or --input, one output line per input line (or n-best lines)."""
     from ..inference.translate import translate_file
-    from ..loading.model_dir import load_model
+    from ..loading.model_dir import load_translators
 
-    model, tok, cfg = load_model(args.model, **F.weights(args))
-    limit = cfg.model.max_positions - 1
+    models, tok, limit = load_translators([args.model, *args.ensemble], **F.weights(args))
     if args.max_src_len and args.max_src_len > limit:
-        raise ValueError(f"--max-src-len {args.max_src_len} is beyond the model's limit of {limit} subwords")
+        what = "the model's" if len(models) == 1 else "the ensemble's"
+        raise ValueError(f"--max-src-len {args.max_src_len} is beyond {what} limit of {limit} subwords")
     translate_file(
-        model,
+        models,
         tok,
         args.input,
         args.output,
@@ -99,6 +99,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             ref,
             F.search_options(args),
             weights=F.weights(args),
+            ensemble=args.ensemble,
             output=args.output,
             batch_tokens=args.batch_tokens,
             tokenize=args.tokenize,
@@ -113,6 +114,7 @@ def add_commands(add) -> None:
     add("models", cmd_models, "list the trained models installed with attnkit (usable by name as MODEL)")
     p = add("translate", cmd_translate, "translate stdin or a file with a trained model")
     F.model_arg(p)
+    F.ensemble(p)
     F.decoding(p)
     p.add_argument(
         "-i",
@@ -156,6 +158,7 @@ def add_commands(add) -> None:
 
     p = add("evaluate", cmd_evaluate, "translate a test set and print BLEU, chrF and speed")
     F.model_arg(p)
+    F.ensemble(p)
     F.decoding(p)
     p.add_argument("--src", type=F.existing_file, help="source file (plain or .gz)")
     p.add_argument("--ref", type=F.existing_file, help="reference file, one line per source line")

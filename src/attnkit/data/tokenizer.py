@@ -115,6 +115,13 @@ class Tokenizer:
             _train_one(src_lines, cfg, out / "spm.src"), _train_one(tgt_lines, cfg, out / "spm.tgt"), joint=False
         )
 
+    def same_as(self, other: Tokenizer) -> bool:
+        """Whether ``other`` splits and numbers text exactly as this one does (same subword models)."""
+        return self.joint == other.joint and all(
+            a.serialized_model_proto() == b.serialized_model_proto()
+            for a, b in ((self.src, other.src), (self.tgt, other.tgt))
+        )
+
     def save(self, model_dir: str | Path) -> None:
         """The subword models into ``model_dir``, under the names ``load`` reads."""
         d = Path(model_dir)

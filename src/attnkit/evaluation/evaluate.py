@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def moses_tokenize_lc(lines: list[str], lang: str) -> list[str]:
 
 
 def evaluate(
-    model: Seq2SeqModel,
+    model: Seq2SeqModel | Sequence[Seq2SeqModel],
     tok: Tokenizer,
     sources: list[str],
     references: list[str],
@@ -106,6 +107,7 @@ def evaluate_files(
     options: SearchOptions | None = None,
     *,
     weights: dict | None = None,
+    ensemble: Sequence[str | Path] = (),
     output: str | Path | None = None,
     batch_tokens: int = 4096,
     tokenize: str = "13a",
@@ -115,15 +117,16 @@ def evaluate_files(
 ) -> str:
     """`attnkit evaluate`: load a model directory (``weights``: ``load_model``'s keyword
     arguments), translate ``src``, score against ``ref``; write the translations to
-    ``output`` (atomically) if given. Returns the report."""
+    ``output`` (atomically) if given. ``ensemble``: more models, decoded together with the
+    first. Returns the report."""
     from ..atomic import write_text
     from ..data import read_lines
-    from ..loading.model_dir import load_model
+    from ..loading.model_dir import load_translators
 
     sources, references = read_lines(src), read_lines(ref)
-    model, tok, cfg = load_model(model_dir, **(weights or {}))
+    models, tok, limit = load_translators([model_dir, *ensemble], **(weights or {}))
     result = evaluate(
-        model,
+        models,
         tok,
         sources,
         references,
@@ -132,7 +135,7 @@ def evaluate_files(
         tokenize=tokenize,
         lowercase=lowercase,
         detokenize_lang=detokenize_lang,
-        max_src_len=cfg.model.max_positions - 1,
+        max_src_len=limit,
         workers=workers,
     )
     if output:

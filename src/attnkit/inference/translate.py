@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from ..data.text import decode_lines, read_lines
 from ..data.tokenizer import EOS_LABEL
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions, beam_search, greedy_search
+from ..search.beam import ensemble_members
 
 MIN_SENTENCES_PER_WORKER = 32  # below this many sentences per worker thread, decode in fewer threads
 
@@ -52,7 +53,7 @@ class Translation:
 
 
 def translate(
-    model: Seq2SeqModel,
+    model: Seq2SeqModel | Sequence[Seq2SeqModel],
     tok: Tokenizer,
     sentences: list[str],
     options: SearchOptions | None = None,
@@ -63,17 +64,19 @@ def translate(
     workers: int | None = None,
 ) -> list[Translation]:
     """Translate ``sentences`` with ``options`` (default ``SearchOptions()``: beam 5, fairseq's
-    length penalty; beam 1 runs greedy search). Empty strings give empty outputs. Sources
+    length penalty; beam 1 runs greedy search). ``model``: one model, or several sharing ``tok``
+    decoded as an ensemble (``search.beam_search``). Empty strings give empty outputs. Sources
     longer than ``max_src_len`` subwords are cut (``Translation.truncated`` says so).
     ``workers``: decoding threads on CPU (see the module docstring); None: one per
     intra-op thread (``torch.get_num_threads()``), given at least
     ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread."""
     options = options or SearchOptions()
+    members = ensemble_members(model)
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
     if max_src_len is not None and max_src_len < 1:
         raise ValueError(f"max_src_len must be >= 1, got {max_src_len}")
-    device = next(model.parameters()).device
+    device = next(members[0].parameters()).device
     src_ids = tok.encode_src(sentences)
     truncated = [max_src_len is not None and len(ids) > max_src_len for ids in src_ids]
     if max_src_len is not None:
@@ -94,8 +97,10 @@ def translate(
         for batch_idx in inference_batches([src_ids[i] for i in share], batch_tokens) if share else []:
             idx = [share[j] for j in batch_idx]
             batch = collate([src_ids[i] for i in idx], None, batch_idx).to(device)
-            search = greedy_search if options.greedy else beam_search
-            found = search(model, batch.src, batch.src_mask, options, need_weights=need_weights)
+            if options.greedy and len(members) == 1:
+                found = greedy_search(members[0], batch.src, batch.src_mask, options, need_weights=need_weights)
+            else:
+                found = beam_search(members, batch.src, batch.src_mask, options, need_weights=need_weights)
             for row, i in enumerate(idx):
                 hyps = found.nbest[row]
                 texts = tok.decode_tgt([h.tokens for h in hyps])
@@ -141,7 +146,7 @@ def format_translation(t: Translation, index: int, n_best: int) -> str:
 
 
 def translate_file(
-    model: Seq2SeqModel,
+    model: Seq2SeqModel | Sequence[Seq2SeqModel],
     tok: Tokenizer,
     input_path: str | Path | None,
     output_path: str | Path | None,

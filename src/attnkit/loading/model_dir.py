@@ -254,3 +254,29 @@ def load_model(
         lines = [line.strip() for line in str(err).splitlines()[1:] if line.strip()] or [str(err)]
         raise ValueError(f"checkpoint does not fit the model in {md.config_path}: {shorten(lines[0], 200)}") from None
     return model.to(resolve_device(device) if isinstance(device, str) else device).eval(), tok, cfg
+
+
+def load_translators(
+    paths: Sequence[str | Path],
+    *,
+    checkpoint_name: str = "best",
+    average_last: int = 0,
+    device: str | torch.device = "cpu",
+) -> tuple[list[TransformerSeq2Seq | RNNSeq2Seq], Tokenizer, int]:
+    """Translation models to decode together (an ensemble; one path: a single model), each
+    loaded as ``load_model`` does. They must share one tokenizer. Returns the models, the
+    tokenizer, and the longest source (in subwords) that every one of them accepts."""
+    models, limits, first = [], [], None
+    for path in paths:
+        model, tok, cfg = load_model(path, checkpoint_name=checkpoint_name, average_last=average_last, device=device)
+        if not isinstance(model, TransformerSeq2Seq | RNNSeq2Seq):
+            raise ValueError(f"{path} does not translate: it is a {type(model).__name__}")
+        if first is None:
+            first = (path, tok)
+        elif not tok.same_as(first[1]):
+            raise ValueError(f"{first[0]} and {path} have different vocabularies; an ensemble's models need one")
+        models.append(model)
+        limits.append(cfg.model.max_positions - 1)
+    if first is None:
+        raise ValueError("no model given")
+    return models, first[1], min(limits)

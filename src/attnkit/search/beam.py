@@ -17,7 +17,9 @@ output is the same, without computing them.
 
 Only the model interface is used (``models.Seq2SeqModel``: encode, init_state,
 decode_step, output_projection, and the state's ``expand`` and ``reorder``), so the
-RNN and the Transformer share this code. With ``use_cache=True`` each step feeds
+RNN and the Transformer share this code. Several models over one vocabulary decode
+as an ensemble: each step's next-word distribution is the average of theirs,
+log(1/M sum_m p_m), each model keeping its own state (fairseq's ensemble). With ``use_cache=True`` each step feeds
 one token and the Transformer's key/value caches hold the prefix;
 ``use_cache=False`` recomputes the whole prefix every step (the baseline the cache
 is measured against).
@@ -26,6 +28,7 @@ is measured against).
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -42,7 +45,7 @@ from .hypotheses import (
     stack_cross,
 )
 from .options import SearchOptions
-from .scoring import best_tokens
+from .scoring import best_tokens, ensemble_best_tokens
 
 
 @dataclass
@@ -89,7 +92,7 @@ class _Beams:
 
 @torch.inference_mode()
 def beam_search(
-    model: Seq2SeqModel,
+    model: Seq2SeqModel | Sequence[Seq2SeqModel],
     src: Tensor,
     src_mask: Tensor,
     options: SearchOptions | None = None,
@@ -98,60 +101,89 @@ def beam_search(
     use_cache: bool = True,
 ) -> SearchResult:
     """Decode a batch; src (b, s), src_mask (b, s). Returns ``options.n_best`` hypotheses per
-    sentence, best first (``SearchOptions()``: beam 5, fairseq's length penalty)."""
+    sentence, best first (``SearchOptions()``: beam 5, fairseq's length penalty). ``model``:
+    one model, or several with one output vocabulary, decoded as an ensemble (no attention
+    maps then: each member attends in its own way)."""
     options = options or SearchOptions()
+    members = ensemble_members(model)
+    if need_weights and len(members) > 1:
+        raise ValueError("an ensemble has no single attention map: ask one of its models for attention")
     k, device, b = options.beam, src.device, src.shape[0]
     limits = max_lengths(src_mask, options.max_len_ratio, options.max_len_extra).tolist()
 
-    state = model.init_state(model.encode(src, src_mask))
-    state.expand(k)  # (b * k) rows: k beams per sentence
-    base = copy.deepcopy(state) if not use_cache else None  # a clean state to replay prefixes from
+    states = [m.init_state(m.encode(src, src_mask)) for m in members]
+    for state in states:
+        state.expand(k)  # (b * k) rows: k beams per sentence
+    bases = None if use_cache else [copy.deepcopy(state) for state in states]  # clean states to replay from
     scores = torch.full((b, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # the first step expands one beam per sentence
     beams = _Beams(
         k, torch.full((b * k, 1), BOS, dtype=torch.long, device=device), scores, list(range(b)), [[] for _ in range(b)]
     )
-    output = model.output_projection
-    logits_buffer = torch.empty(b * k, output.weight.shape[0], device=device)  # reused by every step (scoring.py)
+    outputs = [m.output_projection for m in members]
+    # the logits of every step are computed in the same memory (scoring.py); an ensemble needs two
+    buffers = [torch.empty(b * k, outputs[0].weight.shape[0], device=device) for _ in range(min(len(members), 2))]
     step = 0
     while beams.active:
-        if use_cache:
-            out = model.decode_step(state, beams.tokens[:, -1:], need_weights=need_weights, project=False)
+        hidden = []
+        for m, state, base in zip(members, states, bases or [None] * len(members)):
+            if base is None:
+                out = m.decode_step(state, beams.tokens[:, -1:], need_weights=need_weights, project=False)
+            else:
+                out = m.decode_step(copy.deepcopy(base), beams.tokens, need_weights=need_weights, project=False)
+            if need_weights:
+                assert out.attention is not None  # asked for
+                beams.record(out.attention)
+            assert out.hidden is not None  # every model returns its features
+            hidden.append(out.hidden[:, -1])
+        if len(members) == 1:
+            best = best_tokens(outputs[0], hidden[0], 2 * k, buffers[0])
         else:
-            out = model.decode_step(copy.deepcopy(base), beams.tokens, need_weights=need_weights, project=False)
-        if need_weights:
-            assert out.attention is not None  # asked for
-            beams.record(out.attention)
-        assert out.hidden is not None  # every model returns its features
-        reorder, done = _advance(beams, output, out.hidden[:, -1], logits_buffer, step + 1, limits, options)
+            best = ensemble_best_tokens(outputs, hidden, 2 * k, (buffers[0], buffers[1]))
+        reorder, done = _advance(beams, best, step + 1, limits, options)
         if not beams.active:
             break
         # beams move only within their sentence unless sentences left: then the
         # encoder side (memory, cross-attention caches) needs no copy
-        (state if base is None else base).reorder(reorder, same_sources=not done)
+        for state in bases or states:
+            state.reorder(reorder, same_sources=not done)
         beams.keep(reorder)
         step += 1
     return SearchResult([sorted(hyps, key=lambda h: h.score, reverse=True)[: options.n_best] for hyps in beams.pending])
 
 
+def ensemble_members(model: Seq2SeqModel | Sequence[Seq2SeqModel]) -> list[Seq2SeqModel]:
+    """The models to decode with: ``model`` itself, or the members of an ensemble, checked to
+    share one output vocabulary."""
+    members = list(model) if isinstance(model, Sequence) else [model]
+    if not members:
+        raise ValueError("an ensemble needs at least one model")
+    sizes = [m.output_projection.weight.shape[0] for m in members]
+    if len(set(sizes)) > 1:
+        raise ValueError(
+            f"the ensemble's models have different output vocabularies ({', '.join(map(str, sizes))} words)"
+        )
+    return members
+
+
 def _advance(
     beams: _Beams,
-    output,
-    hidden: Tensor,
-    logits_buffer: Tensor,
+    best: tuple[Tensor, Tensor, Tensor],
     length: int,
     limits: list[int],
     options: SearchOptions,
 ) -> tuple[Tensor, list[int]]:
     """One step for every live sentence: rank the continuations, finish the EOS ones, keep the
     best k others, and retire the sentences that are done. Returns the rows of the decoding
-    state to keep (in their new order) and the batch indices of the sentences that left."""
+    state to keep (in their new order) and the batch indices of the sentences that left.
+    ``best``: each row's 2k best words (``scoring.best_tokens``): their logits, ids and the
+    row's log-normaliser."""
     k, n = beams.k, len(beams.active)
     alpha, penalty = options.length_alpha, options.penalty
-    device = hidden.device
     # The sentence's best 2k continuations are among each beam's best 2k words, so
     # rank those (n * k, 2k) instead of adding the score to all (n, k * V) log-probs.
-    best_logits, best_words, lse = best_tokens(output, hidden, 2 * k, logits_buffer)  # (n * k, 2k)
+    best_logits, best_words, lse = best  # (n * k, 2k), (n * k, 2k), (n * k, 1)
+    device = best_logits.device
     width = best_logits.shape[1]
     cand = (beams.scores.view(n * k, 1) + (best_logits - lse)).view(n, k * width)
     top_scores, top_idx = cand.topk(2 * k, dim=1)  # (n, 2k)
