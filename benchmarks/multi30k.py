@@ -37,7 +37,7 @@ import torch
 from attnkit.config import load_config
 from attnkit.data import collate, multi30k, read_lines
 from attnkit.evaluation import bleu, evaluate, moses_detokenize, moses_tokenize_lc
-from attnkit.loading.model_dir import load_model, load_translators
+from attnkit.loading.model_dir import load_translators
 from attnkit.loading.packaged import resolve_model
 from attnkit.search import PENALTIES, SearchOptions, beam_search
 from attnkit.training.trainer import train
@@ -119,12 +119,11 @@ def run(
     variant = cfg.data.multi30k_variant
     packaged = (model_dir / "manifest.json").is_file()
     checkpoint = "best" if packaged else checkpoint  # an installed model has one set of weights
-    model, tok, _ = load_model(model_dir, checkpoint_name=checkpoint, average_last=0 if packaged else 10)
-    decoder: Any = model
-    if ensemble:
-        decoder, tok, _ = load_translators(
-            [model_dir, *ensemble], checkpoint_name=checkpoint, average_last=0 if packaged else 10
-        )
+    models, tok, _ = load_translators(
+        [model_dir, *(ensemble or [])], checkpoint_name=checkpoint, average_last=0 if packaged else 10
+    )
+    model = models[0]
+    decoder: Any = models if ensemble else model
     if alpha == "dev":
         alpha = dev_alpha(decoder, tok, data, test_limit, variant, penalty)
     else:
