@@ -110,6 +110,10 @@ CASES = [
         ["translate", "{m}", "--beam", "2", "--n-best", "3", "-i", "in.txt"],
         "n_best must be between 1 and the beam size 2",
     ),
+    (
+        ["translate", "{m}", "--beam", "1", "--mbr", "-i", "in.txt"],
+        "minimum Bayes risk chooses among the beam's outputs",
+    ),
     (["translate", "{m}", "--batch-tokens", "0"], "--batch-tokens: expected an integer >= 1"),
     (["translate", "{m}", "--average-last", "-1"], "--average-last: expected an integer >= 0"),
     (["translate", "{m}", "--checkpoint", "worst"], "--checkpoint: invalid choice: 'worst'"),

@@ -150,3 +150,23 @@ def test_evaluate_prints_scores_signatures_and_speed(capsys, monkeypatch, model_
         ["evaluate", model_dir, "--src", str(reversal / "dev.src"), "--ref", str(short)],
         r"200 source lines but 1 reference lines",
     )
+
+
+def test_mbr_flag_reaches_translate(capsys, monkeypatch, model_dir):
+    """--mbr: the beam's consensus output, as translate() gives it; --n-best lists the beam in MBR's order."""
+    from attnkit.inference.translate import translate
+    from attnkit.loading.model_dir import load_model
+    from attnkit.search import SearchOptions
+
+    model, tok, _ = load_model(model_dir)
+    expected = translate(model, tok, ["a b c", "h g"], SearchOptions(beam=6, n_best=3, mbr=True))
+    code, out, err = run(capsys, monkeypatch, ["translate", model_dir, "--beam", "6", "--mbr"], b"a b c\nh g\n")
+    assert code == 0, err
+    assert out.splitlines() == [t.output for t in expected]
+    code, out, err = run(
+        capsys, monkeypatch, ["translate", model_dir, "--beam", "6", "--mbr", "--n-best", "3"], b"a b c\nh g\n"
+    )
+    assert code == 0, err
+    assert out.splitlines() == [
+        f"{i} ||| {text} ||| {score:.4f}" for i, t in enumerate(expected) for text, score in t.nbest
+    ]

@@ -4,7 +4,8 @@
     --out-dir DIR        a directory the command writes
     --device             auto (cuda if present), cpu or cuda
     --checkpoint, --average-last   which weights of a model directory
-    --beam, --length-penalty, --alpha   how translations are searched (beam 5 everywhere)
+    --beam, --length-penalty, --alpha   how translations are searched (beam 5 everywhere; --mbr:
+                         translate and evaluate pick the beam's consensus output)
 
 Argument types reject bad values at parse time with one line naming the value.
 """
@@ -313,6 +314,12 @@ def search_args(p: argparse.ArgumentParser) -> None:
 
 def decoding(p: argparse.ArgumentParser) -> None:
     search_args(p)
+    p.add_argument(
+        "--mbr",
+        action="store_true",
+        help="minimum Bayes risk: of the beam's outputs, return the one with the highest mean sentence "
+        "BLEU against the others (the consensus) instead of the most probable; use a wide beam (e.g. 16)",
+    )
     p.add_argument("--batch-tokens", type=positive_int, default=4096, help="source tokens per decoding batch")
     p.add_argument(
         "--workers",
@@ -404,7 +411,11 @@ def weights(args: argparse.Namespace) -> dict:
 
 def search_options(args: argparse.Namespace) -> SearchOptions:
     return SearchOptions(
-        beam=args.beam, n_best=getattr(args, "n_best", 1), penalty=args.length_penalty, alpha=args.alpha
+        beam=args.beam,
+        n_best=getattr(args, "n_best", 1),
+        penalty=args.length_penalty,
+        alpha=args.alpha,
+        mbr=getattr(args, "mbr", False),
     )
 
 

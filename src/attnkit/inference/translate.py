@@ -28,7 +28,7 @@ from ..data import Tokenizer, collate, inference_batches
 from ..data.text import decode_lines, read_lines
 from ..data.tokenizer import EOS_LABEL
 from ..models.interface import Seq2SeqModel
-from ..search import SearchOptions, beam_search, greedy_search
+from ..search import SearchOptions, beam_search, greedy_search, mbr_order
 from ..search.beam import ensemble_members
 
 MIN_SENTENCES_PER_WORKER = 32  # below this many sentences per worker thread, decode in fewer threads
@@ -104,6 +104,9 @@ def translate(
             for row, i in enumerate(idx):
                 hyps = found.nbest[row]
                 texts = tok.decode_tgt([h.tokens for h in hyps])
+                if options.mbr:  # the consensus output first, then the rest by expected BLEU
+                    order = [j for j, _ in mbr_order(texts)][: options.n_best]
+                    hyps, texts = [hyps[j] for j in order], [texts[j] for j in order]
                 best = hyps[0]
                 out_pieces = tok.tgt_pieces(best.tokens) + ([EOS_LABEL] if best.finished else [])
                 results[i] = Translation(

@@ -1,9 +1,20 @@
 """Search: from a trained model to output tokens. Greedy and beam search use only
-the model interface (``models.Seq2SeqModel``), configured by one ``SearchOptions``."""
+the model interface (``models.Seq2SeqModel``), configured by one ``SearchOptions``;
+``mbr_order`` ranks a beam's outputs by expected BLEU (minimum Bayes risk)."""
 
 from .beam import beam_search
 from .greedy import greedy_search
 from .hypotheses import PENALTIES, Hypothesis, SearchResult, length_penalty
+from .mbr import mbr_order
 from .options import SearchOptions
 
-__all__ = ["PENALTIES", "Hypothesis", "SearchOptions", "SearchResult", "beam_search", "greedy_search", "length_penalty"]
+__all__ = [
+    "PENALTIES",
+    "Hypothesis",
+    "SearchOptions",
+    "SearchResult",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+    "mbr_order",
+]

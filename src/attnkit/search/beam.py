@@ -100,8 +100,8 @@ def beam_search(
     need_weights: bool = False,
     use_cache: bool = True,
 ) -> SearchResult:
-    """Decode a batch; src (b, s), src_mask (b, s). Returns ``options.n_best`` hypotheses per
-    sentence, best first (``SearchOptions()``: beam 5, fairseq's length penalty). ``model``:
+    """Decode a batch; src (b, s), src_mask (b, s). Returns ``options.searched`` hypotheses per
+    sentence (``n_best``, or the whole beam for MBR to choose from), best first (``SearchOptions()``: beam 5, fairseq's length penalty). ``model``:
     one model, or several with one output vocabulary, decoded as an ensemble (no attention
     maps then: each member attends in its own way)."""
     options = options or SearchOptions()
@@ -149,7 +149,9 @@ def beam_search(
             state.reorder(reorder, same_sources=not done)
         beams.keep(reorder)
         step += 1
-    return SearchResult([sorted(hyps, key=lambda h: h.score, reverse=True)[: options.n_best] for hyps in beams.pending])
+    return SearchResult(
+        [sorted(hyps, key=lambda h: h.score, reverse=True)[: options.searched] for hyps in beams.pending]
+    )
 
 
 def ensemble_members(model: Seq2SeqModel | Sequence[Seq2SeqModel]) -> list[Seq2SeqModel]:
@@ -212,7 +214,7 @@ def _advance(
     best_live = new_scores[:, 0].tolist()  # candidates are ranked, so column 0 is each sentence's best
     for i, sid in enumerate(beams.active):
         if len(beams.pending[sid]) >= k or _settled(
-            beams.pending[sid], options.n_best, best_live[i], limits[sid], alpha, penalty
+            beams.pending[sid], options.searched, best_live[i], limits[sid], alpha, penalty
         ):
             done.append(i)
         elif length >= limits[sid]:  # out of length: the live hypotheses end here, unfinished

@@ -17,6 +17,9 @@ class SearchOptions:
         log P(Y) / lp(|Y|) (``hypotheses.PENALTIES``); alpha None = the style's default
         (fairseq's |Y|^1, as in the published Multi30k setup).
     max_len_ratio, max_len_extra: an output stops at ratio * source length + extra tokens.
+    mbr: return, of the beam's ``beam`` finished outputs, the one with the highest expected
+        BLEU against the others (minimum Bayes risk, ``search.mbr``) instead of the most
+        probable; the n-best list comes in that order. Needs a beam of 2 or more.
     """
 
     beam: int = 5
@@ -25,6 +28,7 @@ class SearchOptions:
     alpha: float | None = None
     max_len_ratio: float = 1.5
     max_len_extra: int = 10
+    mbr: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -39,6 +43,8 @@ class SearchOptions:
             raise ValueError(f"max_len_ratio must be >= 0, got {self.max_len_ratio}")
         if not isinstance(self.max_len_extra, int) or self.max_len_extra < 1:
             raise ValueError(f"max_len_extra must be an integer >= 1, got {self.max_len_extra!r}")
+        if self.mbr and self.beam < 2:
+            raise ValueError("minimum Bayes risk chooses among the beam's outputs: it needs a beam of 2 or more")
 
     @property
     def length_alpha(self) -> float:
@@ -49,3 +55,8 @@ class SearchOptions:
     def greedy(self) -> bool:
         """One hypothesis, one output: greedy search gives the same result, faster."""
         return self.beam == 1 and self.n_best == 1
+
+    @property
+    def searched(self) -> int:
+        """How many outputs per sentence the search itself returns: the whole beam for MBR."""
+        return self.beam if self.mbr else self.n_best
