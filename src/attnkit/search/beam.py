@@ -101,9 +101,10 @@ def beam_search(
     use_cache: bool = True,
 ) -> SearchResult:
     """Decode a batch; src (b, s), src_mask (b, s). Returns ``options.searched`` hypotheses per
-    sentence (``n_best``, or the whole beam for MBR to choose from), best first (``SearchOptions()``: beam 5, fairseq's length penalty). ``model``:
-    one model, or several with one output vocabulary, decoded as an ensemble (no attention
-    maps then: each member attends in its own way)."""
+    sentence (``n_best``, or the whole beam for MBR to choose from), best first
+    (``SearchOptions()``: beam 5, fairseq's length penalty). ``model``: one model, or several
+    with one output vocabulary, decoded as an ensemble (no attention maps then: each member
+    attends in its own way)."""
     options = options or SearchOptions()
     members = ensemble_members(model)
     if need_weights and len(members) > 1:

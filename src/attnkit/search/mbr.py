@@ -2,10 +2,9 @@
 
 Beam search returns the output the model finds most probable; MBR returns the one expected
 to score best. Each candidate's expected utility is its mean sentence BLEU against the other
-candidates, which stand in for references drawn from the model (Kumar & Byrne 2004; over an
-n-best list as in Eikema & Aziz 2020). The winner is the consensus: the output that shares most
-with the rest of the list, which evens out the length and word choices a single beam path gets
-wrong.
+candidates, which stand in for references the model could have produced (Kumar & Byrne 2004,
+over an N-best list; every candidate weighs the same). The winner is the consensus: the output
+that shares most with the rest of the list.
 
 BLEU here is sacreBLEU's sentence BLEU (13a tokenization, exponential smoothing, effective
 order): the n-gram counts are computed once per candidate and BLEU's formula is sacreBLEU's own,
