@@ -154,9 +154,10 @@ def export(run: Path, to: Path) -> dict:
     return info
 
 
-def distill(teachers: list[Path], out: Path, limit: int = 0) -> None:
-    """The teacher's beam-5 translations of the training sources (the first ``limit``; 0: all),
-    one line each, to ``out`` (.gz). Several teachers (one vocabulary) translate as an ensemble."""
+def distill(teachers: list[Path], out: Path, limit: int = 0, beam: int = 5, mbr: bool = False) -> None:
+    """The teacher's translations of the training sources (the first ``limit``; 0: all), one line
+    each, to ``out`` (.gz): beam search's best, or with ``mbr`` the beam's consensus (MBR
+    distillation). Several teachers (one vocabulary) translate as an ensemble."""
     from attnkit.atomic import atomic_path
     from attnkit.data import read_lines
 
@@ -167,7 +168,8 @@ def distill(teachers: list[Path], out: Path, limit: int = 0) -> None:
         command = [sys.executable, "-m", "attnkit", "translate", str(teachers[0]), "-i", str(source)]
         if len(teachers) > 1:
             command += ["--ensemble", *map(str, teachers[1:])]
-        subprocess.run([*command, "-o", str(plain), "--beam", "5"], check=True)
+        command += ["--beam", str(beam), *(["--mbr"] if mbr else [])]
+        subprocess.run([*command, "-o", str(plain)], check=True)
         lines = plain.read_text(encoding="utf-8").splitlines()
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
@@ -195,6 +197,8 @@ def main() -> None:
     d.add_argument("teachers", nargs="+", type=Path, help="one model, or several decoded as an ensemble")
     d.add_argument("--out", type=Path, required=True)
     d.add_argument("--limit", type=int, default=0, help="only the first N training sources (a check)")
+    d.add_argument("--beam", type=int, default=5)
+    d.add_argument("--mbr", action="store_true", help="the beam's consensus output (minimum Bayes risk)")
     args = ap.parse_args()
     if args.command == "train":
         train(args.recipes, args.runs, args.minutes, args.kd, args.threads, args.set)
@@ -202,7 +206,7 @@ def main() -> None:
         for run in args.runs:
             export(run, args.to)
     else:
-        distill(args.teachers, args.out, args.limit)
+        distill(args.teachers, args.out, args.limit, args.beam, args.mbr)
 
 
 if __name__ == "__main__":
