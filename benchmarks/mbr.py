@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
 from attnkit.data import multi30k, read_lines
-from attnkit.evaluation import bleu, moses_tokenize_lc
+from attnkit.evaluation import bleu, evaluate, moses_tokenize_lc
 from attnkit.inference.translate import translate
 from attnkit.loading.model_dir import load_translators
 from attnkit.loading.packaged import resolve_model
@@ -59,14 +59,6 @@ def paired_p(baseline: list[str], system: list[str], refs: list[str]) -> float:
     return float(results["BLEU"][1].p_value)
 
 
-def scores(hyps: list[str], ref_raw: list[str], ref_tok: list[str]) -> dict:
-    return {
-        "cased": bleu(hyps, ref_raw, tokenize="13a").score,
-        "tok_lc": bleu(moses_tokenize_lc(hyps, "de"), ref_tok, tokenize="none", lowercase=True).score,
-        "chrf": CHRF().corpus_score(hyps, [ref_raw]).score,
-    }
-
-
 def run(model: str, ensemble: list[str], data: str, beams: list[int], limit: int) -> None:
     paths = [resolve_model(Path(m) if Path(m).is_dir() else m) for m in [model, *ensemble]]
     models, tok, _ = load_translators(paths)
@@ -86,7 +78,8 @@ def run(model: str, ensemble: list[str], data: str, beams: list[int], limit: int
         print(f"| {beam} | {b:.2f} | {m:.2f} | {searched:.1f} | {selected:.1f} |", flush=True)
     if (5, False) not in val:  # the baseline
         val[5, False] = [t.output for t in translate(decoder, tok, val_src, SearchOptions(beam=5))]
-    chosen = max(val, key=lambda k: BLEU().corpus_score(val[k], [val_ref]).score)
+    val_bleu = {key: BLEU().corpus_score(hyps, [val_ref]).score for key, hyps in val.items()}
+    chosen = max(val, key=val_bleu.__getitem__)
     p = paired_p(val[5, False], val[chosen], val_ref) if chosen != (5, False) else 1.0
     label = lambda k: f"beam {k[0]}" + (" + MBR" if k[1] else "")
     if chosen == (5, False):
@@ -101,12 +94,12 @@ def run(model: str, ensemble: list[str], data: str, beams: list[int], limit: int
     print(f"\n{name}: test_2016_flickr, computed after the choice")
     print("| decoding | val cased | test tok-lc | test cased | chrF | seconds |\n|---|---|---|---|---|---|")
     for key in dict.fromkeys([(5, False), chosen]):
-        start = time.perf_counter()
-        found = translate(decoder, tok, test_src, SearchOptions(beam=key[0], mbr=key[1]))
-        seconds = time.perf_counter() - start
-        s = scores([t.output for t in found], ref_raw, ref_tok)
-        v = BLEU().corpus_score(val[key], [val_ref]).score
-        print(f"| {label(key)} | {v:.2f} | {s['tok_lc']:.2f} | {s['cased']:.2f} | {s['chrf']:.2f} | {seconds:.1f} |")
+        test = evaluate(decoder, tok, test_src, ref_raw, SearchOptions(beam=key[0], mbr=key[1]))
+        tok_lc = bleu(moses_tokenize_lc(test.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True).score
+        print(
+            f"| {label(key)} | {val_bleu[key]:.2f} | {tok_lc:.2f} | {test.bleu.score:.2f} | {test.chrf.score:.2f} "
+            f"| {test.seconds:.1f} |"
+        )
 
 
 def main() -> None:
