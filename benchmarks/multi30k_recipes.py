@@ -58,6 +58,8 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     # students on a teacher's translations (--kd)
     "tiny-kd": (TINY, TINY_COSINE),
     "tiny-kd-mix": (TINY, TINY_COSINE),
+    # the same with BPE-dropout (Provilkov et al. 2020): each epoch's pairs segmented afresh, p = 0.1
+    "tiny-bpedrop-kd-mix": (TINY, [*TINY_COSINE, "tokenizer.sampling=0.1"]),
     # the widest student that keeps the installed models within 25 MB together: d_model 160, FFN 320
     # (6.7 MB in float16)
     "small-kd-mix": (TINY, [*TINY_COSINE, "model.d_model=160", "model.ffn=320"]),

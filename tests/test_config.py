@@ -95,6 +95,7 @@ def test_bad_files(tmp_path):
         ("model.arch=rnn;model.hidden=255", r"model.hidden=255 must be even"),
         ("model.positions=rope;model.d_model=24;model.heads=8", r"head size d_model / heads = 3 must be even"),
         ("tokenizer.vocab_size=4", r"tokenizer.vocab_size=4 is out of range: it must be >= 8"),
+        ("tokenizer.sampling=1", r"tokenizer.sampling=1.0 is out of range: it must be >= 0 and < 1"),
         ("train.time_schedule=true", r"train.time_schedule needs train.max_minutes > 0"),
     ],
 )

@@ -112,6 +112,10 @@ class TokenizerConfig:
     joint: bool = True  # one vocabulary for both sides (needed for tied source/target embeddings)
     character_coverage: float = 1.0
     split_digits: bool = False  # every digit its own piece (numbers, dates)
+    # training pairs segmented afresh each epoch: for bpe the chance that each merge is skipped
+    # (BPE-dropout, Provilkov et al. 2020; 0.1 is usual), for unigram the smoothing alpha of subword
+    # regularization (Kudo 2018); 0 = one fixed segmentation. Dev, test and inference never sample.
+    sampling: float = 0.0
 
 
 @dataclass
@@ -432,6 +436,7 @@ RULES: dict[str, Choice | Range] = {
     "tokenizer.kind": Choice(TOKENIZER_KINDS),
     "tokenizer.vocab_size": Range(8),
     "tokenizer.character_coverage": Range(0, 1, low_open=True),
+    "tokenizer.sampling": PROBABILITY,
     "model.arch": Choice(ARCHS),
     "model.d_model": POSITIVE,
     "model.layers": POSITIVE,

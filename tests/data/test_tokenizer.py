@@ -30,3 +30,18 @@ def test_readable_labels_keep_word_boundaries():
     pieces = ["▁c", "ott", "on", "▁shirt", ".", "▁", "<unk>", "▁lä", "dt", ","]
     assert readable(pieces) == ["c", "·ott", "·on", "shirt", ".", "␣", "<unk>", "lä", "·dt", ","]
     assert readable(["ab", "▁cd"]) == ["ab", "cd"]  # a sentence's first piece starts a word
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_sampled_segmentations_spell_the_same_text(tmp_path, kind):
+    src, tgt = date_pairs(300, 1)
+    tok = Tokenizer.train(TokenizerConfig(kind=kind, vocab_size=80), src, tgt, tmp_path)
+    fixed = tok.encode_tgt(tgt)
+    s1, t1 = tok.sample(src, tgt, 0.1)
+    _, t2 = tok.sample(src, tgt, 0.1)
+    assert t1 != t2 and t1 != fixed  # every call draws anew
+    assert tok.decode_tgt(t1) == tok.decode_tgt(t2) == tgt  # only the split differs
+    assert tok.src.decode(s1) == src
+    if kind == "bpe":  # BPE-dropout: skipping merges only splits pieces further
+        assert all(len(a) >= len(b) for a, b in zip(t1, fixed))
+        assert sum(map(len, t1)) > sum(map(len, fixed))

@@ -82,3 +82,35 @@ def test_two_process_run_resumes(reversal, toy_config, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resumed from" in second.stderr
     assert load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["step"] == 6
+
+
+def test_with_subword_sampling_every_rank_cuts_rank_0s_draw(tmp_path):
+    import numpy as np
+
+    from attnkit.data import BucketBatcher
+    from attnkit.training.distributed import World
+    from attnkit.training.trainer import epoch_batches
+
+    rng = np.random.default_rng(0)
+    src = [list(rng.integers(4, 50, rng.integers(1, 30))) for _ in range(300)]
+    tgt = [list(rng.integers(4, 50, rng.integers(1, 30))) for _ in range(300)]
+    events = []
+
+    class Rank(World):
+        def barrier(self):
+            events.append(("barrier", self.rank))
+
+    def batcher(rank):
+        def resample(epoch):  # every call draws differently, as sentencepiece's sampler does
+            events.append(("draw", rank))
+            return src, [t + [7] * int(rng.integers(0, 3)) for t in tgt]
+
+        b = BucketBatcher(src, tgt, batch_tokens=256, seed=1, resample=resample, max_len=100)
+        b.draws = tmp_path
+        return b
+
+    ranks = [(batcher(r), Rank(rank=r, size=2)) for r in (0, 1)]
+    first, second = (epoch_batches(b, world, 3) for b, world in ranks)  # rank 0 passes the barrier first
+    assert events == [("draw", 0), ("barrier", 0), ("barrier", 1)]  # rank 1 reads rank 0's draw
+    assert ranks[0][0].tgt == ranks[1][0].tgt and any(len(a) > len(b) for a, b in zip(ranks[0][0].tgt, tgt))
+    assert len(first) == len(second) and all(np.array_equal(a, b) for a, b in zip(first, second))

@@ -22,7 +22,7 @@ def test_a_run_starts_from_the_trained_weights_and_vocabulary(trained_toys, reve
     # an lr of 1e-9 moves no weight by more than ~1e-9 in one Adam step: what is saved is what was loaded
     cfg = _starting_from(toy_config, reversal, tmp_path / "tuned", source, arch, max_steps=1, eval_every=1, lr=1e-9)
     cfg["model"] = {**cfg["model"], "dropout": 0.1}  # dropout shapes no weight: it may differ
-    cfg["tokenizer"] = {"vocab_size": 99}  # the vocabulary is the source's, whatever this says
+    cfg["tokenizer"] = {"vocab_size": 99, "sampling": 0.1}  # the vocabulary is the source's, the sampling this run's
     train(config_from_dict(cfg), quiet=True)
     before, tok_before, _ = load_model(source)
     after, tok_after, saved = load_model(tmp_path / "tuned", checkpoint_name="last")
@@ -30,6 +30,7 @@ def test_a_run_starts_from_the_trained_weights_and_vocabulary(trained_toys, reve
         torch.testing.assert_close(b, a, atol=1e-6, rtol=0, msg=name)
     assert (tmp_path / "tuned" / "spm.joint.model").read_bytes() == (source / "spm.joint.model").read_bytes()
     assert saved.tokenizer.vocab_size == 30  # the config written says which vocabulary the run used
+    assert saved.tokenizer.sampling == 0.1 and (tmp_path / "tuned" / "subwords").is_dir()
     assert yaml.safe_load((tmp_path / "tuned" / "config.yaml").read_text())["train"]["init_from"] == str(source)
     # and it translates as the model it started from: the toy task is already learned
     lines = (reversal / "dev.src").read_text().splitlines()[:20]

@@ -96,6 +96,38 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, toy_config, tmp_path,
         assert torch.equal(ours[k], ref[k]), k
 
 
+def test_a_run_with_subword_sampling_resumes_on_the_draw_it_stopped_in(reversal, toy_config, tmp_path):
+    """Sampled segmentations cannot be drawn again alike in another process: the run keeps each
+    epoch's draw until a checkpoint has passed it, and a resumed run reads it back."""
+    out, cfg_path = tmp_path / "sampled", tmp_path / "cfg.yaml"
+    steps = {"max_steps": 100, "eval_every": 20, "log_every": 20}
+    save_config(
+        config_from_dict(toy_config(reversal, out, "transformer", **steps), ["tokenizer.sampling=0.2"]), cfg_path
+    )
+    proc = _run_cli("train", str(cfg_path))
+    deadline = time.time() + 120
+    while not (out / "checkpoints" / "step_40.pt").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    epoch = load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["epoch"]
+    kept = sorted(p.name for p in (out / "subwords").iterdir())
+    assert kept[0] == f"epoch_{epoch}.npz"  # the draws before the checkpoint's epoch are pruned
+
+    done = _run_cli("train", str(cfg_path), "--resume")
+    _, err = done.communicate(timeout=300)
+    assert done.returncode == 0, err
+    assert f"its subword draw read back from {out / 'subwords' / kept[0]}" in err
+    entries = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    train_steps = [e["step"] for e in entries if e["kind"] == "train"]
+    assert train_steps == list(range(20, 101, 20))
+    last_epoch = load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["epoch"]
+    assert last_epoch > epoch and not (out / "subwords" / kept[0]).exists()
+    assert all(int(p.stem.split("_")[1]) >= last_epoch for p in (out / "subwords").iterdir())
+
+
 def test_bf16_autocast_and_accumulation_train(reversal, toy_config, tmp_path):
     out = tmp_path / "bf16"
     cfg = toy_config(reversal, out, "transformer", max_steps=80, eval_every=80, log_every=20, bf16=True, accumulate=2)

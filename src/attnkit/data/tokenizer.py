@@ -91,6 +91,16 @@ class Tokenizer:
     def encode_tgt(self, lines: list[str]) -> list[list[int]]:
         return self.tgt.encode(lines)
 
+    def sample(
+        self, src_lines: list[str], tgt_lines: list[str], alpha: float
+    ) -> tuple[list[list[int]], list[list[int]]]:
+        """Both sides segmented by sampling instead of the one best way: BPE-dropout (Provilkov et
+        al. 2020) for a BPE model, where ``alpha`` is the chance each merge is skipped; subword
+        regularization (Kudo 2018) for a unigram one, ``alpha`` its smoothing. Every call draws
+        anew (sentencepiece's sampler cannot be seeded to repeat across processes)."""
+        sampled = lambda model, lines: model.encode(lines, enable_sampling=True, alpha=alpha, nbest_size=-1)
+        return sampled(self.src, src_lines), sampled(self.tgt, tgt_lines)
+
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
         return self.tgt.decode(ids)
 

@@ -86,8 +86,22 @@ class TranslationTask:
             f"dropped, {train.skipped_empty} with an empty side skipped), {len(self.dev)} dev pairs; "
             f"vocabulary {tok.src_vocab}{' joint' if tok.joint else f'/{tok.tgt_vocab}'}"
         )
+        alpha = cfg.tokenizer.sampling
+        resample = None
+        if alpha > 0:
+            kept_src, kept_tgt = [train.src[i] for i in keep], [train.tgt[i] for i in keep]
+
+            def resample(epoch: int) -> tuple[list[list[int]], list[list[int]]]:
+                return tok.sample(kept_src, kept_tgt, alpha)
+
+            line += f"; subwords sampled afresh each epoch (alpha {alpha:g})"
         batcher = BucketBatcher(
-            [src[i] for i in keep], [tgt[i] for i in keep], batch_tokens=cfg.train.batch_tokens, seed=cfg.train.seed
+            [src[i] for i in keep],
+            [tgt[i] for i in keep],
+            batch_tokens=cfg.train.batch_tokens,
+            seed=cfg.train.seed,
+            resample=resample,
+            max_len=cfg.data.max_len,
         )
         return batcher, line
 

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from ..atomic import remove_stale, write_text
 from ..config import Config, TokenizerConfig, check_config, ignored_keys, resume_changes, save_config
-from ..data import Batch
+from ..data import Batch, BucketBatcher
 from ..data.tokenizer import PAD, Tokenizer
 from ..data.vocabulary import WordVocabulary
 from ..loading.model_dir import ModelDir, load_checkpoint, load_model, resolve_device, save_atomic
@@ -45,7 +45,7 @@ from .tasks import TranslationTask, make_task
 if TYPE_CHECKING:
     from torch.nn.parallel import DistributedDataParallel
 
-    from ..data import BucketBatcher, ImageBatcher
+    from ..data import ImageBatcher
 
 
 class RunLog:
@@ -194,6 +194,17 @@ def starting_point(cfg: Config) -> StartingPoint:
     return StartingPoint(saved.tokenizer, vocabulary, model.state_dict())
 
 
+def epoch_batches(batcher: BucketBatcher | ImageBatcher, world: distributed.World, epoch: int) -> list[np.ndarray]:
+    """The batches of ``epoch`` on this rank. With subword sampling rank 0 draws the epoch's
+    segmentation and the other ranks read its draw back: every rank must cut the same batches."""
+    sampled = isinstance(batcher, BucketBatcher) and batcher.samples
+    if not (sampled and world.distributed):
+        return batcher.epoch(epoch)
+    batches = batcher.epoch(epoch) if world.main else []
+    world.barrier()
+    return batches if world.main else batcher.epoch(epoch)
+
+
 class Trainer:
     def __init__(
         self,
@@ -250,7 +261,8 @@ class Trainer:
         start = self.start  # train.init_from's model, checked in __init__
         if self.resume_state is None and self.world.main:
             if start is not None:
-                cfg.tokenizer = start.tokenizer  # its vocabulary, so the config says what the run used
+                # its vocabulary, so the config says what the run used; the sampling is this run's
+                cfg.tokenizer = dataclasses.replace(start.tokenizer, sampling=cfg.tokenizer.sampling)
                 start.vocabulary.save(self.md.path)
                 self.say(f"starting from {cfg.train.init_from}: its vocabulary and weights")
             else:
@@ -261,6 +273,8 @@ class Trainer:
             self.task.load_vocabulary(self.md.path)
         self.batcher: BucketBatcher | ImageBatcher
         self.batcher, described = self.task.batcher()
+        if isinstance(self.batcher, BucketBatcher) and self.batcher.samples:
+            self.batcher.draws = self.md.path / "subwords"  # each epoch's sampled segmentation
         self.say(described)
         self.model = self.task.build_model().to(self.device)
         if start is not None:
@@ -282,8 +296,13 @@ class Trainer:
                 for step, path in self.md.snapshot_files():
                     if step > self.state.step:
                         path.unlink()
+            kept = ""
+            if isinstance(self.batcher, BucketBatcher) and self.batcher.samples:
+                draw = self.batcher.kept_draw(self.state.epoch)
+                kept = f"; its subword draw read back from {draw}" if draw else "; its subwords drawn anew"
             self.say(
-                f"resumed from {self.md.last} at step {self.state.step} (epoch {self.state.epoch}, batch {self.state.batch})"
+                f"resumed from {self.md.last} at step {self.state.step} "
+                f"(epoch {self.state.epoch}, batch {self.state.batch}{kept})"
             )
         self.ddp = distributed.wrap(self.model, self.world, self.device)  # the model, or DDP around it
         self.trained: Callable[..., Any] = self.ddp  # what the training step calls
@@ -328,6 +347,8 @@ class Trainer:
             "config": self.cfg.to_dict(),
         }
         save_atomic(full, self.md.last)
+        if isinstance(self.batcher, BucketBatcher):  # a resumed run starts in this epoch: older draws are done
+            self.batcher.prune_draws(s.epoch)
 
     def _save_step(self, improved: bool) -> None:
         weights = {"model": self.model.state_dict(), "step": self.state.step}
@@ -440,7 +461,7 @@ class Trainer:
         window = _Window()
         started = self._started = time.perf_counter() - s.train_seconds
         stop_reason = "max_steps"
-        batches = self.batcher.epoch(s.epoch)
+        batches = epoch_batches(self.batcher, world, s.epoch)
         early = self.early_snapshot_steps() if world.main else set()
         if s.step == 0 and 0 in early:
             self._snapshot(self.validate(bleu=False))
@@ -448,7 +469,7 @@ class Trainer:
             while s.step < tc.max_steps:
                 if len(batches) - s.batch < world.size:  # every rank needs a batch
                     s.epoch, s.batch = s.epoch + 1, 0
-                    batches = self.batcher.epoch(s.epoch)
+                    batches = epoch_batches(self.batcher, world, s.epoch)
                 update = batches[s.batch : s.batch + tc.accumulate * world.size]
                 window.add(*self._update(update))
                 s.step += 1
