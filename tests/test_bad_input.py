@@ -84,6 +84,7 @@ CASES = [
     (["train", "cfg.yaml", "model.heads=0"], "model.heads=0 is out of range: it must be >= 1"),
     (["train", "cfg.yaml", "model.d_model=-32"], "model.d_model=-32 is out of range"),
     (["train", "cfg.yaml", "model.layers=-2"], "model.layers=-2 is out of range"),
+    (["train", "cfg.yaml", "tokenizer.sampling=1"], "tokenizer.sampling=1.0 is out of range: it must be >= 0 and < 1"),
     (["train", "cfg.yaml", "model.ffn=0"], "model.ffn=0 is out of range"),
     (["train", "cfg.yaml", "model.heads=3"], "model.d_model=16 is not divisible by model.heads=3"),
     (["train", "cfg.yaml", "train.max_minutes=-1"], "train.max_minutes=-1.0 is out of range: it must be >= 0"),
