@@ -53,6 +53,17 @@ def _run_cli(*args, **kw):
     )
 
 
+def _train_until(cfg_path, checkpoint):
+    """`attnkit train cfg_path` in a subprocess, returned once it has written ``checkpoint``."""
+    proc = _run_cli("train", str(cfg_path))
+    deadline = time.time() + 120
+    while not checkpoint.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    return proc
+
+
 def _params(path):
     return load_checkpoint(path)["model"]
 
@@ -66,12 +77,7 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, toy_config, tmp_path,
     out = tmp_path / "interrupted"
     cfg_path = tmp_path / "cfg.yaml"
     save_config(config_from_dict(toy_config(reversal, out, "transformer", **steps)), cfg_path)
-    proc = _run_cli("train", str(cfg_path))
-    deadline = time.time() + 120
-    while not (out / "checkpoints" / "step_40.pt").exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.time() < deadline
-        time.sleep(0.02)
+    proc = _train_until(cfg_path, out / "checkpoints" / "step_40.pt")
     proc.send_signal(getattr(signal, how))
     _, err = proc.communicate(timeout=120)
     if how == "SIGTERM":  # saved, and says so in its exit status: 128 + 15
@@ -104,12 +110,7 @@ def test_a_run_with_subword_sampling_resumes_on_the_draw_it_stopped_in(reversal,
     save_config(
         config_from_dict(toy_config(reversal, out, "transformer", **steps), ["tokenizer.sampling=0.2"]), cfg_path
     )
-    proc = _run_cli("train", str(cfg_path))
-    deadline = time.time() + 120
-    while not (out / "checkpoints" / "step_40.pt").exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.time() < deadline
-        time.sleep(0.02)
+    proc = _train_until(cfg_path, out / "checkpoints" / "step_40.pt")
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=120)
     epoch = load_checkpoint(out / "checkpoints" / "last.pt")["progress"]["epoch"]
