@@ -117,9 +117,11 @@ def test_a_run_with_subword_sampling_resumes_on_the_draw_it_stopped_in(reversal,
     kept = sorted(p.name for p in (out / "subwords").iterdir())
     assert kept[0] == f"epoch_{epoch}.npz"  # the draws before the checkpoint's epoch are pruned
 
+    (out / "subwords" / ".epoch_9.k1ll.tmp.npz").write_bytes(b"left by a writer killed mid-write")
     done = _run_cli("train", str(cfg_path), "--resume")
     _, err = done.communicate(timeout=300)
     assert done.returncode == 0, err
+    assert not list((out / "subwords").glob(".*.tmp*"))
     assert f"its subword draw read back from {out / 'subwords' / kept[0]}" in err
     entries = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     train_steps = [e["step"] for e in entries if e["kind"] == "train"]

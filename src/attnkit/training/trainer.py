@@ -256,7 +256,8 @@ class Trainer:
         if self.world.main:
             self.md.path.mkdir(parents=True, exist_ok=True)
             self.md.checkpoints.mkdir(exist_ok=True)
-            for directory in (self.md.path, self.md.checkpoints, self.md.snapshots):  # left by a run killed mid-write
+            for directory in (self.md.path, self.md.checkpoints, self.md.snapshots, self.md.path / "subwords"):
+                # left by a run killed mid-write
                 remove_stale(directory)
         start = self.start  # train.init_from's model, checked in __init__
         if self.resume_state is None and self.world.main:
