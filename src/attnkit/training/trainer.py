@@ -194,11 +194,15 @@ def starting_point(cfg: Config) -> StartingPoint:
     return StartingPoint(saved.tokenizer, vocabulary, model.state_dict())
 
 
+def sampling(batcher: BucketBatcher | ImageBatcher) -> BucketBatcher | None:
+    """``batcher`` when it segments each epoch afresh (subword sampling), else None."""
+    return batcher if isinstance(batcher, BucketBatcher) and batcher.samples else None
+
+
 def epoch_batches(batcher: BucketBatcher | ImageBatcher, world: distributed.World, epoch: int) -> list[np.ndarray]:
     """The batches of ``epoch`` on this rank. With subword sampling rank 0 draws the epoch's
     segmentation and the other ranks read its draw back: every rank must cut the same batches."""
-    sampled = isinstance(batcher, BucketBatcher) and batcher.samples
-    if not (sampled and world.distributed):
+    if sampling(batcher) is None or not world.distributed:
         return batcher.epoch(epoch)
     batches = batcher.epoch(epoch) if world.main else []
     world.barrier()
@@ -274,8 +278,8 @@ class Trainer:
             self.task.load_vocabulary(self.md.path)
         self.batcher: BucketBatcher | ImageBatcher
         self.batcher, described = self.task.batcher()
-        if isinstance(self.batcher, BucketBatcher) and self.batcher.samples:
-            self.batcher.draws = self.md.path / "subwords"  # each epoch's sampled segmentation
+        if (sampled := sampling(self.batcher)) is not None:
+            sampled.draws = self.md.path / "subwords"  # each epoch's sampled segmentation
         self.say(described)
         self.model = self.task.build_model().to(self.device)
         if start is not None:
@@ -298,8 +302,8 @@ class Trainer:
                     if step > self.state.step:
                         path.unlink()
             kept = ""
-            if isinstance(self.batcher, BucketBatcher) and self.batcher.samples:
-                draw = self.batcher.kept_draw(self.state.epoch)
+            if (sampled := sampling(self.batcher)) is not None:
+                draw = sampled.kept_draw(self.state.epoch)
                 kept = f"; its subword draw read back from {draw}" if draw else "; its subwords drawn anew"
             self.say(
                 f"resumed from {self.md.last} at step {self.state.step} "
@@ -348,8 +352,8 @@ class Trainer:
             "config": self.cfg.to_dict(),
         }
         save_atomic(full, self.md.last)
-        if isinstance(self.batcher, BucketBatcher):  # a resumed run starts in this epoch: older draws are done
-            self.batcher.prune_draws(s.epoch)
+        if (sampled := sampling(self.batcher)) is not None:  # a resumed run starts in this epoch
+            sampled.prune_draws(s.epoch)
 
     def _save_step(self, improved: bool) -> None:
         weights = {"model": self.model.state_dict(), "step": self.state.step}
