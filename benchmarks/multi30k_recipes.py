@@ -102,8 +102,11 @@ def distilled_data(name: str, kd: list[Path], runs: Path) -> list[str]:
     ]
 
 
-def train(names: list[str], runs: Path, minutes: float, kd: list[Path], threads: int, extra: list[str]) -> None:
-    """Start every recipe in its own process, wait for all; a failed one fails the command."""
+def train(
+    names: list[str], runs: Path, minutes: float, kd: list[Path], threads: int, extra: list[str], resume: bool = False
+) -> None:
+    """Start every recipe in its own process, wait for all; a failed one fails the command. With
+    ``resume`` each run goes on from its last checkpoint (the same arguments as its start)."""
     runs.mkdir(parents=True, exist_ok=True)
     procs = {}
     for name in names:
@@ -112,9 +115,9 @@ def train(names: list[str], runs: Path, minutes: float, kd: list[Path], threads:
         if "-kd" in name and not kd:
             raise SystemExit(f"recipe {name} needs --kd (a teacher's translations of the training sources)")
         command = [sys.executable, "-m", "attnkit", "train", str(ROOT / config), f"out_dir={runs / name}"]
-        command += [*RAW, *overrides, *data, f"train.max_minutes={minutes}", *extra]
+        command += [*RAW, *overrides, *data, f"train.max_minutes={minutes}", *extra, *(["--resume"] if resume else [])]
         print(" ".join(command[2:]), flush=True)
-        log = open(runs / f"{name}.out", "w")  # noqa: SIM115 (closed after the wait)
+        log = open(runs / f"{name}.out", "a" if resume else "w")  # noqa: SIM115 (closed after the wait)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
         procs[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log)
     failed = []
@@ -192,6 +195,7 @@ def main() -> None:
     )
     t.add_argument("--threads", type=int, default=2, help="PyTorch CPU threads per run")
     t.add_argument("--set", nargs="*", default=[], help="more config overrides, e.g. train.max_steps=13656")
+    t.add_argument("--resume", action="store_true", help="continue each run from its last checkpoint")
     e = sub.add_parser("export")
     e.add_argument("runs", nargs="+", type=Path)
     e.add_argument("--to", type=Path, required=True)
@@ -203,7 +207,7 @@ def main() -> None:
     d.add_argument("--mbr", action="store_true", help="the beam's consensus output (minimum Bayes risk)")
     args = ap.parse_args()
     if args.command == "train":
-        train(args.recipes, args.runs, args.minutes, args.kd, args.threads, args.set)
+        train(args.recipes, args.runs, args.minutes, args.kd, args.threads, args.set, args.resume)
     elif args.command == "export":
         for run in args.runs:
             export(run, args.to)
