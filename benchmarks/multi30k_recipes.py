@@ -5,13 +5,16 @@
     python benchmarks/multi30k_recipes.py export runs/recipes/tiny-cosine --to exported/
     python benchmarks/multi30k_recipes.py distill exported/tiny-cosine --out runs/recipes/kd.de.gz
     python benchmarks/multi30k_recipes.py train tiny-kd rnn-kd --kd runs/recipes/kd.de.gz --minutes 90
+    python benchmarks/multi30k_recipes.py train tiny-kd rnn-kd --kd runs/recipes/kd.de.gz --minutes 90 --resume
 
 Every recipe is a config plus overrides (``RECIPES``); the ``-kd`` recipes train on the training
 sources paired with a teacher's beam-5 translations of them (sequence-level knowledge distillation,
 Kim & Rush 2016), the ``-mix`` ones on those pairs and the original pairs together (several ``--kd``
 files: every teacher's pairs); the ``-tune`` ones go on from a trained model (``--set
 train.init_from=MODEL``). Runs started together share the machine (on a GPU, its one device);
-``--minutes`` is each run's budget, and the cosine schedules end when it does. The val set alone chooses between recipes: ``export`` prints
+``--minutes`` is each run's budget, and the cosine schedules end when it does; a run stopped or
+killed before its budget's end goes on from its last checkpoint when the same command is given
+again with ``--resume``. The val set alone chooses between recipes: ``export`` prints
 val BLEU (beam 5, fairseq length penalty 1) and writes it to ``val.json`` beside the exported model.
 """
 
