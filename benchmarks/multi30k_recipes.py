@@ -3,6 +3,7 @@
 
     python benchmarks/multi30k_recipes.py train tiny-cosine rnn-global rnn-local-p --minutes 90
     python benchmarks/multi30k_recipes.py export runs/recipes/tiny-cosine --to exported/
+    python benchmarks/multi30k_recipes.py export runs/recipes/tiny-kd --to exported/ --against multi30k-en-de
     python benchmarks/multi30k_recipes.py distill exported/tiny-cosine --out runs/recipes/kd.de.gz
     python benchmarks/multi30k_recipes.py train tiny-kd rnn-kd --kd runs/recipes/kd.de.gz --minutes 90
     python benchmarks/multi30k_recipes.py train tiny-kd rnn-kd --kd runs/recipes/kd.de.gz --minutes 90 --resume
@@ -15,7 +16,9 @@ train.init_from=MODEL``). Runs started together share the machine (on a GPU, its
 ``--minutes`` is each run's budget, and the cosine schedules end when it does; a run stopped or
 killed before its budget's end goes on from its last checkpoint when the same command is given
 again with ``--resume``. The val set alone chooses between recipes: ``export`` prints
-val BLEU (beam 5, fairseq length penalty 1) and writes it to ``val.json`` beside the exported model.
+val BLEU (beam 5, fairseq length penalty 1) and writes it to ``val.json`` beside the exported model;
+with ``--against MODEL`` also the paired bootstrap against that model, and whether the run clears the
+adoption rule (higher val with p < 0.05).
 """
 
 from __future__ import annotations
@@ -133,9 +136,11 @@ def train(
         raise SystemExit(f"failed: {', '.join(failed)}")
 
 
-def export(run: Path, to: Path) -> dict:
+def export(run: Path, to: Path, against: str = "") -> dict:
     """The average of the last 10 checkpoints, scored on val in float32 and rounded to float16,
-    packaged in float16 under ``to/NAME``."""
+    packaged in float16 under ``to/NAME``. With ``against`` (an installed model's name or a model
+    directory), the float16 weights are also compared with that model on val: a paired bootstrap
+    p-value of the difference, and whether it clears the adoption rule (higher val, p < 0.05)."""
     import torch
 
     from attnkit.loading import packaged
@@ -148,18 +153,44 @@ def export(run: Path, to: Path) -> dict:
     rounded = copy.deepcopy(model).half().float()  # what float16 weights would score
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     end = [r for r in records if r["kind"] == "end"][-1]
+    compared = compare_on_val(rounded, tok, against, data) if against else {}
     info = {
         "recipe": run.name,
         "val_bleu": val_bleu(model, tok, data, "raw"),
-        "val_bleu_fp16": val_bleu(rounded, tok, data, "raw"),
+        "val_bleu_fp16": compared.pop("val_bleu") if compared else val_bleu(rounded, tok, data, "raw"),
         "updates": end["step"],
         "train_minutes": end["train_seconds"] / 60,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
+    info.update(compared)
     packaged.package_directory(run, model.cpu(), to / run.name, dtype=torch.float16, info=info)
     (to / run.name / "val.json").write_text(json.dumps(info, indent=1) + "\n")
     print(json.dumps(info), flush=True)
     return info
+
+
+def compare_on_val(model, tok, against: str, data: str | None) -> dict:
+    """Val BLEU (beam 5, as ``val_bleu``) of ``model`` and of the model ``against``, and the paired
+    bootstrap p-value of their difference (sacreBLEU, 1,000 resamples)."""
+    from attnkit.data import multi30k, read_lines
+    from attnkit.evaluation import evaluate
+    from attnkit.loading.model_dir import load_translators
+    from attnkit.loading.packaged import resolve_model
+    from attnkit.search import SearchOptions
+    from mbr import paired_p
+
+    src, ref = (read_lines(multi30k.locate("val", lang, root=data, variant="raw")) for lang in ("en", "de"))
+    models, other_tok, _ = load_translators([resolve_model(Path(against) if Path(against).is_dir() else against)])
+    new = evaluate(model, tok, src, ref, SearchOptions(beam=5))
+    old = evaluate(models[0], other_tok, src, ref, SearchOptions(beam=5))
+    p = paired_p(old.hypotheses, new.hypotheses, ref)
+    return {
+        "val_bleu": new.bleu.score,
+        "against": against,
+        "against_val_bleu": old.bleu.score,
+        "paired_p": p,
+        "adopt": new.bleu.score > old.bleu.score and p < 0.05,
+    }
 
 
 def distill(teachers: list[Path], out: Path, limit: int = 0, beam: int = 5, mbr: bool = False) -> None:
@@ -202,6 +233,7 @@ def main() -> None:
     e = sub.add_parser("export")
     e.add_argument("runs", nargs="+", type=Path)
     e.add_argument("--to", type=Path, required=True)
+    e.add_argument("--against", default="", help="an installed model to compare with on val (paired bootstrap)")
     d = sub.add_parser("distill")
     d.add_argument("teachers", nargs="+", type=Path, help="one model, or several decoded as an ensemble")
     d.add_argument("--out", type=Path, required=True)
@@ -213,7 +245,7 @@ def main() -> None:
         train(args.recipes, args.runs, args.minutes, args.kd, args.threads, args.set, args.resume)
     elif args.command == "export":
         for run in args.runs:
-            export(run, args.to)
+            export(run, args.to, args.against)
     else:
         distill(args.teachers, args.out, args.limit, args.beam, args.mbr)
 
