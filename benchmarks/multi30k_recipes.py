@@ -175,12 +175,11 @@ def compare_on_val(model, tok, against: str, data: str | None) -> dict:
     from attnkit.data import multi30k, read_lines
     from attnkit.evaluation import evaluate
     from attnkit.loading.model_dir import load_translators
-    from attnkit.loading.packaged import resolve_model
     from attnkit.search import SearchOptions
     from mbr import paired_p
 
     src, ref = (read_lines(multi30k.locate("val", lang, root=data, variant="raw")) for lang in ("en", "de"))
-    models, other_tok, _ = load_translators([resolve_model(Path(against) if Path(against).is_dir() else against)])
+    models, other_tok, _ = load_translators([installed_or_dir(against)])
     new = evaluate(model, tok, src, ref, SearchOptions(beam=5))
     old = evaluate(models[0], other_tok, src, ref, SearchOptions(beam=5))
     p = paired_p(old.hypotheses, new.hypotheses, ref)
@@ -191,6 +190,16 @@ def compare_on_val(model, tok, against: str, data: str | None) -> dict:
         "paired_p": p,
         "adopt": new.bleu.score > old.bleu.score and p < 0.05,
     }
+
+
+def installed_or_dir(name: str) -> Path:
+    """An installed model's directory by name, or a model directory; a one-line error otherwise."""
+    from attnkit.loading.packaged import resolve_model
+
+    try:
+        return resolve_model(Path(name) if Path(name).is_dir() else name)
+    except FileNotFoundError as error:
+        raise SystemExit(f"error: {error}") from None
 
 
 def distill(teachers: list[Path], out: Path, limit: int = 0, beam: int = 5, mbr: bool = False) -> None:
@@ -244,6 +253,8 @@ def main() -> None:
     if args.command == "train":
         train(args.recipes, args.runs, args.minutes, args.kd, args.threads, args.set, args.resume)
     elif args.command == "export":
+        if args.against:
+            installed_or_dir(args.against)  # before any run is exported
         for run in args.runs:
             export(run, args.to, args.against)
     else:
