@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # package_model's val_bleu
@@ -136,70 +137,57 @@ def train(
         raise SystemExit(f"failed: {', '.join(failed)}")
 
 
-def export(run: Path, to: Path, against: str = "") -> dict:
+def export(run: Path, to: Path, against: tuple[str, Any] | None = None) -> dict:
     """The average of the last 10 checkpoints, scored on val in float32 and rounded to float16,
-    packaged in float16 under ``to/NAME``. With ``against`` (an installed model's name or a model
-    directory), the float16 weights are also compared with that model on val: a paired bootstrap
-    p-value of the difference, and whether it clears the adoption rule (higher val, p < 0.05)."""
+    packaged in float16 under ``to/NAME``. With ``against`` (a model's name and its val
+    evaluation, ``baseline``), the float16 weights' val translations are also compared with that
+    model's: a paired bootstrap p-value of the difference, and whether it clears the adoption rule
+    (higher val, p < 0.05)."""
     import torch
 
     from attnkit.loading import packaged
     from attnkit.loading.model_dir import load_model
-    from package_model import val_bleu
+    from mbr import paired_p
+    from package_model import val_bleu, val_evaluation, val_pairs
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tok, _ = load_model(run, checkpoint_name="average", average_last=10, device=device)
     data = os.environ.get("ATTNKIT_MULTI30K")
-    rounded = copy.deepcopy(model).half().float()  # what float16 weights would score
+    rounded = val_evaluation(copy.deepcopy(model).half().float(), tok, data, "raw")  # as float16 weights
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     end = [r for r in records if r["kind"] == "end"][-1]
-    compared = compare_on_val(rounded, tok, against, data) if against else {}
     info = {
         "recipe": run.name,
         "val_bleu": val_bleu(model, tok, data, "raw"),
-        "val_bleu_fp16": compared.pop("val_bleu") if compared else val_bleu(rounded, tok, data, "raw"),
+        "val_bleu_fp16": rounded.bleu.score,
         "updates": end["step"],
         "train_minutes": end["train_seconds"] / 60,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
-    info.update(compared)
+    if against:
+        name, old = against
+        p = paired_p(old.hypotheses, rounded.hypotheses, val_pairs(data, "raw")[1])
+        adopt = rounded.bleu.score > old.bleu.score and p < 0.05
+        info |= {"against": name, "against_val_bleu": old.bleu.score, "paired_p": p, "adopt": adopt}
     packaged.package_directory(run, model.cpu(), to / run.name, dtype=torch.float16, info=info)
     (to / run.name / "val.json").write_text(json.dumps(info, indent=1) + "\n")
     print(json.dumps(info), flush=True)
     return info
 
 
-def compare_on_val(model, tok, against: str, data: str | None) -> dict:
-    """Val BLEU (beam 5, as ``val_bleu``) of ``model`` and of the model ``against``, and the paired
-    bootstrap p-value of their difference (sacreBLEU, 1,000 resamples)."""
-    from attnkit.data import multi30k, read_lines
-    from attnkit.evaluation import evaluate
+def baseline(name: str) -> tuple[str, Any]:
+    """An installed model (by name) or a model directory, and its val evaluation (beam 5); a
+    one-line error when there is no such model."""
     from attnkit.loading.model_dir import load_translators
-    from attnkit.search import SearchOptions
-    from mbr import paired_p
-
-    src, ref = (read_lines(multi30k.locate("val", lang, root=data, variant="raw")) for lang in ("en", "de"))
-    models, other_tok, _ = load_translators([installed_or_dir(against)])
-    new = evaluate(model, tok, src, ref, SearchOptions(beam=5))
-    old = evaluate(models[0], other_tok, src, ref, SearchOptions(beam=5))
-    p = paired_p(old.hypotheses, new.hypotheses, ref)
-    return {
-        "val_bleu": new.bleu.score,
-        "against": against,
-        "against_val_bleu": old.bleu.score,
-        "paired_p": p,
-        "adopt": new.bleu.score > old.bleu.score and p < 0.05,
-    }
-
-
-def installed_or_dir(name: str) -> Path:
-    """An installed model's directory by name, or a model directory; a one-line error otherwise."""
     from attnkit.loading.packaged import resolve_model
+    from package_model import val_evaluation
 
     try:
-        return resolve_model(Path(name) if Path(name).is_dir() else name)
+        path = resolve_model(Path(name) if Path(name).is_dir() else name)
     except FileNotFoundError as error:
         raise SystemExit(f"error: {error}") from None
+    models, tok, _ = load_translators([path])
+    return name, val_evaluation(models[0], tok, os.environ.get("ATTNKIT_MULTI30K"), "raw")
 
 
 def distill(teachers: list[Path], out: Path, limit: int = 0, beam: int = 5, mbr: bool = False) -> None:
@@ -253,10 +241,9 @@ def main() -> None:
     if args.command == "train":
         train(args.recipes, args.runs, args.minutes, args.kd, args.threads, args.set, args.resume)
     elif args.command == "export":
-        if args.against:
-            installed_or_dir(args.against)  # before any run is exported
+        against = baseline(args.against) if args.against else None  # decoded once, before any export
         for run in args.runs:
-            export(run, args.to, args.against)
+            export(run, args.to, against)
     else:
         distill(args.teachers, args.out, args.limit, args.beam, args.mbr)
 

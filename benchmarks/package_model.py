@@ -42,12 +42,20 @@ which asks users to cite that paper; the captions come from Flickr30k (Young et 
 dataset's own terms before using this model beyond research and teaching."""
 
 
-def val_bleu(model, tok, data: str, variant: str) -> float:
-    src = read_lines(multi30k.locate("val", "en", root=data, variant=variant))
-    ref = read_lines(multi30k.locate("val", "de", root=data, variant=variant))
-    return evaluate(
-        model, tok, src, ref, SearchOptions(beam=5), tokenize="13a" if variant == "raw" else "none"
-    ).bleu.score
+def val_pairs(data: str | None, variant: str) -> tuple[list[str], list[str]]:
+    """Multi30k val: the English sources and the German references."""
+    src, ref = (read_lines(multi30k.locate("val", lang, root=data, variant=variant)) for lang in ("en", "de"))
+    return src, ref
+
+
+def val_evaluation(model, tok, data: str | None, variant: str):
+    """``model``'s val translations (beam 5) and their BLEU."""
+    src, ref = val_pairs(data, variant)
+    return evaluate(model, tok, src, ref, SearchOptions(beam=5), tokenize="13a" if variant == "raw" else "none")
+
+
+def val_bleu(model, tok, data: str | None, variant: str) -> float:
+    return val_evaluation(model, tok, data, variant).bleu.score
 
 
 def card(name: str, info: dict, recipe: str, row: dict, val: dict, note: str = "") -> str:
