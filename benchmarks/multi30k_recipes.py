@@ -54,6 +54,8 @@ BASE = [  # a wider, deeper teacher: 6+6 layers, d_model 256, FFN 1024
     *TIME,
 ]
 
+ENSEMBLE = "multi30k-en-de,multi30k-en-de-rnn"  # the installed models, decoded together
+
 RECIPES: dict[str, tuple[str, list[str]]] = {
     # the published schedule: 2 x 4,096 tokens an update, inverse-sqrt, 8,000 updates
     "tiny-published": (TINY, []),
@@ -78,6 +80,12 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     # peak than the first stage's 0.004, then cosine to the budget's end
     "tiny-tune1-kd-mix": (TINY, [*TUNE, "train.lr=0.001"]),
     "tiny-tune2-kd-mix": (TINY, [*TUNE, "train.lr=0.002"]),
+    # the same, also learning the two installed models' next-word distributions (word-level distillation:
+    # their averaged probabilities, the 8 most likely words a position, half the loss)
+    "tiny-taught-tune2-kd-mix": (
+        TINY,
+        [*TUNE, "train.lr=0.002", f"train.teacher={ENSEMBLE}", "train.teacher_weight=0.5"],
+    ),
 }
 
 

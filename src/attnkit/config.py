@@ -181,6 +181,12 @@ class TrainConfig:
     # a trained model (directory or installed name) this run starts from: its vocabulary and weights;
     # the optimizer, schedule and step start afresh (fine-tuning, or a second stage on new data)
     init_from: str = ""
+    # word-level knowledge distillation: trained models (directories or installed names, comma-separated:
+    # decoded together) whose next-word distributions the run also learns, weighted teacher_weight
+    # against the references; a run without init_from takes the teacher's vocabulary
+    teacher: str = ""
+    teacher_weight: float = 0.5
+    teacher_top: int = 8  # the teacher's most likely words kept per position
     attention_snapshots: int = 0  # first N dev sentences whose attention is saved at every validation and at steps 0, eval_every/8, /4, /2 (snapshots/)
 
 
@@ -476,6 +482,8 @@ RULES: dict[str, Choice | Range] = {
     "train.patience": NON_NEGATIVE,
     "train.keep_last": POSITIVE,
     "train.log_every": POSITIVE,
+    "train.teacher_weight": Range(0, 1),
+    "train.teacher_top": POSITIVE,
     "train.attention_snapshots": NON_NEGATIVE,
 }
 
@@ -523,6 +531,13 @@ def check_config(cfg: Config, *, training: bool = False) -> None:
         raise ValueError(
             "model.arch=encoder has no decoder: `attnkit train` trains translation models "
             "(model.arch transformer or rnn)"
+        )
+    if cfg.train.teacher and cfg.data.task != "translation":
+        raise ValueError(f"train.teacher distils a translation model; data.task={cfg.data.task} has none")
+    if cfg.train.teacher and cfg.tokenizer.sampling > 0:
+        raise ValueError(
+            f"train.teacher reads each pair once, before training: it needs a fixed segmentation "
+            f"(tokenizer.sampling=0, not {cfg.tokenizer.sampling})"
         )
     if cfg.data.task == "caption":
         check_captioning(cfg)

@@ -100,3 +100,74 @@ def test_projected_loss_under_bf16_autocast_is_close():
     ours.loss.backward()
     assert abs(ours.loss.item() - ref.loss.item()) / ref.loss.item() < 2e-2
     assert hidden.grad.dtype == torch.float32 and weight.grad.dtype == torch.float32
+
+
+# ---------------------------------------------------------------- word-level distillation
+def _teacher(n, vocab, k, generator):
+    """Top-k words (distinct per row) and probabilities summing to 1."""
+    ids = torch.stack([torch.randperm(vocab - 1, generator=generator)[:k] + 1 for _ in range(n)])
+    probs = torch.rand(n, k, generator=generator, dtype=torch.float64).softmax(-1)
+    return ids, probs
+
+
+@pytest.mark.parametrize("eps,lam", [(0.0, 0.5), (0.1, 0.5), (0.1, 1.0), (0.1, 0.0)])
+def test_distillation_equals_cross_entropy_with_the_mixed_target_distribution(eps, lam):
+    """PyTorch's cross-entropy with probability targets is the reference: the target
+    distribution is (1 - lambda) * ((1 - eps) onehot(y) + eps / V) + lambda * teacher."""
+    g = torch.Generator().manual_seed(3)
+    vocab, k = 17, 4
+    hidden = torch.randn(3, 6, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    weight = torch.randn(vocab, 8, dtype=torch.float64, generator=g, requires_grad=True)
+    target = torch.randint(1, vocab, (3, 6), generator=g)
+    target[0, 4:] = 0
+    target[2, 2:] = 0
+    keep = target != 0
+    n = int(keep.sum())
+    ids, probs = _teacher(n, vocab, k, g)
+    dense = torch.zeros(n, vocab, dtype=torch.float64)
+    dense.scatter_(1, ids, probs)
+    smoothed = F.one_hot(target[keep], vocab).double() * (1 - eps) + eps / vocab
+    mixed = (1 - lam) * smoothed + lam * dense
+    logits = (hidden @ weight.t())[keep]
+    ref = F.cross_entropy(logits, mixed, reduction="sum")
+    ref_grads = torch.autograd.grad(ref * 0.61, (hidden, weight))
+    ours = projected_label_smoothed_loss(
+        hidden, weight, target, smoothing=eps, pad_id=0, teacher=(ids, probs), teacher_weight=lam
+    )
+    grads = torch.autograd.grad(ours.loss * 0.61, (hidden, weight))
+    torch.testing.assert_close(ours.loss, ref)
+    torch.testing.assert_close(ours.nll, F.cross_entropy(logits, target[keep], reduction="sum"))
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got, want)
+
+
+def test_distillation_float32_cpu_path_matches_float64():
+    """The training path (float32, the borrowed CPU buffer) agrees with the float64 computation."""
+    g = torch.Generator().manual_seed(4)
+    h64 = torch.randn(4, 7, 16, dtype=torch.float64, generator=g)
+    w64 = torch.randn(40, 16, dtype=torch.float64, generator=g)
+    target = torch.randint(1, 40, (4, 7), generator=g)
+    ids, probs = _teacher(28, 40, 5, g)
+    results = []
+    for dtype in (torch.float64, torch.float32):
+        h, w = h64.to(dtype).requires_grad_(), w64.to(dtype).requires_grad_()
+        sums = projected_label_smoothed_loss(
+            h, w, target, smoothing=0.1, pad_id=0, teacher=(ids, probs.to(dtype)), teacher_weight=0.5
+        )
+        results.append((sums.loss, *torch.autograd.grad(sums.loss, (h, w))))
+    for want, got in zip(*results):
+        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_distillation_refuses_a_teacher_of_other_positions_and_a_bad_weight():
+    hidden, weight = torch.randn(1, 3, 4), torch.randn(9, 4)
+    target = torch.tensor([[1, 2, 0]])
+    teacher = (torch.ones(3, 2, dtype=torch.long), torch.full((3, 2), 0.5))
+    with pytest.raises(ValueError, match="the teacher gives 3 positions, the batch has 2"):
+        projected_label_smoothed_loss(
+            hidden, weight, target, smoothing=0.1, pad_id=0, teacher=teacher, teacher_weight=0.5
+        )
+    with pytest.raises(ValueError, match=r"teacher weight must be in \[0, 1\], got 1.5"):
+        projected_label_smoothed_loss(
+            hidden, weight, target, smoothing=0.1, pad_id=0, teacher=teacher, teacher_weight=1.5
+        )

@@ -14,6 +14,13 @@ Two forms compute the same numbers:
   version keeps the logits *and* the log-probabilities, materialises a
   (tokens, V) one-hot scatter and a (tokens, V) uniform term, and adds them:
   five passes over the largest tensor of the step instead of two.
+
+Word-level knowledge distillation (Hinton et al. 2015; Kim & Rush 2016, eq. 6) joins the fused
+form: given a teacher's k most likely words and their probabilities q at each position, the loss
+is (1 - lambda) * smoothed CE + lambda * CE(q, p), the cross-entropy of the student's p against
+the teacher's top-k distribution (its KL divergence less the teacher's own entropy). It is one
+target distribution, so the logits' gradient stays softmax - target, a sparse correction of k
+columns per row.
 """
 
 from __future__ import annotations
@@ -83,7 +90,8 @@ _workspace = _Workspace()
 
 
 class _ProjectedLoss(torch.autograd.Function):
-    """hidden (n, d), weight (V, d), target (n,) -> (summed smoothed loss, summed NLL).
+    """hidden (n, d), weight (V, d), target (n,), optionally a teacher's words (n, k) and their
+    probabilities (n, k) with its weight lambda -> (summed loss, summed NLL of the target).
 
     Only two passes touch the (n, V) tensor besides the GEMMs: ``exp(logits - max)``
     in place in the forward, and its scaling into the softmax gradient in the
@@ -92,7 +100,16 @@ class _ProjectedLoss(torch.autograd.Function):
     gradient's uniform and one-hot parts are applied to W and h directly."""
 
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    def forward(
+        ctx,
+        hidden: Tensor,
+        weight: Tensor,
+        target: Tensor,
+        smoothing: float,
+        teacher_ids: Tensor | None,
+        teacher_probs: Tensor | None,
+        teacher_weight: float,
+    ) -> tuple[Tensor, Tensor]:
         n, vocab = hidden.shape[0], weight.shape[0]
         if hidden.dtype == torch.float32 and hidden.device.type == "cpu":
             logits = _workspace.take(n, vocab, hidden)
@@ -104,6 +121,10 @@ class _ProjectedLoss(torch.autograd.Function):
             logits = torch.mm(hidden, weight.t())
             logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 GEMM, fp32 softmax
         target_logit = logits.gather(1, target[:, None]).squeeze(1)
+        distil = teacher_ids is not None and teacher_probs is not None and teacher_weight > 0.0
+        if distil:  # sum_k q_k * logit_k, read before the logits are overwritten
+            assert teacher_ids is not None and teacher_probs is not None
+            teacher_logit = (logits.gather(1, teacher_ids) * teacher_probs).sum()
         top = logits.amax(dim=1)
         exp = logits.sub_(top[:, None]).exp_()  # in place: the logits are not needed again
         total = exp.sum(dim=1)
@@ -113,11 +134,17 @@ class _ProjectedLoss(torch.autograd.Function):
         if smoothing > 0.0:  # eps * mean_v(lse - logit_v)
             logit_sum = torch.mv(hidden, weight.sum(0)).to(logits.dtype).sum()
             loss = (1.0 - smoothing) * loss + smoothing * (lse.sum() - logit_sum / vocab)
-        ctx.smoothing = smoothing
+        if distil:  # each row's q sums to 1: CE(q, p) = lse - sum_k q_k logit_k
+            loss = (1.0 - teacher_weight) * loss + teacher_weight * (lse.sum() - teacher_logit)
+        else:
+            teacher_weight = 0.0
+        ctx.smoothing, ctx.teacher_weight = smoothing, teacher_weight
         nll = nll.clone()  # its own tensor: with eps = 0 it would otherwise be the loss itself
         ctx.mark_non_differentiable(nll)
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            ctx.save_for_backward(hidden, weight, target, exp, total)
+            ids = teacher_ids if distil else target[:, None]  # placeholders when there is no teacher
+            probs = teacher_probs if distil else exp.new_zeros(n, 1)
+            ctx.save_for_backward(hidden, weight, target, exp, total, ids, probs)
         elif ctx.borrowed:
             _workspace.give_back()
         return loss, nll
@@ -125,35 +152,55 @@ class _ProjectedLoss(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor | None):
-        # d loss / d logits = softmax - (1 - eps) onehot(y) - eps / V, times grad_loss
-        hidden, weight, target, exp, total = ctx.saved_tensors
-        eps, vocab = ctx.smoothing, exp.shape[1]
+        # d loss / d logits = softmax - target distribution, times grad_loss; the target distribution
+        # is (1 - lambda) * ((1 - eps) onehot(y) + eps / V) + lambda * q
+        hidden, weight, target, exp, total, teacher_ids, teacher_probs = ctx.saved_tensors
+        eps, lam, vocab = ctx.smoothing, ctx.teacher_weight, exp.shape[1]
         probs = exp.mul_((grad_loss / total)[:, None]).to(hidden.dtype)  # grad_loss * softmax, in place
         w = weight.to(hidden.dtype)
-        uniform, onehot = grad_loss * (eps / vocab), grad_loss * (1.0 - eps)
+        uniform, onehot = grad_loss * (1.0 - lam) * (eps / vocab), grad_loss * (1.0 - lam) * (1.0 - eps)
+        taught = (grad_loss * lam) * teacher_probs.to(hidden.dtype)  # (n, k)
         grad_hidden = grad_weight = None
         if ctx.needs_input_grad[0]:
             grad_hidden = torch.mm(probs, w)
             grad_hidden -= onehot * w[target]
             if eps > 0.0:
                 grad_hidden -= uniform * w.sum(0)
+            if lam > 0.0:  # sum_k q_k w_{id_k}: (n, 1, k) @ (n, k, d)
+                grad_hidden -= torch.bmm(taught[:, None, :], w[teacher_ids]).squeeze(1)
         if ctx.needs_input_grad[1]:
             grad_weight = torch.mm(probs.t(), hidden)
             grad_weight.index_add_(0, target, hidden * -onehot)
             if eps > 0.0:
                 grad_weight -= uniform * hidden.sum(0)
+            if lam > 0.0:
+                rows = (hidden[:, None, :] * -taught[:, :, None]).flatten(0, 1)  # (n k, d)
+                grad_weight.index_add_(0, teacher_ids.flatten(), rows)
             grad_weight = grad_weight.to(weight.dtype)
         if ctx.borrowed:
             _workspace.give_back()
-        return grad_hidden, grad_weight, None, None
+        return grad_hidden, grad_weight, None, None, None, None, None
 
 
 def projected_label_smoothed_loss(
-    hidden: Tensor, weight: Tensor, target: Tensor, *, smoothing: float, pad_id: int
+    hidden: Tensor,
+    weight: Tensor,
+    target: Tensor,
+    *,
+    smoothing: float,
+    pad_id: int,
+    teacher: tuple[Tensor, Tensor] | None = None,
+    teacher_weight: float = 0.0,
 ) -> LossSums:
     """hidden (b, t, d) features before the output layer, weight (V, d) its weight (no bias),
-    target (b, t) -> the same sums as ``label_smoothed_loss(hidden @ weight.T, target, ...)``."""
+    target (b, t) -> the same sums as ``label_smoothed_loss(hidden @ weight.T, target, ...)``.
+
+    ``teacher``: word ids (n, k) and probabilities (n, k), each row summing to 1, for the n
+    non-padding positions in row-major order (sentence by sentence); the loss becomes
+    (1 - teacher_weight) * smoothed CE + teacher_weight * CE(teacher, student)."""
     _check(smoothing)
+    if not 0.0 <= teacher_weight <= 1.0:
+        raise ValueError(f"teacher weight must be in [0, 1], got {teacher_weight}")
     keep = target != pad_id
     rows = hidden[keep]  # (n, d): padding is never projected
     if torch.is_autocast_enabled(hidden.device.type):
@@ -161,5 +208,8 @@ def projected_label_smoothed_loss(
         rows, weight = rows.to(dtype), weight.to(dtype)
     else:
         rows = rows.to(weight.dtype)
-    loss, nll = _ProjectedLoss.apply(rows, weight, target[keep], float(smoothing))
+    ids, probs = teacher if teacher is not None else (None, None)
+    if ids is not None and ids.shape[0] != rows.shape[0]:
+        raise ValueError(f"the teacher gives {ids.shape[0]} positions, the batch has {rows.shape[0]}")
+    loss, nll = _ProjectedLoss.apply(rows, weight, target[keep], float(smoothing), ids, probs, float(teacher_weight))
     return LossSums(loss, nll, keep.sum())

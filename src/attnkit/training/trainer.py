@@ -30,13 +30,14 @@ import torch
 from torch import Tensor
 
 from ..atomic import remove_stale, write_text
-from ..config import Config, TokenizerConfig, check_config, ignored_keys, resume_changes, save_config
+from ..config import Config, TokenizerConfig, check_config, config_from_dict, ignored_keys, resume_changes, save_config
 from ..data import Batch, BucketBatcher
 from ..data.tokenizer import PAD, Tokenizer
 from ..data.vocabulary import WordVocabulary
 from ..loading.model_dir import ModelDir, load_checkpoint, load_model, resolve_device, save_atomic
 from ..search import greedy_search
 from . import distributed
+from .distillation import TABLE, Teacher, TeacherWords, load_teacher, teacher_words
 from .flops import device_peak, update_flops
 from .loss import LossSums, projected_label_smoothed_loss
 from .schedule import build_optimizer, build_scheduler
@@ -194,6 +195,21 @@ def starting_point(cfg: Config) -> StartingPoint:
     return StartingPoint(saved.tokenizer, vocabulary, model.state_dict())
 
 
+def teacher_for(cfg: Config, start: StartingPoint | None, table: Path) -> Teacher | None:
+    """The models ``cfg.train.teacher`` names, checked against the run (None: no teacher, or a
+    resumed run whose teacher's words are already in ``table``)."""
+    if not cfg.train.teacher or table.exists():
+        return None
+    teacher = load_teacher(cfg.train.teacher)
+    shared = start is None or (isinstance(start.vocabulary, Tokenizer) and start.vocabulary.same_as(teacher.tokenizer))
+    if not shared:
+        raise ValueError(
+            f"train.teacher={cfg.train.teacher} and train.init_from={cfg.train.init_from} have different "
+            "vocabularies: the student learns the teacher's words, so they need one"
+        )
+    return teacher
+
+
 def sampling(batcher: BucketBatcher | ImageBatcher) -> BucketBatcher | None:
     """``batcher`` when it segments each epoch afresh (subword sampling), else None."""
     return batcher if isinstance(batcher, BucketBatcher) and batcher.samples else None
@@ -228,6 +244,10 @@ class Trainer:
             if not self.md.has_run():
                 raise FileNotFoundError(f"nothing to resume in {self.md.path} (no checkpoints/last.pt)")
             saved = load_checkpoint(self.md.last)
+            before = config_from_dict(saved["config"])
+            if before.train.init_from or before.train.teacher:
+                # the run took another model's vocabulary: the command's own tokenizer keys never applied
+                cfg.tokenizer = dataclasses.replace(before.tokenizer, sampling=cfg.tokenizer.sampling)
             self.changes = resume_changes(saved["config"], cfg)
         elif self.md.has_run():
             raise ValueError(
@@ -236,6 +256,8 @@ class Trainer:
         check_config(cfg, training=True)
         # checked before anything is written: a bad init_from leaves no out_dir behind
         self.start = starting_point(cfg) if cfg.train.init_from and not resume else None
+        self.teacher = teacher_for(cfg, self.start, self.md.path / TABLE)
+        self.teacher_words: TeacherWords | None = None
         self._bar = None
         self.cfg = cfg
         self.resume_state = saved if resume else None
@@ -270,17 +292,24 @@ class Trainer:
                 cfg.tokenizer = dataclasses.replace(start.tokenizer, sampling=cfg.tokenizer.sampling)
                 start.vocabulary.save(self.md.path)
                 self.say(f"starting from {cfg.train.init_from}: its vocabulary and weights")
+            elif self.teacher is not None:  # the student learns the teacher's words: its vocabulary
+                cfg.tokenizer = dataclasses.replace(self.teacher.tokenizer_config, sampling=cfg.tokenizer.sampling)
+                self.teacher.tokenizer.save(self.md.path)
+                self.say(f"the vocabulary of the teacher, {cfg.train.teacher}")
             else:
                 self.task.make_vocabulary(self.md.path)
             save_config(cfg, self.md.config_path)
         self.world.barrier()  # the other ranks read the vocabulary rank 0 made
-        if self.resume_state is not None or start is not None or not self.world.main:
+        made_here = start is None and self.teacher is None
+        if self.resume_state is not None or not made_here or not self.world.main:
             self.task.load_vocabulary(self.md.path)
         self.batcher: BucketBatcher | ImageBatcher
         self.batcher, described = self.task.batcher()
         if (sampled := sampling(self.batcher)) is not None:
             sampled.draws = self.md.path / "subwords"  # each epoch's sampled segmentation
         self.say(described)
+        if cfg.train.teacher:
+            self.teacher_words = self._teacher_words()
         self.model = self.task.build_model().to(self.device)
         if start is not None:
             self.model.load_state_dict(start.weights)
@@ -427,10 +456,50 @@ class Trainer:
         self.md.snapshots.mkdir(exist_ok=True)
         save_records(self.md.snapshots / f"step_{self.state.step}.npz", records, info)
 
-    def _loss(self, model: Callable[..., Any], batch: Batch) -> LossSums:
+    def _teacher_words(self) -> TeacherWords:
+        """The teacher's words at every target position of the training pairs: computed once by
+        rank 0 and kept in the run's directory (a resumed run reads them back)."""
+        cfg, path = self.cfg, self.md.path / TABLE
+        batcher = self.batcher
+        task = self.task
+        # check_config: a teacher teaches translation only
+        assert isinstance(batcher, BucketBatcher) and isinstance(task, TranslationTask)
+        if self.world.main and not path.exists():
+            teacher = self.teacher or load_teacher(cfg.train.teacher)  # a resumed run stopped before its table
+            if not teacher.tokenizer.same_as(task.tok):
+                raise ValueError(f"train.teacher={cfg.train.teacher} has another vocabulary than {self.md.path}")
+            began = time.perf_counter()
+            self.say(f"the teacher reads the {len(batcher.tgt):,} training pairs")
+            models = [m.to(self.device) for m in teacher.models]
+            words = teacher_words(
+                models,
+                batcher.src,
+                batcher.tgt,
+                top=cfg.train.teacher_top,
+                batch_tokens=cfg.train.batch_tokens,
+                device=self.device,
+            )
+            words.save(path)
+            self.say(
+                f"its {words.ids.shape[1]} most likely words at each of {len(words.ids):,} positions "
+                f"({time.perf_counter() - began:.0f} s)"
+            )
+        self.teacher = None  # the models are not needed again
+        self.world.barrier()  # the other ranks read the table rank 0 wrote
+        words = TeacherWords.load(path)
+        if not words.fits(batcher.tgt):
+            raise ValueError(f"{path} holds the teacher's words of other pairs than this run's: remove it")
+        return words
+
+    def _loss(self, model: Callable[..., Any], batch: Batch, taught: bool = False) -> LossSums:
         """Teacher-forced loss with the output projection fused into it (see training/loss.py).
-        ``model`` is the bare model or its DistributedDataParallel wrapper."""
+        ``model`` is the bare model or its DistributedDataParallel wrapper; ``taught``: a batch of
+        the training pairs, learned from the teacher's words too when the run has a teacher."""
         assert batch.tgt_out is not None  # training and dev batches have targets
+        teacher = None
+        if taught and self.teacher_words is not None:
+            ids, probs = self.teacher_words.rows(batch.indices)
+            teacher = (ids.to(self.device), probs.to(self.device))
         with self._autocast():
             out = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
             return projected_label_smoothed_loss(
@@ -439,6 +508,8 @@ class Trainer:
                 batch.tgt_out,
                 smoothing=self.cfg.train.label_smoothing,
                 pad_id=PAD,
+                teacher=teacher,
+                teacher_weight=self.cfg.train.teacher_weight,
             )
 
     def _train_seconds(self) -> float:
@@ -529,7 +600,7 @@ class Trainer:
             last = k == len(mine) - 1
             ddp = cast("DistributedDataParallel", self.ddp)  # when distributed
             with contextlib.nullcontext() if last or not world.distributed else ddp.no_sync():
-                sums = self._loss(self.trained, b)
+                sums = self._loss(self.trained, b, taught=True)
                 # DDP averages gradients over ranks: x world makes the update the sum over all batches / n_tokens
                 (sums.loss * (world.size / n_tokens)).backward()
             loss_sum = loss_sum + sums.loss.detach()  # stays on the device: no sync per batch
