@@ -352,10 +352,13 @@ TRANSLATION_DATA_KEYS = (
 )  # fmt: skip
 
 
+TEACHER_KEYS = ("teacher", "teacher_weight", "teacher_top")  # word-level distillation: translation only
+
+
 def ignored_keys(cfg: Config) -> list[str]:
     """The dotted keys ``cfg``'s architecture and task do not read: an RNN's keys in a Transformer,
-    a Transformer's in an RNN, the image keys in a translation config, the text keys (and the
-    tokenizer) in a captioning one, the positional scheme of an RNN translator."""
+    a Transformer's in an RNN, the image keys in a translation config, the text keys (the
+    tokenizer, a teacher) in a captioning one, the positional scheme of an RNN translator."""
     m, caption = cfg.model, cfg.data.task == "caption"
     out = []
     if m.arch != "rnn":
@@ -370,6 +373,7 @@ def ignored_keys(cfg: Config) -> list[str]:
         out += [f"data.{k}" for k in TRANSLATION_DATA_KEYS] + [
             f"tokenizer.{k}" for k in TokenizerConfig.__dataclass_fields__
         ]
+        out += [f"train.{k}" for k in TEACHER_KEYS]
     return out
 
 
