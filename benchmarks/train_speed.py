@@ -21,6 +21,8 @@ Variants:
             runs it: two processes of one thread each (torchrun's default), each on half of
             every 4,096-token update, DistributedDataParallel averaging the gradients over gloo
             (tokens/s and peak memory summed over both processes)
+  taught    eager, learning a teacher's 8 words a position as well (`train.teacher`, word-level
+            distillation at weight 0.5; random words and probabilities stand in for a teacher's)
   bf16      + bfloat16 autocast
   compile   + torch.compile(dynamic=True)
   compile_bf16
@@ -57,6 +59,7 @@ VARIANTS = (
     "eager",
     "eager_fused_attention",
     "ddp2",
+    "taught",
     "bf16",
     "compile",
     "compile_bf16",
@@ -112,6 +115,20 @@ class _Baseline(torch.nn.Module):
         return h @ self.embed.weight.T
 
 
+def _teacher_words(tgt: list[list[int]], vocab: int, top: int = 8):
+    """Stand-in teacher words for timing: ``top`` random words a target position, random
+    probabilities summing to 1 (what the loss reads costs the same whatever the words are)."""
+    import numpy as np
+
+    from attnkit.training.distillation import TeacherWords
+
+    rng = np.random.default_rng(0)
+    offsets = np.concatenate([[0], np.cumsum([len(t) + 1 for t in tgt])])
+    n = int(offsets[-1])
+    ids = rng.integers(4, vocab, size=(n, top), dtype=np.int32)
+    return TeacherWords(ids, rng.dirichlet(np.ones(top), size=n).astype(np.float32), offsets)
+
+
 def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: int) -> dict:
     from attnkit.data.batching import BucketBatcher, collate
     from attnkit.data.tokenizer import PAD
@@ -156,9 +173,11 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
 
         importlib.import_module("attnkit.attention.attend").SMALL_CPU_SCORES = 0
     bf16 = variant.endswith("bf16")
+    taught = _teacher_words(tgt, tok.tgt_vocab) if variant == "taught" else None
 
     def step(i: int) -> tuple[int, int]:
         b = make(batches[i % len(batches)])
+        teacher = taught.rows(b.indices) if taught is not None else None
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             if plain:
                 logits = fwd(b.src, b.tgt_in) if variant == "baseline" else fwd(b.src, b.src_mask, b.tgt_in).logits
@@ -171,6 +190,8 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
                     b.tgt_out,
                     smoothing=cfg.train.label_smoothing,
                     pad_id=PAD,
+                    teacher=teacher,
+                    teacher_weight=0.5,
                 ).loss
         (loss / b.n_tgt_tokens).backward()
         opt.step()

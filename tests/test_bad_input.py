@@ -105,7 +105,10 @@ CASES = [
     (["train", "cfg.yaml", "train.teacher=nothing"], "train.teacher=nothing: model directory not found"),
     (["train", "cfg.yaml", "train.teacher=,"], "train.teacher=',' names no model"),
     (["train", "cfg.yaml", "train.teacher=model", "tokenizer.sampling=0.1"], "needs a fixed segmentation"),
-    (["train", "cfg.yaml", "train.teacher_weight=2"], "train.teacher_weight=2.0 is out of range: it must be >= 0 and <= 1"),
+    (
+        ["train", "cfg.yaml", "train.teacher_weight=2"],
+        "train.teacher_weight=2.0 is out of range: it must be >= 0 and <= 1",
+    ),
     (["train", "cfg.yaml", "train.teacher_top=0"], "train.teacher_top=0 is out of range: it must be >= 1"),
     (["translate", "{m}", "--max-src-len", "-5"], "--max-src-len: expected an integer >= 1, got '-5'"),
     (["translate", "{m}", "--max-src-len", "0"], "--max-src-len: expected an integer >= 1"),

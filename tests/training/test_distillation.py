@@ -111,6 +111,16 @@ def test_a_table_of_other_pairs_is_refused(trained_toys, reversal, toy_config, t
         train(config_from_dict(cfg), resume=True, quiet=True)
 
 
+def test_a_new_run_asks_the_teacher_again(trained_toys, reversal, toy_config, tmp_path):
+    """A table left by a run stopped before its first checkpoint is not read by the next new run."""
+    out = tmp_path / "s"
+    out.mkdir()
+    ids = np.ones((2, 1), dtype=np.int32)
+    TeacherWords(ids, np.ones((2, 1), dtype=np.float32), np.array([0, 2])).save(out / "teacher.npz")
+    train(config_from_dict(_student(toy_config, reversal, out, trained_toys["transformer"], max_steps=1)), quiet=True)
+    assert len(TeacherWords.load(out / "teacher.npz").offsets) == 2801  # every training pair's words
+
+
 def test_bad_teachers_are_refused_before_anything_is_written(trained_toys, reversal, toy_config, tmp_path):
     out = tmp_path / "s"
     cfg = _student(toy_config, reversal, out, tmp_path / "nowhere")

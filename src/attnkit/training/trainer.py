@@ -195,10 +195,10 @@ def starting_point(cfg: Config) -> StartingPoint:
     return StartingPoint(saved.tokenizer, vocabulary, model.state_dict())
 
 
-def teacher_for(cfg: Config, start: StartingPoint | None, table: Path) -> Teacher | None:
+def teacher_for(cfg: Config, start: StartingPoint | None, kept: bool) -> Teacher | None:
     """The models ``cfg.train.teacher`` names, checked against the run (None: no teacher, or a
-    resumed run whose teacher's words are already in ``table``)."""
-    if not cfg.train.teacher or table.exists():
+    resumed run that ``kept`` its teacher's words)."""
+    if not cfg.train.teacher or kept:
         return None
     teacher = load_teacher(cfg.train.teacher)
     shared = start is None or (isinstance(start.vocabulary, Tokenizer) and start.vocabulary.same_as(teacher.tokenizer))
@@ -256,7 +256,7 @@ class Trainer:
         check_config(cfg, training=True)
         # checked before anything is written: a bad init_from leaves no out_dir behind
         self.start = starting_point(cfg) if cfg.train.init_from and not resume else None
-        self.teacher = teacher_for(cfg, self.start, self.md.path / TABLE)
+        self.teacher = teacher_for(cfg, self.start, kept=resume and (self.md.path / TABLE).exists())
         self.teacher_words: TeacherWords | None = None
         self._bar = None
         self.cfg = cfg
@@ -464,7 +464,7 @@ class Trainer:
         task = self.task
         # check_config: a teacher teaches translation only
         assert isinstance(batcher, BucketBatcher) and isinstance(task, TranslationTask)
-        if self.world.main and not path.exists():
+        if self.world.main and (self.resume_state is None or not path.exists()):  # a new run asks afresh
             teacher = self.teacher or load_teacher(cfg.train.teacher)  # a resumed run stopped before its table
             if not teacher.tokenizer.same_as(task.tok):
                 raise ValueError(f"train.teacher={cfg.train.teacher} has another vocabulary than {self.md.path}")
