@@ -80,8 +80,11 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     # peak than the first stage's 0.004, then cosine to the budget's end
     "tiny-tune1-kd-mix": (TINY, [*TUNE, "train.lr=0.001"]),
     "tiny-tune2-kd-mix": (TINY, [*TUNE, "train.lr=0.002"]),
-    # the same, also learning the two installed models' next-word distributions (word-level distillation:
-    # their averaged probabilities, the 8 most likely words a position, half the loss)
+    # a fresh student (random weights, the teachers' vocabulary) that also learns the two installed models'
+    # next-word distributions (word-level distillation: their averaged probabilities, the 8 most likely
+    # words a position, half the loss) besides their translations and the references
+    "tiny-taught-kd-mix": (TINY, [*TINY_COSINE, f"train.teacher={ENSEMBLE}", "train.teacher_weight=0.5"]),
+    # the same as a second stage of the installed model
     "tiny-taught-tune2-kd-mix": (
         TINY,
         [*TUNE, "train.lr=0.002", f"train.teacher={ENSEMBLE}", "train.teacher_weight=0.5"],
