@@ -84,6 +84,9 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     # next-word distributions (word-level distillation: their averaged probabilities, the 8 most likely
     # words a position, half the loss) besides their translations and the references
     "tiny-taught-kd-mix": (TINY, [*TINY_COSINE, f"train.teacher={ENSEMBLE}", "train.teacher_weight=0.5"]),
+    # R-Drop (Liang et al. 2021, alpha 5 as published for translation): every batch twice, two dropout
+    # masks, their distributions pulled together; 2,048-token batches keep an update's compute the recipe's
+    "tiny-rdrop-kd-mix": (TINY, [*TINY_COSINE, "train.rdrop=5", "train.batch_tokens=2048"]),
     # the same as a second stage of the installed model
     "tiny-taught-tune2-kd-mix": (
         TINY,

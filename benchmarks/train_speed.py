@@ -23,6 +23,10 @@ Variants:
             (tokens/s and peak memory summed over both processes)
   taught    eager, learning a teacher's 8 words a position as well (`train.teacher`, word-level
             distillation at weight 0.5; random words and probabilities stand in for a teacher's)
+  rdrop     eager with R-Drop (`train.rdrop=5`): every 4,096-token batch run twice in one
+            doubled batch, the two passes' distributions pulled together (its fused loss)
+  rdrop_autograd  the same objective written with autograd (log_softmax, kl_div): the baseline
+            of rdrop's fused loss
   bf16      + bfloat16 autocast
   compile   + torch.compile(dynamic=True)
   compile_bf16
@@ -60,6 +64,8 @@ VARIANTS = (
     "eager_fused_attention",
     "ddp2",
     "taught",
+    "rdrop",
+    "rdrop_autograd",
     "bf16",
     "compile",
     "compile_bf16",
@@ -129,12 +135,30 @@ def _teacher_words(tgt: list[list[int]], vocab: int, top: int = 8):
     return TeacherWords(ids, rng.dirichlet(np.ones(top), size=n).astype(np.float32), offsets)
 
 
+def _rdrop_autograd(hidden, weight, target, *, smoothing: float, pad_id: int, alpha: float):
+    """R-Drop's objective by autograd (``attnkit.training.loss.rdrop_loss``'s sums, unfused)."""
+    import torch.nn.functional as F
+
+    from attnkit.training.loss import LossSums
+
+    b, keep = target.shape[0], target != pad_id
+    logits = torch.cat([hidden[:b][keep], hidden[b:][keep]]) @ weight.T
+    lprobs = torch.log_softmax(logits, dim=-1)
+    n, tgt = logits.shape[0] // 2, target[keep].repeat(2)
+    ce = F.cross_entropy(logits, tgt, label_smoothing=smoothing, reduction="sum")
+    first, second = lprobs[:n], lprobs[n:]
+    kl = F.kl_div(second, first, log_target=True, reduction="sum") + F.kl_div(
+        first, second, log_target=True, reduction="sum"
+    )
+    return LossSums((ce + alpha / 2 * kl) / 2, ce.detach() / 2, keep.sum())
+
+
 def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: int) -> dict:
     from attnkit.data.batching import BucketBatcher, collate
     from attnkit.data.tokenizer import PAD
     from attnkit.models import build_model
     from attnkit.training.flops import device_peak, update_flops
-    from attnkit.training.loss import projected_label_smoothed_loss
+    from attnkit.training.loss import projected_label_smoothed_loss, rdrop_loss
     from attnkit.training.schedule import build_optimizer
 
     rnn = variant.startswith("rnn")
@@ -182,6 +206,12 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
             if plain:
                 logits = fwd(b.src, b.tgt_in) if variant == "baseline" else fwd(b.src, b.src_mask, b.tgt_in).logits
                 loss = criterion(logits.reshape(-1, logits.shape[-1]), b.tgt_out.reshape(-1))
+            elif variant.startswith("rdrop"):  # the batch twice in one pass, as `attnkit train` does
+                twice = [torch.cat([x, x]) for x in (b.src, b.src_mask, b.tgt_in)]
+                hidden = fwd(*twice, project=False).hidden
+                weight = model.output_projection.weight
+                rdrop = _rdrop_autograd if variant == "rdrop_autograd" else rdrop_loss
+                loss = rdrop(hidden, weight, b.tgt_out, smoothing=cfg.train.label_smoothing, pad_id=PAD, alpha=5.0).loss
             else:  # as `attnkit train` does it: output projection fused into the loss
                 out = fwd(b.src, b.src_mask, b.tgt_in, project=False)
                 loss = projected_label_smoothed_loss(
@@ -198,6 +228,7 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
         opt.zero_grad(set_to_none=True)
         idx = batches[i % len(batches)]  # model FLOPs: the real tokens' (padding is waste)
         flops = update_flops(m, [len(src[j]) + 1 for j in idx], [len(tgt[j]) + 1 for j in idx], tok.tgt_vocab)
+        flops *= 2 if variant.startswith("rdrop") else 1  # two passes of every batch
         return b.n_tgt_tokens, b.tgt_out.numel(), flops
 
     t0 = time.perf_counter()

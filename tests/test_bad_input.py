@@ -110,6 +110,11 @@ CASES = [
         "train.teacher_weight=2.0 is out of range: it must be >= 0 and <= 1",
     ),
     (["train", "cfg.yaml", "train.teacher_top=0"], "train.teacher_top=0 is out of range: it must be >= 1"),
+    (["train", "cfg.yaml", "train.rdrop=-1"], "train.rdrop=-1.0 is out of range: it must be >= 0"),
+    (
+        ["train", "cfg.yaml", "train.rdrop=5", "train.teacher=model"],
+        "train.rdrop=5.0 and train.teacher=model are not combined",
+    ),
     (["translate", "{m}", "--max-src-len", "-5"], "--max-src-len: expected an integer >= 1, got '-5'"),
     (["translate", "{m}", "--max-src-len", "0"], "--max-src-len: expected an integer >= 1"),
     (["translate", "{m}", "--max-src-len", "5000"], "--max-src-len 5000 is beyond the model's limit of 1023 subwords"),

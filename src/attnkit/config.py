@@ -187,6 +187,9 @@ class TrainConfig:
     teacher: str = ""
     teacher_weight: float = 0.5
     teacher_top: int = 8  # the teacher's most likely words kept per position
+    # R-Drop (Liang et al. 2021): every training batch runs twice (two dropout masks) and the two
+    # next-word distributions are pulled together with this weight on their symmetric KL; 0 = off
+    rdrop: float = 0.0
     attention_snapshots: int = 0  # first N dev sentences whose attention is saved at every validation and at steps 0, eval_every/8, /4, /2 (snapshots/)
 
 
@@ -488,6 +491,7 @@ RULES: dict[str, Choice | Range] = {
     "train.log_every": POSITIVE,
     "train.teacher_weight": Range(0, 1),
     "train.teacher_top": POSITIVE,
+    "train.rdrop": NON_NEGATIVE,
     "train.attention_snapshots": NON_NEGATIVE,
 }
 
@@ -538,6 +542,10 @@ def check_config(cfg: Config, *, training: bool = False) -> None:
         )
     if cfg.train.teacher and cfg.data.task != "translation":
         raise ValueError(f"train.teacher distils a translation model; data.task={cfg.data.task} has none")
+    if cfg.train.teacher and cfg.train.rdrop > 0:
+        raise ValueError(
+            f"train.rdrop={cfg.train.rdrop} and train.teacher={cfg.train.teacher} are not combined: set one of them"
+        )
     if cfg.train.teacher and cfg.tokenizer.sampling > 0:
         raise ValueError(
             f"train.teacher reads each pair once, before training: it needs a fixed segmentation "

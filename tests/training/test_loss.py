@@ -171,3 +171,77 @@ def test_distillation_refuses_a_teacher_of_other_positions_and_a_bad_weight():
         projected_label_smoothed_loss(
             hidden, weight, target, smoothing=0.1, pad_id=0, teacher=teacher, teacher_weight=1.5
         )
+
+
+from attnkit.training.loss import rdrop_loss  # noqa: E402
+
+
+def _rdrop_reference(hidden, weight, target, eps, alpha, pad):
+    """The paper's objective from PyTorch's own losses, on one pass's scale."""
+    b = target.shape[0]
+    logits = hidden @ weight.T  # (2b, t, V)
+    keep = (target != pad).repeat(2, 1)
+    tgt = target.repeat(2, 1)
+    ce = F.cross_entropy(logits.flatten(0, 1), tgt.flatten(), label_smoothing=eps, reduction="none", ignore_index=pad)
+    lp = torch.log_softmax(logits, -1)
+    kl12 = F.kl_div(lp[b:], lp[:b], log_target=True, reduction="none").sum(-1)  # KL(p1 || p2)
+    kl21 = F.kl_div(lp[:b], lp[b:], log_target=True, reduction="none").sum(-1)
+    kl = ((kl12 + kl21) * keep[:b]).sum()
+    return (ce.sum() + alpha / 2 * kl) / 2
+
+
+@pytest.mark.parametrize("eps,alpha", [(0.0, 5.0), (0.1, 0.0), (0.1, 5.0)])
+def test_rdrop_equals_the_paper_objective_from_pytorch_losses(eps, alpha):
+    torch.manual_seed(0)
+    hidden = torch.randn(6, 5, 8, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(11, 8, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, 11, (3, 5))
+    target[0, 3:] = 0
+    target[2, 1:] = 0
+    sums = rdrop_loss(hidden, weight, target, smoothing=eps, pad_id=0, alpha=alpha)
+    ref = _rdrop_reference(hidden, weight, target, eps, alpha, 0)
+    torch.testing.assert_close(sums.loss, ref)
+    assert int(sums.tokens) == int((target != 0).sum())
+    g = torch.autograd.grad(sums.loss, (hidden, weight))
+    g_ref = torch.autograd.grad(ref, (hidden, weight))
+    for a, b in zip(g, g_ref):
+        torch.testing.assert_close(a, b)
+    assert g[0][:3][(target == 0)].abs().max() == 0  # padding gets no gradient
+
+
+def test_rdrop_of_two_identical_passes_is_the_smoothed_loss():
+    torch.manual_seed(1)
+    one = torch.randn(3, 4, 8, dtype=torch.float64)
+    weight = torch.randn(9, 8, dtype=torch.float64)
+    target = torch.randint(1, 9, (3, 4))
+    target[1, 2:] = 0
+    sums = rdrop_loss(torch.cat([one, one]), weight, target, smoothing=0.1, pad_id=0, alpha=5.0)
+    plain = label_smoothed_loss(one @ weight.T, target, smoothing=0.1, pad_id=0)
+    torch.testing.assert_close(sums.loss, plain.loss)
+    torch.testing.assert_close(sums.nll, plain.nll)
+
+
+def test_rdrop_refuses_one_pass_and_a_negative_weight():
+    hidden, weight, target = torch.randn(3, 4, 8), torch.randn(9, 8), torch.ones(3, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match="two passes"):
+        rdrop_loss(hidden, weight, target, smoothing=0.1, pad_id=0, alpha=5.0)
+    with pytest.raises(ValueError, match=">= 0"):
+        rdrop_loss(torch.cat([hidden, hidden]), weight, target, smoothing=0.1, pad_id=0, alpha=-1.0)
+
+
+def test_rdrop_float32_cpu_path_matches_float64_twice_in_a_row():
+    """The float32 CPU path borrows the shared logits buffer: two steps running give the float64 figures."""
+    torch.manual_seed(2)
+    hidden = torch.randn(8, 6, 16, dtype=torch.float64)
+    weight = torch.randn(50, 16, dtype=torch.float64)
+    target = torch.randint(1, 50, (4, 6))
+    target[3, 2:] = 0
+    ref = _rdrop_reference(hidden.requires_grad_(), weight.requires_grad_(), target, 0.1, 5.0, 0)
+    g_ref = torch.autograd.grad(ref, (hidden, weight))
+    for _ in range(2):
+        h, w = hidden.detach().float().requires_grad_(), weight.detach().float().requires_grad_()
+        sums = rdrop_loss(h, w, target, smoothing=0.1, pad_id=0, alpha=5.0)
+        sums.loss.backward()
+        torch.testing.assert_close(sums.loss.double(), ref.detach(), rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(h.grad.double(), g_ref[0], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(w.grad.double(), g_ref[1], rtol=1e-4, atol=1e-5)

@@ -21,6 +21,12 @@ is (1 - lambda) * smoothed CE + lambda * CE(q, p), the cross-entropy of the stud
 the teacher's top-k distribution (its KL divergence less the teacher's own entropy). It is one
 target distribution, so the logits' gradient stays softmax - target, a sparse correction of k
 columns per row.
+
+R-Drop (Liang et al. 2021) runs every training batch twice, with two dropout masks, and adds
+alpha / 2 * (KL(p1 || p2) + KL(p2 || p1)) to the two passes' smoothed losses: the model is asked
+to give the same distribution whichever units dropout removed. ``rdrop_loss`` takes the two
+passes' hidden states and returns the sums on one pass's token scale (halved), so the caller's
+division by the batch's target tokens is unchanged.
 """
 
 from __future__ import annotations
@@ -212,4 +218,114 @@ def projected_label_smoothed_loss(
     if ids is not None and ids.shape[0] != rows.shape[0]:
         raise ValueError(f"the teacher gives {ids.shape[0]} positions, the batch has {rows.shape[0]}")
     loss, nll = _ProjectedLoss.apply(rows, weight, target[keep], float(smoothing), ids, probs, float(teacher_weight))
+    return LossSums(loss, nll, keep.sum())
+
+
+class _RDropLoss(torch.autograd.Function):
+    """hidden (2n, d): the n non-padding positions' features from one pass, then from the other;
+    weight (V, d); target (n,) -> (summed loss on one pass's scale, summed NLL of the target).
+
+    With p1, p2 the passes' next-word distributions and D = log p1 - log p2, the symmetric KL is
+    sum_v (p1 - p2) D, and its gradient on pass 1's logits p1 * (D - E_p1[D]) + p1 - p2 (on pass 2's,
+    -p2 * (D - E_p2[D]) + p2 - p1). Autograd keeps and walks every intermediate (log-probabilities,
+    probabilities, differences, products: about thirty passes over (2n, V) tensors a step); this
+    keeps p (2n, V) and D (n, V) and makes the logits' gradient in place, reusing one buffer."""
+
+    @staticmethod
+    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, smoothing: float, alpha: float):
+        rows, vocab = hidden.shape[0], weight.shape[0]
+        n = rows // 2
+        ctx.borrowed = hidden.dtype == torch.float32 and hidden.device.type == "cpu"
+        if ctx.borrowed:  # logits (2n), probabilities (2n) and one gradient half (n), in one buffer
+            buf = _workspace.take(5 * n, vocab, hidden)
+            logits, probs, spare = buf[: 2 * n], buf[2 * n : 4 * n], buf[4 * n :]
+            torch.mm(hidden, weight.t(), out=logits)
+        else:
+            logits = torch.mm(hidden, weight.t())
+            logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # bf16 GEMM, fp32 softmax
+            probs, spare = torch.empty_like(logits), None
+        target_logit = logits[:n].gather(1, target[:, None]).sum() + logits[n:].gather(1, target[:, None]).sum()
+        top = logits.amax(dim=1)
+        logits.sub_(top[:, None])
+        torch.exp(logits, out=probs)
+        total = probs.sum(dim=1)
+        probs.div_(total[:, None])
+        log_total = total.log()
+        lse = top + log_total
+        nll = lse.sum() - target_logit
+        loss = nll
+        if smoothing > 0.0:  # eps * mean_v(lse - logit_v), the logits' sum from the small tensors
+            logit_sum = torch.mv(hidden, weight.sum(0)).to(lse.dtype).sum()
+            loss = (1.0 - smoothing) * loss + smoothing * (lse.sum() - logit_sum / vocab)
+        diff = logits[:n].sub_(log_total[:n, None]).sub_(logits[n:]).add_(log_total[n:, None])  # D, in place
+        p1, p2 = probs[:n], probs[n:]
+        kl = torch.dot(p1.flatten(), diff.flatten()) - torch.dot(p2.flatten(), diff.flatten())
+        loss = (loss + (alpha / 2.0) * kl) / 2.0
+        nll = nll / 2.0
+        ctx.smoothing, ctx.alpha = smoothing, alpha
+        ctx.mark_non_differentiable(nll)
+        ctx.save_for_backward(hidden, weight, target, probs, diff)
+        ctx.spare = spare
+        return loss, nll
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_loss: Tensor, _grad_nll: Tensor | None):
+        hidden, weight, target, probs, diff = ctx.saved_tensors
+        eps, half = ctx.smoothing, ctx.alpha / 2.0
+        n, vocab = diff.shape
+        p1, p2 = probs[:n], probs[n:]
+        m1 = torch.bmm(p1[:, None, :], diff[:, :, None]).view(n, 1)  # E_p1[D], E_p2[D]
+        m2 = torch.bmm(p2[:, None, :], diff[:, :, None]).view(n, 1)
+        # each pass's logits' gradient (before the constant target terms): p + alpha/2 * (its KL part)
+        g1 = torch.sub(diff, m1, out=ctx.spare) if ctx.spare is not None else diff - m1
+        g1.mul_(p1).mul_(half).add_(p1, alpha=1.0 + half).sub_(p2, alpha=half)
+        g2 = diff.sub_(m2).mul_(p2).mul_(-half).add_(p2, alpha=1.0 + half).sub_(p1, alpha=half)
+        scale = grad_loss / 2.0
+        w, h1, h2 = weight.to(hidden.dtype), hidden[:n], hidden[n:]
+        onehot, uniform = 1.0 - eps, eps / vocab
+        grad_hidden = grad_weight = None
+        if ctx.needs_input_grad[0]:
+            grad_hidden = torch.cat([torch.mm(g1.to(w.dtype), w), torch.mm(g2.to(w.dtype), w)])
+            grad_hidden -= onehot * w[target].repeat(2, 1)
+            if eps > 0.0:
+                grad_hidden -= uniform * w.sum(0)
+            grad_hidden *= scale
+        if ctx.needs_input_grad[1]:
+            grad_weight = torch.mm(g1.t().to(h1.dtype), h1)
+            grad_weight.addmm_(g2.t().to(h2.dtype), h2)
+            grad_weight.index_add_(0, target, (h1 + h2) * -onehot)
+            if eps > 0.0:
+                grad_weight -= uniform * hidden.sum(0)
+            grad_weight = (grad_weight * scale).to(weight.dtype)
+        if ctx.borrowed:
+            _workspace.give_back()
+        return grad_hidden, grad_weight, None, None, None
+
+
+def rdrop_loss(
+    hidden: Tensor, weight: Tensor, target: Tensor, *, smoothing: float, pad_id: int, alpha: float
+) -> LossSums:
+    """hidden (2b, t, d): the batch's features before the output layer from two passes, the first b
+    rows one pass and the last b the other; weight (V, d) the output layer's; target (b, t).
+
+    loss = (CE_1 + CE_2) / 2 + alpha / 4 * (KL(p1 || p2) + KL(p2 || p1)), summed over the
+    non-padding positions, with CE the label-smoothed cross-entropy: the paper's per-pair objective
+    CE_1 + CE_2 + alpha / 2 * (KL + KL), halved to one pass's scale. ``nll`` is the two passes' mean."""
+    _check(smoothing)
+    if alpha < 0.0:
+        raise ValueError(f"the R-Drop weight must be >= 0, got {alpha}")
+    b = target.shape[0]
+    if hidden.shape[0] != 2 * b:
+        raise ValueError(
+            f"R-Drop needs two passes of the batch: {hidden.shape[0]} rows of hidden states for {b} targets"
+        )
+    keep = target != pad_id
+    rows = torch.cat([hidden[:b][keep], hidden[b:][keep]])  # (2n, d): padding is never projected
+    if torch.is_autocast_enabled(hidden.device.type):
+        dtype = torch.get_autocast_dtype(hidden.device.type)
+        rows, weight = rows.to(dtype), weight.to(dtype)
+    else:
+        rows = rows.to(weight.dtype)
+    loss, nll = _RDropLoss.apply(rows, weight, target[keep], float(smoothing), float(alpha))
     return LossSums(loss, nll, keep.sum())

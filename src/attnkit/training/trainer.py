@@ -39,7 +39,7 @@ from ..search import greedy_search
 from . import distributed
 from .distillation import TABLE, Teacher, TeacherWords, load_teacher, teacher_words
 from .flops import device_peak, update_flops
-from .loss import LossSums, projected_label_smoothed_loss
+from .loss import LossSums, projected_label_smoothed_loss, rdrop_loss
 from .schedule import build_optimizer, build_scheduler
 from .tasks import TranslationTask, make_task
 
@@ -500,16 +500,28 @@ class Trainer:
         if taught and self.teacher_words is not None:
             ids, probs = self.teacher_words.rows(batch.indices)
             teacher = (ids.to(self.device), probs.to(self.device))
+        tc = self.cfg.train
         with self._autocast():
+            if taught and tc.rdrop > 0:  # the batch twice in one pass: two dropout masks
+                twice = [None if x is None else torch.cat([x, x]) for x in (batch.src, batch.src_mask, batch.tgt_in)]
+                out = model(*twice, project=False)
+                return rdrop_loss(
+                    out.hidden,
+                    self.model.output_projection.weight,
+                    batch.tgt_out,
+                    smoothing=tc.label_smoothing,
+                    pad_id=PAD,
+                    alpha=tc.rdrop,
+                )
             out = model(batch.src, batch.src_mask, batch.tgt_in, project=False)
             return projected_label_smoothed_loss(
                 out.hidden,
                 self.model.output_projection.weight,
                 batch.tgt_out,
-                smoothing=self.cfg.train.label_smoothing,
+                smoothing=tc.label_smoothing,
                 pad_id=PAD,
                 teacher=teacher,
-                teacher_weight=self.cfg.train.teacher_weight,
+                teacher_weight=tc.teacher_weight,
             )
 
     def _train_seconds(self) -> float:
@@ -619,7 +631,8 @@ class Trainer:
             return 0.0
         batcher, idx = cast("BucketBatcher", self.batcher), np.concatenate(update)
         vocab = self.model.output_projection.weight.shape[0]
-        return update_flops(self.cfg.model, batcher.src_len[idx], batcher.tgt_len[idx], vocab) or 0.0
+        passes = 2 if self.cfg.train.rdrop > 0 else 1  # R-Drop runs every batch twice
+        return passes * (update_flops(self.cfg.model, batcher.src_len[idx], batcher.tgt_len[idx], vocab) or 0.0)
 
     def _log_window(self, window: _Window, log: RunLog | None, started: float) -> None:
         """Log the steps since the last log line (loss, perplexity, lr, speed) and start a new window."""
