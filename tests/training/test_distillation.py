@@ -8,9 +8,10 @@ import torch
 
 from attnkit.config import config_from_dict
 from attnkit.data.batching import collate
-from attnkit.loading.model_dir import load_checkpoint, load_model
+from attnkit.loading.model_dir import load_model
 from attnkit.training.distillation import TeacherWords, load_teacher, teacher_words
 from attnkit.training.trainer import train
+from checkpoints import assert_same_weights
 
 
 def _pairs(tok, reversal, n=40):
@@ -94,10 +95,7 @@ def test_a_stopped_student_resumes_with_the_kept_words(trained_toys, reversal, t
         train(config_from_dict(stopped), resume=True, quiet=True)
     stopped["train"]["teacher"] = str(source)
     train(config_from_dict(stopped), resume=True, quiet=True)
-    ours = load_checkpoint(tmp_path / "stopped" / "checkpoints" / "last.pt")["model"]
-    ref = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")["model"]
-    for k in ref:
-        assert torch.equal(ours[k], ref[k]), k
+    assert_same_weights(tmp_path / "stopped", tmp_path / "straight")
 
 
 def test_a_table_of_other_pairs_is_refused(trained_toys, reversal, toy_config, tmp_path):

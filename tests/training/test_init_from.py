@@ -10,6 +10,7 @@ from attnkit.config import config_from_dict
 from attnkit.inference.translate import translate
 from attnkit.loading.model_dir import load_checkpoint, load_model
 from attnkit.training.trainer import train
+from checkpoints import assert_same_weights
 
 
 def _starting_from(toy_config, reversal, out, source, arch="transformer", **train_keys):
@@ -74,10 +75,7 @@ def test_a_stopped_run_resumes_from_its_own_checkpoint(trained_toys, reversal, t
     train(config_from_dict(stopped), quiet=True)
     stopped["train"]["max_steps"] = 30
     train(config_from_dict(stopped), resume=True, quiet=True)
-    ours = load_checkpoint(tmp_path / "stopped" / "checkpoints" / "last.pt")["model"]
-    ref = load_checkpoint(tmp_path / "straight" / "checkpoints" / "last.pt")["model"]
-    for k in ref:
-        assert torch.equal(ours[k], ref[k]), k
+    assert_same_weights(tmp_path / "stopped", tmp_path / "straight")
 
 
 def test_a_captioner_starts_from_a_trained_captioner(tiny_captioner, tmp_path):

@@ -8,13 +8,13 @@ import sys
 import time
 
 import pytest
-import torch
 
 from attnkit.config import config_from_dict, save_config
 from attnkit.evaluation import bleu
 from attnkit.inference.translate import translate
 from attnkit.loading.model_dir import ModelDir, load_checkpoint, load_model
 from attnkit.training.trainer import train
+from checkpoints import assert_same_weights
 
 pytestmark = pytest.mark.slow  # trains models, kills and resumes runs
 
@@ -64,10 +64,6 @@ def _train_until(cfg_path, checkpoint):
     return proc
 
 
-def _params(path):
-    return load_checkpoint(path)["model"]
-
-
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
 def test_killed_and_resumed_equals_uninterrupted(reversal, toy_config, tmp_path, how):
     steps = {"max_steps": 120, "eval_every": 20, "log_every": 20}
@@ -96,10 +92,7 @@ def test_killed_and_resumed_equals_uninterrupted(reversal, toy_config, tmp_path,
     train_steps = [e["step"] for e in entries if e["kind"] == "train"]
     assert train_steps == sorted(set(train_steps)) == list(range(20, 121, 20))  # one run, no repeats
     assert [e["kind"] for e in entries].count("end") == 1
-    ours, ref = _params(out / "checkpoints" / "last.pt"), _params(reference / "checkpoints" / "last.pt")
-    assert ours.keys() == ref.keys()
-    for k in ref:
-        assert torch.equal(ours[k], ref[k]), k
+    assert_same_weights(out, reference)
 
 
 def test_a_run_with_subword_sampling_resumes_on_the_draw_it_stopped_in(reversal, toy_config, tmp_path):
