@@ -31,7 +31,7 @@ def test_bad_smoothing():
 
 
 # ---------------------------------------------------------------- fused projection + loss
-from attnkit.training.loss import projected_label_smoothed_loss  # noqa: E402
+from attnkit.training.loss import _workspace, projected_label_smoothed_loss  # noqa: E402
 
 
 def _reference(hidden, weight, target, eps):
@@ -82,8 +82,10 @@ def test_projected_loss_float32_workspace_is_reused_safely():
     for sums, (h, _), exp in ((second, batches[1], expected[1]), (first, batches[0], expected[0])):
         for g, r in zip(torch.autograd.grad(sums.loss, (h, weight)), exp):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
-    with torch.inference_mode():  # no gradient wanted: the buffer is handed straight back
-        projected_label_smoothed_loss(batches[0][0], weight, batches[0][1], smoothing=0.1, pad_id=0)
+    for no_gradient in (torch.inference_mode, torch.no_grad):  # (validation) the buffer is handed straight back
+        with no_gradient():
+            projected_label_smoothed_loss(batches[0][0], weight, batches[0][1], smoothing=0.1, pad_id=0)
+        assert not _workspace.lent
     h, t = batches[0]
     g = torch.autograd.grad(projected_label_smoothed_loss(h, weight, t, smoothing=0.1, pad_id=0).loss, (h, weight))
     torch.testing.assert_close(g[0], expected[0][0], rtol=1e-4, atol=1e-5)
@@ -245,3 +247,21 @@ def test_rdrop_float32_cpu_path_matches_float64_twice_in_a_row():
         torch.testing.assert_close(sums.loss.double(), ref.detach(), rtol=1e-5, atol=1e-4)
         torch.testing.assert_close(h.grad.double(), g_ref[0], rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(w.grad.double(), g_ref[1], rtol=1e-4, atol=1e-5)
+
+
+def test_rdrop_interleaved_passes_and_one_without_gradients_share_the_buffer_safely():
+    torch.manual_seed(3)
+    weight = torch.randn(40, 8, dtype=torch.float64)
+    batches = [(torch.randn(6, 4, 8, dtype=torch.float64), torch.randint(1, 40, (3, 4))) for _ in range(2)]
+    expected = []
+    for h, t in batches:
+        h, w = h.clone().requires_grad_(), weight.clone().requires_grad_()
+        expected.append(torch.autograd.grad(_rdrop_reference(h, w, t, 0.1, 5.0, 0), (h, w)))
+    inputs = [(h.float().requires_grad_(), weight.float().requires_grad_(), t) for h, t in batches]
+    with torch.no_grad():  # no gradient wanted: the buffer is handed straight back
+        rdrop_loss(*inputs[0], smoothing=0.1, pad_id=0, alpha=5.0)
+    assert not _workspace.lent
+    first, second = (rdrop_loss(h, w, t, smoothing=0.1, pad_id=0, alpha=5.0) for h, w, t in inputs)
+    for sums, (h, w, _), exp in ((second, inputs[1], expected[1]), (first, inputs[0], expected[0])):
+        for g, r in zip(torch.autograd.grad(sums.loss, (h, w)), exp):
+            torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-5)

@@ -214,6 +214,8 @@ def projected_label_smoothed_loss(
         rows, weight = rows.to(dtype), weight.to(dtype)
     else:
         rows = rows.to(weight.dtype)
+    if not torch.is_grad_enabled():  # validation: nothing to keep for a backward, the buffer goes straight back
+        rows, weight = rows.detach(), weight.detach()
     ids, probs = teacher if teacher is not None else (None, None)
     if ids is not None and ids.shape[0] != rows.shape[0]:
         raise ValueError(f"the teacher gives {ids.shape[0]} positions, the batch has {rows.shape[0]}")
@@ -264,8 +266,11 @@ class _RDropLoss(torch.autograd.Function):
         nll = nll / 2.0
         ctx.smoothing, ctx.alpha = smoothing, alpha
         ctx.mark_non_differentiable(nll)
-        ctx.save_for_backward(hidden, weight, target, probs, diff)
-        ctx.spare = spare
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+            ctx.save_for_backward(hidden, weight, target, probs, diff)
+            ctx.spare = spare
+        elif ctx.borrowed:
+            _workspace.give_back()
         return loss, nll
 
     @staticmethod
@@ -327,5 +332,7 @@ def rdrop_loss(
         rows, weight = rows.to(dtype), weight.to(dtype)
     else:
         rows = rows.to(weight.dtype)
+    if not torch.is_grad_enabled():
+        rows, weight = rows.detach(), weight.detach()
     loss, nll = _RDropLoss.apply(rows, weight, target[keep], float(smoothing), float(alpha))
     return LossSums(loss, nll, keep.sum())
