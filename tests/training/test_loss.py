@@ -265,3 +265,20 @@ def test_rdrop_interleaved_passes_and_one_without_gradients_share_the_buffer_saf
     for sums, (h, w, _), exp in ((second, inputs[1], expected[1]), (first, inputs[0], expected[0])):
         for g, r in zip(torch.autograd.grad(sums.loss, (h, w)), exp):
             torch.testing.assert_close(g.double(), r, rtol=1e-4, atol=1e-5)
+
+
+def test_rdrop_under_bf16_autocast_is_close():
+    torch.manual_seed(4)
+    hidden = torch.randn(8, 5, 32, dtype=torch.float64)
+    weight = torch.randn(40, 32, dtype=torch.float64)
+    target = torch.randint(1, 40, (4, 5))
+    h, w = hidden.float().requires_grad_(), weight.float().requires_grad_()
+    ref = _rdrop_reference(hidden.requires_grad_(), weight.requires_grad_(), target, 0.1, 5.0, 0)
+    g_ref = torch.autograd.grad(ref, (hidden, weight))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ours = rdrop_loss(h, w, target, smoothing=0.1, pad_id=0, alpha=5.0)
+    ours.loss.backward()
+    assert abs(ours.loss.item() - ref.item()) / ref.item() < 2e-2
+    assert h.grad.dtype == torch.float32 and w.grad.dtype == torch.float32
+    for g, r in zip((h.grad, w.grad), g_ref):  # bf16 products: the gradients' direction, not every digit
+        assert torch.nn.functional.cosine_similarity(g.double().flatten(), r.flatten(), dim=0) > 0.99

@@ -230,7 +230,7 @@ class _RDropLoss(torch.autograd.Function):
     With p1, p2 the passes' next-word distributions and D = log p1 - log p2, the symmetric KL is
     sum_v (p1 - p2) D, and its gradient on pass 1's logits p1 * (D - E_p1[D]) + p1 - p2 (on pass 2's,
     -p2 * (D - E_p2[D]) + p2 - p1). Autograd keeps and walks every intermediate (log-probabilities,
-    probabilities, differences, products: about thirty passes over (2n, V) tensors a step); this
+    probabilities, differences, products: each a pass over a (2n, V) or (n, V) tensor); this
     keeps p (2n, V) and D (n, V) and makes the logits' gradient in place, reusing one buffer."""
 
     @staticmethod
