@@ -25,3 +25,25 @@ def test_with_dropout_a_run_learns_the_task(reversal, toy_config, tmp_path):
     log = [json.loads(line) for line in (tmp_path / "m" / "log.jsonl").read_text().splitlines()]
     bleu = [r["dev_bleu"] for r in log if r["kind"] == "valid"]
     assert bleu[0] < 20 and bleu[-1] > 50  # 400 updates with dropout: most of the reversals right
+
+
+def test_a_captioner_without_dropout_trains_as_the_plain_run(tmp_path):
+    """Images pass through the doubled batch too: no dropout, and the run is the plain one."""
+    pytest.importorskip("sklearn")
+    for name, rdrop in (("plain", 0.0), ("rdrop", 5.0)):
+        cfg = {
+            "out_dir": str(tmp_path / name),
+            "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
+            "model": {
+                "arch": "transformer",
+                "image_encoder": "vit",
+                "d_model": 16,
+                "heads": 2,
+                "ffn": 16,
+                "layers": 1,
+                "dropout": 0.0,
+            },
+            "train": {"max_steps": 3, "eval_every": 3, "batch_tokens": 60, "warmup": 1, "rdrop": rdrop},
+        }
+        train(config_from_dict(cfg), quiet=True)
+    assert_same_weights(tmp_path / "rdrop", tmp_path / "plain", atol=1e-5, key_bias_atol=1e-3)

@@ -95,6 +95,19 @@ class _Workspace:
 _workspace = _Workspace()
 
 
+def _operands(rows: Tensor, weight: Tensor) -> tuple[Tensor, Tensor]:
+    """The fused losses' inputs in autocast's dtype (else the weight's); detached where no gradient
+    is wanted (validation), so the function keeps nothing for a backward and hands its buffer back."""
+    if torch.is_autocast_enabled(rows.device.type):
+        dtype = torch.get_autocast_dtype(rows.device.type)
+        rows, weight = rows.to(dtype), weight.to(dtype)
+    else:
+        rows = rows.to(weight.dtype)
+    if not torch.is_grad_enabled():
+        rows, weight = rows.detach(), weight.detach()
+    return rows, weight
+
+
 class _ProjectedLoss(torch.autograd.Function):
     """hidden (n, d), weight (V, d), target (n,), optionally a teacher's words (n, k) and their
     probabilities (n, k) with its weight lambda -> (summed loss, summed NLL of the target).
@@ -208,14 +221,7 @@ def projected_label_smoothed_loss(
     if not 0.0 <= teacher_weight <= 1.0:
         raise ValueError(f"teacher weight must be in [0, 1], got {teacher_weight}")
     keep = target != pad_id
-    rows = hidden[keep]  # (n, d): padding is never projected
-    if torch.is_autocast_enabled(hidden.device.type):
-        dtype = torch.get_autocast_dtype(hidden.device.type)
-        rows, weight = rows.to(dtype), weight.to(dtype)
-    else:
-        rows = rows.to(weight.dtype)
-    if not torch.is_grad_enabled():  # validation: nothing to keep for a backward, the buffer goes straight back
-        rows, weight = rows.detach(), weight.detach()
+    rows, weight = _operands(hidden[keep], weight)  # (n, d): padding is never projected
     ids, probs = teacher if teacher is not None else (None, None)
     if ids is not None and ids.shape[0] != rows.shape[0]:
         raise ValueError(f"the teacher gives {ids.shape[0]} positions, the batch has {rows.shape[0]}")
@@ -326,13 +332,6 @@ def rdrop_loss(
             f"R-Drop needs two passes of the batch: {hidden.shape[0]} rows of hidden states for {b} targets"
         )
     keep = target != pad_id
-    rows = torch.cat([hidden[:b][keep], hidden[b:][keep]])  # (2n, d): padding is never projected
-    if torch.is_autocast_enabled(hidden.device.type):
-        dtype = torch.get_autocast_dtype(hidden.device.type)
-        rows, weight = rows.to(dtype), weight.to(dtype)
-    else:
-        rows = rows.to(weight.dtype)
-    if not torch.is_grad_enabled():
-        rows, weight = rows.detach(), weight.detach()
+    rows, weight = _operands(torch.cat([hidden[:b][keep], hidden[b:][keep]]), weight)  # (2n, d)
     loss, nll = _RDropLoss.apply(rows, weight, target[keep], float(smoothing), float(alpha))
     return LossSums(loss, nll, keep.sum())
