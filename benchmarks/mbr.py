@@ -88,16 +88,22 @@ def run(model: str, ensemble: list[str], data: str, beams: list[int], limit: int
         verdict = "beyond val's noise" if p < 0.05 else "within val's noise: beam 5 stays"
         print(f"best on val: {label(chosen)}, paired bootstrap against beam 5: p = {p:.3f} ({verdict})")
 
-    test_src = read_lines(loc("test_2016_flickr", "en"))[:limit]
-    ref_raw = read_lines(loc("test_2016_flickr", "de"))[:limit]
-    ref_tok = read_lines(loc("test_2016_flickr", "de", "tok"))[:limit]
+    rows = [(label(k), val_bleu[k], SearchOptions(beam=k[0], mbr=k[1])) for k in dict.fromkeys([(5, False), chosen])]
+    print_test(name, decoder, tok, data, limit, rows)
+
+
+def print_test(name: str, decoder: Any, tok, data: str, limit: int, rows: list, reverse: Any = None) -> None:
+    """test_2016_flickr decoded with each row's (label, val BLEU, SearchOptions): a table of val,
+    test tok-lc, test cased, chrF and seconds. ``reverse``: the reverse model options.rerank weighs."""
+    loc = lambda lang, v="raw": multi30k.locate("test_2016_flickr", lang, root=data, variant=v)
+    test_src, ref_raw, ref_tok = (read_lines(path)[:limit] for path in (loc("en"), loc("de"), loc("de", "tok")))
     print(f"\n{name}: test_2016_flickr, computed after the choice")
     print("| decoding | val cased | test tok-lc | test cased | chrF | seconds |\n|---|---|---|---|---|---|")
-    for key in dict.fromkeys([(5, False), chosen]):
-        test = evaluate(decoder, tok, test_src, ref_raw, SearchOptions(beam=key[0], mbr=key[1]))
+    for label, val, options in rows:
+        test = evaluate(decoder, tok, test_src, ref_raw, options, reverse=reverse if options.rerank else None)
         tok_lc = bleu(moses_tokenize_lc(test.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True).score
         print(
-            f"| {label(key)} | {val_bleu[key]:.2f} | {tok_lc:.2f} | {test.bleu.score:.2f} | {test.chrf.score:.2f} "
+            f"| {label} | {val:.2f} | {tok_lc:.2f} | {test.bleu.score:.2f} | {test.chrf.score:.2f} "
             f"| {test.seconds:.1f} |"
         )
 

@@ -170,3 +170,35 @@ def test_mbr_flag_reaches_translate(capsys, monkeypatch, model_dir):
     assert out.splitlines() == [
         f"{i} ||| {text} ||| {score:.4f}" for i, t in enumerate(expected) for text, score in t.nbest
     ]
+
+
+def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_dir, reversal, tmp_path):
+    """--rerank REVERSE [--rerank-weight W]: the outputs translate() gives with that reverse model and
+    weight (the toy model reverses letters, so it is its own reverse model); evaluate scores them."""
+    from attnkit.inference.translate import Reverse, translate
+    from attnkit.loading.model_dir import load_model
+    from attnkit.search import SearchOptions
+
+    model, tok, _ = load_model(model_dir)
+    sources = (reversal / "dev.src").read_text().splitlines()[:20]
+    stdin = ("\n".join(sources) + "\n").encode()
+    for flags, weight in (([], 1.0), (["--rerank-weight", "3"], 3.0)):
+        options = SearchOptions(beam=4, n_best=2, rerank=weight)
+        expected = translate(model, tok, sources, options, reverse=Reverse(model, tok))
+        command = ["translate", model_dir, "--beam", "4", "--n-best", "2", "--rerank", model_dir, *flags]
+        code, out, err = run(capsys, monkeypatch, command, stdin)
+        assert code == 0, err
+        assert out.splitlines() == [
+            f"{i} ||| {text} ||| {score:.4f}" for i, t in enumerate(expected) for text, score in t.nbest
+        ]
+    refs = tmp_path / "refs.txt"
+    refs.write_text("\n".join(" ".join(reversed(s.split())) for s in sources) + "\n")
+    srcs = tmp_path / "srcs.txt"
+    srcs.write_text("\n".join(sources) + "\n")
+    out_file = tmp_path / "out.txt"
+    command = ["evaluate", model_dir, "--src", str(srcs), "--ref", str(refs), "--beam", "4", "--rerank", model_dir]
+    code, out, err = run(capsys, monkeypatch, [*command, "-o", str(out_file)], b"")
+    assert code == 0, err
+    expected = translate(model, tok, sources, SearchOptions(beam=4, rerank=1.0), reverse=Reverse(model, tok))
+    assert out_file.read_text().splitlines() == [t.output for t in expected]
+    assert "BLEU" in out

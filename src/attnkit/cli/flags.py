@@ -26,6 +26,7 @@ __all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "MULTI30K_SPLITS", 
 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 DEFAULT_BEAM = SearchOptions().beam
+DEFAULT_RERANK_WEIGHT = 1.0
 
 EXAMPLES = {
     "attnkit": """examples:
@@ -320,6 +321,21 @@ def decoding(p: argparse.ArgumentParser) -> None:
         help="minimum Bayes risk: of the beam's outputs, return the one with the highest mean sentence "
         "BLEU against the others (the consensus) instead of the most probable; use a wide beam (e.g. 16)",
     )
+    p.add_argument(
+        "--rerank",
+        metavar="REVERSE",
+        default=None,
+        help="a model of the opposite direction (e.g. German -> English for an English -> German MODEL) that "
+        "reranks the beam's outputs: each output's score + --rerank-weight x the reverse model's log "
+        "P(source | output) per source token",
+    )
+    p.add_argument(
+        "--rerank-weight",
+        type=non_negative,
+        default=None,
+        metavar="W",
+        help=f"with --rerank: the reverse model's weight (default {DEFAULT_RERANK_WEIGHT:g})",
+    )
     p.add_argument("--batch-tokens", type=positive_int, default=4096, help="source tokens per decoding batch")
     p.add_argument(
         "--workers",
@@ -393,6 +409,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
         raise UsageError(f"attnkit {args.command}", f"unrecognized arguments: {' '.join(extra)}")
     if getattr(args, "require_output", False) and args.output is None:
         raise UsageError(f"attnkit {args.command}", "the following arguments are required: -o/--output")
+    if getattr(args, "rerank_weight", None) is not None and args.rerank is None:
+        raise UsageError(f"attnkit {args.command}", "--rerank-weight needs --rerank REVERSE (a reverse model)")
     if args.command == "evaluate":  # the test set: --src and --ref, or --multi30k SPLIT
         if args.multi30k and (args.src or args.ref):
             raise UsageError("attnkit evaluate", "--multi30k names the test set: give it without --src and --ref")
@@ -416,7 +434,16 @@ def search_options(args: argparse.Namespace) -> SearchOptions:
         penalty=args.length_penalty,
         alpha=args.alpha,
         mbr=getattr(args, "mbr", False),
+        rerank=rerank_weight(args),
     )
+
+
+def rerank_weight(args: argparse.Namespace) -> float:
+    """--rerank-weight, its default with --rerank alone, 0 without --rerank."""
+    weight = getattr(args, "rerank_weight", None)
+    if getattr(args, "rerank", None) is None:
+        return 0.0
+    return DEFAULT_RERANK_WEIGHT if weight is None else weight
 
 
 def sentences(args: argparse.Namespace) -> list[str]:

@@ -16,10 +16,15 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> None:
     """Translate stdin or --input, one output line per input line (or n-best lines)."""
-    from ..inference.translate import translate_file
+    from ..inference.translate import Reverse, translate_file
     from ..loading.model_dir import load_translators
 
+    options = F.search_options(args)
     models, tok, limit = load_translators([args.model, *args.ensemble], **F.weights(args))
+    reverse = None
+    if args.rerank is not None:
+        reverse_models, reverse_tok, _ = load_translators([args.rerank], **F.weights(args))
+        reverse = Reverse(reverse_models[0], reverse_tok)
     if args.max_src_len and args.max_src_len > limit:
         what = "the model's" if len(models) == 1 else "the ensemble's"
         raise ValueError(f"--max-src-len {args.max_src_len} is beyond {what} limit of {limit} subwords")
@@ -28,11 +33,12 @@ def cmd_translate(args: argparse.Namespace) -> None:
         tok,
         args.input,
         args.output,
-        F.search_options(args),
+        options,
         batch_tokens=args.batch_tokens,
         max_src_len=args.max_src_len or limit,
         workers=args.workers,
         interactive=args.input is None and sys.stdin.isatty(),
+        reverse=reverse,
     )
 
 
@@ -100,6 +106,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             F.search_options(args),
             weights=F.weights(args),
             ensemble=args.ensemble,
+            reverse=args.rerank,
             output=args.output,
             batch_tokens=args.batch_tokens,
             tokenize=args.tokenize,

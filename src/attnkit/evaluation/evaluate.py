@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS
 from ..data import Tokenizer
-from ..inference.translate import translate
+from ..inference.translate import Reverse, translate
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
 from .metrics import Score, bleu, chrf
@@ -66,13 +66,14 @@ def evaluate(
     detokenize_lang: str | None = None,
     max_src_len: int | None = None,
     workers: int | None = None,
+    reverse: Reverse | None = None,
 ) -> Evaluation:
     """Translate ``sources`` and score against ``references`` (one per source).
 
     tokenize/lowercase are sacreBLEU's options: ``tokenize="none"`` for text that
     is already tokenized (Multi30k tok files, comparable to published figures),
     the default 13a for raw text. ``detokenize_lang`` Moses-detokenizes the outputs first.
-    ``options`` and ``workers``: see ``translate``. Every setting is checked before any
+    ``options``, ``workers`` and ``reverse``: see ``translate``. Every setting is checked before any
     sentence is translated.
     """
     if tokenize not in BLEU_TOKENIZERS:
@@ -86,7 +87,16 @@ def evaluate(
     if not sources:
         raise ValueError("nothing to evaluate: the source file is empty")
     start = time.perf_counter()
-    found = translate(model, tok, sources, options, batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers)
+    found = translate(
+        model,
+        tok,
+        sources,
+        options,
+        batch_tokens=batch_tokens,
+        max_src_len=max_src_len,
+        workers=workers,
+        reverse=reverse,
+    )
     outputs = [t.output for t in found]
     seconds = time.perf_counter() - start
     if detokenize_lang:
@@ -108,6 +118,7 @@ def evaluate_files(
     *,
     weights: dict | None = None,
     ensemble: Sequence[str | Path] = (),
+    reverse: str | Path | None = None,
     output: str | Path | None = None,
     batch_tokens: int = 4096,
     tokenize: str = "13a",
@@ -118,13 +129,18 @@ def evaluate_files(
     """`attnkit evaluate`: load a model directory (``weights``: ``load_model``'s keyword
     arguments), translate ``src``, score against ``ref``; write the translations to
     ``output`` (atomically) if given. ``ensemble``: more models, decoded together with the
-    first. Returns the report."""
+    first; ``reverse``: the target -> source model that ``options.rerank`` weighs (loaded with the
+    same ``weights``). Returns the report."""
     from ..atomic import write_text
     from ..data import read_lines
     from ..loading.model_dir import load_translators
 
     sources, references = read_lines(src), read_lines(ref)
     models, tok, limit = load_translators([model_dir, *ensemble], **(weights or {}))
+    backward = None
+    if reverse is not None:
+        reverse_models, reverse_tok, _ = load_translators([reverse], **(weights or {}))
+        backward = Reverse(reverse_models[0], reverse_tok)
     result = evaluate(
         models,
         tok,
@@ -137,6 +153,7 @@ def evaluate_files(
         detokenize_lang=detokenize_lang,
         max_src_len=limit,
         workers=workers,
+        reverse=backward,
     )
     if output:
         write_text(output, "\n".join(result.hypotheses) + "\n")

@@ -30,8 +30,27 @@ from ..data.tokenizer import EOS_LABEL
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions, beam_search, greedy_search, mbr_order
 from ..search.beam import ensemble_members
+from .score import score_pairs
 
 MIN_SENTENCES_PER_WORKER = 32  # below this many sentences per worker thread, decode in fewer threads
+
+
+@dataclass(frozen=True)
+class Reverse:
+    """A model of the opposite direction (German -> English for an English -> German
+    translator) and its tokenizer, which reranks a beam's outputs (``SearchOptions.rerank``) by
+    how probable it finds the source given each of them: an output that leaves part of the
+    source untranslated, or adds what the source does not say, explains the source badly."""
+
+    model: Seq2SeqModel
+    tok: Tokenizer
+
+    def per_source_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
+        """log P(source | output) / (source tokens + 1) for each of each source's outputs."""
+        flat = [out for texts in outputs for out in texts]
+        repeated = [src for src, texts in zip(sources, outputs) for _ in texts]
+        per_token = score_pairs(self.model, self.tok, flat, repeated).per_token
+        return np.split(per_token, np.cumsum([len(texts) for texts in outputs])[:-1])
 
 
 @dataclass
@@ -62,6 +81,7 @@ def translate(
     need_weights: bool = False,
     max_src_len: int | None = None,
     workers: int | None = None,
+    reverse: Reverse | None = None,
 ) -> list[Translation]:
     """Translate ``sentences`` with ``options`` (default ``SearchOptions()``: beam 5, fairseq's
     length penalty; beam 1 runs greedy search). ``model``: one model, or several sharing ``tok``
@@ -69,8 +89,12 @@ def translate(
     longer than ``max_src_len`` subwords are cut (``Translation.truncated`` says so).
     ``workers``: decoding threads on CPU (see the module docstring); None: one per
     intra-op thread (``torch.get_num_threads()``), given at least
-    ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread."""
+    ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread.
+    ``reverse``: the reverse model that ``options.rerank`` weighs (then each output's ``score``
+    and its n-best scores are the reranking's: the beam's score + rerank x the reverse score)."""
     options = options or SearchOptions()
+    if options.rerank and reverse is None:
+        raise ValueError("reranking needs a reverse model (target -> source language)")
     members = ensemble_members(model)
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
@@ -101,23 +125,31 @@ def translate(
                 found = greedy_search(members[0], batch.src, batch.src_mask, options, need_weights=need_weights)
             else:
                 found = beam_search(members, batch.src, batch.src_mask, options, need_weights=need_weights)
+            lists = [tok.decode_tgt([h.tokens for h in hyps]) for hyps in found.nbest]
+            scores = [[h.score for h in hyps] for hyps in found.nbest]
+            if options.rerank and reverse is not None:  # the beam's score + weight x the reverse model's
+                backward = reverse.per_source_token([sentences[i] for i in idx], lists)
+                scores = [(np.array(s) + options.rerank * b).tolist() for s, b in zip(scores, backward)]
             for row, i in enumerate(idx):
-                hyps = found.nbest[row]
-                texts = tok.decode_tgt([h.tokens for h in hyps])
+                hyps, texts, score = found.nbest[row], lists[row], scores[row]
                 if options.mbr:  # the consensus output first, then the rest by expected BLEU
                     order = [j for j, _ in mbr_order(texts)][: options.n_best]
-                    hyps, texts = [hyps[j] for j in order], [texts[j] for j in order]
+                elif options.rerank:  # stable: ties keep the beam's order
+                    order = sorted(range(len(hyps)), key=lambda j: -score[j])[: options.n_best]
+                else:
+                    order = list(range(len(hyps)))
+                hyps, texts, score = [hyps[j] for j in order], [texts[j] for j in order], [score[j] for j in order]
                 best = hyps[0]
                 out_pieces = tok.tgt_pieces(best.tokens) + ([EOS_LABEL] if best.finished else [])
                 results[i] = Translation(
                     source=sentences[i],
                     output=texts[0],
-                    score=best.score,
+                    score=score[0],
                     src_pieces=tok.src.id_to_piece(src_ids[i]) + [EOS_LABEL],
                     out_pieces=out_pieces,
                     alignment=None if best.attention is None else best.attention[..., : len(src_ids[i]) + 1],
                     p_t=best.p_t,
-                    nbest=list(zip(texts, [h.score for h in hyps])) if options.n_best > 1 else [],
+                    nbest=list(zip(texts, score)) if options.n_best > 1 else [],
                     truncated=truncated[i],
                 )
 
@@ -159,12 +191,14 @@ def translate_file(
     max_src_len: int | None = None,
     workers: int | None = None,
     interactive: bool = False,
+    reverse: Reverse | None = None,
 ) -> None:
     """Translate a file (or stdin) to a file (written whole, or not at all) or stdout, one output
     line per input line; a warning on stderr for each input cut at ``max_src_len``.
-    ``interactive``: read stdin line by line with a prompt and answer each at once."""
+    ``interactive``: read stdin line by line with a prompt and answer each at once.
+    ``reverse``: see ``translate``."""
     options = options or SearchOptions()
-    common: dict[str, Any] = dict(batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers)
+    common: dict[str, Any] = dict(batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers, reverse=reverse)
     if interactive:
         print(f"attnkit translate: beam {options.beam}. One sentence per line; Ctrl-D ends.", file=sys.stderr)
         while True:

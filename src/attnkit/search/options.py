@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .hypotheses import PENALTIES
@@ -20,6 +21,10 @@ class SearchOptions:
     mbr: return, of the beam's ``beam`` finished outputs, the one with the highest expected
         BLEU against the others (minimum Bayes risk, ``search.mbr``) instead of the most
         probable; the n-best list comes in that order. Needs a beam of 2 or more.
+    rerank: weight of a reverse model's opinion (``inference.translate.Reverse``): the beam's
+        ``beam`` finished outputs are reranked by their score plus ``rerank`` times the reverse
+        model's log P(source | output) per source token, and the n-best list comes in that order;
+        0 = off. Needs a beam of 2 or more, and a reverse model where the search runs.
     """
 
     beam: int = 5
@@ -29,6 +34,7 @@ class SearchOptions:
     max_len_ratio: float = 1.5
     max_len_extra: int = 10
     mbr: bool = False
+    rerank: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -45,6 +51,12 @@ class SearchOptions:
             raise ValueError(f"max_len_extra must be an integer >= 1, got {self.max_len_extra!r}")
         if self.mbr and self.beam < 2:
             raise ValueError("minimum Bayes risk chooses among the beam's outputs: it needs a beam of 2 or more")
+        if isinstance(self.rerank, bool) or not float(self.rerank) >= 0 or not math.isfinite(self.rerank):
+            raise ValueError(f"the reverse model's weight must be a number >= 0, got {self.rerank!r}")
+        if self.rerank and self.beam < 2:
+            raise ValueError("reranking chooses among the beam's outputs: it needs a beam of 2 or more")
+        if self.rerank and self.mbr:
+            raise ValueError("choose one way to pick among the beam's outputs: minimum Bayes risk or reranking")
 
     @property
     def length_alpha(self) -> float:
@@ -59,4 +71,4 @@ class SearchOptions:
     @property
     def searched(self) -> int:
         """How many outputs per sentence the search itself returns: the whole beam for MBR."""
-        return self.beam if self.mbr else self.n_best
+        return self.beam if self.mbr or self.rerank else self.n_best
