@@ -87,10 +87,12 @@ def alpha_option(text: str) -> float | str:
     return value
 
 
-def dev_alpha(model, tok, data: str, limit: int, variant: str, penalty: str) -> float:
+def dev_alpha(
+    model, tok, data: str, limit: int, variant: str, penalty: str, langs: tuple[str, str] = ("en", "de")
+) -> float:
     """The length penalty alpha with the best beam-5 BLEU on the val set (ties: the smaller alpha)."""
-    src = read_lines(multi30k.locate("val", "en", root=data, variant=variant))[:limit]
-    ref = read_lines(multi30k.locate("val", "de", root=data, variant=variant))[:limit]
+    src = read_lines(multi30k.locate("val", langs[0], root=data, variant=variant))[:limit]
+    ref = read_lines(multi30k.locate("val", langs[1], root=data, variant=variant))[:limit]
     tokenize = "13a" if variant == "raw" else "none"
     grid = ALPHA_GRIDS[penalty]
     scores = {
@@ -117,6 +119,7 @@ def run(
     model_dir = resolve_model(model_dir)
     cfg = load_config(model_dir / "config.yaml")
     variant = cfg.data.multi30k_variant
+    src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang  # the model's direction
     packaged = (model_dir / "manifest.json").is_file()
     checkpoint = "best" if packaged else checkpoint  # an installed model has one set of weights
     models, tok, _ = load_translators(
@@ -125,25 +128,25 @@ def run(
     model = models[0]
     decoder: Any = models if ensemble else model
     if alpha == "dev":
-        alpha = dev_alpha(decoder, tok, data, test_limit, variant, penalty)
+        alpha = dev_alpha(decoder, tok, data, test_limit, variant, penalty, (src_lang, tgt_lang))
     else:
         alpha = SearchOptions(penalty=penalty, alpha=alpha).length_alpha
     loc = lambda lang, v: multi30k.locate("test_2016_flickr", lang, root=data, variant=v)
-    src = read_lines(loc("en", variant))[:test_limit]
-    ref_tok = read_lines(loc("de", "tok"))[:test_limit]
-    ref_raw = read_lines(loc("de", "raw"))[:test_limit]
+    src = read_lines(loc(src_lang, variant))[:test_limit]
+    ref_tok = read_lines(loc(tgt_lang, "tok"))[:test_limit]
+    ref_raw = read_lines(loc(tgt_lang, "raw"))[:test_limit]
 
     raw = variant == "raw"
     ref, tokenize = (ref_raw, "13a") if raw else (ref_tok, "none")
     beam5 = evaluate(decoder, tok, src, ref, SearchOptions(beam=5, alpha=alpha, penalty=penalty), tokenize=tokenize)
     greedy = evaluate(decoder, tok, src, ref, SearchOptions(beam=1), tokenize=tokenize)
     if raw:
-        tok_bleu = bleu(moses_tokenize_lc(beam5.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True)
-        greedy_tok_bleu = bleu(moses_tokenize_lc(greedy.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True)
+        tok_bleu = bleu(moses_tokenize_lc(beam5.hypotheses, tgt_lang), ref_tok, tokenize="none", lowercase=True)
+        greedy_tok_bleu = bleu(moses_tokenize_lc(greedy.hypotheses, tgt_lang), ref_tok, tokenize="none", lowercase=True)
         detok_bleu = beam5.bleu
     else:
         tok_bleu, greedy_tok_bleu = beam5.bleu, greedy.bleu
-        detok_bleu = bleu(moses_detokenize(beam5.hypotheses, "de"), ref_raw, tokenize="13a", lowercase=True)
+        detok_bleu = bleu(moses_detokenize(beam5.hypotheses, tgt_lang), ref_raw, tokenize="13a", lowercase=True)
     cached, uncached = cache_speedup(model, tok, src[:200])
     seconds, tok_s, steps = train_throughput(model_dir)
     return {

@@ -87,6 +87,10 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     # R-Drop (Liang et al. 2021, alpha 5 as published for translation): every batch twice, two dropout
     # masks, their distributions pulled together; 2,048-token batches keep an update's compute the recipe's
     "tiny-rdrop-kd-mix": (TINY, [*TINY_COSINE, "train.rdrop=5", "train.batch_tokens=2048"]),
+    # the reverse direction (German -> English), on the same pairs read the other way: the references
+    # and the teachers' German translations as sources, the English training sources as targets (the
+    # channel model that `--rerank` scores a beam with)
+    "tiny-de-en-kd-mix": (TINY, [*TINY_COSINE, "data.src_lang=de", "data.tgt_lang=en"]),
     # the same as a second stage of the installed model
     "tiny-taught-tune2-kd-mix": (
         TINY,
@@ -102,7 +106,8 @@ def multi30k_file(split: str, lang: str) -> Path:
 
 
 def distilled_data(name: str, kd: list[Path], runs: Path) -> list[str]:
-    """Overrides that train ``name`` on the teachers' targets ``kd`` (and the originals for -mix)."""
+    """Overrides that train ``name`` on the teachers' targets ``kd`` (and the originals for -mix);
+    a ``-de-en`` recipe reads those pairs from German to English."""
     from attnkit.data import read_lines
 
     src, tgt = multi30k_file("train", "en"), multi30k_file("train", "de")
@@ -115,12 +120,19 @@ def distilled_data(name: str, kd: list[Path], runs: Path) -> list[str]:
         (folder / "train.en").write_text("\n".join(sources * (len(targets) // len(sources))) + "\n", encoding="utf-8")
         (folder / "train.de").write_text("\n".join(targets) + "\n", encoding="utf-8")
         src, kd = folder / "train.en", [folder / "train.de"]
-    return [
-        f"data.train_src={src}",
-        f"data.train_tgt={kd[0]}",
-        f"data.dev_src={multi30k_file('val', 'en')}",
-        f"data.dev_tgt={multi30k_file('val', 'de')}",
-    ]
+    pairs = {
+        "train_src": src,
+        "train_tgt": kd[0],
+        "dev_src": multi30k_file("val", "en"),
+        "dev_tgt": multi30k_file("val", "de"),
+    }
+    if "-de-en" in name:
+        pairs = {
+            f"{split}_{a}": pairs[f"{split}_{b}"]
+            for split in ("train", "dev")
+            for a, b in (("src", "tgt"), ("tgt", "src"))
+        }
+    return [f"data.{key}={path}" for key, path in pairs.items()]
 
 
 def train(
@@ -165,14 +177,15 @@ def export(run: Path, to: Path, against: tuple[str, Any] | None = None) -> dict:
     from package_model import val_bleu, val_evaluation, val_pairs
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tok, _ = load_model(run, checkpoint_name="average", average_last=10, device=device)
+    model, tok, cfg = load_model(run, checkpoint_name="average", average_last=10, device=device)
     data = os.environ.get("ATTNKIT_MULTI30K")
-    rounded = val_evaluation(copy.deepcopy(model).half().float(), tok, data, "raw")  # as float16 weights
+    langs = (cfg.data.src_lang, cfg.data.tgt_lang)
+    rounded = val_evaluation(copy.deepcopy(model).half().float(), tok, data, "raw", langs)  # as float16 weights
     records = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     end = [r for r in records if r["kind"] == "end"][-1]
     info = {
         "recipe": run.name,
-        "val_bleu": val_bleu(model, tok, data, "raw"),
+        "val_bleu": val_bleu(model, tok, data, "raw", langs),
         "val_bleu_fp16": rounded.bleu.score,
         "updates": end["step"],
         "train_minutes": end["train_seconds"] / 60,
@@ -180,7 +193,7 @@ def export(run: Path, to: Path, against: tuple[str, Any] | None = None) -> dict:
     }
     if against:
         name, old = against
-        p = paired_p(old.hypotheses, rounded.hypotheses, val_pairs(data, "raw")[1])
+        p = paired_p(old.hypotheses, rounded.hypotheses, val_pairs(data, "raw", langs)[1])
         adopt = rounded.bleu.score > old.bleu.score and p < 0.05
         info |= {"against": name, "against_val_bleu": old.bleu.score, "paired_p": p, "adopt": adopt}
     packaged.package_directory(run, model.cpu(), to / run.name, dtype=torch.float16, info=info)

@@ -175,6 +175,7 @@ def test_mbr_flag_reaches_translate(capsys, monkeypatch, model_dir):
 def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_dir, reversal, tmp_path):
     """--rerank REVERSE [--rerank-weight W]: the outputs translate() gives with that reverse model and
     weight (the toy model reverses letters, so it is its own reverse model); evaluate scores them."""
+    from attnkit.cli.flags import DEFAULT_RERANK_WEIGHT
     from attnkit.inference.translate import Reverse, translate
     from attnkit.loading.model_dir import load_model
     from attnkit.search import SearchOptions
@@ -182,7 +183,7 @@ def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_di
     model, tok, _ = load_model(model_dir)
     sources = (reversal / "dev.src").read_text().splitlines()[:20]
     stdin = ("\n".join(sources) + "\n").encode()
-    for flags, weight in (([], 1.0), (["--rerank-weight", "3"], 3.0)):
+    for flags, weight in (([], DEFAULT_RERANK_WEIGHT), (["--rerank-weight", "3"], 3.0)):
         options = SearchOptions(beam=4, n_best=2, rerank=weight)
         expected = translate(model, tok, sources, options, reverse=Reverse(model, tok))
         command = ["translate", model_dir, "--beam", "4", "--n-best", "2", "--rerank", model_dir, *flags]
@@ -199,6 +200,7 @@ def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_di
     command = ["evaluate", model_dir, "--src", str(srcs), "--ref", str(refs), "--beam", "4", "--rerank", model_dir]
     code, out, err = run(capsys, monkeypatch, [*command, "-o", str(out_file)], b"")
     assert code == 0, err
-    expected = translate(model, tok, sources, SearchOptions(beam=4, rerank=1.0), reverse=Reverse(model, tok))
+    options = SearchOptions(beam=4, rerank=DEFAULT_RERANK_WEIGHT)
+    expected = translate(model, tok, sources, options, reverse=Reverse(model, tok))
     assert out_file.read_text().splitlines() == [t.output for t in expected]
     assert "BLEU" in out

@@ -59,6 +59,25 @@ def test_score_pairs_equals_the_log_probability_beam_search_found(model, sources
     assert scores.log_prob == pytest.approx(beam, rel=1e-4, abs=1e-4)
 
 
+def test_an_ensemble_scores_by_its_mean_probability_as_it_decodes(trained_toys, sources):
+    from attnkit.loading.model_dir import load_translators
+
+    models, tok, _ = load_translators([trained_toys["transformer"], trained_toys["rnn"]])
+    found = translate(models, tok, sources, SearchOptions(beam=3, n_best=3, alpha=0))  # score = log P
+    outputs = [text for t in found for text, _ in t.nbest]
+    repeated = [t.source for t in found for _ in t.nbest]
+    scores = score_pairs(models, tok, repeated, outputs, batch_tokens=50)
+    assert scores.log_prob == pytest.approx([score for t in found for _, score in t.nbest], rel=1e-4, abs=1e-4)
+    for i in (0, 5, 11):  # the definition: each model's full forward pass, probabilities averaged
+        batch = collate(tok.encode_src([repeated[i]]), tok.encode_tgt([outputs[i]]), np.array([0]))
+        with torch.no_grad():
+            mean = sum(F.softmax(m(batch.src, batch.src_mask, batch.tgt_in).logits[0].double(), -1) for m in models) / 2
+        reference = mean.log().gather(-1, batch.tgt_out[0, :, None]).sum().item()
+        assert scores.log_prob[i] == pytest.approx(reference, rel=1e-5, abs=1e-5)
+    alone = score_pairs([models[0]], tok, repeated, outputs)  # a one-model list is that model
+    assert alone.log_prob == pytest.approx(score_pairs(models[0], tok, repeated, outputs).log_prob)
+
+
 def test_score_pairs_rejects_mismatched_lists(model):
     net, tok = model
     with pytest.raises(ValueError, match="2 sources but 1 targets"):

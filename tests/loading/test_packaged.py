@@ -1,5 +1,5 @@
-"""Installed models: packaged from a trained directory, 16-bit weights with ties kept, found by
-name wherever a model directory is, checked against their manifest on every load."""
+"""Installed models: packaged from a trained directory, 16-bit or 8-bit weights with ties kept,
+found by name wherever a model directory is, checked against their manifest on every load."""
 
 import pytest
 import torch
@@ -75,6 +75,58 @@ def test_a_changed_file_is_one_clear_error(shipped, capsys):
     (shipped / "toy-rnn" / "config.yaml").unlink()
     with pytest.raises(FileNotFoundError, match="config.yaml is missing from the packaged model toy-rnn"):
         load_model("toy-rnn")
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")  # deprecated, still the reference
+def test_row_quantization_matches_pytorchs_per_channel_quantizer():
+    torch.manual_seed(0)
+    w = torch.randn(37, 50) * torch.logspace(-3, 1, 37)[:, None]  # rows of very different ranges
+    w[5] = 0.0
+    q, scale = packaged.quantize_rows(w)
+    reference = torch.quantize_per_channel(w, scale.double(), torch.zeros(37, dtype=torch.long), 0, torch.qint8)
+    assert torch.equal(q, reference.int_repr())
+    assert torch.equal(reference.dequantize(), q.float() * scale[:, None])
+    assert scale[5] == 1 and not q[5].any()
+    assert (q.abs().amax(dim=1)[torch.arange(37) != 5] == 127).all()  # each row uses the whole range
+    assert ((q.float() * scale[:, None] - w).abs() <= scale[:, None] / 2 + 1e-7).all()
+
+
+def test_8bit_weights_stay_within_half_a_step_and_keep_ties(trained_toys, tmp_path):
+    source = trained_toys["transformer"]
+    model, tok, _ = load_model(source)
+    half = packaged.package_directory(source, model, tmp_path / "half", dtype=torch.float16, info={})
+    eight = packaged.package_directory(source, model, tmp_path / "eight", dtype=torch.int8, info={})
+    ours, _, _ = load_model(eight)
+    matrices = {n for n, p in model.named_parameters(remove_duplicate=False) if p.dim() == 2}
+    for (name, a), b in zip(ours.state_dict().items(), model.state_dict().values()):
+        if name in matrices:
+            step = b.abs().amax(dim=1, keepdim=True) / 127
+            assert ((a - b).abs() <= step / 2 + 1e-6).all(), name
+        else:  # vectors (biases, norms) and buffers: float16
+            assert torch.allclose(a, b.half().float()), name
+    assert ours.output_projection.weight is ours.tgt_embed.embedding.weight
+    stored = {id(p): p for p in model.parameters() if p.dim() == 2}.values()  # tied matrices once
+    saved = sum(p.numel() - 4 * p.shape[0] for p in stored)  # a byte an entry, less each row's scale
+    assert _tensor_bytes(half) - _tensor_bytes(eight) == saved
+    lines = ["a b c", "d e f g", "h a b"]
+    assert [t.output for t in translate(ours, tok, lines, SearchOptions(beam=1))] == [
+        t.output for t in translate(model, tok, lines, SearchOptions(beam=1))
+    ]
+
+
+def test_8bit_weights_without_their_scales_are_one_clear_error(tmp_path):
+    from safetensors.torch import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"w": torch.zeros(2, 2, dtype=torch.int8)}, str(path), metadata={"quantized": '["w"]'})
+    with pytest.raises(ValueError, match="lists w as 8-bit but lacks it or its scales"):
+        packaged.load_weights(path)
+
+
+def _tensor_bytes(model_dir):
+    """The bytes of a safetensors file's tensors: the file less its 8-byte length and JSON header."""
+    data = (model_dir / "model.safetensors").read_bytes()
+    return len(data) - 8 - int.from_bytes(data[:8], "little")
 
 
 def _file(tmp_path, text):

@@ -42,7 +42,7 @@ class Reverse:
     how probable it finds the source given each of them: an output that leaves part of the
     source untranslated, or adds what the source does not say, explains the source badly."""
 
-    model: Seq2SeqModel
+    model: Seq2SeqModel | Sequence[Seq2SeqModel]  # several: scored as an ensemble (one vocabulary)
     tok: Tokenizer
 
     def per_source_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
