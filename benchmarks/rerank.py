@@ -16,6 +16,7 @@ itself (``SearchOptions(rerank=weight)``), for the record.
     python benchmarks/rerank.py multi30k-en-de --reverse DE_EN_MODEL
     python benchmarks/rerank.py multi30k-en-de --ensemble multi30k-en-de-rnn --reverse DE_EN_MODEL
     python benchmarks/rerank.py multi30k-en-de --reverse DE_EN_MODEL --beams 5 --limit 100   # quick
+    python benchmarks/rerank.py multi30k-en-de --reverse DE_EN_A DE_EN_B   # two reverse models as an ensemble
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sacrebleu.metrics import BLEU
 
 from attnkit.data import multi30k, read_lines
 from attnkit.inference.translate import Reverse, translate
-from attnkit.loading.model_dir import load_model, load_translators
+from attnkit.loading.model_dir import load_translators
 from attnkit.loading.packaged import resolve_model
 from attnkit.search import SearchOptions
 from machine import cpu_name
@@ -63,12 +64,13 @@ def picks(lists: list[list[str]], forward: list[np.ndarray], backward: list[np.n
     return [texts[int(np.argmax(f + weight * b))] for texts, f, b in zip(lists, forward, backward)]
 
 
-def run(model: str, ensemble: list[str], reverse_name: str, data: str, beams: list[int], limit: int) -> None:
+def run(model: str, ensemble: list[str], reverse_names: list[str], data: str, beams: list[int], limit: int) -> None:
     paths = [resolve_model(Path(m) if Path(m).is_dir() else m) for m in [model, *ensemble]]
     models, tok, _ = load_translators(paths)
     decoder: Any = models if ensemble else models[0]
-    rev_model, rev_tok, _ = load_model(resolve_model(reverse_name))
-    reverse = Reverse(rev_model, rev_tok)
+    rev_models, rev_tok, _ = load_translators([resolve_model(r) for r in reverse_names])  # one vocabulary
+    reverse = Reverse(rev_models if len(rev_models) > 1 else rev_models[0], rev_tok)
+    reverse_name = " + ".join(reverse_names)
     name = " + ".join([model, *ensemble])
     loc = lambda split, lang, v="raw": multi30k.locate(split, lang, root=data, variant=v)
     val_src, val_ref = read_lines(loc("val", "en"))[:limit], read_lines(loc("val", "de"))[:limit]
@@ -110,7 +112,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="an installed model's name or a model directory (En->De, raw text)")
     parser.add_argument("--ensemble", nargs="+", default=[], help="more models decoded together with it")
-    parser.add_argument("--reverse", required=True, help="a De->En model (name or directory) that reranks")
+    parser.add_argument(
+        "--reverse",
+        nargs="+",
+        required=True,
+        help="a De->En model (name or directory) that reranks; several: an ensemble",
+    )
     parser.add_argument("--beams", nargs="+", type=int, default=list(BEAMS))
     parser.add_argument("--limit", type=int, default=10_000, help="first N sentences of each set")
     parser.add_argument("--data", default=os.environ.get("ATTNKIT_MULTI30K"), help="Multi30k folder")

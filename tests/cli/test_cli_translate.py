@@ -174,7 +174,8 @@ def test_mbr_flag_reaches_translate(capsys, monkeypatch, model_dir):
 
 def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_dir, reversal, tmp_path):
     """--rerank REVERSE [--rerank-weight W]: the outputs translate() gives with that reverse model and
-    weight (the toy model reverses letters, so it is its own reverse model); evaluate scores them."""
+    weight (the toy model reverses letters, so it is its own reverse model); evaluate scores them.
+    Two reverse models score as an ensemble."""
     from attnkit.cli.flags import DEFAULT_RERANK_WEIGHT
     from attnkit.inference.translate import Reverse, translate
     from attnkit.loading.model_dir import load_model
@@ -183,7 +184,9 @@ def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_di
     model, tok, _ = load_model(model_dir)
     sources = (reversal / "dev.src").read_text().splitlines()[:20]
     stdin = ("\n".join(sources) + "\n").encode()
-    for flags, weight in (([], DEFAULT_RERANK_WEIGHT), (["--rerank-weight", "3"], 3.0)):
+    cases = [([], DEFAULT_RERANK_WEIGHT), (["--rerank-weight", "3"], 3.0)]
+    cases.append(([model_dir, "--rerank-weight", "3"], 3.0))  # a model ensembled with itself scores as it alone
+    for flags, weight in cases:
         options = SearchOptions(beam=4, n_best=2, rerank=weight)
         expected = translate(model, tok, sources, options, reverse=Reverse(model, tok))
         command = ["translate", model_dir, "--beam", "4", "--n-best", "2", "--rerank", model_dir, *flags]

@@ -324,10 +324,11 @@ def decoding(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rerank",
         metavar="REVERSE",
+        nargs="+",
         default=None,
         help="a model of the opposite direction (e.g. German -> English for an English -> German MODEL) that "
         "reranks the beam's outputs: each output's score + --rerank-weight x the reverse model's log "
-        "P(source | output) per source token",
+        "P(source | output) per source token; several reverse models (one vocabulary) score as an ensemble",
     )
     p.add_argument(
         "--rerank-weight",

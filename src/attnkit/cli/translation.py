@@ -21,10 +21,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
     options = F.search_options(args)
     models, tok, limit = load_translators([args.model, *args.ensemble], **F.weights(args))
-    reverse = None
-    if args.rerank is not None:
-        reverse_models, reverse_tok, _ = load_translators([args.rerank], **F.weights(args))
-        reverse = Reverse(reverse_models[0], reverse_tok)
+    reverse = Reverse.load(args.rerank, **F.weights(args)) if args.rerank is not None else None
     if args.max_src_len and args.max_src_len > limit:
         what = "the model's" if len(models) == 1 else "the ensemble's"
         raise ValueError(f"--max-src-len {args.max_src_len} is beyond {what} limit of {limit} subwords")

@@ -118,7 +118,7 @@ def evaluate_files(
     *,
     weights: dict | None = None,
     ensemble: Sequence[str | Path] = (),
-    reverse: str | Path | None = None,
+    reverse: str | Path | Sequence[str | Path] | None = None,
     output: str | Path | None = None,
     batch_tokens: int = 4096,
     tokenize: str = "13a",
@@ -129,18 +129,15 @@ def evaluate_files(
     """`attnkit evaluate`: load a model directory (``weights``: ``load_model``'s keyword
     arguments), translate ``src``, score against ``ref``; write the translations to
     ``output`` (atomically) if given. ``ensemble``: more models, decoded together with the
-    first; ``reverse``: the target -> source model that ``options.rerank`` weighs (loaded with the
-    same ``weights``). Returns the report."""
+    first; ``reverse``: the target -> source model (or models, an ensemble) that ``options.rerank``
+    weighs (loaded with the same ``weights``). Returns the report."""
     from ..atomic import write_text
     from ..data import read_lines
     from ..loading.model_dir import load_translators
 
     sources, references = read_lines(src), read_lines(ref)
     models, tok, limit = load_translators([model_dir, *ensemble], **(weights or {}))
-    backward = None
-    if reverse is not None:
-        reverse_models, reverse_tok, _ = load_translators([reverse], **(weights or {}))
-        backward = Reverse(reverse_models[0], reverse_tok)
+    backward = Reverse.load(reverse, **(weights or {})) if reverse is not None else None
     result = evaluate(
         models,
         tok,

@@ -45,6 +45,16 @@ class Reverse:
     model: Seq2SeqModel | Sequence[Seq2SeqModel]  # several: scored as an ensemble (one vocabulary)
     tok: Tokenizer
 
+    @classmethod
+    def load(cls, paths: str | Path | Sequence[str | Path], **weights: Any) -> Reverse:
+        """The reverse model(s) at ``paths`` (directories or installed names; several share one
+        vocabulary and score as an ensemble), loaded with ``load_model``'s ``weights`` arguments."""
+        from ..loading.model_dir import load_translators
+
+        listed = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        models, tok, _ = load_translators(listed, **weights)
+        return cls(models if len(models) > 1 else models[0], tok)
+
     def per_source_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
         """log P(source | output) / (source tokens + 1) for each of each source's outputs."""
         flat = [out for texts in outputs for out in texts]
