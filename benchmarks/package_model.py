@@ -155,7 +155,7 @@ def main() -> None:
         val = {"float32": val_bleu(model, tok, args.data, variant, langs), "from": "as trained (float32)"}
         if one_set:  # an installed model, packaged again: its stored weights are the reference
             stored = json.loads((args.model_dir / "manifest.json").read_text(encoding="utf-8"))["info"].get("dtype")
-            val["from"] = f"as installed before ({stored})"
+            val["from"] = f"of the {stored} package it was made from"
     dtype = torch.float32
     for candidate in (torch.int8, torch.float16) if args.int8 else (torch.float16,):  # smallest first
         packaged.package_directory(args.model_dir, model, target, dtype=candidate, info=info)
