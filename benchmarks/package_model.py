@@ -46,7 +46,6 @@ dataset's own terms before using this model beyond research and teaching."""
 
 LANGS = ("en", "de")  # the installed models' direction unless a config says otherwise
 EXAMPLES = {"en": "Two dogs are playing in the snow.", "de": "Zwei Hunde spielen im Schnee."}
-NAMES = {"en": "En", "de": "De", "fr": "Fr"}
 STORAGE = {  # what each stored dtype means, for the card
     "int8": "8-bit matrices with a float32 scale per row, other tensors float16",
     "float16": "float16",
@@ -82,7 +81,7 @@ def card(
     return f"""# {name}
 
 {info["architecture"]}, {info["parameters"] / 1e6:.2f}M parameters, trained on Multi30k
-{NAMES[langs[0]]}→{NAMES[langs[1]]} ({info["data"]}). Weights: {STORAGE[info["dtype"]]}.
+{langs[0].title()}→{langs[1].title()} ({info["data"]}). Weights: {STORAGE[info["dtype"]]}.
 
 ## Use
 

@@ -45,8 +45,9 @@ def score_pairs(
     batch_tokens: int = 4096,
 ) -> PairScores:
     """log P(targets[i] | sources[i]) under ``model`` (in eval mode), each pair's tokens
-    encoded by ``tok``; for several models, each token's log(1/M sum_m p_m). Pairs are batched by length (``batch_tokens`` padded tokens of the longer
-    side); the result is in the given order and does not depend on the batching."""
+    encoded by ``tok``; for several models, each token's log(1/M sum_m p_m). Pairs are batched
+    by length (``batch_tokens`` padded tokens of the longer side); the result is in the given
+    order and does not depend on the batching."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources but {len(targets)} targets")
     if batch_tokens < 1:
