@@ -68,8 +68,7 @@ def run(model: str, ensemble: list[str], reverse_names: list[str], data: str, be
     paths = [resolve_model(Path(m) if Path(m).is_dir() else m) for m in [model, *ensemble]]
     models, tok, _ = load_translators(paths)
     decoder: Any = models if ensemble else models[0]
-    rev_models, rev_tok, _ = load_translators([resolve_model(r) for r in reverse_names])  # one vocabulary
-    reverse = Reverse(rev_models if len(rev_models) > 1 else rev_models[0], rev_tok)
+    reverse = Reverse.load(reverse_names)  # several: one vocabulary, scored as an ensemble
     reverse_name = " + ".join(reverse_names)
     name = " + ".join([model, *ensemble])
     loc = lambda split, lang, v="raw": multi30k.locate(split, lang, root=data, variant=v)
