@@ -92,15 +92,19 @@ def run(model: str, ensemble: list[str], data: str, beams: list[int], limit: int
     print_test(name, decoder, tok, data, limit, rows)
 
 
-def print_test(name: str, decoder: Any, tok, data: str, limit: int, rows: list, reverse: Any = None) -> None:
+def print_test(
+    name: str, decoder: Any, tok, data: str, limit: int, rows: list, reverse: Any = None, r2l: Any = None
+) -> None:
     """test_2016_flickr decoded with each row's (label, val BLEU, SearchOptions): a table of val,
-    test tok-lc, test cased, chrF and seconds. ``reverse``: the reverse model options.rerank weighs."""
+    test tok-lc, test cased, chrF and seconds. ``reverse``, ``r2l``: the models options.rerank and
+    options.rerank_r2l weigh."""
     loc = lambda lang, v="raw": multi30k.locate("test_2016_flickr", lang, root=data, variant=v)
     test_src, ref_raw, ref_tok = (read_lines(path)[:limit] for path in (loc("en"), loc("de"), loc("de", "tok")))
     print(f"\n{name}: test_2016_flickr, computed after the choice")
     print("| decoding | val cased | test tok-lc | test cased | chrF | seconds |\n|---|---|---|---|---|---|")
     for label, val, options in rows:
-        test = evaluate(decoder, tok, test_src, ref_raw, options, reverse=reverse if options.rerank else None)
+        reranking = dict(reverse=reverse if options.rerank else None, r2l=r2l if options.rerank_r2l else None)
+        test = evaluate(decoder, tok, test_src, ref_raw, options, **reranking)
         tok_lc = bleu(moses_tokenize_lc(test.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True).score
         print(
             f"| {label} | {val:.2f} | {tok_lc:.2f} | {test.bleu.score:.2f} | {test.chrf.score:.2f} "

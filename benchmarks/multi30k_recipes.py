@@ -91,6 +91,9 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     # and the teachers' German translations as sources, the English training sources as targets (the
     # channel model that `--rerank` scores a beam with)
     "tiny-de-en-kd-mix": (TINY, [*TINY_COSINE, "data.src_lang=de", "data.tgt_lang=en"]),
+    # English -> German written from the end of the sentence back (Sennrich et al. 2016): a second
+    # opinion on a beam's outputs that reads each one in the other order
+    "tiny-r2l-kd-mix": (TINY, [*TINY_COSINE, "tokenizer.right_to_left=true"]),
     # the same as a second stage of the installed model
     "tiny-taught-tune2-kd-mix": (
         TINY,

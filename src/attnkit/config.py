@@ -116,6 +116,9 @@ class TokenizerConfig:
     # (BPE-dropout, Provilkov et al. 2020; 0.1 is usual), for unigram the smoothing alpha of subword
     # regularization (Kudo 2018); 0 = one fixed segmentation. Dev, test and inference never sample.
     sampling: float = 0.0
+    # the target side in reverse order (its subword pieces last to first): a right-to-left model,
+    # which writes the output from its end; its outputs read left to right again when decoded
+    right_to_left: bool = False
 
 
 @dataclass

@@ -45,3 +45,21 @@ def test_sampled_segmentations_spell_the_same_text(tmp_path, kind):
     if kind == "bpe":  # BPE-dropout: skipping merges only splits pieces further
         assert all(len(a) >= len(b) for a, b in zip(t1, fixed))
         assert sum(map(len, t1)) > sum(map(len, fixed))
+
+
+@pytest.mark.parametrize("joint", [True, False])
+def test_right_to_left_targets_run_last_piece_first(tmp_path, joint):
+    src, tgt = date_pairs(300, 2)
+    cfg = TokenizerConfig(vocab_size=60, joint=joint, right_to_left=True)
+    tok = Tokenizer.train(cfg, src, tgt, tmp_path)
+    forward = Tokenizer.load(tmp_path)
+    backward = Tokenizer.load(tmp_path, right_to_left=True)
+    assert tok.right_to_left and backward.right_to_left and not forward.right_to_left
+    ids = backward.encode_tgt(tgt)
+    assert ids == [row[::-1] for row in forward.encode_tgt(tgt)]  # sentencepiece's pieces, last first
+    assert backward.decode_tgt(ids) == tgt  # text out reads left to right
+    assert backward.encode_src(src) == forward.encode_src(src)  # the source is read as it is
+    assert backward.tgt_pieces(ids[0]) == forward.tgt_pieces(ids[0])  # the model's own order
+    _, sampled = backward.sample(src, tgt, 0.1)
+    assert backward.decode_tgt(sampled) == tgt
+    assert not backward.same_as(forward) and backward.same_as(Tokenizer.load(tmp_path, right_to_left=True))

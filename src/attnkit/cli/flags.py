@@ -27,6 +27,7 @@ __all__ = ["BLEU_TOKENIZERS", "DETOKENIZE_LANGS", "DEVICES", "MULTI30K_SPLITS", 
 FIGURE_FORMATS = (".png", ".svg", ".pdf")
 DEFAULT_BEAM = SearchOptions().beam
 DEFAULT_RERANK_WEIGHT = 0.3  # chosen on Multi30k val for the installed En->De / De->En pair
+DEFAULT_R2L_WEIGHT = 0.5  # chosen on Multi30k val for the installed En->De and its right-to-left model
 
 EXAMPLES = {
     "attnkit": """examples:
@@ -337,6 +338,22 @@ def decoding(p: argparse.ArgumentParser) -> None:
         metavar="W",
         help=f"with --rerank: the reverse model's weight (default {DEFAULT_RERANK_WEIGHT:g})",
     )
+    p.add_argument(
+        "--rerank-r2l",
+        metavar="R2L",
+        nargs="+",
+        default=None,
+        help="a model of the same direction that writes from the end (trained with tokenizer.right_to_left=true) "
+        "that reranks the beam's outputs: + --r2l-weight x its log P(output | source) per output token; "
+        "combines with --rerank; several (one vocabulary) score as an ensemble",
+    )
+    p.add_argument(
+        "--r2l-weight",
+        type=non_negative,
+        default=None,
+        metavar="W",
+        help=f"with --rerank-r2l: the right-to-left model's weight (default {DEFAULT_R2L_WEIGHT:g})",
+    )
     p.add_argument("--batch-tokens", type=positive_int, default=4096, help="source tokens per decoding batch")
     p.add_argument(
         "--workers",
@@ -412,6 +429,8 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argpa
         raise UsageError(f"attnkit {args.command}", "the following arguments are required: -o/--output")
     if getattr(args, "rerank_weight", None) is not None and args.rerank is None:
         raise UsageError(f"attnkit {args.command}", "--rerank-weight needs --rerank REVERSE (a reverse model)")
+    if getattr(args, "r2l_weight", None) is not None and args.rerank_r2l is None:
+        raise UsageError(f"attnkit {args.command}", "--r2l-weight needs --rerank-r2l R2L (a right-to-left model)")
     if args.command == "evaluate":  # the test set: --src and --ref, or --multi30k SPLIT
         if args.multi30k and (args.src or args.ref):
             raise UsageError("attnkit evaluate", "--multi30k names the test set: give it without --src and --ref")
@@ -435,16 +454,18 @@ def search_options(args: argparse.Namespace) -> SearchOptions:
         penalty=args.length_penalty,
         alpha=args.alpha,
         mbr=getattr(args, "mbr", False),
-        rerank=rerank_weight(args),
+        rerank=rerank_weight(args, "rerank", DEFAULT_RERANK_WEIGHT),
+        rerank_r2l=rerank_weight(args, "rerank_r2l", DEFAULT_R2L_WEIGHT, "r2l_weight"),
     )
 
 
-def rerank_weight(args: argparse.Namespace) -> float:
-    """--rerank-weight, its default with --rerank alone, 0 without --rerank."""
-    weight = getattr(args, "rerank_weight", None)
-    if getattr(args, "rerank", None) is None:
+def rerank_weight(args: argparse.Namespace, models: str, default: float, flag: str = "rerank_weight") -> float:
+    """The weight ``flag`` gives the reranking models of ``models``: its default when they come
+    alone, 0 without them."""
+    weight = getattr(args, flag, None)
+    if getattr(args, models, None) is None:
         return 0.0
-    return DEFAULT_RERANK_WEIGHT if weight is None else weight
+    return default if weight is None else weight
 
 
 def sentences(args: argparse.Namespace) -> list[str]:

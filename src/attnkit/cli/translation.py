@@ -16,12 +16,13 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> None:
     """Translate stdin or --input, one output line per input line (or n-best lines)."""
-    from ..inference.translate import Reverse, translate_file
+    from ..inference.translate import Reverse, RightToLeft, translate_file
     from ..loading.model_dir import load_translators
 
     options = F.search_options(args)
     models, tok, limit = load_translators([args.model, *args.ensemble], **F.weights(args))
     reverse = Reverse.load(args.rerank, **F.weights(args)) if args.rerank is not None else None
+    r2l = RightToLeft.load(args.rerank_r2l, **F.weights(args)) if args.rerank_r2l is not None else None
     if args.max_src_len and args.max_src_len > limit:
         what = "the model's" if len(models) == 1 else "the ensemble's"
         raise ValueError(f"--max-src-len {args.max_src_len} is beyond {what} limit of {limit} subwords")
@@ -36,6 +37,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
         workers=args.workers,
         interactive=args.input is None and sys.stdin.isatty(),
         reverse=reverse,
+        r2l=r2l,
     )
 
 
@@ -104,6 +106,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             weights=F.weights(args),
             ensemble=args.ensemble,
             reverse=args.rerank,
+            r2l=args.rerank_r2l,
             output=args.output,
             batch_tokens=args.batch_tokens,
             tokenize=args.tokenize,

@@ -72,10 +72,23 @@ def _train_one(lines: list[str], cfg: TokenizerConfig, prefix: Path) -> spm.Sent
 
 
 class Tokenizer:
-    """Source and target subword models (the same object when joint)."""
+    """Source and target subword models (the same object when joint). With ``right_to_left`` the
+    target ids run from the last piece to the first (a right-to-left model, Sennrich et al. 2016's
+    reranker): ``encode_tgt`` reverses them and ``decode_tgt`` turns them back, so text in and
+    text out read as usual; ``tgt_pieces`` keeps the model's order."""
 
-    def __init__(self, src: spm.SentencePieceProcessor, tgt: spm.SentencePieceProcessor, *, joint: bool) -> None:
-        self.src, self.tgt, self.joint = src, tgt, joint
+    def __init__(
+        self,
+        src: spm.SentencePieceProcessor,
+        tgt: spm.SentencePieceProcessor,
+        *,
+        joint: bool,
+        right_to_left: bool = False,
+    ) -> None:
+        self.src, self.tgt, self.joint, self.right_to_left = src, tgt, joint, right_to_left
+
+    def _order(self, ids: list[list[int]]) -> list[list[int]]:
+        return [row[::-1] for row in ids] if self.right_to_left else ids
 
     @property
     def src_vocab(self) -> int:
@@ -89,7 +102,7 @@ class Tokenizer:
         return self.src.encode(lines)
 
     def encode_tgt(self, lines: list[str]) -> list[list[int]]:
-        return self.tgt.encode(lines)
+        return self._order(self.tgt.encode(lines))
 
     def sample(
         self, src_lines: list[str], tgt_lines: list[str], alpha: float
@@ -99,10 +112,10 @@ class Tokenizer:
         regularization (Kudo 2018) for a unigram one, ``alpha`` its smoothing. Every call draws
         anew (sentencepiece's sampler cannot be seeded to repeat across processes)."""
         sampled = lambda model, lines: model.encode(lines, enable_sampling=True, alpha=alpha, nbest_size=-1)
-        return sampled(self.src, src_lines), sampled(self.tgt, tgt_lines)
+        return sampled(self.src, src_lines), self._order(sampled(self.tgt, tgt_lines))
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
-        return self.tgt.decode(ids)
+        return self.tgt.decode(self._order([list(row) for row in ids]))
 
     def src_pieces(self, line: str) -> list[str]:
         return self.src.encode(line, out_type=str)
@@ -120,16 +133,20 @@ class Tokenizer:
         out.mkdir(parents=True, exist_ok=True)
         if cfg.joint:
             model = _train_one(src_lines + tgt_lines, cfg, out / "spm.joint")
-            return cls(model, model, joint=True)
-        return cls(
-            _train_one(src_lines, cfg, out / "spm.src"), _train_one(tgt_lines, cfg, out / "spm.tgt"), joint=False
-        )
+            return cls(model, model, joint=True, right_to_left=cfg.right_to_left)
+        src, tgt = _train_one(src_lines, cfg, out / "spm.src"), _train_one(tgt_lines, cfg, out / "spm.tgt")
+        return cls(src, tgt, joint=False, right_to_left=cfg.right_to_left)
 
     def same_as(self, other: Tokenizer) -> bool:
-        """Whether ``other`` splits and numbers text exactly as this one does (same subword models)."""
-        return self.joint == other.joint and all(
-            a.serialized_model_proto() == b.serialized_model_proto()
-            for a, b in ((self.src, other.src), (self.tgt, other.tgt))
+        """Whether ``other`` splits and numbers text exactly as this one does (same subword models,
+        same target order)."""
+        return (
+            self.joint == other.joint
+            and self.right_to_left == other.right_to_left
+            and all(
+                a.serialized_model_proto() == b.serialized_model_proto()
+                for a, b in ((self.src, other.src), (self.tgt, other.tgt))
+            )
         )
 
     def save(self, model_dir: str | Path) -> None:
@@ -141,11 +158,13 @@ class Tokenizer:
                 f.write(model.serialized_model_proto())
 
     @classmethod
-    def load(cls, model_dir: str | Path) -> Tokenizer:
+    def load(cls, model_dir: str | Path, *, right_to_left: bool = False) -> Tokenizer:
+        """The subword models in ``model_dir``; ``right_to_left`` is the model's
+        ``tokenizer.right_to_left`` (its config, not its files, says it)."""
         d = Path(model_dir)
         if (d / "spm.joint.model").is_file():
             model = spm.SentencePieceProcessor(model_file=str(d / "spm.joint.model"))
-            return cls(model, model, joint=True)
+            return cls(model, model, joint=True, right_to_left=right_to_left)
         src, tgt = d / "spm.src.model", d / "spm.tgt.model"
         if not (src.is_file() and tgt.is_file()):
             raise FileNotFoundError(f"no tokenizer in {d} (expected spm.joint.model or spm.src.model + spm.tgt.model)")
@@ -153,4 +172,5 @@ class Tokenizer:
             spm.SentencePieceProcessor(model_file=str(src)),
             spm.SentencePieceProcessor(model_file=str(tgt)),
             joint=False,
+            right_to_left=right_to_left,
         )

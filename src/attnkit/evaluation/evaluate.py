@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS
 from ..data import Tokenizer
-from ..inference.translate import Reverse, translate
+from ..inference.translate import Reverse, RightToLeft, translate
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
 from .metrics import Score, bleu, chrf
@@ -67,13 +67,14 @@ def evaluate(
     max_src_len: int | None = None,
     workers: int | None = None,
     reverse: Reverse | None = None,
+    r2l: RightToLeft | None = None,
 ) -> Evaluation:
     """Translate ``sources`` and score against ``references`` (one per source).
 
     tokenize/lowercase are sacreBLEU's options: ``tokenize="none"`` for text that
     is already tokenized (Multi30k tok files, comparable to published figures),
     the default 13a for raw text. ``detokenize_lang`` Moses-detokenizes the outputs first.
-    ``options``, ``workers`` and ``reverse``: see ``translate``. Every setting is checked before any
+    ``options``, ``workers``, ``reverse`` and ``r2l``: see ``translate``. Every setting is checked before any
     sentence is translated.
     """
     if tokenize not in BLEU_TOKENIZERS:
@@ -96,6 +97,7 @@ def evaluate(
         max_src_len=max_src_len,
         workers=workers,
         reverse=reverse,
+        r2l=r2l,
     )
     outputs = [t.output for t in found]
     seconds = time.perf_counter() - start
@@ -119,6 +121,7 @@ def evaluate_files(
     weights: dict | None = None,
     ensemble: Sequence[str | Path] = (),
     reverse: str | Path | Sequence[str | Path] | None = None,
+    r2l: str | Path | Sequence[str | Path] | None = None,
     output: str | Path | None = None,
     batch_tokens: int = 4096,
     tokenize: str = "13a",
@@ -130,7 +133,8 @@ def evaluate_files(
     arguments), translate ``src``, score against ``ref``; write the translations to
     ``output`` (atomically) if given. ``ensemble``: more models, decoded together with the
     first; ``reverse``: the target -> source model (or models, an ensemble) that ``options.rerank``
-    weighs (loaded with the same ``weights``). Returns the report."""
+    weighs, ``r2l`` the right-to-left model (or models) that ``options.rerank_r2l`` weighs (both
+    loaded with the same ``weights``). Returns the report."""
     from ..atomic import write_text
     from ..data import read_lines
     from ..loading.model_dir import load_translators
@@ -138,6 +142,7 @@ def evaluate_files(
     sources, references = read_lines(src), read_lines(ref)
     models, tok, limit = load_translators([model_dir, *ensemble], **(weights or {}))
     backward = Reverse.load(reverse, **(weights or {})) if reverse is not None else None
+    other_way = RightToLeft.load(r2l, **(weights or {})) if r2l is not None else None
     result = evaluate(
         models,
         tok,
@@ -151,6 +156,7 @@ def evaluate_files(
         max_src_len=limit,
         workers=workers,
         reverse=backward,
+        r2l=other_way,
     )
     if output:
         write_text(output, "\n".join(result.hypotheses) + "\n")

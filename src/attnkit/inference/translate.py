@@ -57,10 +57,56 @@ class Reverse:
 
     def per_source_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
         """log P(source | output) / (source tokens + 1) for each of each source's outputs."""
-        flat = [out for texts in outputs for out in texts]
-        repeated = [src for src, texts in zip(sources, outputs) for _ in texts]
-        per_token = score_pairs(self.model, self.tok, flat, repeated).per_token
-        return np.split(per_token, np.cumsum([len(texts) for texts in outputs])[:-1])
+        return _per_token(self.model, self.tok, sources, outputs, source_given_output=True)
+
+
+@dataclass(frozen=True)
+class RightToLeft:
+    """A model of the same direction that writes its output from the end (trained with
+    ``tokenizer.right_to_left``), which reranks a beam's outputs (``SearchOptions.rerank_r2l``)
+    by how probable it finds each of them read in the other order: a left-to-right search commits
+    to a sentence's start before it sees its end, and the other order judges the ends it chose
+    (Sennrich et al. 2016, "Edinburgh Neural Machine Translation Systems for WMT 16")."""
+
+    model: Seq2SeqModel | Sequence[Seq2SeqModel]  # several: scored as an ensemble (one vocabulary)
+    tok: Tokenizer
+
+    @classmethod
+    def load(cls, paths: str | Path | Sequence[str | Path], **weights: Any) -> RightToLeft:
+        """The right-to-left model(s) at ``paths`` (directories or installed names), loaded with
+        ``load_model``'s ``weights`` arguments; a left-to-right model is refused."""
+        from ..loading.model_dir import load_translators
+
+        listed = [paths] if isinstance(paths, (str, Path)) else list(paths)
+        models, tok, _ = load_translators(listed, **weights)
+        if not tok.right_to_left:
+            raise ValueError(
+                f"{listed[0]} writes left to right: a right-to-left reranker is a model trained with "
+                "tokenizer.right_to_left=true"
+            )
+        return cls(models if len(models) > 1 else models[0], tok)
+
+    def per_output_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
+        """log P(output | source) / (output tokens + 1), read from the end, for each of each
+        source's outputs."""
+        return _per_token(self.model, self.tok, sources, outputs, source_given_output=False)
+
+
+def _per_token(
+    model: Seq2SeqModel | Sequence[Seq2SeqModel],
+    tok: Tokenizer,
+    sources: list[str],
+    outputs: list[list[str]],
+    *,
+    source_given_output: bool,
+) -> list[np.ndarray]:
+    """``score_pairs``' mean log probability per token of every (source, output) pair, the
+    source the target when ``source_given_output``; one array per source, in its list's order."""
+    flat = [out for texts in outputs for out in texts]
+    repeated = [src for src, texts in zip(sources, outputs) for _ in texts]
+    pairs = (flat, repeated) if source_given_output else (repeated, flat)
+    per_token = score_pairs(model, tok, *pairs).per_token
+    return np.split(per_token, np.cumsum([len(texts) for texts in outputs])[:-1])
 
 
 @dataclass
@@ -92,6 +138,7 @@ def translate(
     max_src_len: int | None = None,
     workers: int | None = None,
     reverse: Reverse | None = None,
+    r2l: RightToLeft | None = None,
 ) -> list[Translation]:
     """Translate ``sentences`` with ``options`` (default ``SearchOptions()``: beam 5, fairseq's
     length penalty; beam 1 runs greedy search). ``model``: one model, or several sharing ``tok``
@@ -100,11 +147,15 @@ def translate(
     ``workers``: decoding threads on CPU (see the module docstring); None: one per
     intra-op thread (``torch.get_num_threads()``), given at least
     ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread.
-    ``reverse``: the reverse model that ``options.rerank`` weighs (then each output's ``score``
-    and its n-best scores are the reranking's: the beam's score + rerank x the reverse score)."""
+    ``reverse``: the reverse model that ``options.rerank`` weighs, ``r2l`` the right-to-left
+    model that ``options.rerank_r2l`` weighs (then each output's ``score`` and its n-best scores
+    are the reranking's: the beam's score + rerank x the reverse score + rerank_r2l x the
+    right-to-left score)."""
     options = options or SearchOptions()
     if options.rerank and reverse is None:
         raise ValueError("reranking needs a reverse model (target -> source language)")
+    if options.rerank_r2l and r2l is None:
+        raise ValueError("right-to-left reranking needs a right-to-left model (tokenizer.right_to_left)")
     members = ensemble_members(model)
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
@@ -140,11 +191,14 @@ def translate(
             if options.rerank and reverse is not None:  # the beam's score + weight x the reverse model's
                 backward = reverse.per_source_token([sentences[i] for i in idx], lists)
                 scores = [(np.array(s) + options.rerank * b).tolist() for s, b in zip(scores, backward)]
+            if options.rerank_r2l and r2l is not None:  # + weight x the right-to-left model's
+                other = r2l.per_output_token([sentences[i] for i in idx], lists)
+                scores = [(np.array(s) + options.rerank_r2l * b).tolist() for s, b in zip(scores, other)]
             for row, i in enumerate(idx):
                 hyps, texts, score = found.nbest[row], lists[row], scores[row]
                 if options.mbr:  # the consensus output first, then the rest by expected BLEU
                     order = [j for j, _ in mbr_order(texts)][: options.n_best]
-                elif options.rerank:  # stable: ties keep the beam's order
+                elif options.reranks:  # stable: ties keep the beam's order
                     order = sorted(range(len(hyps)), key=lambda j: -score[j])[: options.n_best]
                 else:
                     order = list(range(len(hyps)))
@@ -202,13 +256,16 @@ def translate_file(
     workers: int | None = None,
     interactive: bool = False,
     reverse: Reverse | None = None,
+    r2l: RightToLeft | None = None,
 ) -> None:
     """Translate a file (or stdin) to a file (written whole, or not at all) or stdout, one output
     line per input line; a warning on stderr for each input cut at ``max_src_len``.
     ``interactive``: read stdin line by line with a prompt and answer each at once.
-    ``reverse``: see ``translate``."""
+    ``reverse``, ``r2l``: see ``translate``."""
     options = options or SearchOptions()
-    common: dict[str, Any] = dict(batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers, reverse=reverse)
+    common: dict[str, Any] = dict(
+        batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers, reverse=reverse, r2l=r2l
+    )
     if interactive:
         print(f"attnkit translate: beam {options.beam}. One sentence per line; Ctrl-D ends.", file=sys.stderr)
         while True:

@@ -228,7 +228,7 @@ def load_model(
         tok = WordVocabulary.load(md.path)
         model = build_captioner(cfg.model, vocab=tok.tgt_vocab, pad_id=PAD, image_size=cfg.data.image_size)
     else:
-        tok = Tokenizer.load(md.path)
+        tok = Tokenizer.load(md.path, right_to_left=cfg.tokenizer.right_to_left)
         model = build_model(
             cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint
         )
@@ -273,6 +273,11 @@ def load_translators(
             raise ValueError(f"{path} does not translate: it is a {type(model).__name__}")
         if first is None:
             first = (path, tok)
+        elif tok.right_to_left != first[1].right_to_left:
+            raise ValueError(
+                f"{first[0]} and {path} write their outputs in opposite directions (tokenizer.right_to_left); "
+                "an ensemble's models need one"
+            )
         elif not tok.same_as(first[1]):
             raise ValueError(f"{first[0]} and {path} have different vocabularies; an ensemble's models need one")
         models.append(model)

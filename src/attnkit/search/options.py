@@ -25,6 +25,9 @@ class SearchOptions:
         ``beam`` finished outputs are reranked by their score plus ``rerank`` times the reverse
         model's log P(source | output) per source token, and the n-best list comes in that order;
         0 = off. Needs a beam of 2 or more, and a reverse model where the search runs.
+    rerank_r2l: the same for a right-to-left model's opinion (``inference.translate.RightToLeft``):
+        plus ``rerank_r2l`` times its log P(output | source) per output token, the output read
+        from its end. Both weights may be given; their terms add.
     """
 
     beam: int = 5
@@ -35,6 +38,7 @@ class SearchOptions:
     max_len_extra: int = 10
     mbr: bool = False
     rerank: float = 0.0
+    rerank_r2l: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.beam, bool) or not isinstance(self.beam, int) or self.beam < 1:
@@ -51,17 +55,23 @@ class SearchOptions:
             raise ValueError(f"max_len_extra must be an integer >= 1, got {self.max_len_extra!r}")
         if self.mbr and self.beam < 2:
             raise ValueError("minimum Bayes risk chooses among the beam's outputs: it needs a beam of 2 or more")
-        if isinstance(self.rerank, bool) or not float(self.rerank) >= 0 or not math.isfinite(self.rerank):
-            raise ValueError(f"the reverse model's weight must be a number >= 0, got {self.rerank!r}")
-        if self.rerank and self.beam < 2:
+        for weight, whose in ((self.rerank, "reverse"), (self.rerank_r2l, "right-to-left")):
+            if isinstance(weight, bool) or not float(weight) >= 0 or not math.isfinite(weight):
+                raise ValueError(f"the {whose} model's weight must be a number >= 0, got {weight!r}")
+        if self.reranks and self.beam < 2:
             raise ValueError("reranking chooses among the beam's outputs: it needs a beam of 2 or more")
-        if self.rerank and self.mbr:
+        if self.reranks and self.mbr:
             raise ValueError("choose one way to pick among the beam's outputs: minimum Bayes risk or reranking")
 
     @property
     def length_alpha(self) -> float:
         """alpha, or the penalty style's default when none was given."""
         return PENALTIES[self.penalty] if self.alpha is None else float(self.alpha)
+
+    @property
+    def reranks(self) -> bool:
+        """Whether another model's opinion reorders the beam's outputs (``rerank``, ``rerank_r2l``)."""
+        return bool(self.rerank or self.rerank_r2l)
 
     @property
     def greedy(self) -> bool:
@@ -71,4 +81,4 @@ class SearchOptions:
     @property
     def searched(self) -> int:
         """How many outputs per sentence the search itself returns: the whole beam for MBR."""
-        return self.beam if self.mbr or self.rerank else self.n_best
+        return self.beam if self.mbr or self.reranks else self.n_best

@@ -69,7 +69,7 @@ class TranslationTask:
         self.tok = Tokenizer.train(self.cfg.tokenizer, self.train_text.src, self.train_text.tgt, out_dir)
 
     def load_vocabulary(self, out_dir: Path) -> None:
-        self.tok = Tokenizer.load(out_dir)
+        self.tok = Tokenizer.load(out_dir, right_to_left=self.cfg.tokenizer.right_to_left)
 
     def batcher(self) -> tuple[BucketBatcher, str]:
         """The training batches, and a line saying what the data is."""

@@ -467,7 +467,10 @@ class Trainer:
         if self.world.main and (self.resume_state is None or not path.exists()):  # a new run asks afresh
             teacher = self.teacher or load_teacher(cfg.train.teacher)  # a resumed run stopped before its table
             if not teacher.tokenizer.same_as(task.tok):
-                raise ValueError(f"train.teacher={cfg.train.teacher} has another vocabulary than {self.md.path}")
+                raise ValueError(
+                    f"train.teacher={cfg.train.teacher} has another vocabulary or target order "
+                    f"(tokenizer.right_to_left) than {self.md.path}"
+                )
             began = time.perf_counter()
             self.say(f"the teacher reads the {len(batcher.tgt):,} training pairs")
             models = [m.to(self.device) for m in teacher.models]
