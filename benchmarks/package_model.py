@@ -139,8 +139,7 @@ def main() -> None:
     info = {
         "architecture": arch.get(cfg.model.arch, cfg.model.arch)
         + f" ({cfg.model.encoder_layers}+{cfg.model.decoder_layers} layers, "
-        f"d_model {cfg.model.d_model})"
-        + (", writing its output right to left" if cfg.tokenizer.right_to_left else ""),
+        f"d_model {cfg.model.d_model})" + (", writing its output right to left" if cfg.tokenizer.right_to_left else ""),
         "parameters": sum(p.numel() for p in model.parameters()),
         "data": "Multi30k task 1, " + ("cased raw text" if variant == "raw" else "lowercased tokenized text"),
         "direction": "-".join(langs),
