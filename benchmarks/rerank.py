@@ -57,13 +57,6 @@ def candidates(decoder: Any, tok, sources: list[str], beam: int) -> tuple[list[l
     return texts, scores, time.perf_counter() - start
 
 
-def reverse_scores(reverse: Reverse, sources: list[str], lists: list[list[str]]) -> tuple[list[np.ndarray], float]:
-    """log P(source | output) / (|source| + 1) for every output in ``lists``, and the seconds it took."""
-    start = time.perf_counter()
-    scores = reverse.per_source_token(sources, lists)
-    return scores, time.perf_counter() - start
-
-
 def picks(lists: list[list[str]], forward: list[np.ndarray], terms: list[tuple[float, list[np.ndarray]]]) -> list[str]:
     """Each list's best output by forward + the sum of weight * score over ``terms`` (ties: the
     beam's order)."""
@@ -100,10 +93,10 @@ def run(
     val: dict[tuple[int, float, float], list[str]] = {}
     for beam in beams:
         lists, forward, searched = candidates(decoder, tok, val_src, beam)
-        backward, scored = reverse_scores(reverse, val_src, lists) if reverse else ([], 0.0)
         start = time.perf_counter()
-        other_way = r2l.per_output_token(val_src, lists) if r2l else []
-        scored += time.perf_counter() - start
+        backward = reverse.per_token(val_src, lists) if reverse else []
+        other_way = r2l.per_token(val_src, lists) if r2l else []
+        scored = time.perf_counter() - start
         print(f"\nbeam {beam} (search {searched:.1f} s, reranking models {scored:.1f} s)")
         print("| right-to-left weight \\ reverse weight | " + " | ".join(f"{w:g}" for w in reverse_weights) + " |")
         print("|---" * (len(reverse_weights) + 1) + "|")

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -35,78 +35,71 @@ from .score import score_pairs
 MIN_SENTENCES_PER_WORKER = 32  # below this many sentences per worker thread, decode in fewer threads
 
 
-@dataclass(frozen=True)
-class Reverse:
-    """A model of the opposite direction (German -> English for an English -> German
-    translator) and its tokenizer, which reranks a beam's outputs (``SearchOptions.rerank``) by
-    how probable it finds the source given each of them: an output that leaves part of the
-    source untranslated, or adds what the source does not say, explains the source badly."""
+R = TypeVar("R", bound="Reranker")
 
-    model: Seq2SeqModel | Sequence[Seq2SeqModel]  # several: scored as an ensemble (one vocabulary)
+
+@dataclass(frozen=True)
+class Reranker:
+    """A model (or several, one vocabulary, scored as an ensemble) and its tokenizer, which gives
+    each of a beam's outputs a second opinion: its mean log probability per token of one side of
+    the pair given the other (``per_token``). ``Reverse`` and ``RightToLeft`` say which."""
+
+    model: Seq2SeqModel | Sequence[Seq2SeqModel]
     tok: Tokenizer
+    source_given_output: ClassVar[bool] = False  # True: the source is the scored side
 
     @classmethod
-    def load(cls, paths: str | Path | Sequence[str | Path], **weights: Any) -> Reverse:
-        """The reverse model(s) at ``paths`` (directories or installed names; several share one
-        vocabulary and score as an ensemble), loaded with ``load_model``'s ``weights`` arguments."""
+    def load(cls: type[R], paths: str | Path | Sequence[str | Path], **weights: Any) -> R:
+        """The model(s) at ``paths`` (directories or installed names; several share one vocabulary
+        and score as an ensemble), loaded with ``load_model``'s ``weights`` arguments."""
         from ..loading.model_dir import load_translators
 
         listed = [paths] if isinstance(paths, (str, Path)) else list(paths)
         models, tok, _ = load_translators(listed, **weights)
+        cls.check(listed[0], tok)
         return cls(models if len(models) > 1 else models[0], tok)
 
-    def per_source_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
-        """log P(source | output) / (source tokens + 1) for each of each source's outputs."""
-        return _per_token(self.model, self.tok, sources, outputs, source_given_output=True)
+    @classmethod
+    def check(cls, path: str | Path, tok: Tokenizer) -> None:
+        """Refuse a model that cannot give this opinion (every translator can, unless said)."""
+
+    def per_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
+        """For each of each source's outputs, ``score_pairs``' log probability of the scored side
+        (the output, or the source when ``source_given_output``) per token (its subwords + 1)."""
+        flat = [out for texts in outputs for out in texts]
+        repeated = [src for src, texts in zip(sources, outputs) for _ in texts]
+        pairs = (flat, repeated) if self.source_given_output else (repeated, flat)
+        per_token = score_pairs(self.model, self.tok, *pairs).per_token
+        return np.split(per_token, np.cumsum([len(texts) for texts in outputs])[:-1])
 
 
 @dataclass(frozen=True)
-class RightToLeft:
+class Reverse(Reranker):
+    """A model of the opposite direction (German -> English for an English -> German
+    translator), which reranks a beam's outputs (``SearchOptions.rerank``) by how probable it
+    finds the source given each of them, log P(source | output) per source token: an output that
+    leaves part of the source untranslated, or adds what the source does not say, explains the
+    source badly."""
+
+    source_given_output: ClassVar[bool] = True
+
+
+@dataclass(frozen=True)
+class RightToLeft(Reranker):
     """A model of the same direction that writes its output from the end (trained with
     ``tokenizer.right_to_left``), which reranks a beam's outputs (``SearchOptions.rerank_r2l``)
-    by how probable it finds each of them read in the other order: a left-to-right search commits
-    to a sentence's start before it sees its end, and the other order judges the ends it chose
-    (Sennrich et al. 2016, "Edinburgh Neural Machine Translation Systems for WMT 16")."""
-
-    model: Seq2SeqModel | Sequence[Seq2SeqModel]  # several: scored as an ensemble (one vocabulary)
-    tok: Tokenizer
+    by how probable it finds each of them read in the other order, log P(output | source) per
+    output token: a left-to-right search commits to a sentence's start before it sees its end,
+    and the other order judges the ends it chose (Sennrich et al. 2016, "Edinburgh Neural
+    Machine Translation Systems for WMT 16")."""
 
     @classmethod
-    def load(cls, paths: str | Path | Sequence[str | Path], **weights: Any) -> RightToLeft:
-        """The right-to-left model(s) at ``paths`` (directories or installed names), loaded with
-        ``load_model``'s ``weights`` arguments; a left-to-right model is refused."""
-        from ..loading.model_dir import load_translators
-
-        listed = [paths] if isinstance(paths, (str, Path)) else list(paths)
-        models, tok, _ = load_translators(listed, **weights)
+    def check(cls, path: str | Path, tok: Tokenizer) -> None:
         if not tok.right_to_left:
             raise ValueError(
-                f"{listed[0]} writes left to right: a right-to-left reranker is a model trained with "
+                f"{path} writes left to right: a right-to-left reranker is a model trained with "
                 "tokenizer.right_to_left=true"
             )
-        return cls(models if len(models) > 1 else models[0], tok)
-
-    def per_output_token(self, sources: list[str], outputs: list[list[str]]) -> list[np.ndarray]:
-        """log P(output | source) / (output tokens + 1), read from the end, for each of each
-        source's outputs."""
-        return _per_token(self.model, self.tok, sources, outputs, source_given_output=False)
-
-
-def _per_token(
-    model: Seq2SeqModel | Sequence[Seq2SeqModel],
-    tok: Tokenizer,
-    sources: list[str],
-    outputs: list[list[str]],
-    *,
-    source_given_output: bool,
-) -> list[np.ndarray]:
-    """``score_pairs``' mean log probability per token of every (source, output) pair, the
-    source the target when ``source_given_output``; one array per source, in its list's order."""
-    flat = [out for texts in outputs for out in texts]
-    repeated = [src for src, texts in zip(sources, outputs) for _ in texts]
-    pairs = (flat, repeated) if source_given_output else (repeated, flat)
-    per_token = score_pairs(model, tok, *pairs).per_token
-    return np.split(per_token, np.cumsum([len(texts) for texts in outputs])[:-1])
 
 
 @dataclass
@@ -188,12 +181,10 @@ def translate(
                 found = beam_search(members, batch.src, batch.src_mask, options, need_weights=need_weights)
             lists = [tok.decode_tgt([h.tokens for h in hyps]) for hyps in found.nbest]
             scores = [[h.score for h in hyps] for hyps in found.nbest]
-            if options.rerank and reverse is not None:  # the beam's score + weight x the reverse model's
-                backward = reverse.per_source_token([sentences[i] for i in idx], lists)
-                scores = [(np.array(s) + options.rerank * b).tolist() for s, b in zip(scores, backward)]
-            if options.rerank_r2l and r2l is not None:  # + weight x the right-to-left model's
-                other = r2l.per_output_token([sentences[i] for i in idx], lists)
-                scores = [(np.array(s) + options.rerank_r2l * b).tolist() for s, b in zip(scores, other)]
+            for weight, reranker in ((options.rerank, reverse), (options.rerank_r2l, r2l)):
+                if weight and reranker is not None:  # the beam's score + weight x the reranker's
+                    opinion = reranker.per_token([sentences[i] for i in idx], lists)
+                    scores = [(np.array(s) + weight * b).tolist() for s, b in zip(scores, opinion)]
             for row, i in enumerate(idx):
                 hyps, texts, score = found.nbest[row], lists[row], scores[row]
                 if options.mbr:  # the consensus output first, then the rest by expected BLEU
