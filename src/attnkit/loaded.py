@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
+from .attention.record import MapView
 from .config import Config
 from .data.tokenizer import Tokenizer
 from .inspection.capture import (
@@ -38,6 +39,8 @@ from .inspection.capture import (
     prepare_pretrained,
 )
 from .inspection.explain import Walkthrough, explain, explain_recorded
+from .inspection.maps import Maps
+from .memory import check_fits
 from .models.interface import ATTENTION_KINDS, EncoderModel, Seq2SeqModel
 from .search import SearchOptions
 
@@ -404,7 +407,12 @@ class TransformersModel(LoadedModel):
 
     def _forward(self, p: Prepared, *, vectors: bool = False):
         longest = max(len(p.src_ids), len(p.tgt_in_ids or []))
-        dtype = torch.float16 if longest > COMPACT_FROM else torch.float32  # a long input's maps at half the memory
+        dtype = torch.float16 if longest > COMPACT_FROM else torch.float32  # a long input's record at half the memory
+        check_fits(
+            self.hf.forward_bytes(longest, values=vectors, itemsize=2 if dtype == torch.float16 else 4),
+            f"recording {self.name}'s attention over {longest:,} tokens",
+            "give a shorter input",
+        )
         if p.image is not None:
             return self.hf.forward(pixels=self.hf.pixels(p.image), vectors=vectors)
         if self.task == "generation":
@@ -413,11 +421,10 @@ class TransformersModel(LoadedModel):
 
     def capture(self, prepared: Prepared) -> AttentionRecord:
         rec, _ = self._forward(prepared)
-        maps = {k: v.numpy() for k, v in rec.maps().items()}
         return AttentionRecord(
             prepared.source,
             prepared.src_tokens,
-            maps,
+            Maps(rec.by_kind()),
             output=prepared.output,
             tgt_in_tokens=prepared.tgt_in_tokens,
             tgt_out_tokens=prepared.tgt_out_tokens,
@@ -443,7 +450,8 @@ class TransformersModel(LoadedModel):
         rec, _ = self._forward(prepared, vectors=True)
         layers = []
         for call in (c for c in rec.calls if c.kind == kind):
-            _, combined = layer_value_norms(call.weights[0].float(), self.hf.value_vectors(call))
+            weights = torch.from_numpy(np.stack([MapView(call, h).dense() for h in range(call.heads)]))
+            _, combined = layer_value_norms(weights, self.hf.value_vectors(call))
             layers.append(combined.numpy())
         return np.stack(layers)
 

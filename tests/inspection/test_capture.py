@@ -1,7 +1,9 @@
 import dataclasses
+import json
 
 import numpy as np
 import pytest
+import torch
 
 from attnkit.config import config_from_dict
 from attnkit.data import Tokenizer
@@ -9,6 +11,7 @@ from attnkit.data.tokenizer import PAD
 from attnkit.inference.translate import translate
 from attnkit.inspection import (
     capture,
+    capture_ids,
     head_statistics,
     load_records,
     model_info,
@@ -88,8 +91,71 @@ def test_save_load_round_trip(trained_toys, tmp_path):
         assert dataclasses.replace(a, maps={}) == dataclasses.replace(b, maps={})
         for kind in a.maps:
             np.testing.assert_array_equal(a.maps[kind], b.maps[kind])
-    with np.load(path) as z:  # readable without attnkit
-        assert z["0/cross"].shape == records[0].maps["cross"].shape
+    with np.load(path) as z:  # readable without attnkit: each layer's q, k and log-sum-exp
+        layers, heads, t, s = records[0].maps.shape("cross")
+        assert z["0/cross/0/q"].shape[:2] == (heads, t) and z["0/cross/0/k"].shape[:2] == (heads, s)
+        assert z["0/cross/0/lse"].shape == (heads, t) and f"0/cross/{layers - 1}/q" in z
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {"arch": "transformer", "positions": scheme, "d_model": 16, "heads": 2, "layers": 2, "ffn": 32}
+        for scheme in ("sinusoidal", "rope", "alibi", "t5", "relative")
+    ]
+    + [{"arch": "encoder", "d_model": 16, "heads": 4, "layers": 2, "ffn": 32, "positions": "alibi"}],
+    ids=["sinusoidal", "rope", "alibi", "t5", "relative", "encoder-alibi"],
+)
+def test_the_record_equals_the_models_own_weights(trained_toys, model):
+    """Every map formed from the record (q and k after positions, the bias, the rules, the
+    log-sum-exp) equals the weights the model itself returns with need_weights, to 1e-6."""
+    net, tok, _ = _fresh(trained_toys["transformer"], **model)
+    src = tok.encode_src(["a b c d e"])[0] + [3]
+    tgt = [2] + tok.encode_tgt(["e d c"])[0]
+    maps, _ = capture_ids(net, src, None if model["arch"] == "encoder" else tgt)
+    s, t = torch.tensor([src]), torch.tensor([tgt])
+    with torch.no_grad():
+        own = net.encode(s, torch.ones_like(s, dtype=torch.bool), need_weights=True).attention
+        if model["arch"] != "encoder":
+            own = net(s, torch.ones_like(s, dtype=torch.bool), t, need_weights=True).attention
+    for kind in maps:
+        assert maps.factored(kind)
+        expected = torch.stack([w[0] for w in getattr(own, kind)]).numpy()
+        np.testing.assert_allclose(maps[kind], expected, atol=1e-6)
+
+
+def test_files_of_the_first_version_still_read(tmp_path):
+    """Version 1 kept formed maps only; they read as maps of formed calls."""
+    maps = np.random.default_rng(0).random((2, 3, 4, 5)).astype(np.float32)
+    meta = {
+        "format": "attnkit-attention",
+        "version": 1,
+        "model": {"arch": "transformer"},
+        "examples": [
+            {"source": "a b", "output": "b a", "src_tokens": list("abcde"), "tgt_in_tokens": list("wxyz"),
+             "tgt_out_tokens": list("xyz") + ["</s>"], "window": None, "kinds": ["cross"]}
+        ],
+    }  # fmt: skip
+    np.savez_compressed(tmp_path / "v1.npz", meta=np.array(json.dumps(meta)), **{"0/cross": maps})
+    [r], info = load_records(tmp_path / "v1.npz")
+    assert info == {"arch": "transformer"} and not r.maps.factored("cross")
+    np.testing.assert_array_equal(r.maps["cross"], maps)
+    np.testing.assert_allclose(r.view("cross", 1, "mean").overview((2, 5)).max(), maps[1].mean(0).max(), atol=1e-6)
+    meta["version"] = 3
+    np.savez(tmp_path / "v3.npz", meta=np.array(json.dumps(meta)), **{"0/cross": maps})
+    with pytest.raises(ValueError, match="format version 3; this attnkit reads up to 2"):
+        load_records(tmp_path / "v3.npz")
+
+
+def test_forming_more_maps_than_memory_holds_is_one_line(trained_toys, monkeypatch):
+    from attnkit import memory
+
+    model, tok, _ = load_model(trained_toys["transformer"])
+    [r] = capture(model, tok, ["a b c"])
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10)
+    with pytest.raises(ValueError, match=r"forming every cross-attention map .* needs 0.0 GB and 0.0 GB is free"):
+        r.maps["cross"]
+    assert r.view("cross", 0, 0).top_keys(1)[1].shape == (len(r.tgt_in_tokens), 1)  # views still answer
 
 
 def test_bad_files_and_arguments(trained_toys, tmp_path):

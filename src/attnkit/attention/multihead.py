@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..positions.base import AttentionPositions
+from . import record
 from .attend import AttentionOutput, dot_product_attention
 from .masks import as_attention_mask
 
@@ -180,6 +181,9 @@ class MultiHeadAttention(nn.Module):
         context, weights = self._grouped_attention(
             q, k, v, mask, bias, causal=causal, need_weights=explicit, group=group
         )
+        rec = record.active()
+        if rec is not None and group == 1:  # q and k after positions, the rules: any weight later, exactly
+            rec.add_scores(self, q, k, scale=self.head_dim**-0.5, causal=causal, mask=mask, bias=bias, v=v)
         if positions is not None and positions.needs_weights:
             # explicit weights were asked for, and both positions set above; the scheme has a value term
             assert weights is not None and q_pos is not None and k_pos is not None

@@ -81,7 +81,7 @@ def cmd_capture(args: argparse.Namespace) -> None:
 
     records, info = _records(args)
     path = save_records(args.output, records, info)
-    kinds = ", ".join(f"{k} {tuple(v.shape)}" for k, v in records[0].maps.items())
+    kinds = ", ".join(f"{k} {records[0].maps.shape(k)}" for k in records[0].maps)
     print(f"{len(records)} sentence(s) -> {path}  (first: {kinds}; layers, heads, queries, keys)")
 
 
@@ -279,11 +279,13 @@ def cmd_attribute(args: argparse.Namespace) -> None:
         with_model = not str(args.source).endswith(".npz")
         return side, applicable(record, side, with_model=with_model) if args.method == "all" else [args.method]
 
+    from ..inspection.maps import Maps
+
     def score(model, prepared):  # one sentence: its record (maps dropped) and its scores
         record = model.capture(prepared)
         side, methods = methods_of(record)
         found = attribute_model(model, prepared, methods, side=side)
-        record.maps = {}
+        record.maps = Maps()
         return record, found
 
     # every sentence scored before any file is written

@@ -19,13 +19,21 @@ File format (``save_records`` / ``load_records``): a NumPy ``.npz`` archive,
 readable with ``numpy.load`` alone:
 
     meta         0-d string array holding JSON: {"format": "attnkit-attention",
-                 "version": 1, "model": {...}, "examples": [{"source", "output",
+                 "version": 2, "model": {...}, "examples": [{"source", "output",
                  "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds",
-                 "prompt_length", "grid"}, ...]}  (prompt_length: a decoder-only model's prompt;
-                 grid: an image model's patch rows and columns; else null)
-    {i}/{kind}   float32 array of example i, kind in encoder | decoder | cross | p_t (float16
-                 for an input of more than 1,024 tokens, captured compactly)
+                 "calls", "prompt_length", "grid"}, ...]}  (prompt_length: a decoder-only
+                 model's prompt; grid: an image model's patch rows and columns; else null;
+                 calls: {kind: [{"scale", "causal"} per layer]} for each kind kept as calls)
+    {i}/{kind}/{layer}/{part}
+                 a recorded kind (in "calls"), each layer's q (h, t, d) and k (h_kv, s, d)
+                 after positions (float16 for an input of more than 1,024 tokens), lse (h, t)
+                 float32, and where present key_mask (s,), mask (1|h, t, s) bool, bias
+                 (1|h, t, s): any weight is exp(scale q_i . k_j + bias_ij - lse_i), formed
+                 when read (``attnkit.attention.record``)
+    {i}/{kind}   a formed kind: float32 (layers, heads, queries, keys) (float16 for a long input)
+    {i}/p_t      local attention's predicted positions
     {i}/image    uint8 (H, W, 3): an image model's input, as the model saw it
+Version 1 files (formed maps only) still read.
 """
 
 from __future__ import annotations
@@ -40,15 +48,18 @@ import numpy as np
 import torch
 
 from ..atomic import atomic_path
+from ..attention import record
+from ..attention.record import AttentionCall, MapView
 from ..data.tokenizer import BOS, BOS_LABEL, EOS, EOS_LABEL, Tokenizer, readable
 from ..inference.translate import translate
 from ..models.interface import ATTENTION_KINDS as KINDS
-from ..models.interface import KIND_LABELS as LABELS
+from ..models.interface import KIND_LABELS as LABELS  # noqa: F401 (the kinds' names, for the inspection modules)
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..search import SearchOptions
+from .maps import Maps
 
 FORMAT = "attnkit-attention"
-VERSION = 1
+VERSION = 2  # 2: recorded calls (q, k, log-sum-exp, mask rules); 1: formed maps only
 
 
 class _TokenLabels:
@@ -69,11 +80,12 @@ class _TokenLabels:
 
 @dataclass
 class AttentionRecord(_TokenLabels):
-    """The attention maps of one sentence (see the module docstring for shapes)."""
+    """The attention maps of one sentence (see the module docstring for shapes). ``maps``:
+    formed arrays by kind, or ``Maps`` of recorded calls (formed only where asked)."""
 
     source: str
     src_tokens: list[str]
-    maps: dict[str, np.ndarray]
+    maps: Maps
     output: str = ""
     tgt_in_tokens: list[str] = field(default_factory=list)
     tgt_out_tokens: list[str] = field(default_factory=list)
@@ -83,28 +95,28 @@ class AttentionRecord(_TokenLabels):
     image: np.ndarray | None = None  # an image model's input (H, W, 3) in [0, 1], as the model saw it
     grid: tuple[int, int] | None = None  # its patches (rows, columns): src_tokens[1:] row-major
 
+    def __post_init__(self) -> None:
+        self.maps = Maps.of(self.maps)
+
     @property
     def kinds(self) -> list[str]:
         return [k for k in KINDS if k in self.maps]
 
     def get(self, kind: str) -> np.ndarray:
-        if kind not in self.maps:
-            have = ", ".join(self.kinds) or "none"
-            raise ValueError(f"this model has no {LABELS.get(kind, kind)} maps (it has: {have})")
+        """Every layer's maps of ``kind``, formed: (layers, heads, queries, keys)."""
+        self.maps.shape(kind)  # one line for a kind the model does not have
         return self.maps[kind]
 
+    def view(self, kind: str, layer: int, head: int | str) -> MapView:
+        """One (queries, keys) map as a view (exact blocks, overviews, top keys): ``head`` an
+        index or "mean". Negative layers count from the top, as in Python."""
+        return self.maps.view(kind, layer, head)
+
     def select(self, kind: str, layer: int, head: int | str) -> np.ndarray:
-        """One (queries, keys) matrix: ``head`` an index or "mean" (head average).
+        """One (queries, keys) matrix, formed: ``head`` an index or "mean" (head average).
         Negative layers count from the top, as in Python."""
-        maps = self.get(kind)
-        layers, heads = maps.shape[:2]
-        if not -layers <= layer < layers:
-            raise ValueError(f"layer {layer} out of range: the {LABELS[kind]} has {layers} layer(s) (0..{layers - 1})")
-        if head == "mean":
-            return maps[layer].mean(0)
-        if not isinstance(head, int) or not -heads <= head < heads:
-            raise ValueError(f"head {head!r} out of range: {heads} head(s) (0..{heads - 1}) or 'mean'")
-        return maps[layer, head]
+        view = self.view(kind, layer, head)
+        return view.dense().astype(self.maps.dtype(kind)) if head != "mean" else view.dense()
 
 
 def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
@@ -139,28 +151,21 @@ def model_label(info: dict) -> str:
 @torch.no_grad()
 def capture_ids(
     model: Seq2SeqModel | EncoderModel, src_ids: list[int], tgt_in_ids: list[int] | None = None
-) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
-    """All maps of one forward pass over ``src_ids`` (and ``tgt_in_ids`` for a seq2seq model):
-    {kind: (L, h, q, k)} and p_t or None. The model is put in eval mode."""
+) -> tuple[Maps, np.ndarray | None]:
+    """Every attention call of one forward pass over ``src_ids`` (and ``tgt_in_ids`` for a
+    seq2seq model), recorded: (Maps, p_t or None). The model is put in eval mode."""
     model.eval()
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device)
     mask = torch.ones_like(src, dtype=torch.bool)
-    if tgt_in_ids is None:
-        maps = model.encode(src, mask, need_weights=True).attention
-    else:
-        # a target side: a seq2seq model
-        maps = cast(Seq2SeqModel, model)(
-            src, mask, torch.tensor([tgt_in_ids], device=device), need_weights=True
-        ).attention
-    assert maps is not None  # asked for
-    out = {}
-    for kind in KINDS:
-        layers = getattr(maps, kind)
-        if layers:
-            out[kind] = torch.stack([w[0] for w in layers]).float().cpu().numpy()
-    p_t = None if maps.p_t is None else maps.p_t[0].float().cpu().numpy()
-    return out, p_t
+    with record.recording(kinds={id(s.module): s.kind for s in model.attention_sites()}) as rec:
+        if tgt_in_ids is None:
+            model.encode(src, mask)
+        else:
+            cast(Seq2SeqModel, model)(src, mask, torch.tensor([tgt_in_ids], device=device))
+    calls = rec.by_kind()
+    p_t = next((c.extra["p_t"] for c in calls.get("cross", []) if "p_t" in c.extra), None)
+    return Maps(calls), None if p_t is None else p_t.float().cpu().numpy()
 
 
 @dataclass
@@ -257,14 +262,51 @@ def capture_prepared(model: Seq2SeqModel | EncoderModel, p: Prepared, *, window:
     )
 
 
+PARTS = ("q", "k", "lse", "key_mask", "mask", "bias")  # a recorded call's arrays in a file
+
+
+def _save_calls(arrays: dict[str, Any], prefix: str, calls: list[AttentionCall]) -> list[dict]:
+    """A factored kind's calls as arrays under ``prefix/layer/part``; their rules for the metadata."""
+    rules = []
+    for call in calls:
+        for part in PARTS:
+            x = getattr(call, part)
+            if x is not None:
+                arrays[f"{prefix}/{call.layer}/{part}"] = x.cpu().numpy()
+        rules.append({"scale": call.scale, "causal": call.causal})
+    return rules
+
+
+def _load_calls(arrays: dict[str, np.ndarray], prefix: str, kind: str, rules: list[dict]) -> list[AttentionCall]:
+    calls = []
+    for layer, rule in enumerate(rules):
+        parts: dict[str, Any] = {
+            p: torch.from_numpy(arrays[f"{prefix}/{layer}/{p}"]) for p in PARTS if f"{prefix}/{layer}/{p}" in arrays
+        }
+        missing = [p for p in ("q", "k", "lse") if p not in parts]
+        if missing:
+            raise KeyError(f"{prefix}/{layer}/{missing[0]}")
+        calls.append(AttentionCall(kind, layer, scale=float(rule["scale"]), causal=bool(rule["causal"]), **parts))
+    return calls
+
+
 def save_records(path: str | Path, records: list[AttentionRecord], model: dict | None = None) -> Path:
     """Write records to ``path`` (.npz); see the module docstring for the layout."""
     path = Path(path)
     if path.suffix != ".npz":
         raise ValueError(f"attention maps are saved as .npz, got {str(path)!r}")
     meta: dict[str, Any] = {"format": FORMAT, "version": VERSION, "model": model or {}, "examples": []}
-    arrays: dict[str, Any] = {}  # arrays; Any: **arrays goes to savez_compressed, whose allow_pickle is a bool
+    arrays: dict[str, Any] = {}  # arrays; Any: **arrays goes to savez, whose allow_pickle is a bool
+    factored = False
     for i, r in enumerate(records):
+        calls = {}
+        for kind in r.kinds:
+            if r.maps.factored(kind):  # q, k and the log-sum-exp: maps are formed when read
+                calls[kind] = _save_calls(arrays, f"{i}/{kind}", r.maps.calls[kind])
+                factored = True
+            else:
+                a = r.maps[kind]
+                arrays[f"{i}/{kind}"] = a if a.dtype == np.float16 else a.astype(np.float32)
         meta["examples"].append(
             {
                 "source": r.source,
@@ -274,23 +316,24 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
                 "tgt_out_tokens": r.tgt_out_tokens,
                 "window": r.window,
                 "kinds": r.kinds,
+                "calls": calls,
                 "prompt_length": r.prompt_length,
                 "grid": None if r.grid is None else list(r.grid),
             }
         )
-        for kind, a in r.maps.items():
-            arrays[f"{i}/{kind}"] = a if a.dtype == np.float16 else a.astype(np.float32)  # a long input's stay float16
         if r.p_t is not None:
             arrays[f"{i}/p_t"] = r.p_t.astype(np.float32)
         if r.image is not None:
             arrays[f"{i}/image"] = np.round(r.image * 255).astype(np.uint8)
+    # formed maps compress well (zeros, repeats); q and k hardly at all, and a long record is large
+    save = np.savez if factored else np.savez_compressed
     with atomic_path(path) as tmp:
-        np.savez_compressed(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
+        save(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), **arrays)
     return path
 
 
 def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
-    """Read a file written by ``save_records``: (records, model info)."""
+    """Read a file written by ``save_records`` (this version or an earlier one): (records, model info)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no attention file at {path}")
@@ -305,16 +348,21 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
         raise ValueError(
             f"{path} is not an attnkit attention file (format {meta.get('format') if isinstance(meta, dict) else None!r})"
         )
-    if meta.get("version", 0) > VERSION:
-        raise ValueError(f"{path} has format version {meta['version']}; this attnkit reads up to {VERSION}")
+    if not isinstance(meta.get("version", 0), int) or meta.get("version", 0) > VERSION:
+        raise ValueError(
+            f"{path} has format version {meta['version']}; this attnkit reads up to {VERSION} (a newer attnkit wrote it)"
+        )
     records = []
     try:
         for i, ex in enumerate(meta["examples"]):
+            rules = ex.get("calls") or {}
+            calls = {k: _load_calls(arrays, f"{i}/{k}", k, rules[k]) for k in ex["kinds"] if k in rules}
+            dense = {k: arrays[f"{i}/{k}"] for k in ex["kinds"] if k not in rules}
             records.append(
                 AttentionRecord(
                     source=ex["source"],
                     src_tokens=ex["src_tokens"],
-                    maps={k: arrays[f"{i}/{k}"] for k in ex["kinds"]},
+                    maps=Maps(calls, dense),
                     output=ex["output"],
                     tgt_in_tokens=ex["tgt_in_tokens"],
                     tgt_out_tokens=ex["tgt_out_tokens"],

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 
 from ..attention.multihead import MultiHeadAttention
+from ..attention.record import AttentionCall
 from ..attention.recurrent import GlobalAttention, LocalAttention
 from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel, find_site
-from ..pretrained.hf import Call
 from .capture import LABELS, Prepared
 
 
@@ -273,43 +273,37 @@ def explain(
     )
 
 
-def explain_recorded(call: Call, prepared: Prepared, *, head: int, query: int) -> Walkthrough:
+def explain_recorded(call: AttentionCall, prepared: Prepared, *, head: int, query: int) -> Walkthrough:
     """The walk-through of one attention call recorded inside a transformers model
     (``attnkit.pretrained.hf``): its q, k and v after positions (RoPE rotates them first),
-    its scaling, T5's position bias and the additive mask, recomputed into weights and
-    checked against the weights the model's own eager attention returned."""
-    assert call.query is not None and call.key is not None and call.value is not None  # a vectors recording
-    heads, kv_heads = call.query.shape[1], call.key.shape[1]
+    its scaling, T5's position bias and the mask, recomputed into weights and checked
+    against the weights the record gives (from the kernel's log-sum-exp)."""
+    assert call.q is not None and call.k is not None and call.v is not None  # a values recording
+    heads = call.heads
     if not 0 <= head < heads:
         raise ValueError(f"head {head} out of range: the layer has {heads} heads (0..{heads - 1})")
     q_tokens, k_tokens = prepared.queries(call.kind), prepared.keys(call.kind)
     query = _query_index(query, q_tokens)
-    kv = head // (heads // kv_heads)  # grouped key/value heads: the group this query head reads
-    q, k, v = call.query[0, head, query], call.key[0, kv], call.value[0, kv]
+    kv = call.kv_head(head)  # grouped key/value heads: the group this query head reads
+    q, k, v = call.q[head, query].float(), call.k[kv].float(), call.v[kv].float()
     raw = k @ q
     s = k.shape[0]
-    bias = None if call.bias is None else call.bias[0, head if call.bias.shape[1] > 1 else 0, query]
+    bias = None if call.bias is None else call.bias[head if call.bias.shape[0] > 1 else 0, query].float()
     if bias is not None and not bias.any():
         bias = None  # T5's cross-attention passes a bias of zeros: nothing to show
-    allowed = torch.ones(s, dtype=torch.bool)
     extra = torch.zeros(s) if bias is None else bias.clone()  # what is added to the scaled scores
-    if call.mask is not None:  # additive (0 where allowed) or boolean (True where allowed)
-        row = call.mask[0, head if call.mask.shape[1] > 1 else 0, query].cpu()
-        if row.dtype == torch.bool:
-            allowed = row
-        else:
-            allowed = row > torch.finfo(row.dtype).min / 2
-            extra = extra + torch.where(allowed, row.float(), 0.0)
+    allowed = call.allowed(head, slice(query, query + 1), slice(0, s))
+    allowed = torch.ones(s, dtype=torch.bool) if allowed is None else allowed[0].cpu()
     neg = torch.tensor(float("-inf"))
-    scaled = torch.where(allowed, raw * call.scaling + extra, neg)
+    scaled = torch.where(allowed, raw * call.scale + extra, neg)
     weights = torch.softmax(scaled, -1)
     unscaled = torch.softmax(torch.where(allowed, raw + extra, neg), -1)
     scale_text = (
         ""
-        if call.scaling == 1.0
+        if call.scale == 1.0
         else " / √d_k"
-        if abs(call.scaling - q.shape[0] ** -0.5) < 1e-9
-        else f" × {call.scaling:.4g}"
+        if abs(call.scale - q.shape[0] ** -0.5) < 1e-9
+        else f" × {call.scale:.4g}"
     )
     return Walkthrough(
         kind=call.kind,
@@ -322,13 +316,13 @@ def explain_recorded(call: Call, prepared: Prepared, *, head: int, query: int) -
         k=cpu(k),
         v=cpu(v),
         raw=cpu(raw),
-        scale=call.scaling,
+        scale=call.scale,
         bias=None if bias is None else cpu(bias),
         scaled=cpu(scaled),
         weights=cpu(weights),
         unscaled_weights=cpu(unscaled),
         context=cpu(weights @ v),
-        model_weights=cpu(call.weights[0, head, query]),
+        model_weights=cpu(call.block(head, slice(query, query + 1), slice(0, s))[0]),
         score=f"q · k{scale_text}" + (" + position bias" if bias is not None else ""),
         q_formula="(its layer's, positions applied)",  # after the projection, RoPE rotating q and k
         allowed=cpu(allowed).astype(bool),

@@ -9,14 +9,14 @@ step t: h_t = RNN([emb(y_{t-1}); h̃_{t-1}], h_{t-1})      (input feeding, sec. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..attention import GlobalAttention, LocalAttention
+from ..attention import GlobalAttention, LocalAttention, record
 from ..config import INIT_HIDDEN
 from ..errors import unknown_choice
 from .dropout import Dropout
@@ -219,7 +219,22 @@ class RNNSeq2Seq(nn.Module):
     def forward(
         self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
     ) -> DecoderOutput:
-        """Teacher forcing over all target positions (``project=False``: features only)."""
+        """Teacher forcing over all target positions (``project=False``: features only). While a
+        recorder is open the attention over every position is handed to it, formed: Luong's
+        scores are one small (t, s) map, and concat's do not factor through q . k."""
+        rec = record.active()
+        out = self._teacher_forced(src, src_mask, tgt_in, need_weights or rec is not None, project)
+        if rec is not None and out.attention is not None:
+            maps = out.attention
+            extra = {} if maps.p_t is None else {"p_t": maps.p_t[0].detach()}
+            rec.add("cross", weights=maps.cross[0][0], module=self.attention, extra=extra)
+            if not need_weights:
+                out = replace(out, attention=None)
+        return out
+
+    def _teacher_forced(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool, project: bool
+    ) -> DecoderOutput:
         state = self.init_state(self.encode(src, src_mask))
         if self.input_feeding:
             return self.decode_step(state, tgt_in, need_weights, project)

@@ -4,9 +4,9 @@ optional extra ``attnkit[hf]``), with every attention call seen from inside.
 attnkit registers an attention implementation of its own (``ATTN``) with transformers'
 ``AttentionInterface``. Each attention layer of every family calls it with the layer's
 query, key and value *after* positions are applied (RoPE rotates q and k first) and its
-additive mask; it hands the call to the family's own eager function, so the weights are
-exactly what ``output_attentions`` (eager) gives, and, while a ``Recording`` is open,
-keeps the weights (and, for the walk-through, q, k, v, the mask and T5's position bias).
+mask; while a recorder is open (``attnkit.attention.record``) the fused kernel runs and the
+call is recorded as q, k, the scale, the mask and each query's log-sum-exp, from which any
+weight equals what ``output_attentions`` (eager) gives, and no map is formed until asked.
 
 Families (``SUPPORTED``): encoders, decoder-only models (learned positions, or RoPE with
 grouped key/value heads), encoder-decoders (T5's relative bias, BART and Marian's learned
@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+
+from ..attention import record
 
 ATTN = "attnkit"  # the attention implementation's name in transformers' registry
 
@@ -85,73 +85,59 @@ def supported_list() -> str:
 # -- the recording attention function ---------------------------------------------------------
 
 
-@dataclass
-class Call:
-    """One attention call: the module, its kind and layer, and what it computed.
-    query (1, h, q, d), key and value (1, h_kv, k, d) after positions; mask (1, 1|h, q, k)
-    additive (or None); bias: T5's position bias (1, h, q, k) or None; weights (1, h, q, k)."""
-
-    module: nn.Module
-    kind: str
-    layer: int
-    weights: Tensor
-    query: Tensor | None = None
-    key: Tensor | None = None
-    value: Tensor | None = None
-    mask: Tensor | None = None
-    bias: Tensor | None = None
-    scaling: float = 1.0
-    graph: Tensor | None = None  # the weights themselves, in the autograd graph (a ``graph`` recording)
-
-
-@dataclass
-class Recording:
-    """The attention calls of one forward pass. ``vectors``: also keep q, k, v, mask and bias
-    (for the walk-through); ``graph``: also keep the weights in the autograd graph (for gradients
-    with respect to them); ``dtype``: how the weights are kept (float16 halves a long input's maps)."""
-
-    kinds: dict[int, str]  # id(module) -> attention kind
-    vectors: bool = False
-    graph: bool = False
-    dtype: torch.dtype = torch.float32
-    calls: list[Call] = field(default_factory=list)
-    _layers: dict[str, int] = field(default_factory=dict)
-
-    def add(self, module: nn.Module, query, key, value, mask, kwargs: dict, weights: Tensor) -> None:
-        kind = self.kinds.get(id(module), "encoder")
-        layer = self._layers.get(kind, 0)
-        self._layers[kind] = layer + 1
-        call = Call(module, kind, layer, weights.detach().to("cpu", self.dtype))
-        if self.graph:
-            call.graph = weights
-        if self.vectors:
-            scaling = kwargs.get("scaling")
-            call.query, call.key, call.value = (x.detach().float().cpu() for x in (query, key, value))
-            call.mask = None if mask is None else mask.detach().cpu()
-            bias = kwargs.get("position_bias")
-            call.bias = None if bias is None else bias.detach().float().cpu()
-            call.scaling = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
-        self.calls.append(call)
-
-    def maps(self) -> dict[str, Tensor]:
-        """{kind: (layers, heads, queries, keys)} of the first row of the batch."""
-        out: dict[str, list[Tensor]] = {}
-        for c in self.calls:
-            out.setdefault(c.kind, []).append(c.weights[0])
-        return {k: torch.stack(v) for k, v in out.items()}
-
-
-_active = threading.local()
-
-
 def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask, **kwargs):
-    """The family's own eager attention, seen by the open ``Recording`` (if any)."""
-    eager = sys.modules[type(module).__module__].eager_attention_forward
-    out, weights = eager(module, query, key, value, attention_mask, **kwargs)
-    recording: Recording | None = getattr(_active, "recording", None)
-    if recording is not None:
-        recording.add(module, query, key, value, attention_mask, kwargs, weights)
-    return out, weights
+    """Every family's attention, handed to the open recorder (``attnkit.attention.record``).
+
+    With no recorder open (generation, hidden states) transformers' own SDPA function runs.
+    While recording, the fused kernel runs and keeps each query's log-sum-exp: the recorder
+    gets q and k after positions, the scale, the mask as a rule (causal) or a boolean tensor
+    and T5's position bias, so any weight is exact later. A ``graph`` recording forms the
+    weights in the autograd graph instead, for gradient methods."""
+    rec = record.active()
+    if rec is None or module.training:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+    scaling = kwargs.get("scaling")
+    scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
+    is_causal = kwargs.get("is_causal")
+    is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+    causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)  # as transformers' SDPA decides
+    bias = kwargs.get("position_bias")
+    mask = attention_mask
+    if mask is not None and mask.dtype != torch.bool:  # an additive mask: what it forbids, and any finite rest
+        allowed = mask > torch.finfo(mask.dtype).min / 2
+        rest = torch.where(allowed, mask, 0.0)
+        mask = allowed
+        if bool(rest.any()):
+            bias = rest if bias is None else bias + rest
+    additive = None
+    if mask is not None or bias is not None:
+        floor = (
+            None if mask is None else torch.zeros(mask.shape, device=query.device).masked_fill_(~mask, float("-inf"))
+        )
+        additive = floor if bias is None else (bias.float() if floor is None else bias.float() + floor)
+    heads = query.shape[1]
+    k_all, v_all = record.groups(key, heads), record.groups(value, heads)
+    kind = rec.kind_of(module)
+    if rec.graph:
+        out, weights = record.explicit(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
+        rec.add(kind, weights=weights[0], graph=weights, module=module)
+    else:
+        out, lse = record.fused_with_lse(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
+        rec.add(
+            kind,
+            q=query[0],
+            k=key[0],
+            scale=scale,
+            lse=lse[0],
+            causal=causal,
+            mask=None if mask is None else mask[0],
+            bias=None if bias is None else bias[0],
+            v=value[0] if rec.values else None,
+            module=module,
+        )
+    return out.transpose(1, 2).contiguous(), None
 
 
 _registered = False
@@ -162,23 +148,11 @@ def _register() -> None:
     if _registered:
         return
     from transformers import AttentionInterface
-    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
     AttentionInterface.register(ATTN, _attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN, eager_mask)  # the same additive masks as eager
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN, sdpa_mask)  # masks as rules where they are (causal: None)
     _registered = True
-
-
-@contextlib.contextmanager
-def recording(
-    kinds: dict[int, str], *, vectors: bool = False, graph: bool = False, dtype: torch.dtype = torch.float32
-) -> Iterator[Recording]:
-    rec = Recording(kinds, vectors=vectors, graph=graph, dtype=dtype)
-    _active.recording = rec
-    try:
-        yield rec
-    finally:
-        _active.recording = None
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -249,6 +223,19 @@ class HFModel:
             return {"encoder": (enc, enc_heads), "decoder": (dec, dec_heads), "cross": (dec, dec_heads)}
         layers = _setting(c, "num_hidden_layers", "n_layer", "n_layers")
         return {"decoder" if self.family == "decoder" else "encoder": (layers, heads)}
+
+    def forward_bytes(self, tokens: int, *, values: bool = False, itemsize: int = 4) -> int:
+        """A recorded forward pass's memory at ``tokens``, estimated: every kind's record (q, k,
+        v where kept, each row's log-sum-exp) and a few of one layer's largest activations."""
+        c = self.config
+        hidden = _setting(c, "hidden_size", "d_model", "n_embd", "dim")
+        ffn = _setting(c, "intermediate_size", "d_ff", "encoder_ffn_dim", "n_inner", "hidden_dim") or 4 * hidden
+        total = 0
+        for layers, heads in self.layers_and_heads().values():
+            kv = getattr(c, "num_key_value_heads", None) or heads
+            d = getattr(c, "head_dim", None) or hidden // max(heads, 1)
+            total += layers * ((heads + kv * (2 if values else 1)) * tokens * d * itemsize + heads * tokens * 4)
+        return total + 8 * tokens * max(ffn, hidden) * 4
 
     def info(self, name: str) -> dict:
         c = self.config
@@ -338,13 +325,13 @@ class HFModel:
             raise ValueError(f"no output projection found for {type(module).__name__}")
         return dense.weight.detach(), None if dense.bias is None else dense.bias.detach()
 
-    def value_vectors(self, call: Call) -> Tensor:
+    def value_vectors(self, call: record.AttentionCall) -> Tensor:
         """f^h(x_j) = v^h_j W_O^h of a recorded call (``vectors=True``): (heads, keys, d_model);
         a grouped-query head reads its group's values."""
-        assert call.value is not None  # a vectors recording
+        assert call.v is not None  # a vectors recording
         weight, _ = self.output_projection(call.module)
-        heads, kv_heads, head_dim = call.weights.shape[1], call.value.shape[1], call.value.shape[-1]
-        values = call.value[0].repeat_interleave(heads // kv_heads, dim=0)  # (h, k, d)
+        heads, kv_heads, head_dim = call.heads, call.v.shape[0], call.v.shape[-1]
+        values = call.v.float().cpu().repeat_interleave(heads // kv_heads, dim=0)  # (h, k, d)
         w_o = weight.float().cpu().view(weight.shape[0], heads, head_dim)
         return torch.einsum("hkd,mhd->hkm", values, w_o)
 
@@ -398,15 +385,15 @@ class HFModel:
         pixels: Tensor | None = None,
         vectors: bool = False,
         dtype: torch.dtype = torch.float32,
-    ) -> tuple[Recording, Any]:
+    ) -> tuple[record.Recorder, Any]:
         """One forward pass, every attention call recorded: (recording, the model's output)."""
         return self._run(ids, decoder_ids, pixels=pixels, vectors=vectors, dtype=dtype)
 
     def forward_graph(
         self, ids: list[int], decoder_ids: list[int] | None = None, *, copies: int = 1
-    ) -> tuple[Recording, Any]:
+    ) -> tuple[record.Recorder, Any]:
         """A forward pass with gradients over ``copies`` rows of the same input, the attention
-        weights kept in the graph (``Call.graph``): what gradient attributions differentiate."""
+        weights kept in the graph (``AttentionCall.graph``): what gradient attributions differentiate."""
         return self._run(ids, decoder_ids, graph=True, copies=copies)
 
     def _run(
@@ -419,9 +406,9 @@ class HFModel:
         graph: bool = False,
         dtype: torch.dtype = torch.float32,
         copies: int = 1,
-    ) -> tuple[Recording, Any]:
+    ) -> tuple[record.Recorder, Any]:
         self.model.eval()
-        with recording(self.kinds, vectors=vectors, graph=graph, dtype=dtype) as rec:
+        with record.recording(kinds=self.kinds, values=vectors, graph=graph, dtype=dtype) as rec:
             if pixels is not None:
                 out = self.model(pixel_values=pixels.to(self.device))
             else:
@@ -431,6 +418,8 @@ class HFModel:
                     kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
                 if self.family == "decoder":
                     kwargs["use_cache"] = False
+                    if not graph:  # a record needs no logits: the last position's (t x vocab is large)
+                        kwargs["logits_to_keep"] = 1
                 out = self.model(input_ids=src, **kwargs)
         return rec, out
 

@@ -1,0 +1,512 @@
+"""One record of every attention call, and its maps computed only where someone looks.
+
+While a ``recording()`` is open, every attention call hands itself to the open
+``Recorder`` as one ``AttentionCall``: its queries and keys after positions (RoPE rotates
+them first), the scale, the mask as a rule (causal, key padding) or a boolean tensor,
+an additive bias (T5's buckets, Shaw's relative keys, ALiBi), and each query's
+log-sum-exp of its scores, as FlashAttention keeps it (Dao et al. 2022, sec. 3.1). Any
+weight is then exact without the map ever being formed:
+
+    s_ij = scale * q_i . k_j + bias_ij  (-inf where the mask forbids j)
+    w_ij = exp(s_ij - lse_i)
+
+A score that does not factor through q . k (Luong's concat, a local window's Gaussian)
+keeps its weights densely instead (``weights``); an RNN's maps are small.
+
+``MapView`` answers, for one head (or the mean of heads) of one call: an exact block, the
+whole map, an overview pooled to a given size (max or mean of the cells each pixel
+covers), each query's strongest keys, and per-query statistics. Each is computed block
+by block: at most ``BLOCK`` scores are in flight, so memory grows with t, not t x s.
+
+Shapes: ``h`` query heads, ``h_kv`` key/value heads (grouped-query attention: query head
+i reads key head i // (h / h_kv)), ``t`` queries, ``s`` keys, ``d`` per-head size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+BLOCK = 1 << 22  # scores computed at once by a view (16 MB in float32)
+
+
+@dataclass(eq=False)
+class AttentionCall:
+    """One attention call of one input (the first row of its batch).
+
+    q (h, t, d) and k (h_kv, s, d): after positions, kept in the recording's dtype.
+    lse (h, t) float32: log sum_j exp(s_ij), -inf for a query that sees no key.
+    causal: key j is visible to query i only if j <= i + (s - t) (bottom-right aligned).
+    key_mask (s,) and mask (1|h, t, s): boolean, True = may attend.
+    bias (1|h, t, s): added to the scaled scores.
+    weights (h, t, s): the weights themselves, for a score that does not factor through q . k;
+    then q, k and lse may be None.
+    v (h_kv, s, d_v): kept when a consumer asks (value-norm, the walk-through).
+    graph (b, h, t, s): the weights in the autograd graph, when a gradient method asks.
+    """
+
+    kind: str
+    layer: int
+    q: Tensor | None = None
+    k: Tensor | None = None
+    scale: float = 1.0
+    lse: Tensor | None = None
+    causal: bool = False
+    key_mask: Tensor | None = None
+    mask: Tensor | None = None
+    bias: Tensor | None = None
+    weights: Tensor | None = None
+    v: Tensor | None = None
+    graph: Tensor | None = None
+    module: Any = None  # the attention module of the model that made the call (not saved)
+    extra: dict[str, Tensor] = field(default_factory=dict)  # a kind's own (local attention's p_t)
+
+    @property
+    def heads(self) -> int:
+        return int(self.weights.shape[0] if self.weights is not None else _req(self.q).shape[0])
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(heads, queries, keys)."""
+        if self.weights is not None:
+            h, t, s = self.weights.shape
+            return int(h), int(t), int(s)
+        q, k = _req(self.q), _req(self.k)
+        return int(q.shape[0]), int(q.shape[1]), int(k.shape[1])
+
+    def kv_head(self, head: int) -> int:
+        """The key/value head query head ``head`` reads."""
+        return head // (self.heads // _req(self.k).shape[0])
+
+    def allowed(self, head: int, rows: slice, cols: slice) -> Tensor | None:
+        """Which of the block's keys each query may attend to (None: all)."""
+        _, t, s = self.shape
+        out: Tensor | None = None
+        if self.causal:
+            i = torch.arange(rows.start, rows.stop, device=_device(self))[:, None] + (s - t)
+            out = torch.arange(cols.start, cols.stop, device=i.device)[None, :] <= i
+        if self.key_mask is not None:
+            km = self.key_mask[cols][None, :]
+            out = km if out is None else out & km
+        if self.mask is not None:
+            m = self.mask[head if self.mask.shape[0] > 1 else 0, rows, cols]
+            out = m if out is None else out & m
+        return out
+
+    def scores(self, head: int, rows: slice, cols: slice) -> Tensor:
+        """s_ij for one head's block (r, c), float32, -inf where the mask forbids."""
+        q = _req(self.q)[head, rows].float()
+        k = _req(self.k)[self.kv_head(head), cols].float()
+        s = (q @ k.T) * self.scale
+        if self.bias is not None:
+            s = s + self.bias[head if self.bias.shape[0] > 1 else 0, rows, cols].float()
+        allowed = self.allowed(head, rows, cols)
+        return s if allowed is None else s.masked_fill(~allowed, float("-inf"))
+
+    def block(self, head: int, rows: slice, cols: slice) -> Tensor:
+        """Exact weights w_ij of one head's block (r, c), float32."""
+        if self.weights is not None:
+            return self.weights[head, rows, cols].float()
+        lse = _req(self.lse)[head, rows].float()[:, None]
+        w = torch.exp(self.scores(head, rows, cols) - lse)
+        return w.nan_to_num_(0.0)  # a query that sees no key: -inf - -inf
+
+
+def _req(x: Tensor | None) -> Tensor:
+    assert x is not None  # a factored call has q, k and lse; a dense one its weights
+    return x
+
+
+def _device(call: AttentionCall) -> torch.device:
+    return (call.weights if call.weights is not None else _req(call.q)).device
+
+
+# -- views --------------------------------------------------------------------------------------
+
+
+def _span(x: int | slice | tuple[int, int] | None, n: int, what: str) -> slice:
+    """A block's rows or columns as a slice within 0..n, or a one-line error."""
+    if x is None:
+        return slice(0, n)
+    if isinstance(x, int):
+        x = (x, x + 1)
+    if isinstance(x, slice):
+        if x.step not in (None, 1):
+            raise ValueError(f"a block's {what} are a contiguous range, got step {x.step}")
+        x = (0 if x.start is None else x.start, n if x.stop is None else x.stop)
+    a, b = int(x[0]), int(x[1])
+    if not 0 <= a < b <= n:
+        raise ValueError(f"{what} {a}..{b - 1} out of range: the map has {n} {what} (0..{n - 1})")
+    return slice(a, b)
+
+
+class MapView:
+    """One head's map of one call, or the mean of its heads (``head="mean"``), as a view:
+    nothing is formed until asked, and then only block by block."""
+
+    def __init__(self, call: AttentionCall, head: int | str) -> None:
+        heads = call.heads
+        if head == "mean":
+            self.heads = list(range(heads))
+        elif isinstance(head, (int, np.integer)) and not isinstance(head, bool) and -heads <= head < heads:
+            self.heads = [int(head) % heads]
+        else:
+            raise ValueError(f"head {head!r} out of range: {heads} head(s) (0..{heads - 1}) or 'mean'")
+        self.call = call
+        self.head = head
+        _, self.queries, self.keys = call.shape
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.queries, self.keys
+
+    def _block(self, rows: slice, cols: slice) -> Tensor:
+        out = self.call.block(self.heads[0], rows, cols)
+        for h in self.heads[1:]:
+            out = out + self.call.block(h, rows, cols)
+        return out / len(self.heads) if len(self.heads) > 1 else out
+
+    def block(self, rows=None, cols=None) -> np.ndarray:
+        """Exact weights of rows x cols (each an index, a (start, stop) pair or a slice), float32."""
+        r, c = _span(rows, self.queries, "rows"), _span(cols, self.keys, "columns")
+        if (r.stop - r.start) * (c.stop - c.start) > 64 * BLOCK:
+            need = (r.stop - r.start) * (c.stop - c.start) * 4 / 2**30
+            raise ValueError(
+                f"a {r.stop - r.start} x {c.stop - c.start} block is {need:.1f} GiB: ask for a smaller one"
+            )
+        return self._block(r, c).cpu().numpy()
+
+    def dense(self) -> np.ndarray:
+        """The whole (t, s) map."""
+        return self.block()
+
+    def _visible(self, rows: slice) -> int:
+        """Keys past which no query of ``rows`` sees anything (causal): the rest are exact zeros."""
+        if not self.call.causal or self.call.weights is not None:
+            return self.keys
+        return max(1, min(self.keys, rows.stop + self.keys - self.queries))
+
+    def row_blocks(self, rows: slice | None = None) -> Iterator[tuple[slice, Tensor]]:
+        """(rows, weights (r, k)) over all queries, at most BLOCK scores each; past ``k`` every
+        weight of those rows is 0 (a causal map's upper triangle is never computed)."""
+        rows = rows or slice(0, self.queries)
+        step = max(1, BLOCK // self.keys)
+        for a in range(rows.start, rows.stop, step):
+            r = slice(a, min(rows.stop, a + step))
+            yield r, self._block(r, slice(0, self._visible(r)))
+
+    def overview(self, size: int | tuple[int, int] = 512, reduce: str = "max") -> np.ndarray:
+        """The map pooled to at most ``size`` pixels a side: each pixel the max (or mean) of
+        the cells it covers; a side shorter than ``size`` keeps one pixel per cell."""
+        if reduce not in ("max", "mean"):
+            raise ValueError(f"reduce is 'max' or 'mean', got {reduce!r}")
+        ph, pw = (size, size) if isinstance(size, int) else size
+        if ph < 1 or pw < 1:
+            raise ValueError(f"an overview needs at least one pixel a side, got {ph} x {pw}")
+        ph, pw = min(ph, self.queries), min(pw, self.keys)
+        row_edges = (np.arange(ph + 1) * self.queries) // ph
+        col_edges = (np.arange(pw + 1) * self.keys) // pw
+        device = _device(self.call)
+        col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
+        out = torch.zeros(ph, pw, device=device)
+        step = max(1, BLOCK // self.keys)
+        p = 0
+        while p < ph:  # whole pixel rows at a time, about ``step`` rows of the map
+            q = p + 1
+            while q < ph and row_edges[q + 1] - row_edges[p] <= step:
+                q += 1
+            rows = slice(int(row_edges[p]), int(row_edges[q]))
+            seen = self._visible(rows)
+            w = self._block(rows, slice(0, seen))  # (r, seen)
+            cols = col_of[:seen]
+            n = int(col_of[seen - 1]) + 1
+            pooled = torch.zeros(w.shape[0], n, device=device)
+            row_of = torch.as_tensor(np.repeat(np.arange(q - p), np.diff(row_edges[p : q + 1])), device=device)
+            if reduce == "max":
+                pooled.scatter_reduce_(1, cols.expand(w.shape[0], -1), w, "amax", include_self=False)
+                out[p:q, :n] = torch.zeros(q - p, n, device=device).scatter_reduce_(
+                    0, row_of[:, None].expand(-1, n), pooled, "amax", include_self=False
+                )
+            else:
+                pooled.index_add_(1, cols, w)
+                out[p:q, :n] = torch.zeros(q - p, n, device=device).index_add_(0, row_of, pooled)
+            p = q
+        if reduce == "mean":
+            cells = torch.as_tensor(np.outer(np.diff(row_edges), np.diff(col_edges)), dtype=out.dtype, device=device)
+            out = out / cells
+        return out.cpu().numpy()
+
+    def top_keys(self, k: int = 8) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's ``k`` strongest keys, strongest first: (indices (t, k) int64, weights (t, k))."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        k = min(k, self.keys)
+        idx = np.zeros((self.queries, k), dtype=np.int64)
+        val = np.zeros((self.queries, k), dtype=np.float32)
+        for rows, w in self.row_blocks():
+            n = min(k, w.shape[1])
+            top = torch.topk(w, n, dim=-1)
+            idx[rows, :n] = top.indices.cpu().numpy()
+            val[rows, :n] = top.values.cpu().numpy()
+            if n < k:  # keys past the visible ones weigh exactly 0
+                idx[rows, n:] = np.arange(n, k)
+        return idx, val
+
+    def row_stats(self, *, sink: int = 1, band: int = 8) -> dict[str, np.ndarray]:
+        """Per query (t,), streamed: ``entropy`` (nats) of its weights, ``sink`` (mass on the
+        first ``sink`` keys), ``local`` (mass on keys within ``band`` positions of it, aligned
+        as causal masks align) and ``distance`` (mean |i - j| under its weights)."""
+        out = {name: np.zeros(self.queries, dtype=np.float64) for name in ("entropy", "sink", "local", "distance")}
+        offset = self.keys - self.queries
+        for rows, w in self.row_blocks():
+            device = w.device
+            i = torch.arange(rows.start, rows.stop, device=device)[:, None] + offset
+            j = torch.arange(w.shape[1], device=device)[None, :]
+            dist = (i - j).abs().float()
+            plogp = torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0)
+            out["entropy"][rows] = (-plogp.sum(-1)).double().cpu().numpy()
+            out["sink"][rows] = w[:, :sink].sum(-1).double().cpu().numpy()
+            out["local"][rows] = torch.where(dist <= band, w, 0.0).sum(-1).double().cpu().numpy()
+            out["distance"][rows] = (w * dist).sum(-1).double().cpu().numpy()
+        return out
+
+
+# -- recording ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """The calls of one forward pass. ``values``: keep v too (value-norm, the walk-through);
+    ``graph``: keep the weights in the autograd graph (gradient methods); ``dtype``: how q, k
+    and v are kept (float16 halves a long input's record). ``kinds``: id(module) -> kind, for
+    models whose attention function is shared by modules of several kinds."""
+
+    values: bool = False
+    graph: bool = False
+    dtype: torch.dtype = torch.float32
+    kinds: dict[int, str] = field(default_factory=dict)
+    calls: list[AttentionCall] = field(default_factory=list)
+    _layers: dict[str, int] = field(default_factory=dict)
+
+    def kind_of(self, module: Any, default: str = "encoder") -> str:
+        return self.kinds.get(id(module), default)
+
+    def add(self, kind: str, **parts: Any) -> AttentionCall:
+        """Keep one call; its layer is its place among the calls of its kind."""
+        layer = self._layers.get(kind, 0)
+        self._layers[kind] = layer + 1
+        keep: dict[str, Any] = {
+            name: (None if x is None else self._keep(name, x)) if isinstance(x, Tensor) or x is None else x
+            for name, x in parts.items()
+        }
+        call = AttentionCall(kind, layer, **keep)
+        self.calls.append(call)
+        return call
+
+    def add_scores(
+        self,
+        module: Any,
+        q: Tensor,
+        k: Tensor,
+        *,
+        scale: float,
+        causal: bool = False,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
+        v: Tensor | None = None,
+    ) -> AttentionCall:
+        """Keep a call whose weights are softmax(scale q k^T + bias) under ``mask``, computed by
+        the model's own kernel: its log-sum-exp is taken here, in one blockwise pass over the
+        first row. q (b, h, t, d); k, v (b, h_kv, s, d); mask bool broadcastable to (b, h, t, s);
+        bias broadcastable to (b, h, t, s)."""
+        t, s = q.shape[-2], k.shape[-2]
+        key_mask = rule = None
+        if mask is not None:
+            m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))[0]  # (h|1, t|1, s)
+            if m.shape[0] == 1 and m.shape[1] == 1:
+                key_mask = m[0, 0].expand(s)
+            else:
+                rule = m.expand(-1, t, s)
+        b = None if bias is None else bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))[0].expand(-1, t, s)
+        additive = None
+        if rule is not None or key_mask is not None or b is not None:
+            allowed = rule if rule is not None else None if key_mask is None else key_mask[None, None, :]
+            floor = (
+                None
+                if allowed is None
+                else torch.zeros(allowed.shape, device=q.device).masked_fill(~allowed, float("-inf"))
+            )
+            additive = floor if b is None else (b.float() if floor is None else b.float() + floor)
+        lse = _lse_blockwise(
+            q[:1], groups(k[:1], q.shape[1]), scale, causal, None if additive is None else additive[None]
+        )
+        return self.add(
+            self.kind_of(module),
+            q=q[0],
+            k=k[0],
+            scale=scale,
+            lse=lse[0],
+            causal=causal,
+            key_mask=key_mask,
+            mask=rule,
+            bias=b,
+            v=None if v is None or not self.values else v[0],
+            module=module,
+        )
+
+    def _keep(self, name: str, x: Tensor) -> Tensor:
+        if name == "graph":
+            return x
+        x = x.detach()
+        if name in ("q", "k", "v") and x.is_floating_point():
+            return x.to(self.dtype)
+        if name in ("lse", "bias", "weights"):
+            return x.float()
+        return x
+
+    def by_kind(self) -> dict[str, list[AttentionCall]]:
+        out: dict[str, list[AttentionCall]] = {}
+        for c in self.calls:
+            out.setdefault(c.kind, []).append(c)
+        return out
+
+
+_recorder: ContextVar[Recorder | None] = ContextVar("attnkit_recorder", default=None)
+
+
+def active() -> Recorder | None:
+    """The open recorder, or None (attention then runs its fastest path, keeping nothing)."""
+    return _recorder.get()
+
+
+@contextmanager
+def recording(
+    *,
+    values: bool = False,
+    graph: bool = False,
+    dtype: torch.dtype = torch.float32,
+    kinds: dict[int, str] | None = None,
+) -> Iterator[Recorder]:
+    """Within: every attention call of every model is handed to the yielded recorder."""
+    rec = Recorder(values=values, graph=graph, dtype=dtype, kinds=kinds or {})
+    token = _recorder.set(rec)
+    try:
+        yield rec
+    finally:
+        _recorder.reset(token)
+
+
+# -- the fused kernel with its log-sum-exp ------------------------------------------------------
+
+
+def _additive(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """One additive term from a boolean mask (True = may attend) and a bias."""
+    if mask is None:
+        return None if bias is None else bias.to(dtype)
+    floor = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+    return floor if bias is None else bias.to(dtype) + floor
+
+
+def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: Tensor | None) -> Tensor:
+    """log sum_j exp(s_ij) (b, h, t) in float32, at most BLOCK scores per (b, h) at once."""
+    b, h, t, _ = q.shape
+    s = k.shape[-2]
+    out = torch.empty(b, h, t, device=q.device)
+    step = max(1, BLOCK // s)
+    for a in range(0, t, step):
+        z = min(t, a + step)
+        sc = torch.matmul(q[..., a:z, :].float(), k.float().transpose(-1, -2)) * scale
+        if additive is not None:
+            sc = sc + additive[..., a:z, :].float() if additive.shape[-2] > 1 else sc + additive.float()
+        if causal:
+            i = torch.arange(a, z, device=q.device)[:, None] + (s - t)
+            sc = sc.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))
+        out[..., a:z] = torch.logsumexp(sc, -1)
+    return out
+
+
+def _no_key(lse: Tensor, additive: Tensor | None) -> Tensor:
+    """-inf, not the kernel's 0, for a query that sees no key."""
+    if additive is None:
+        return lse
+    dead = torch.isneginf(additive).all(-1)  # (b|1, h|1, t)
+    return lse.masked_fill(dead, float("-inf")) if bool(dead.any()) else lse
+
+
+def fused_with_lse(
+    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(scale q k^T + additive) v by a fused kernel, and each query's log-sum-exp:
+    (out (b, h, t, d_v), lse (b, h, t) float32). q (b, h, t, d); k, v (b, h, s, d), heads
+    already repeated for grouped queries. The log-sum-exp comes from the kernel where it
+    returns one (PyTorch's CPU flash attention; CUDA's memory-efficient kernel), else from
+    one blockwise pass over the scores."""
+    t, s = q.shape[-2], k.shape[-2]
+    is_causal = causal and t == s  # the kernels align causal masks top-left: equal only when square
+    extra = additive
+    if causal and not is_causal:
+        i = torch.arange(t, device=q.device)[:, None] + (s - t)
+        forbid = torch.arange(s, device=q.device)[None, :] > i
+        floor = torch.zeros(t, s, dtype=q.dtype, device=q.device).masked_fill_(forbid, float("-inf"))
+        extra = floor if extra is None else extra + floor
+    if q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, is_causal, attn_mask=None if extra is None else extra.to(q.dtype), scale=scale
+        )
+        return out, _no_key(lse.float(), extra)
+    if q.device.type == "cuda" and extra is None:
+        try:
+            out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+                q, k, v, None, True, 0.0, is_causal, scale=scale
+            )[:2]
+            return out, _no_key(lse[..., :t].float(), extra)
+        except RuntimeError:
+            pass  # an unsupported shape or dtype: the generic path below
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=None if extra is None else extra.to(q.dtype), is_causal=is_causal, scale=scale
+    )
+    return out, _lse_blockwise(q, k, scale, is_causal, extra)
+
+
+def explicit(
+    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The textbook path, the weights formed (and kept in the autograd graph): (out, weights)."""
+    t, s = q.shape[-2], k.shape[-2]
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if additive is not None:
+        scores = scores + additive
+    if causal:
+        i = torch.arange(t, device=q.device)[:, None] + (s - t)
+        scores = scores.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if not torch.isfinite(scores).any(-1).all():  # a query with no visible key: 0, not NaN
+        weights = weights.nan_to_num(0.0)
+    return torch.matmul(weights, v), weights
+
+
+def groups(x: Tensor, heads: int) -> Tensor:
+    """Key or value heads (b, h_kv, s, d) repeated for ``heads`` query heads (grouped-query attention)."""
+    n = heads // x.shape[1]
+    return x if n == 1 else x.repeat_interleave(n, dim=1)
+
+
+__all__ = [
+    "BLOCK",
+    "AttentionCall",
+    "MapView",
+    "Recorder",
+    "active",
+    "explicit",
+    "fused_with_lse",
+    "groups",
+    "recording",
+]

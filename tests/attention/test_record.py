@@ -1,0 +1,236 @@
+"""The attention record: a fused kernel's output and log-sum-exp against PyTorch's own
+``scaled_dot_product_attention`` and ``torch.logsumexp`` of eager scores; every view of a
+recorded call (blocks, the whole map, head means, pooled overviews, top keys, streamed
+statistics) against the same map formed densely and reduced by NumPy, SciPy or PyTorch.
+Exact means float32 rounding: 1e-6 absolute unless a test says otherwise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy.stats import entropy
+
+from attnkit.attention import record
+from attnkit.attention.record import AttentionCall, MapView, Recorder, explicit, fused_with_lse, groups
+
+ATOL = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """A few rows at a time, so that every view runs its blockwise path across many blocks."""
+    monkeypatch.setattr(record, "BLOCK", 96)
+
+
+def _qkv(h=4, h_kv=2, t=23, s=23, d=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, h, t, d, generator=g)
+    k = torch.randn(1, h_kv, s, d, generator=g)
+    v = torch.randn(1, h_kv, s, d, generator=g)
+    return q, k, v
+
+
+def _eager(q, k, scale, causal=False, additive=None):
+    """The textbook scores and weights, formed: (scores, softmax)."""
+    scores = q @ k.transpose(-1, -2) * scale
+    if additive is not None:
+        scores = scores + additive
+    if causal:
+        t, s = scores.shape[-2:]
+        scores = scores.masked_fill(torch.ones(t, s, dtype=torch.bool).tril(s - t).logical_not(), float("-inf"))
+    return scores, torch.softmax(scores, -1).nan_to_num(0.0)
+
+
+CASES = {
+    "causal": {"causal": True},
+    "causal, fewer queries than keys": {"causal": True, "t": 7},
+    "bidirectional": {},
+    "a mask and a bias": {"mask": True, "bias": True},
+    "cross (t != s)": {"t": 9, "s": 31},
+}
+
+
+def _call(case: dict, seed=0) -> tuple[AttentionCall, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A recorded call of ``case`` and, formed by hand, its scores, weights and output (h, t, s)."""
+    t, s = case.get("t", 23), case.get("s", 23 if "t" not in case or case.get("causal") else 31)
+    if case.get("causal"):
+        s = 23
+    q, k, v = _qkv(t=t, s=s, seed=seed)
+    scale = 8**-0.5
+    g = torch.Generator().manual_seed(seed + 1)
+    mask = torch.rand(1, 1, t, s, generator=g) > 0.3 if case.get("mask") else None
+    if mask is not None:
+        mask[..., 0, :] = False  # a query that sees no key: all-zero weights, never NaN
+    bias = torch.randn(1, 4, t, s, generator=g) if case.get("bias") else None
+    additive = None
+    if mask is not None or bias is not None:
+        floor = torch.zeros(1, 1, t, s).masked_fill(~mask, float("-inf")) if mask is not None else 0
+        additive = (bias if bias is not None else 0) + floor
+    kk, vv = groups(k, 4), groups(v, 4)
+    out, lse = fused_with_lse(q, kk, vv, scale=scale, causal=bool(case.get("causal")), additive=additive)
+    scores, weights = _eager(q, kk, scale, bool(case.get("causal")), additive)
+    rec = Recorder()
+    call = rec.add(
+        "decoder",
+        q=q[0],
+        k=k[0],
+        scale=scale,
+        lse=lse[0],
+        causal=bool(case.get("causal")),
+        mask=None if mask is None else mask[0],
+        bias=None if bias is None else bias[0],
+    )
+    return call, scores[0], weights[0], out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_fused_kernel_gives_sdpas_output_and_the_eager_log_sum_exp(case):
+    call, scores, weights, out = _call(CASES[case])
+    q, k = call.q[None], groups(call.k[None], 4)
+    v = _qkv(t=q.shape[2], s=k.shape[2])[2]
+    expected = weights @ groups(v, 4)[0]
+    np.testing.assert_allclose(out[0].numpy(), expected.numpy(), atol=1e-5)
+    lse = torch.logsumexp(scores, -1)
+    finite = torch.isfinite(lse)
+    np.testing.assert_allclose(call.lse[finite].numpy(), lse[finite].numpy(), atol=ATOL)
+    assert torch.isneginf(call.lse[~finite]).all() or not (~finite).any()
+
+
+def test_the_kernel_without_its_log_sum_exp_takes_one_blockwise_pass(monkeypatch):
+    """Where no kernel returns the log-sum-exp, one pass over the scores gives the same."""
+    q, k, v = _qkv(h=2, h_kv=2, t=40, s=40)
+    expected_out, expected_lse = fused_with_lse(q, k, v, scale=0.3, causal=True)
+    lse = record._lse_blockwise(q, k, 0.3, True, None)
+    np.testing.assert_allclose(lse.numpy(), expected_lse.numpy(), atol=ATOL)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)
+    np.testing.assert_allclose(out.numpy(), expected_out.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_blocks_and_whole_maps_equal_the_formed_weights(case):
+    call, _, weights, _ = _call(CASES[case])
+    h, t, s = weights.shape
+    for head in range(h):
+        view = MapView(call, head)
+        np.testing.assert_allclose(view.dense(), weights[head].numpy(), atol=ATOL)
+        np.testing.assert_allclose(
+            view.block((t // 3, t - 1), (1, s // 2)), weights[head, t // 3 : t - 1, 1 : s // 2].numpy(), atol=ATOL
+        )
+        np.testing.assert_allclose(view.block(t - 1)[0], weights[head, t - 1].numpy(), atol=ATOL)
+    np.testing.assert_allclose(MapView(call, "mean").dense(), weights.mean(0).numpy(), atol=ATOL)
+    visible = weights.sum(-1) > 0
+    np.testing.assert_allclose(weights.sum(-1)[visible].numpy(), 1.0, atol=1e-5)  # rows sum to 1
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("size", [(5, 7), (23, 40), 4])
+def test_an_overview_is_the_max_or_mean_of_the_cells_each_pixel_covers(case, size):
+    call, _, weights, _ = _call(CASES[case])
+    dense = weights[1].numpy()
+    t, s = dense.shape
+    ph, pw = (size, size) if isinstance(size, int) else size
+    ph, pw = min(ph, t), min(pw, s)
+    rows, cols = (np.arange(ph + 1) * t) // ph, (np.arange(pw + 1) * s) // pw
+    view = MapView(call, 1)
+    for reduce, fn in (("max", np.max), ("mean", np.mean)):
+        expected = np.array(
+            [[fn(dense[rows[i] : rows[i + 1], cols[j] : cols[j + 1]]) for j in range(pw)] for i in range(ph)]
+        )
+        np.testing.assert_allclose(view.overview(size, reduce), expected, atol=ATOL)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_top_keys_are_torchs_topk_of_the_formed_rows(case):
+    call, _, weights, _ = _call(CASES[case])
+    idx, val = MapView(call, 2).top_keys(5)
+    top = torch.topk(weights[2], 5, dim=-1)
+    np.testing.assert_allclose(val, top.values.numpy(), atol=ATOL)
+    # the same keys, where weights are not tied
+    picked = np.take_along_axis(weights[2].numpy(), idx, axis=1)
+    np.testing.assert_allclose(picked, top.values.numpy(), atol=ATOL)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_streamed_statistics_equal_those_of_the_formed_map(case):
+    call, _, weights, _ = _call(CASES[case])
+    w = weights[3].double().numpy()
+    t, s = w.shape
+    stats = MapView(call, 3).row_stats(sink=2, band=3)
+    seen = w.sum(-1) > 0
+    np.testing.assert_allclose(stats["entropy"][seen], entropy(w[seen], axis=1), atol=1e-5)
+    np.testing.assert_allclose(stats["sink"], w[:, :2].sum(-1), atol=ATOL)
+    dist = np.abs(np.arange(t)[:, None] + (s - t) - np.arange(s)[None, :])
+    np.testing.assert_allclose(stats["local"], (w * (dist <= 3)).sum(-1), atol=ATOL)
+    np.testing.assert_allclose(stats["distance"], (w * dist).sum(-1), atol=1e-5)
+
+
+def test_a_float16_record_stays_within_its_stated_error():
+    """q and k kept in float16 (a long input's record): every weight within 2e-3 of float32's."""
+    call, _, weights, _ = _call(CASES["causal"])
+    half = AttentionCall("decoder", 0, q=call.q.half(), k=call.k.half(), scale=call.scale, lse=call.lse, causal=True)
+    for head in range(4):
+        np.testing.assert_allclose(MapView(half, head).dense(), weights[head].numpy(), atol=2e-3)
+
+
+def test_dense_weights_are_a_view_too():
+    """A score that does not factor through q . k keeps its weights: the same views answer."""
+    call, _, weights, _ = _call(CASES["cross (t != s)"])
+    dense = AttentionCall("cross", 0, weights=weights)
+    for head in (0, "mean"):
+        np.testing.assert_allclose(
+            MapView(dense, head).overview((3, 4)), MapView(call, head).overview((3, 4)), atol=ATOL
+        )
+        np.testing.assert_allclose(MapView(dense, head).top_keys(3)[1], MapView(call, head).top_keys(3)[1], atol=ATOL)
+
+
+def test_the_explicit_path_keeps_the_weights_in_the_graph():
+    q, k, v = _qkv(h=2, h_kv=2)
+    q.requires_grad_(True)
+    out, weights = explicit(q, k, v, scale=0.5, causal=True)
+    assert weights.requires_grad
+    np.testing.assert_allclose(weights.detach().numpy(), _eager(q.detach(), k, 0.5, True)[1].numpy(), atol=ATOL)
+    expected = F.scaled_dot_product_attention(q.detach(), k, v, is_causal=True, scale=0.5)
+    np.testing.assert_allclose(out.detach().numpy(), expected.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "ask, message",
+    [
+        (lambda v: v.block((0, 99)), "rows 0..98 out of range: the map has 23 rows"),
+        (lambda v: v.block(None, (5, 5)), "columns 5..4 out of range"),
+        (lambda v: v.block(-1), "rows -1..-1 out of range"),
+        (lambda v: v.overview(0), "at least one pixel"),
+        (lambda v: v.overview(8, "median"), "reduce is 'max' or 'mean'"),
+        (lambda v: v.top_keys(0), "k must be at least 1"),
+    ],
+)
+def test_a_block_out_of_range_is_one_line(ask, message):
+    call, *_ = _call(CASES["causal"])
+    with pytest.raises(ValueError, match=message):
+        ask(MapView(call, 0))
+
+
+@pytest.mark.parametrize("head", [4, -5, "all", True, 1.5])
+def test_a_head_that_does_not_exist_is_one_line(head):
+    call, *_ = _call(CASES["causal"])
+    with pytest.raises(ValueError, match=r"out of range: 4 head\(s\) \(0..3\) or 'mean'"):
+        MapView(call, head)
+
+
+def test_each_kind_counts_its_own_layers():
+    with record.recording() as rec:
+        assert record.active() is rec
+        for kind in ("encoder", "decoder", "cross", "decoder", "encoder", "cross"):
+            rec.add(kind, weights=torch.ones(1, 1, 1))
+    assert record.active() is None
+    assert [(c.kind, c.layer) for c in rec.calls] == [
+        ("encoder", 0),
+        ("decoder", 0),
+        ("cross", 0),
+        ("decoder", 1),
+        ("encoder", 1),
+        ("cross", 1),
+    ]
+    assert {k: len(v) for k, v in rec.by_kind().items()} == {"encoder": 2, "decoder": 2, "cross": 2}
