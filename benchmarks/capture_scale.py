@@ -14,8 +14,10 @@ text is those docs, repeated as far as needed. Each measurement runs in its own 
             forward over the tokens (no cache, the last position's logits only)
   record    ``attnkit.load`` on the directory, ``capture`` of the same tokens (every attention
             call recorded: q, k and each row's log-sum-exp), then the record saved as .npz
-  before    (--before) the same capture forming every map (layers x heads x t x t), as attnkit
-            did before the record; refused with one line where the maps would not fit
+  before    (--before) the same capture forming every map (layers x heads x t x t); with
+            --before-src DIR, attnkit's own capture from that checkout (``git worktree add DIR
+            e995841``: eager attention, every map kept); refused with one line where the maps
+            would not fit
 
 glibc keeps freed blocks below its mmap threshold in the heap, so a process's peak resident
 memory depends on how allocations interleave; each process runs with MALLOC_MMAP_THRESHOLD_=
@@ -172,7 +174,7 @@ def run_record(folder: Path, n: int, device: str, *, dense: bool, dtype: str) ->
             record.maps["decoder"]  # every map formed, as attnkit did before the record
         _sync(device)
         forward_s = time.perf_counter() - t0
-    calls = record.maps.calls["decoder"]
+    calls = record.maps.calls["decoder"] if hasattr(record.maps, "calls") else []  # not in attnkit before the record
     kept = sum(x.nbytes for c in calls for x in (c.q, c.k, c.lse) if x is not None)
     out = {"forward_s": forward_s, "record_mib": kept / 2**20, **_memory(rss, start, device)}
     with tempfile.TemporaryDirectory() as tmp:
@@ -180,7 +182,7 @@ def run_record(folder: Path, n: int, device: str, *, dense: bool, dtype: str) ->
         path = save_records(Path(tmp) / "record.npz", [record], model.info)
         out["save_s"] = time.perf_counter() - t0
         out["file_mb"] = path.stat().st_size / 1e6
-    if not dense:
+    if calls and not dense:
         out.update(_exactness(record))
     return out
 
@@ -237,7 +239,9 @@ def child(args: argparse.Namespace) -> None:
     if args.path == "sdpa":
         out = run_sdpa(folder, args.n, args.device)
     else:
-        out = run_record(folder, args.n, args.device, dense=args.path == "before", dtype=args.dtype)
+        out = run_record(
+            folder, args.n, args.device, dense=args.path == "before" and not args.before_src, dtype=args.dtype
+        )
     print("RESULT " + json.dumps(out))
 
 
@@ -245,6 +249,9 @@ def measure(path: str, n: int, args: argparse.Namespace, dtype: str = "auto") ->
     cmd = [sys.executable, __file__, "--child", path, "--n", str(n), "--model", str(args.model)]
     cmd += ["--device", args.device, "--threads", str(args.threads), "--dtype", dtype]
     env = dict(os.environ)
+    if path == "before" and args.before_src:  # attnkit as it was: its own package first on the path
+        env["PYTHONPATH"] = str(Path(args.before_src) / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        cmd += ["--before-src", str(args.before_src)]
     if not args.malloc_default:  # large blocks go back to the system when freed: live memory, not heap high-water
         env.setdefault("MALLOC_MMAP_THRESHOLD_", "131072")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -259,6 +266,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", type=int, nargs="+", default=[512, 2048, 4096, 8192])
     p.add_argument("--before", action="store_true", help="also capture with every map formed")
+    p.add_argument(
+        "--before-src", type=Path, help="a checkout of attnkit before the record (git worktree): its capture"
+    )
     p.add_argument("--float32", action="store_true", help="also a float32 record past 1,024 tokens")
     p.add_argument("--device", default="cpu")
     p.add_argument(
