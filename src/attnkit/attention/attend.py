@@ -7,9 +7,6 @@ dimension. Masks are boolean, True = may attend, broadcastable to the scores.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -30,43 +27,6 @@ class AttentionOutput:
 
     context: Tensor
     weights: Tensor | None = None
-
-
-@dataclass
-class Tap:
-    """The weights an attend step mixed the values with (in the autograd graph), and, where
-    they cover a window rather than every key (local attention), how a tensor of their shape
-    spreads onto the full (..., t, s) map."""
-
-    weights: Tensor
-    dense: Callable[[Tensor], Tensor] | None = None
-
-    def spread(self, x: Tensor) -> Tensor:
-        """``x`` (the weights' shape) on the full map."""
-        return x if self.dense is None else self.dense(x)
-
-
-# every attend step's weights while ``weights_in_graph`` is open (None: not recording)
-_taps: ContextVar[list[Tap] | None] = ContextVar("attnkit_attention_taps", default=None)
-
-
-def open_taps() -> list[Tap] | None:
-    """The open ``weights_in_graph`` list, for attention that mixes without ``attend``."""
-    return _taps.get()
-
-
-@contextmanager
-def weights_in_graph() -> Iterator[list[Tap]]:
-    """Within: every attend step appends the very weight tensor it mixes the values with, in call
-    order, so that the gradient of an output with respect to the attention weights can be taken
-    (``attnkit.attribution``'s gradient-weighted attention). Models must run with weights asked
-    for (``need_weights=True``), so attention takes the explicit path."""
-    taps: list[Tap] = []
-    token = _taps.set(taps)
-    try:
-        yield taps
-    finally:
-        _taps.reset(token)
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -104,9 +64,6 @@ def attend(
     if scores.shape[-1] != values.shape[-2]:
         raise ValueError(f"scores have {scores.shape[-1]} keys but values have {values.shape[-2]} positions")
     weights = masked_softmax(scores, mask)
-    taps = _taps.get()
-    if taps is not None:
-        taps.append(Tap(weights))
     mixing = F.dropout(weights, dropout, training) if dropout > 0.0 and training else weights
     return AttentionOutput(context=mixing @ values, weights=weights)
 

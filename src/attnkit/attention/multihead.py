@@ -116,6 +116,10 @@ class MultiHeadAttention(nn.Module):
         w_o = self.out_proj.weight.view(self.d_model, self.num_heads, self.head_dim)  # (d_model, h, d)
         return torch.einsum("bhsd,mhd->bhsm", v, w_o)
 
+    def output_projection(self) -> tuple[Tensor, Tensor | None]:
+        """W^O (d_model, h x d) and its bias: what each head's values are projected by."""
+        return self.out_proj.weight, self.out_proj.bias
+
     def forward(
         self,
         query: Tensor,
@@ -176,14 +180,17 @@ class MultiHeadAttention(nn.Module):
             assert q_pos is not None  # set with the rotation above
             k_pos = torch.arange(k.shape[-2], device=q.device)
             bias = positions.score_bias(q, q_pos, k_pos)
-        explicit = need_weights or (positions is not None and positions.needs_weights)
+        rec = record.active()
+        graph = rec is not None and rec.graph  # a gradient method asks for the weights in the graph
+        explicit = need_weights or graph or (positions is not None and positions.needs_weights)
         mask = self._check_mask(mask, q.shape[-2], k.shape[-2])
         context, weights = self._grouped_attention(
             q, k, v, mask, bias, causal=causal, need_weights=explicit, group=group
         )
-        rec = record.active()
         if rec is not None and group == 1:  # q and k after positions, the rules: any weight later, exactly
-            rec.add_scores(self, q, k, scale=self.head_dim**-0.5, causal=causal, mask=mask, bias=bias, v=v)
+            rec.add_scores(
+                self, q, k, scale=self.head_dim**-0.5, causal=causal, mask=mask, bias=bias, v=v, graph=weights, x=query
+            )
         if positions is not None and positions.needs_weights:
             # explicit weights were asked for, and both positions set above; the scheme has a value term
             assert weights is not None and q_pos is not None and k_pos is not None

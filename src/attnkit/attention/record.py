@@ -24,7 +24,7 @@ i reads key head i // (h / h_kv)), ``t`` queries, ``s`` keys, ``d`` per-head siz
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -36,6 +36,20 @@ import torch.nn.functional as F
 from torch import Tensor
 
 BLOCK = 1 << 22  # scores computed at once by a view (16 MB in float32)
+
+
+@dataclass
+class Tap:
+    """Weights in the autograd graph, the very tensor an attend step mixed the values with, and,
+    where they cover a window rather than every key (local attention), how a tensor of their
+    shape spreads onto the full (..., t, s) map."""
+
+    weights: Tensor
+    dense: Callable[[Tensor], Tensor] | None = None
+
+    def spread(self, x: Tensor) -> Tensor:
+        """``x`` (the weights' shape) on the full map."""
+        return x if self.dense is None else self.dense(x)
 
 
 @dataclass(eq=False)
@@ -50,7 +64,8 @@ class AttentionCall:
     weights (h, t, s): the weights themselves, for a score that does not factor through q . k;
     then q, k and lse may be None.
     v (h_kv, s, d_v): kept when a consumer asks (value-norm, the walk-through).
-    graph (b, h, t, s): the weights in the autograd graph, when a gradient method asks.
+    graph: the weights in the autograd graph, when a gradient method asks (a ``graph``
+    recording): one Tap (b, h, t, s), or one per step of a model that attends step by step.
     """
 
     kind: str
@@ -65,7 +80,7 @@ class AttentionCall:
     bias: Tensor | None = None
     weights: Tensor | None = None
     v: Tensor | None = None
-    graph: Tensor | None = None
+    graph: list[Tap] | None = None
     module: Any = None  # the attention module of the model that made the call (not saved)
     extra: dict[str, Tensor] = field(default_factory=dict)  # a kind's own (local attention's p_t)
 
@@ -295,6 +310,28 @@ class Recorder:
     kinds: dict[int, str] = field(default_factory=dict)
     calls: list[AttentionCall] = field(default_factory=list)
     _layers: dict[str, int] = field(default_factory=dict)
+    _steps: dict[int, list[tuple[Tap, dict[str, Tensor]]]] = field(default_factory=dict)
+
+    def step(
+        self, module: Any, weights: Tensor, spread: Callable[[Tensor], Tensor] | None = None, **parts: Tensor
+    ) -> None:
+        """One step of an attention a model calls step by step (an RNN decoder's): its weights in
+        the graph (a ``graph`` recording) and ``parts`` (its query, keys, values: a ``values``
+        recording), kept until the model hands the whole call over (``steps``)."""
+        if self.graph or self.values:
+            self._steps.setdefault(id(module), []).append((Tap(weights, spread), parts))
+
+    def steps(self, module: Any) -> tuple[list[Tap] | None, dict[str, list[Tensor]]]:
+        """What ``module``'s steps left since it last handed a call over: (the weights in the
+        graph, or None for a recording without gradients; {part: one tensor per step})."""
+        taken = self._steps.pop(id(module), [])
+        graph = [tap for tap, _ in taken] if self.graph else None
+        parts: dict[str, list[Tensor]] = {}
+        if self.values:
+            for _, step in taken:
+                for name, x in step.items():
+                    parts.setdefault(name, []).append(x.detach())
+        return graph, parts
 
     def kind_of(self, module: Any, default: str = "encoder") -> str:
         return self.kinds.get(id(module), default)
@@ -322,11 +359,15 @@ class Recorder:
         mask: Tensor | None = None,
         bias: Tensor | None = None,
         v: Tensor | None = None,
+        graph: Tensor | None = None,
+        x: Tensor | None = None,
     ) -> AttentionCall:
         """Keep a call whose weights are softmax(scale q k^T + bias) under ``mask``, computed by
         the model's own kernel: its log-sum-exp is taken here, in one blockwise pass over the
         first row. q (b, h, t, d); k, v (b, h_kv, s, d); mask bool broadcastable to (b, h, t, s);
-        bias broadcastable to (b, h, t, s)."""
+        bias broadcastable to (b, h, t, s); ``graph``: the weights the model mixed with, kept in
+        the autograd graph by a ``graph`` recording; ``x`` (b, t, d_model): the queries' layer
+        input, kept by a ``values`` recording (the walk-through shows q = x W^Q)."""
         t, s = q.shape[-2], k.shape[-2]
         key_mask = rule = None
         if mask is not None:
@@ -359,7 +400,9 @@ class Recorder:
             mask=rule,
             bias=b,
             v=None if v is None or not self.values else v[0],
+            graph=[Tap(graph)] if graph is not None and self.graph else None,
             module=module,
+            extra={"x": x[0].detach()} if x is not None and self.values else {},
         )
 
     def _keep(self, name: str, x: Tensor) -> Tensor:
@@ -504,6 +547,7 @@ __all__ = [
     "AttentionCall",
     "MapView",
     "Recorder",
+    "Tap",
     "active",
     "explicit",
     "fused_with_lse",

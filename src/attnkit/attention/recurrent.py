@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import unknown_choice
-from .attend import AttentionOutput, Tap, attend, masked_softmax, open_taps
+from . import record
+from .attend import AttentionOutput, attend, masked_softmax
 from .scores import ScoreFunction, build_score
 
 
@@ -64,6 +65,9 @@ class GlobalAttention(nn.Module):
         scores = self.score.score(query, prepared)  # (b, t, s)
         mask = None if key_mask is None else key_mask[:, None, :]
         out = attend(scores, values, mask, dropout=self.dropout, training=self.training)
+        rec = record.active()
+        if rec is not None:
+            rec.step(self, cast(Tensor, out.weights), query=query, keys=keys, values=values)  # attend returns weights
         return out if need_weights else AttentionOutput(out.context)
 
 
@@ -186,7 +190,7 @@ class LocalAttention(nn.Module):
         v_win = _gather_rows(values, idx)  # (b, t, W, d_v)
         scores = self.score.score(query[:, :, None, :], k_win)  # (b, t, 1, W)
         window_mask = inside[:, :, None, :]
-        taps = open_taps()
+        rec = record.active()
 
         def spread(x: Tensor) -> Tensor:  # window (b, t, W) -> the dense (b, t, s) map
             return x.new_zeros(b, t, s).scatter_add(-1, idx, x.reshape(b, t, W) * inside)
@@ -195,16 +199,16 @@ class LocalAttention(nn.Module):
             out = attend(scores, v_win, window_mask, dropout=self.dropout, training=self.training)
             weights = cast(Tensor, out.weights).squeeze(2)  # attend always returns its weights
             context = out.context.squeeze(2)
-            if taps is not None:  # attend tapped the window's weights
-                taps[-1].dense = spread
+            if rec is not None:
+                rec.step(self, cast(Tensor, out.weights), spread, query=query, keys=keys, values=values)
         else:
             sigma = D / 2.0
             gauss = torch.exp(-((idx.to(p_t.dtype) - p_t[..., None]) ** 2) / (2.0 * sigma**2))  # (b, t, W)
             weights = masked_softmax(scores, window_mask).squeeze(2) * gauss
             mixing = F.dropout(weights, self.dropout, self.training) if self.dropout > 0.0 else weights
             context = (mixing[:, :, None, :] @ v_win).squeeze(2)  # (b, t, d_v)
-            if taps is not None:
-                taps.append(Tap(weights, spread))
+            if rec is not None:
+                rec.step(self, weights, spread, query=query, keys=keys, values=values)
 
         dense = None
         if need_weights:

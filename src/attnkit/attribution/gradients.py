@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..attention.attend import Tap
+from ..attention.record import Tap
 
 # one attention call (or an RNN's steps over one attention): its kind and the weights it mixed with
 Calls = list[tuple[str, list[Tap]]]

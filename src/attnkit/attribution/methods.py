@@ -28,15 +28,13 @@ from typing import Protocol, cast
 
 import numpy as np
 
-from ..attention.multihead import MultiHeadAttention
-from ..inspection.capture import AttentionRecord, Prepared
-from ..inspection.explain import forward_calls
+from ..inspection.capture import AttentionRecord, Prepared, capture_ids
 from ..models.interface import EncoderModel, Seq2SeqModel
 from .flow import attention_flow
 from .gradients import GRADIENT_METHODS, Scorer, attention_relevance, normalise_rows
 from .rollout import raw_attention, rollout
 from .scorers import SENTENCE_ROW
-from .value_norm import layer_value_norms, value_norm_scores
+from .value_norm import call_value_norms, value_norm_scores
 
 
 class Attributable(Protocol):
@@ -119,23 +117,18 @@ def value_norm_kind(record: AttentionRecord, side: str) -> str:
 
 
 def value_norms_of(model: Seq2SeqModel | EncoderModel, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
-    """(layers, q, k): || sum_h a^h_ij f^h(x_j) || of every multi-head attention layer of ``kind``
-    (``value_norm``), from one forward pass over ``prepared``."""
-    sites = [site for site in model.attention_sites() if site.kind == kind]
-    if not sites or not all(isinstance(site.module, MultiHeadAttention) for site in sites):
+    """(layers, q, k): || sum_h a^h_ij f^h(x_j) || of every attention layer of ``kind``
+    (``value_norm``), from one forward pass over ``prepared`` recorded with its values. Each
+    layer's attention says its output projection W_O (``output_projection()``)."""
+    maps, _ = capture_ids(model, prepared.src_ids, prepared.tgt_in_ids, values=True)
+    calls = maps.calls.get(kind, [])
+    if not calls or not all(c.v is not None and hasattr(c.module, "output_projection") for c in calls):
+        what = "missing" if not calls else f"{type(calls[0].module).__name__}, which has no value vectors"
         raise ValueError(
-            "value-norm weighs the value vectors of multi-head attention; this model's "
-            f"{kind} attention is {'missing' if not sites else type(sites[0].module).__name__} "
-            "(use attention or a gradient method)"
+            f"value-norm weighs the value vectors of multi-head attention; this model's {kind} attention is "
+            f"{what} (use attention or a gradient method)"
         )
-    calls = forward_calls(model, prepared, [site.module for site in sites])
-    layers = []
-    for site, [(args, kwargs, output)] in zip(sites, calls):
-        value = args[2] if len(args) > 2 else kwargs["value"]
-        vectors = cast(MultiHeadAttention, site.module).value_vectors(value)[0]  # (h, s, d_model)
-        _, combined = layer_value_norms(output.weights[0].float(), vectors.float())
-        layers.append(combined.detach().cpu().numpy())
-    return np.stack(layers)
+    return np.stack([call_value_norms(c, c.module.output_projection()[0]).numpy() for c in calls])
 
 
 def encoder_value_norms(model: Seq2SeqModel | EncoderModel, prepared: Prepared) -> np.ndarray:

@@ -1,9 +1,9 @@
 """Scorers: a model made ready for gradient attributions on one prepared sentence (``Scorer``).
 
-attnkit's own encoder-decoders (Transformer, RNN with Luong attention, captioners) run with
-their weights recorded in the graph (``attention.weights_in_graph``), each attention module's
-calls gathered by hooks; models run by transformers record theirs through attnkit's attention
-implementation (``HFModel.forward_graph``). The scores are the log-probabilities of the output
+Every model runs under a ``graph`` recording (``attnkit.attention.record``): each attention
+call hands over the weights it mixed the values with, in the autograd graph (an RNN decoder
+each step's); models run by transformers through attnkit's attention implementation
+(``HFModel.forward_graph``). The scores are the log-probabilities of the output
 tokens the prepared sentence holds: its translation (or forced target), or, for a decoder-only
 model, each next token; an encoder's one score is its sentence vector's length along itself.
 """
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
-from ..attention.attend import Tap, weights_in_graph
+from ..attention import record
 from ..inspection.capture import Prepared
 from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel
 from .gradients import Calls, Scorer
@@ -31,34 +31,11 @@ def _log_probs(logits: Tensor, targets: list[int]) -> Tensor:
 
 
 def _traced(sites: list[AttentionSite], run: Callable[[], Out]) -> tuple[Out, Calls]:
-    """``run()`` (a forward pass with weights asked for) with every attention module's weights kept
-    in the graph: (its result, the modules' calls in the order they first ran, an RNN's steps
-    gathered under its one attention module)."""
-    kinds = {id(site.module): site.kind for site in sites}
-    gathered: dict[int, list[Tap]] = {}  # id(module) -> the taps of its calls, in order
-    order: list[tuple[str, int]] = []  # (kind, id(module)) in the order the modules first ran
-    starts: dict[int, int] = {}
-    handles = []
-    with weights_in_graph() as taps:
-
-        def before(module, args):
-            key = id(module)
-            if key not in gathered:
-                gathered[key] = []
-                order.append((kinds[key], key))
-            starts[key] = len(taps)
-
-        def after(module, args, output):
-            gathered[id(module)].extend(taps[starts[id(module)] :])
-
-        for site in sites:
-            handles += [site.module.register_forward_pre_hook(before), site.module.register_forward_hook(after)]
-        try:
-            out = run()
-        finally:
-            for h in handles:
-                h.remove()
-    return out, [(kind, gathered[key]) for kind, key in order]
+    """``run()`` (a forward pass) recorded with every attention call's weights kept in the graph:
+    (its result, the calls in the order they ran, an RNN's steps under its one call)."""
+    with record.recording(graph=True, kinds={id(site.module): site.kind for site in sites}) as rec:
+        out = run()
+    return out, [(c.kind, c.graph or []) for c in rec.calls]
 
 
 def seq2seq_scorer(model: Seq2SeqModel, prepared: Prepared, *, source: Tensor | None = None) -> Scorer:
@@ -75,9 +52,7 @@ def seq2seq_scorer(model: Seq2SeqModel, prepared: Prepared, *, source: Tensor | 
     def forward(copies: int) -> tuple[Tensor, Calls]:
         expand = (copies,) + (-1,) * (src.dim() - 1)
         model.eval()
-        out, calls = _traced(
-            sites, lambda: model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1), need_weights=True)
-        )
+        out, calls = _traced(sites, lambda: model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1)))
         assert out.logits is not None  # projected
         return _log_probs(out.logits, prepared.tgt_out_ids or []), calls
 
@@ -115,9 +90,7 @@ def encoder_scorer(model: EncoderModel, prepared: Prepared) -> Scorer:
 
     def forward(copies: int) -> tuple[Tensor, Calls]:
         model.eval()
-        out, calls = _traced(
-            sites, lambda: model.encode(src.expand(copies, -1), mask.expand(copies, -1), need_weights=True)
-        )
+        out, calls = _traced(sites, lambda: model.encode(src.expand(copies, -1), mask.expand(copies, -1)))
         return _sentence_score(out.memory, direction), calls
 
     return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", model.input_embedding(), forward, pooled=True)
@@ -133,7 +106,7 @@ def transformers_scorer(hf: Any, prepared: Prepared, task: str) -> Scorer:
 
         def forward_encoder(copies: int) -> tuple[Tensor, Calls]:
             rec, out = hf.forward_graph(prepared.src_ids, copies=copies)
-            return _sentence_score(out.last_hidden_state, direction), [(c.kind, [Tap(c.graph)]) for c in rec.calls]
+            return _sentence_score(out.last_hidden_state, direction), [(c.kind, c.graph or []) for c in rec.calls]
 
         return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward_encoder, pooled=True)
     if prepared.tgt_in_ids is None or prepared.tgt_out_ids is None:
@@ -145,13 +118,13 @@ def transformers_scorer(hf: Any, prepared: Prepared, task: str) -> Scorer:
 
         def forward(copies: int) -> tuple[Tensor, Calls]:
             rec, out = hf.forward_graph(seq, copies=copies)
-            return _log_probs(out.logits[:, :-1], seq[1:]), [(c.kind, [Tap(c.graph)]) for c in rec.calls]
+            return _log_probs(out.logits[:, :-1], seq[1:]), [(c.kind, c.graph or []) for c in rec.calls]
 
         return Scorer(prepared.tgt_in_tokens[1:], prepared.tgt_in_tokens, "self", hf.source_embedding(), forward)
 
     def forward_seq2seq(copies: int) -> tuple[Tensor, Calls]:
         rec, out = hf.forward_graph(prepared.src_ids, seq, copies=copies)
-        return _log_probs(out.logits, prepared.tgt_out_ids or []), [(c.kind, [Tap(c.graph)]) for c in rec.calls]
+        return _log_probs(out.logits, prepared.tgt_out_ids or []), [(c.kind, c.graph or []) for c in rec.calls]
 
     return Scorer(prepared.tgt_out_tokens, prepared.src_tokens, "seq2seq", hf.source_embedding(), forward_seq2seq)
 

@@ -22,6 +22,26 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..attention.record import AttentionCall, MapView
+
+
+def value_vectors(call: AttentionCall, w_o: Tensor) -> Tensor:
+    """f^h(x_j) = v^h_j W_O^h of a call recorded with its values: (h, s, d_model), from its v
+    (h_kv, s, d) and the output projection W_O (d_model, h x d). A grouped-query head reads its
+    group's values."""
+    if call.v is None:
+        raise ValueError("value vectors need a recording that keeps the values (values=True)")
+    heads, kv_heads, head_dim = call.heads, call.v.shape[0], call.v.shape[-1]
+    values = call.v.float().cpu().repeat_interleave(heads // kv_heads, dim=0)  # (h, s, d)
+    w = w_o.detach().float().cpu().view(w_o.shape[0], heads, head_dim)
+    return torch.einsum("hsd,mhd->hsm", values, w)
+
+
+def call_value_norms(call: AttentionCall, w_o: Tensor) -> Tensor:
+    """The layer's (q, k) norms || sum_h a^h_ij f^h(x_j) || of a call recorded with its values."""
+    weights = torch.stack([torch.from_numpy(MapView(call, h).dense()) for h in range(call.heads)])
+    return layer_value_norms(weights, value_vectors(call, w_o))[1]
+
 
 def layer_value_norms(weights: Tensor, vectors: Tensor) -> tuple[Tensor, Tensor]:
     """weights (h, q, k) of one layer, vectors f^h(x_j) (h, k, d) -> (per head (h, q, k) norms

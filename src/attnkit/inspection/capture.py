@@ -1,10 +1,11 @@
 """Every attention map of one forward pass, with its token strings, in one file.
 
-``capture`` runs a model once per sentence with ``need_weights=True`` (nothing
-is recorded during training or plain decoding): a sequence-to-sequence model
-is fed its own translation (or a given target) by teacher forcing, so one pass
-yields encoder self-attention, decoder self-attention and cross-attention for
-every layer and head, plus p_t for local attention.
+``capture`` runs a model once per sentence under a recording (``attnkit.attention.record``;
+nothing is recorded during training or plain decoding): a sequence-to-sequence model is fed
+its own translation (or a given target) by teacher forcing, so one pass yields encoder
+self-attention, decoder self-attention and cross-attention for every layer and head, plus
+p_t for local attention. Multi-head attention is kept as q, k and each row's log-sum-exp,
+its maps formed only where asked (``AttentionRecord.view``, ``Maps``).
 
 Maps, per example (``layers, heads, queries, keys``):
 
@@ -150,15 +151,20 @@ def model_label(info: dict) -> str:
 
 @torch.no_grad()
 def capture_ids(
-    model: Seq2SeqModel | EncoderModel, src_ids: list[int], tgt_in_ids: list[int] | None = None
+    model: Seq2SeqModel | EncoderModel,
+    src_ids: list[int],
+    tgt_in_ids: list[int] | None = None,
+    *,
+    values: bool = False,
 ) -> tuple[Maps, np.ndarray | None]:
     """Every attention call of one forward pass over ``src_ids`` (and ``tgt_in_ids`` for a
-    seq2seq model), recorded: (Maps, p_t or None). The model is put in eval mode."""
+    seq2seq model), recorded (``values``: with each call's value vectors): (Maps, p_t or None).
+    The model is put in eval mode."""
     model.eval()
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device)
     mask = torch.ones_like(src, dtype=torch.bool)
-    with record.recording(kinds={id(s.module): s.kind for s in model.attention_sites()}) as rec:
+    with record.recording(kinds={id(s.module): s.kind for s in model.attention_sites()}, values=values) as rec:
         if tgt_in_ids is None:
             model.encode(src, mask)
         else:

@@ -26,7 +26,7 @@ sigmoid(v_p^T tanh(W_p h_t)), weights softmax-in-window x exp(-(s - p_t)^2 / 2 (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -36,7 +36,7 @@ from ..attention.multihead import MultiHeadAttention
 from ..attention.record import AttentionCall
 from ..attention.recurrent import GlobalAttention, LocalAttention
 from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel, find_site
-from .capture import LABELS, Prepared
+from .capture import LABELS, Prepared, capture_ids
 
 
 def attention_module(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> MultiHeadAttention:
@@ -201,75 +201,32 @@ def explain(
     head: int = 0,
     query: int = 0,
 ) -> Walkthrough:
-    """Recompute one head's attention for query position ``query`` of ``prepared``
-    (an RNN decoder's Luong attention has one head: 0)."""
+    """Recompute one head's attention for query position ``query`` of ``prepared`` from one
+    forward pass recorded with its values (an RNN decoder's Luong attention has one head: 0)."""
     site = find_site(model, kind, layer)
     if kind != "encoder" and prepared.tgt_in_ids is None:
         raise ValueError(f"{LABELS[kind]} needs a target side")
-    if isinstance(site.module, (GlobalAttention, LocalAttention)):
-        return _explain_recurrent(model, prepared, site, head, query)
-    if not isinstance(site.module, MultiHeadAttention):
+    maps, _ = capture_ids(model, prepared.src_ids, prepared.tgt_in_ids, values=True)
+    call = maps.call(kind, site.layer)
+    if call.weights is not None:  # formed weights: an RNN decoder's Luong attention
+        return _explain_recurrent(call, prepared, site, head, query)
+    if call.v is None or "x" not in call.extra:
         raise ValueError(f"no walk-through for {type(site.module).__name__}")
-    module = site.module
-    if not 0 <= head < module.num_heads:
-        raise ValueError(
-            f"head {head} out of range: the layer has {module.num_heads} heads (0..{module.num_heads - 1})"
-        )
-    q_tokens, k_tokens = prepared.queries(kind), prepared.keys(kind)  # labelled as `plot` and the viewer do
-    query = _query_index(query, q_tokens)
-    [(args, kwargs, output)] = _calls(model, prepared, module)
-    device = args[0].device
-    seen = {"kwargs": kwargs, "output": output}
-    x_q, x_k, x_v = args[:3]
-    hd, h = module.head_dim, module.num_heads
-    Q, K, V = (x.float() for x in module.head_projections(x_q, x_k, x_v))  # (1, h, ·, hd)
-    x_q = x_q.float()
-    t, s = Q.shape[2], K.shape[2]
-    positions = module.positions if kind != "cross" else None
-    bias = None
-    if positions is not None:
-        q_pos, k_pos = torch.arange(t, device=device), torch.arange(s, device=device)
-        Q, K = positions.rotate(Q, q_pos), positions.rotate(K, k_pos)
-        full = positions.score_bias(Q, q_pos, k_pos)
-        bias = None if full is None else full.expand(1, h, t, s)[0, head, query].float()
-    q, k, v = Q[0, head, query], K[0, head], V[0, head]
-    raw = k @ q
-    scale = 1.0 / math.sqrt(hd)
-    allowed = torch.ones(s, dtype=torch.bool, device=device)
-    if seen["kwargs"].get("causal", False):
-        allowed = torch.arange(s, device=device) <= query
-    logits_scaled = raw * scale + (bias if bias is not None else 0.0)
-    logits_raw = raw + (bias if bias is not None else 0.0)
-    neg = torch.tensor(float("-inf"), device=device)
-    scaled = torch.where(allowed, logits_scaled, neg)
-    weights = torch.softmax(scaled, -1)
-    unscaled = torch.softmax(torch.where(allowed, logits_raw, neg), -1)
-    context = weights @ v
-    if positions is not None and positions.needs_weights:
-        full_w = torch.zeros(1, h, t, s, device=device)
-        full_w[0, head, query] = weights
-        q_pos, k_pos = torch.arange(t, device=device), torch.arange(s, device=device)
-        context = context + cast(torch.Tensor, positions.value_term(full_w, q_pos, k_pos))[0, head, query]
-    model_weights = seen["output"].weights[0, head, query].float()
-    return Walkthrough(
-        kind=kind,
-        layer=site.layer,
-        head=head,
-        query=query,
-        query_token=q_tokens[query],
-        key_tokens=list(k_tokens),
-        x=cpu(x_q[0, query]),
-        q=cpu(q),
-        k=cpu(k),
-        v=cpu(v),
-        raw=cpu(raw),
-        scale=scale,
-        bias=None if bias is None else cpu(bias),
-        scaled=cpu(scaled),
-        weights=cpu(weights),
-        unscaled_weights=cpu(unscaled),
-        context=cpu(context),
-        model_weights=cpu(model_weights),
+    walk = explain_recorded(call, prepared, head=head, query=query)
+    positions = getattr(call.module, "positions", None) if kind != "cross" else None
+    context = walk.context
+    if positions is not None and positions.needs_weights:  # Shaw et al.'s relative values: a value term too
+        _, t, s = call.shape
+        full = torch.zeros(1, call.heads, t, s)
+        full[0, head, walk.query] = torch.from_numpy(walk.weights)
+        term = positions.value_term(full, torch.arange(t), torch.arange(s))
+        context = context + cpu(cast(torch.Tensor, term)[0, head, walk.query])
+    return replace(
+        walk,
+        x=cpu(call.extra["x"][walk.query].float()),
+        context=context,
+        score=Walkthrough.score,
+        q_formula=Walkthrough.q_formula,
     )
 
 
@@ -339,55 +296,19 @@ def _query_index(query: int, q_tokens: list[str]) -> int:
     return query % len(q_tokens)
 
 
-def _calls(model: Seq2SeqModel | EncoderModel, prepared: Prepared, module: torch.nn.Module) -> list[tuple]:
-    """(args, kwargs, output) of every call of ``module`` in one forward pass over ``prepared``."""
-    return forward_calls(model, prepared, [module])[0]
-
-
-def forward_calls(
-    model: Seq2SeqModel | EncoderModel, prepared: Prepared, modules: list[torch.nn.Module]
-) -> list[list[tuple]]:
-    """For each of ``modules``, the (args, kwargs, output) of its every call in one forward pass
-    over ``prepared`` (weights asked for)."""
-    calls: list[list[tuple]] = [[] for _ in modules]
-    handles = []
-    for i, module in enumerate(modules):
-
-        def hook(mod, args, kwargs, output, i=i):
-            calls[i].append((args, kwargs, output))
-
-        handles.append(module.register_forward_hook(hook, with_kwargs=True))
-    model.eval()
-    device = next(model.parameters()).device
-    src = torch.tensor([prepared.src_ids], device=device)
-    mask = torch.ones_like(src, dtype=torch.bool)
-    try:
-        with torch.no_grad():
-            if prepared.tgt_in_ids is None:
-                model.encode(src, mask, need_weights=True)
-            else:
-                # a target side: a seq2seq model
-                tgt = torch.tensor([prepared.tgt_in_ids], device=device)
-                cast(Seq2SeqModel, model)(src, mask, tgt, need_weights=True)
-    finally:
-        for h in handles:
-            h.remove()
-    return calls
-
-
 def _explain_recurrent(
-    model: Seq2SeqModel | EncoderModel, prepared: Prepared, site: AttentionSite, head: int, query: int
+    call: AttentionCall, prepared: Prepared, site: AttentionSite, head: int, query: int
 ) -> Walkthrough:
-    """Luong attention of decoder step ``query``: its score, window (local) and weights, recomputed."""
-    module = cast(GlobalAttention | LocalAttention, site.module)  # checked by explain
+    """Luong attention of decoder step ``query``: its score, window (local) and weights, recomputed
+    from the recorded decoder states, encoder states and window centres."""
+    module = cast(GlobalAttention | LocalAttention, site.module)
     if head != 0:
         raise ValueError(f"head {head} out of range: the RNN's attention has one head (0)")
     q_tokens, k_tokens = prepared.queries("cross"), prepared.keys("cross")
     query = _query_index(query, q_tokens)
-    calls = _calls(model, prepared, module)  # one per decoder step (input feeding), or one for all steps
-    states = torch.cat([args[0] for args, _, _ in calls], 1)[0].float()  # (t, H) decoder states h_t
-    keys, values = (x[0].float() for x in calls[0][0][1:3])  # (s, H) encoder states
-    model_weights = torch.cat([out.weights for _, _, out in calls], 1)[0, query].float()
+    states = call.extra["queries"].float()  # (t, H) decoder states h_t
+    keys, values = call.extra["keys"].float(), call.extra["values"].float()  # (s, H) encoder states
+    model_weights = call.block(0, slice(query, query + 1), slice(0, keys.shape[0]))[0]
     h = states[query]
     s = keys.shape[0]
     terms = module.score.terms(h, keys)  # (s, ·)
@@ -397,8 +318,7 @@ def _explain_recurrent(
     p_t = window = gauss = None
     if isinstance(module, LocalAttention):
         window = module.window
-        centres = torch.cat([out.p_t for _, _, out in calls], 1)[0].float()
-        p_t = float(centres[query])
+        p_t = float(call.extra["p_t"][query])
         allowed = (positions >= math.ceil(p_t - window)) & (positions <= p_t + window)
     scaled = torch.where(allowed, raw, torch.tensor(float("-inf"), device=raw.device))
     weights = torch.softmax(scaled, -1)

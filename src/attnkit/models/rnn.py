@@ -226,8 +226,12 @@ class RNNSeq2Seq(nn.Module):
         out = self._teacher_forced(src, src_mask, tgt_in, need_weights or rec is not None, project)
         if rec is not None and out.attention is not None:
             maps = out.attention
+            graph, parts = rec.steps(self.attention)  # each step's weights in the graph; queries, keys, values
             extra = {} if maps.p_t is None else {"p_t": maps.p_t[0].detach()}
-            rec.add("cross", weights=maps.cross[0][0], module=self.attention, extra=extra)
+            if parts:  # a values recording: the decoder states h_t (t, H), the encoder states (s, H)
+                extra.update(queries=torch.cat([q[0] for q in parts["query"]]), keys=parts["keys"][0][0])
+                extra["values"] = parts["values"][0][0]
+            rec.add("cross", weights=maps.cross[0][0], module=self.attention, extra=extra, graph=graph)
             if not need_weights:
                 out = replace(out, attention=None)
         return out

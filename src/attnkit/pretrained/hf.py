@@ -122,7 +122,7 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     kind = rec.kind_of(module)
     if rec.graph:
         out, weights = record.explicit(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
-        rec.add(kind, weights=weights[0], graph=weights, module=module)
+        rec.add(kind, weights=weights[0], graph=[record.Tap(weights)], module=module)
     else:
         out, lse = record.fused_with_lse(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
         rec.add(
@@ -325,16 +325,6 @@ class HFModel:
             raise ValueError(f"no output projection found for {type(module).__name__}")
         return dense.weight.detach(), None if dense.bias is None else dense.bias.detach()
 
-    def value_vectors(self, call: record.AttentionCall) -> Tensor:
-        """f^h(x_j) = v^h_j W_O^h of a recorded call (``vectors=True``): (heads, keys, d_model);
-        a grouped-query head reads its group's values."""
-        assert call.v is not None  # a vectors recording
-        weight, _ = self.output_projection(call.module)
-        heads, kv_heads, head_dim = call.heads, call.v.shape[0], call.v.shape[-1]
-        values = call.v.float().cpu().repeat_interleave(heads // kv_heads, dim=0)  # (h, k, d)
-        w_o = weight.float().cpu().view(weight.shape[0], heads, head_dim)
-        return torch.einsum("hkd,mhd->hkm", values, w_o)
-
     # -- images -------------------------------------------------------------------------------
 
     def image_size(self) -> tuple[int, int]:
@@ -531,6 +521,28 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
         )
     model = model.to(device).eval()
     return HFModel(path, family, model_type, model, tokenizer, processor, _attention_kinds(model, family))
+
+
+def from_object(model: Any, tokenizer: Any = None) -> HFModel:
+    """A transformers model already in memory (a notebook's) with its tokenizer (or, for an image
+    encoder, its image processor). attnkit's attention implementation is set on it: with no
+    recording open it runs transformers' own SDPA, so the model computes as before."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "to_dict") or not isinstance(model, nn.Module):
+        raise ValueError(f"attnkit.load takes a name, a directory or a transformers model, not {type(model).__name__}")
+    name = Path(str(getattr(config, "_name_or_path", "") or type(model).__name__))
+    model_type, family = family_of(config.to_dict(), name)
+    if tokenizer is None:
+        needed = "image processor" if family == "vision" else "tokenizer"
+        raise ValueError(
+            f"a {type(model).__name__} object needs its {needed}: attnkit.load(model, {needed.split()[-1]})"
+        )
+    _quiet_transformers()
+    _register()
+    model.set_attn_implementation(ATTN)  # type: ignore[operator]  # a PreTrainedModel method
+    model.eval()
+    processor, tokenizer = (tokenizer, None) if family == "vision" else (None, tokenizer)
+    return HFModel(name, family, model_type, model, tokenizer, processor, _attention_kinds(model, family))
 
 
 def _load(make, path: Path, what: str):
