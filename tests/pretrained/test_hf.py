@@ -432,7 +432,9 @@ def test_a_model_object_without_its_tokenizer_is_one_line(hf_models):
     import transformers as T
 
     held = T.AutoModelForCausalLM.from_pretrained(hf_models["llama"])
-    with pytest.raises(ValueError, match=r"a LlamaForCausalLM object needs its tokenizer: attnkit.load\(model, tokenizer\)"):
+    with pytest.raises(
+        ValueError, match=r"a LlamaForCausalLM object needs its tokenizer: attnkit.load\(model, tokenizer\)"
+    ):
         attnkit.load(held)
     with pytest.raises(ValueError, match="not list"):
         attnkit.load([1, 2])
