@@ -21,39 +21,58 @@ from .. import __version__
 from ..atomic import write_text
 from ..data.tokenizer import SPECIAL_LABELS
 from ..inspection.capture import AttentionRecord
+from ..inspection.maps import Maps
 
 DIGITS = 4  # weights are rounded to this many decimals in the studio's JSON answers
 PAGE_BUDGET = 96 * 2**20  # bytes of packed maps a page holds unless told otherwise (``choose_layers``)
 
 
-def pack_layers(maps: np.ndarray, layers: list[int] | None = None) -> dict:
-    """(L, h, q, k) weights -> {"shape", "layers": the layer indices held, "data": one base64
-    string of uint16 per held layer (row-major heads, queries, keys)}."""
+def pack_layers(maps: np.ndarray | Maps, layers: list[int] | None = None, kind: str | None = None) -> dict:
+    """(L, h, q, k) weights (an array, or a record's ``Maps`` and the ``kind``: only the held
+    layers are formed) -> {"shape", "layers": the layer indices held, "data": one base64 string
+    of uint16 per held layer (row-major heads, queries, keys)}."""
     import base64
 
-    held = list(range(maps.shape[0])) if layers is None else layers
+    if isinstance(maps, Maps):
+        assert kind is not None  # a record's maps are packed kind by kind
+        shape: tuple[int, ...] = maps.shape(kind)
+        layer_of = lambda i: maps.layer(kind, i)  # one layer formed at a time
+    else:
+        shape, layer_of = maps.shape, maps.__getitem__
+    held = list(range(shape[0])) if layers is None else layers
     data = []
     for layer in held:
-        fixed = np.round(np.clip(maps[layer].astype(np.float32), 0.0, 1.0) * 65535).astype("<u2")
+        weights = layer_of(layer)
+        fixed = np.round(np.clip(np.asarray(weights, dtype=np.float32), 0.0, 1.0) * 65535).astype("<u2")
         data.append(base64.b64encode(fixed.tobytes()).decode("ascii"))
-    return {"shape": list(maps.shape), "layers": held, "data": data}
+    return {"shape": list(shape), "layers": held, "data": data}
+
+
+def _shapes(r: AttentionRecord) -> dict[str, tuple[int, int, int, int]]:
+    """{kind: (layers, heads, queries, keys)}, nothing formed."""
+    return {kind: r.maps.shape(kind) for kind in r.maps}
 
 
 def packed_size(records: list[AttentionRecord], layers: list[int] | None = None) -> int:
     """Bytes the packed maps of ``records`` take in a page (all layers, or ``layers`` of each kind)."""
     total = 0
     for r in records:
-        for a in r.maps.values():
-            per_layer = int(np.prod(a.shape[1:])) * 2 * 4 // 3
-            total += per_layer * (a.shape[0] if layers is None else len(layers))
+        for shape in _shapes(r).values():
+            per_layer = int(np.prod(shape[1:])) * 2 * 4 // 3
+            total += per_layer * (shape[0] if layers is None else len(layers))
     return total
+
+
+def depth_of(records: list[AttentionRecord]) -> int:
+    """The fewest layers any kind of any record has."""
+    return min(shape[0] for r in records for shape in _shapes(r).values())
 
 
 def choose_layers(records: list[AttentionRecord], budget: int = PAGE_BUDGET) -> list[int] | None:
     """None (every layer) if the page fits ``budget``, else the last layers that do (at least one)."""
     if packed_size(records) <= budget:
         return None
-    depth = min(a.shape[0] for r in records for a in r.maps.values())
+    depth = depth_of(records)
     keep = 1
     while keep < depth and packed_size(records, list(range(depth - keep - 1, depth))) <= budget:
         keep += 1
@@ -75,10 +94,10 @@ def image_url(image: np.ndarray) -> str:
 def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
     """One sentence as the static page holds it: ``example_json`` with the maps packed."""
     out = example_json(r, maps=False)
-    depth = {kind: a.shape[0] for kind, a in r.maps.items()}
+    depth = {kind: shape[0] for kind, shape in _shapes(r).items()}
     out["packed"] = {
-        kind: pack_layers(a, None if layers is None else [x % depth[kind] for x in layers])
-        for kind, a in r.maps.items()
+        kind: pack_layers(r.maps, None if layers is None else [x % depth[kind] for x in layers], kind)
+        for kind in r.maps
     }
     return out
 
@@ -191,7 +210,7 @@ def write_html(
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
     if layers is not None:
-        depth = min(a.shape[0] for r in records for a in r.maps.values())
+        depth = depth_of(records)
         bad = [x for x in layers if not -depth <= x < depth]
         if bad:
             raise ValueError(f"--layers {bad[0]} out of range: the model has {depth} layer(s) (0..{depth - 1})")
