@@ -13,7 +13,9 @@ text is those docs, repeated as far as needed. Each measurement runs in its own 
   sdpa      transformers alone: AutoModelForCausalLM with attn_implementation="sdpa", one
             forward over the tokens (no cache, the last position's logits only)
   record    ``attnkit.load`` on the directory, ``capture`` of the same tokens (every attention
-            call recorded: q, k and each row's log-sum-exp), then the record saved as .npz
+            call recorded: q, k and each row's log-sum-exp), then the record saved as .npz;
+            (--float16) also with q and k kept in float16 and the log-sum-exp of the rounded
+            q and k (one more pass over the scores)
   before    (--before) the same capture forming every map (layers x heads x t x t); with
             --before-src DIR, attnkit's own capture from that checkout (``git worktree add DIR
             e995841``: eager attention, every map kept); refused with one line where the maps
@@ -26,7 +28,7 @@ memory depends on how allocations interleave; each process runs with MALLOC_MMAP
 Reported: wall time of the forward (and of saving), peak resident memory over the process's
 footprint after loading the model, the record's size; and the record's exactness: every
 layer's last 64 rows (a block) formed from the record against eager softmax(q k^T) of the
-same q and k, and the float16 record's error against the float32 one.
+same q and k.
 """
 
 from __future__ import annotations
@@ -269,7 +271,7 @@ def main() -> None:
     p.add_argument(
         "--before-src", type=Path, help="a checkout of attnkit before the record (git worktree): its capture"
     )
-    p.add_argument("--float32", action="store_true", help="also a float32 record past 1,024 tokens")
+    p.add_argument("--float16", action="store_true", help="also a record of q and k in float16")
     p.add_argument("--device", default="cpu")
     p.add_argument(
         "--malloc-default",
@@ -301,8 +303,8 @@ def main() -> None:
     for n in args.tokens:
         base = measure("sdpa", n, args)
         rows = [("sdpa", base), ("record", measure("record", n, args))]
-        if args.float32 and n > 1024:
-            rows.append(("record f32", measure("record", n, args, "float32")))
+        if args.float16:
+            rows.append(("record f16", measure("record", n, args, "float16")))
         if args.before:
             dense_gb = 30 * 9 * n * n * (2 if n > 1024 else 4) / 1e9
             need_gb = 2.5 * dense_gb  # measured: the formed-maps path peaks at about twice its maps (2.0x at 4,096)

@@ -50,7 +50,9 @@ if TYPE_CHECKING:
     from .viewer.notebook import NotebookView
 
 DEFAULT_NEW_TOKENS = 20  # a decoder-only model's continuation, unless asked otherwise
-COMPACT_FROM = 1024  # longer inputs keep their maps as float16 (2 bytes a weight; the page's 16 bits are finer)
+# longer inputs keep their record's q and k in float16: half the memory, and one more pass over the
+# scores for the log-sum-exp of the rounded q and k (so that every row still sums to 1)
+COMPACT_FROM = 32_768
 
 
 class LoadedModel(ABC):

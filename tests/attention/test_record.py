@@ -174,6 +174,27 @@ def test_a_float16_record_stays_within_its_stated_error():
         np.testing.assert_allclose(MapView(half, head).dense(), weights[head].numpy(), atol=2e-3)
 
 
+def test_a_float16_recording_keeps_the_log_sum_exp_of_its_rounded_q_and_k():
+    """Large scores (q and k of norm ~50): rounding q and k to float16 moves each score by far more
+    than 1e-6, so the log-sum-exp is of the rounded ones and every row still sums to 1."""
+    q, k, _ = _qkv(t=30, s=30)
+    q, k = q * 6, k * 6
+    kk = groups(k, 4)
+    scores = q @ kk.transpose(-1, -2) * 8**-0.5
+    causal = torch.ones(30, 30, dtype=torch.bool).tril()
+    lse = torch.logsumexp(scores.masked_fill(~causal, float("-inf")), -1)
+    with record.recording(dtype=torch.float16) as rec:
+        call = rec.add("decoder", q=q[0], k=k[0], scale=8**-0.5, lse=lse[0], causal=True)
+    assert call.q.dtype == torch.float16
+    for head in range(4):
+        np.testing.assert_allclose(MapView(call, head).dense().sum(-1), 1.0, atol=1e-5)  # float32 sums
+    with (
+        pytest.raises(ValueError, match="float16 or float32, not torch.bfloat16"),
+        record.recording(dtype=torch.bfloat16),
+    ):
+        pass
+
+
 def test_dense_weights_are_a_view_too():
     """A score that does not factor through q . k keeps its weights: the same views answer."""
     call, _, weights, _ = _call(CASES["cross (t != s)"])

@@ -151,8 +151,8 @@ def _span(x: int | slice | tuple[int, int] | None, n: int, what: str) -> slice:
     """A block's rows or columns as a slice within 0..n, or a one-line error."""
     if x is None:
         return slice(0, n)
-    if isinstance(x, int):
-        x = (x, x + 1)
+    if isinstance(x, (int, np.integer)):
+        x = (int(x), int(x) + 1)
     if isinstance(x, slice):
         if x.step not in (None, 1):
             raise ValueError(f"a block's {what} are a contiguous range, got step {x.step}")
@@ -200,8 +200,8 @@ class MapView:
         return self._block(r, c).cpu().numpy()
 
     def dense(self) -> np.ndarray:
-        """The whole (t, s) map."""
-        return self.block()
+        """The whole (t, s) map (for a long input ``Maps`` first checks that it fits in memory)."""
+        return self._block(slice(0, self.queries), slice(0, self.keys)).cpu().numpy()
 
     def _visible(self, rows: slice) -> int:
         """Keys past which no query of ``rows`` sees anything (causal): the rest are exact zeros."""
@@ -345,6 +345,8 @@ class Recorder:
             for name, x in parts.items()
         }
         call = AttentionCall(kind, layer, **keep)
+        if call.lse is not None and call.q is not None and call.q.dtype != parts["q"].dtype:
+            call.lse = lse_of(call)  # of the q and k kept (rounded): every row sums to 1 again
         self.calls.append(call)
         return call
 
@@ -439,12 +441,15 @@ def recording(
     kinds: dict[int, str] | None = None,
 ) -> Iterator[Recorder]:
     """Within: every attention call of every model is handed to the yielded recorder."""
+    if dtype not in (torch.float16, torch.float32):
+        raise ValueError(f"a record keeps q and k in float16 or float32, not {dtype}")
     rec = Recorder(values=values, graph=graph, dtype=dtype, kinds=kinds or {})
     token = _recorder.set(rec)
     try:
         yield rec
     finally:
         _recorder.reset(token)
+        rec._steps.clear()  # a step-by-step attention whose call was never handed over
 
 
 # -- the fused kernel with its log-sum-exp ------------------------------------------------------
@@ -473,6 +478,18 @@ def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: T
             i = torch.arange(a, z, device=q.device)[:, None] + (s - t)
             sc = sc.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))
         out[..., a:z] = torch.logsumexp(sc, -1)
+    return out
+
+
+def lse_of(call: AttentionCall) -> Tensor:
+    """Each query's log-sum-exp (h, t) of the call's own q, k and rules, block by block."""
+    h, t, s = call.shape
+    out = torch.empty(h, t, device=_device(call))
+    step = max(1, BLOCK // s)
+    for head in range(h):
+        for a in range(0, t, step):
+            rows = slice(a, min(t, a + step))
+            out[head, rows] = torch.logsumexp(call.scores(head, rows, slice(0, s)), -1)
     return out
 
 
@@ -526,7 +543,7 @@ def explicit(
     t, s = q.shape[-2], k.shape[-2]
     scores = torch.matmul(q, k.transpose(-1, -2)) * scale
     if additive is not None:
-        scores = scores + additive
+        scores = scores + additive.to(scores.dtype)
     if causal:
         i = torch.arange(t, device=q.device)[:, None] + (s - t)
         scores = scores.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))

@@ -228,7 +228,7 @@ def attribute(
     side = check(record, methods, side)
     rows, cols = axes(record, side)
     read = "encoder" if side != "output" else "decoder" if decoder_only(record) else "cross"
-    out = Attribution(side, rows, cols, heads=int(record.maps[read].shape[1]) if read in record.maps else 0)
+    out = Attribution(side, rows, cols, heads=record.maps.shape(read)[1] if read in record.maps else 0)
     for m in methods:
         if m == "value-norm" and value_norms is None:
             raise ValueError("value-norm needs the model's value vectors: give a model, not a saved .npz")

@@ -274,11 +274,11 @@ PARTS = ("q", "k", "lse", "key_mask", "mask", "bias")  # a recorded call's array
 def _save_calls(arrays: dict[str, Any], prefix: str, calls: list[AttentionCall]) -> list[dict]:
     """A factored kind's calls as arrays under ``prefix/layer/part``; their rules for the metadata."""
     rules = []
-    for call in calls:
+    for layer, call in enumerate(calls):  # read back by position
         for part in PARTS:
             x = getattr(call, part)
             if x is not None:
-                arrays[f"{prefix}/{call.layer}/{part}"] = x.cpu().numpy()
+                arrays[f"{prefix}/{layer}/{part}"] = x.cpu().numpy()
         rules.append({"scale": call.scale, "causal": call.causal})
     return rules
 

@@ -217,9 +217,10 @@ def explain(
     context = walk.context
     if positions is not None and positions.needs_weights:  # Shaw et al.'s relative values: a value term too
         _, t, s = call.shape
-        full = torch.zeros(1, call.heads, t, s)
-        full[0, head, walk.query] = torch.from_numpy(walk.weights)
-        term = positions.value_term(full, torch.arange(t), torch.arange(s))
+        device = call.q.device if call.q is not None else None
+        full = torch.zeros(1, call.heads, t, s, device=device)
+        full[0, head, walk.query] = torch.from_numpy(walk.weights).to(device)
+        term = positions.value_term(full, torch.arange(t, device=device), torch.arange(s, device=device))
         context = context + cpu(cast(torch.Tensor, term)[0, head, walk.query])
     return replace(
         walk,
@@ -242,10 +243,10 @@ def explain_recorded(call: AttentionCall, prepared: Prepared, *, head: int, quer
     q_tokens, k_tokens = prepared.queries(call.kind), prepared.keys(call.kind)
     query = _query_index(query, q_tokens)
     kv = call.kv_head(head)  # grouped key/value heads: the group this query head reads
-    q, k, v = call.q[head, query].float(), call.k[kv].float(), call.v[kv].float()
+    q, k, v = (x.float().cpu() for x in (call.q[head, query], call.k[kv], call.v[kv]))  # wherever the model ran
     raw = k @ q
     s = k.shape[0]
-    bias = None if call.bias is None else call.bias[head if call.bias.shape[0] > 1 else 0, query].float()
+    bias = None if call.bias is None else call.bias[head if call.bias.shape[0] > 1 else 0, query].float().cpu()
     if bias is not None and not bias.any():
         bias = None  # T5's cross-attention passes a bias of zeros: nothing to show
     extra = torch.zeros(s) if bias is None else bias.clone()  # what is added to the scaled scores
@@ -279,7 +280,7 @@ def explain_recorded(call: AttentionCall, prepared: Prepared, *, head: int, quer
         weights=cpu(weights),
         unscaled_weights=cpu(unscaled),
         context=cpu(weights @ v),
-        model_weights=cpu(call.block(head, slice(query, query + 1), slice(0, s))[0]),
+        model_weights=cpu(call.block(head, slice(query, query + 1), slice(0, s))[0].cpu()),
         score=f"q · k{scale_text}" + (" + position bias" if bias is not None else ""),
         q_formula="(its layer's, positions applied)",  # after the projection, RoPE rotating q and k
         allowed=cpu(allowed).astype(bool),

@@ -223,6 +223,8 @@ class RNNSeq2Seq(nn.Module):
         recorder is open the attention over every position is handed to it, formed: Luong's
         scores are one small (t, s) map, and concat's do not factor through q . k."""
         rec = record.active()
+        if rec is not None:
+            rec.steps(self.attention)  # none left from earlier decoding under the same recording
         out = self._teacher_forced(src, src_mask, tgt_in, need_weights or rec is not None, project)
         if rec is not None and out.attention is not None:
             maps = out.attention
