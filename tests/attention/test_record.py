@@ -255,3 +255,13 @@ def test_each_kind_counts_its_own_layers():
         ("cross", 1),
     ]
     assert {k: len(v) for k, v in rec.by_kind().items()} == {"encoder": 2, "decoder": 2, "cross": 2}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_one_pass_over_a_calls_own_q_and_k_gives_its_log_sum_exp(case):
+    call, scores, _, _ = _call(CASES[case])
+    expected = torch.logsumexp(scores, -1)
+    found = record.lse_of(call)
+    finite = torch.isfinite(expected)
+    np.testing.assert_allclose(found[finite].numpy(), expected[finite].numpy(), atol=ATOL)
+    assert torch.isneginf(found[~finite]).all()

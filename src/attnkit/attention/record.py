@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -482,14 +482,28 @@ def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: T
 
 
 def lse_of(call: AttentionCall) -> Tensor:
-    """Each query's log-sum-exp (h, t) of the call's own q, k and rules, block by block."""
+    """Each query's log-sum-exp (h, t) of the call's own q, k and rules: every head at once, a
+    block of rows at a time, a causal map's invisible keys skipped."""
     h, t, s = call.shape
-    out = torch.empty(h, t, device=_device(call))
-    step = max(1, BLOCK // s)
-    for head in range(h):
-        for a in range(0, t, step):
-            rows = slice(a, min(t, a + step))
-            out[head, rows] = torch.logsumexp(call.scores(head, rows, slice(0, s)), -1)
+    q = _req(call.q).float()
+    k = groups(_req(call.k).float()[None], h)[0]  # (h, s, d)
+    out = torch.empty(h, t, device=q.device)
+    step = max(1, BLOCK // (s * h))
+    per_head = call.mask is not None and call.mask.shape[0] > 1
+    for a in range(0, t, step):
+        rows = slice(a, min(t, a + step))
+        cols = slice(0, max(1, min(s, rows.stop + s - t)) if call.causal else s)
+        sc = torch.matmul(q[:, rows], k[:, cols].transpose(-1, -2)) * call.scale  # (h, r, c)
+        if call.bias is not None:
+            sc = sc + call.bias[:, rows, cols].float()
+        allowed = (
+            torch.stack([cast(Tensor, call.allowed(i, rows, cols)) for i in range(h)])
+            if per_head
+            else call.allowed(0, rows, cols)
+        )
+        if allowed is not None:
+            sc = sc.masked_fill(~allowed, float("-inf"))
+        out[:, rows] = torch.logsumexp(sc, -1)
     return out
 
 
