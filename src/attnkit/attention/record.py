@@ -379,18 +379,12 @@ class Recorder:
             else:
                 rule = m.expand(-1, t, s)
         b = None if bias is None else bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))[0].expand(-1, t, s)
-        additive = None
-        if rule is not None or key_mask is not None or b is not None:
-            allowed = rule if rule is not None else None if key_mask is None else key_mask[None, None, :]
-            floor = (
-                None
-                if allowed is None
-                else torch.zeros(allowed.shape, device=q.device).masked_fill(~allowed, float("-inf"))
+        allowed = rule if rule is not None else None if key_mask is None else key_mask[None, None, :]
+        additive = additive_term(allowed, b)
+        with torch.no_grad():  # the record's log-sum-exp is no part of the model's graph
+            lse = _lse_blockwise(
+                q[:1], groups(k[:1], q.shape[1]), scale, causal, None if additive is None else additive[None]
             )
-            additive = floor if b is None else (b.float() if floor is None else b.float() + floor)
-        lse = _lse_blockwise(
-            q[:1], groups(k[:1], q.shape[1]), scale, causal, None if additive is None else additive[None]
-        )
         return self.add(
             self.kind_of(module),
             q=q[0],
@@ -455,8 +449,9 @@ def recording(
 # -- the fused kernel with its log-sum-exp ------------------------------------------------------
 
 
-def _additive(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype) -> Tensor | None:
-    """One additive term from a boolean mask (True = may attend) and a bias."""
+def additive_term(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype = torch.float32) -> Tensor | None:
+    """One term added to the scaled scores from a boolean mask (True = may attend: -inf where
+    it forbids) and a bias, broadcast together; None when there is neither."""
     if mask is None:
         return None if bias is None else bias.to(dtype)
     floor = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))

@@ -111,12 +111,7 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
         mask = allowed
         if bool(rest.any()):
             bias = rest if bias is None else bias + rest
-    additive = None
-    if mask is not None or bias is not None:
-        floor = (
-            None if mask is None else torch.zeros(mask.shape, device=query.device).masked_fill_(~mask, float("-inf"))
-        )
-        additive = floor if bias is None else (bias.float() if floor is None else bias.float() + floor)
+    additive = record.additive_term(mask, bias)
     heads = query.shape[1]
     k_all, v_all = record.groups(key, heads), record.groups(value, heads)
     kind = rec.kind_of(module)
