@@ -230,6 +230,9 @@ class HFModel:
             kv = getattr(c, "num_key_value_heads", None) or heads
             d = getattr(c, "head_dim", None) or hidden // max(heads, 1)
             total += layers * ((heads + kv * (2 if values else 1)) * tokens * d * itemsize + heads * tokens * 4)
+        if getattr(c, "relative_attention_num_buckets", None):  # T5: a (heads, t, s) position bias per stack
+            heads = max(h for _, h in self.layers_and_heads().values())
+            total += 3 * heads * tokens * tokens * 4
         return total + 8 * tokens * max(ffn, hidden) * 4
 
     def info(self, name: str) -> dict:
