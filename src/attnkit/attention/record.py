@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .masks import causal_mask
+
 BLOCK = 1 << 22  # scores computed at once by a view (16 MB in float32)
 
 
@@ -365,8 +367,7 @@ class Recorder:
         x: Tensor | None = None,
     ) -> AttentionCall:
         """Keep a call whose weights are softmax(scale q k^T + bias) under ``mask``, computed by
-        the model's own kernel: its log-sum-exp is taken here, in one blockwise pass over the
-        first row. q (b, h, t, d); k, v (b, h_kv, s, d); mask bool broadcastable to (b, h, t, s);
+        the model's own kernel: its log-sum-exp is taken here (``lse_of``), from the first row. q (b, h, t, d); k, v (b, h_kv, s, d); mask bool broadcastable to (b, h, t, s);
         bias broadcastable to (b, h, t, s); ``graph``: the weights the model mixed with, kept in
         the autograd graph by a ``graph`` recording; ``x`` (b, t, d_model): the queries' layer
         input, kept by a ``values`` recording (the walk-through shows q = x W^Q)."""
@@ -379,18 +380,11 @@ class Recorder:
             else:
                 rule = m.expand(-1, t, s)
         b = None if bias is None else bias.reshape((1,) * (4 - bias.dim()) + tuple(bias.shape))[0].expand(-1, t, s)
-        allowed = rule if rule is not None else None if key_mask is None else key_mask[None, None, :]
-        additive = additive_term(allowed, b)
-        with torch.no_grad():  # the record's log-sum-exp is no part of the model's graph
-            lse = _lse_blockwise(
-                q[:1], groups(k[:1], q.shape[1]), scale, causal, None if additive is None else additive[None]
-            )
-        return self.add(
+        call = self.add(
             self.kind_of(module),
             q=q[0],
             k=k[0],
             scale=scale,
-            lse=lse[0],
             causal=causal,
             key_mask=key_mask,
             mask=rule,
@@ -400,6 +394,8 @@ class Recorder:
             module=module,
             extra={"x": x[0].detach()} if x is not None and self.values else {},
         )
+        call.lse = lse_of(call)  # of the q and k kept, the rules applied block by block
+        return call
 
     def _keep(self, name: str, x: Tensor) -> Tensor:
         if name == "graph":
@@ -476,6 +472,7 @@ def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: T
     return out
 
 
+@torch.no_grad()
 def lse_of(call: AttentionCall) -> Tensor:
     """Each query's log-sum-exp (h, t) of the call's own q, k and rules: every head at once, a
     block of rows at a time, a causal map's invisible keys skipped."""
@@ -522,9 +519,8 @@ def fused_with_lse(
     is_causal = causal and t == s  # the kernels align causal masks top-left: equal only when square
     extra = additive
     if causal and not is_causal:
-        i = torch.arange(t, device=q.device)[:, None] + (s - t)
-        forbid = torch.arange(s, device=q.device)[None, :] > i
-        floor = torch.zeros(t, s, dtype=q.dtype, device=q.device).masked_fill_(forbid, float("-inf"))
+        floor = additive_term(causal_mask(t, s, device=q.device), None, q.dtype)
+        assert floor is not None  # a mask was given
         extra = floor if extra is None else extra + floor
     if q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
@@ -554,8 +550,7 @@ def explicit(
     if additive is not None:
         scores = scores + additive.to(scores.dtype)
     if causal:
-        i = torch.arange(t, device=q.device)[:, None] + (s - t)
-        scores = scores.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))
+        scores = scores.masked_fill(~causal_mask(t, s, device=q.device), float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     if not torch.isfinite(scores).any(-1).all():  # a query with no visible key: 0, not NaN
         weights = weights.nan_to_num(0.0)
