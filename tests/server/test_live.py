@@ -156,7 +156,7 @@ def test_caption_a_scene_and_an_uploaded_image_in_the_browser(browser, tiny_capt
         errors = []
         page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)  # only a captioner: the caption page
+        page.goto(url + "captions")  # the held-out scenes' page
         assert page.is_visible("#live") and page.is_hidden("#text-models")
         page.click("#scene")
         page.wait_for_selector("#pick button")
@@ -165,5 +165,18 @@ def test_caption_a_scene_and_an_uploaded_image_in_the_browser(browser, tiny_capt
         page.set_input_files("#upload", str(tmp_path / "blank.png"))
         page.wait_for_function("document.querySelectorAll('#pick button').length === 2")
         assert page.inner_text("#pick button.on") == "your image" and page.inner_text("#ref") == ""
+        page.context.close()
+        # the same captioner in the studio: its words' attention over the image's regions
+        page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        assert page.inner_text("#go") == "Caption" and page.is_visible("#image-file") and page.is_hidden("#text")
+        page.set_input_files("#image-file", str(tmp_path / "blank.png"))
+        page.click("#go")
+        page.wait_for_function("/caption found/.test(document.getElementById('status').textContent)")
+        page.click("#tabs [data-tab=image]")
+        page.wait_for_selector("#patch-heat")
+        words = page.evaluate("attnkit.state.kind === 'cross' && document.querySelectorAll('#image-view .chip').length")
+        assert words >= 1  # the caption's words and </s>, each a query to choose
         page.context.close()
         assert errors == [], errors

@@ -47,7 +47,7 @@ def test_the_docs_notebook_runs():
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
     text = lambda cell: cell.outputs[0]["data"]["text/plain"]
-    assert "translation model multi30k-en-de" in text(code[0])
+    assert "encoder-decoder multi30k-en-de" in text(code[0])
     assert "Mann" in text(code[1])
     assert "'cross': (4, 4," in text(code[2])
     assert "<iframe" in html.unescape(code[4].outputs[0]["data"]["text/html"])

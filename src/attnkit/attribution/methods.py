@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from .value_norm import call_value_norms, value_norm_scores
 
 class Attributable(Protocol):
     """What attribution takes of a loaded model (``attnkit.loaded.LoadedModel`` is one)."""
+
+    @property
+    def capabilities(self) -> Any: ...  # ``attnkit.loaded.Capabilities``: .attributions, .summary
 
     def capture(self, prepared: Prepared) -> AttentionRecord: ...
 
@@ -290,8 +293,17 @@ def attribute_model(
     model: Attributable, prepared: Prepared, methods: list[str], *, side: str | None = None
 ) -> Attribution:
     """``attribute`` on one prepared sentence of a loaded model: its maps, value vectors and gradients."""
+    can = model.capabilities
+    unknown = [m for m in methods if m not in ALL_METHODS]
+    if unknown:
+        raise ValueError(f"unknown method {unknown[0]!r} (valid: {', '.join(ALL_METHODS)})")
     record = model.capture(prepared)
     side = check(record, methods, side)
+    refused = [m for m in methods if m not in can.attributions]
+    if refused:
+        if refused[0] in METHODS:
+            attribute(record, refused[:1], side=side)  # the maps' own reason, where they give one
+        raise ValueError(f"{refused[0]} is not run on {can.a} (it takes: {', '.join(can.attributions)})")
     norms = model.value_norms(prepared, value_norm_kind(record, side)) if "value-norm" in methods else None
     scorer = model.scorer(prepared) if any(m in GRADIENT_METHODS for m in methods) else None
     return attribute(record, methods, side=side, value_norms=norms, scorer=scorer)

@@ -96,37 +96,48 @@ def encoder_scorer(model: EncoderModel, prepared: Prepared) -> Scorer:
     return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", model.input_embedding(), forward, pooled=True)
 
 
-def transformers_scorer(hf: Any, prepared: Prepared, task: str) -> Scorer:
-    """A model run by transformers (``HFModel``): an encoder-decoder's target tokens over its
-    source, or a decoder-only model's next tokens over the tokens before them."""
-    if task == "encoder":
-        with torch.no_grad():
-            _, clean = hf.forward(prepared.src_ids)
-        direction = clean.last_hidden_state.float().mean(1)[0]
+def transformers_encoder_scorer(hf: Any, prepared: Prepared) -> Scorer:
+    """A text encoder run by transformers (``HFModel``): its sentence vector (the mean of its
+    top layer) over its tokens."""
+    with torch.no_grad():
+        _, clean = hf.forward(prepared.src_ids)
+    direction = clean.last_hidden_state.float().mean(1)[0]
 
-        def forward_encoder(copies: int) -> tuple[Tensor, Calls]:
-            rec, out = hf.forward_graph(prepared.src_ids, copies=copies)
-            return _sentence_score(out.last_hidden_state, direction), [(c.kind, c.graph or []) for c in rec.calls]
+    def forward(copies: int) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(prepared.src_ids, copies=copies)
+        return _sentence_score(out.last_hidden_state, direction), [(c.kind, c.graph or []) for c in rec.calls]
 
-        return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward_encoder, pooled=True)
+    return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward, pooled=True)
+
+
+def transformers_decoder_scorer(hf: Any, prepared: Prepared) -> Scorer:
+    """A decoder-only model run by transformers: each next token over the tokens before it."""
+    seq = _output_side(prepared)[0]
+    if len(seq) < 2:
+        raise ValueError("a decoder-only model's attribution explains each next token: give at least two tokens")
+
+    def forward(copies: int) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(seq, copies=copies)
+        return _log_probs(out.logits[:, :-1], seq[1:]), [(c.kind, c.graph or []) for c in rec.calls]
+
+    return Scorer(prepared.tgt_in_tokens[1:], prepared.tgt_in_tokens, "self", hf.source_embedding(), forward)
+
+
+def transformers_seq2seq_scorer(hf: Any, prepared: Prepared) -> Scorer:
+    """An encoder-decoder run by transformers: its target tokens over its source."""
+    seq, out_ids = _output_side(prepared)
+
+    def forward(copies: int) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(prepared.src_ids, seq, copies=copies)
+        return _log_probs(out.logits, out_ids), [(c.kind, c.graph or []) for c in rec.calls]
+
+    return Scorer(prepared.tgt_out_tokens, prepared.src_tokens, "seq2seq", hf.source_embedding(), forward)
+
+
+def _output_side(prepared: Prepared) -> tuple[list[int], list[int]]:
     if prepared.tgt_in_ids is None or prepared.tgt_out_ids is None:
         raise ValueError("gradient methods explain output tokens: this input has no output side")
-    seq = prepared.tgt_in_ids
-    if task == "generation":
-        if len(seq) < 2:
-            raise ValueError("a decoder-only model's attribution explains each next token: give at least two tokens")
-
-        def forward(copies: int) -> tuple[Tensor, Calls]:
-            rec, out = hf.forward_graph(seq, copies=copies)
-            return _log_probs(out.logits[:, :-1], seq[1:]), [(c.kind, c.graph or []) for c in rec.calls]
-
-        return Scorer(prepared.tgt_in_tokens[1:], prepared.tgt_in_tokens, "self", hf.source_embedding(), forward)
-
-    def forward_seq2seq(copies: int) -> tuple[Tensor, Calls]:
-        rec, out = hf.forward_graph(prepared.src_ids, seq, copies=copies)
-        return _log_probs(out.logits, prepared.tgt_out_ids or []), [(c.kind, c.graph or []) for c in rec.calls]
-
-    return Scorer(prepared.tgt_out_tokens, prepared.src_tokens, "seq2seq", hf.source_embedding(), forward_seq2seq)
+    return prepared.tgt_in_ids, prepared.tgt_out_ids
 
 
 def caption_scorer(model: Seq2SeqModel, image: Tensor, words: list[str], word_ids: list[int]) -> Scorer:

@@ -222,18 +222,14 @@ def cmd_heads(args: argparse.Namespace) -> None:
 def cmd_embed(args: argparse.Namespace) -> None:
     """Contextual word vectors of a pretrained encoder."""
     from ..inspection.contextual import contextual_figure, embed_report
-    from ..loaded import BertEncoder, TransformersModel, load
-    from ..pretrained import PretrainedEncoder
-    from ..pretrained.hf import HFModel
+    from ..loaded import load
 
     model = load(args.model, device=args.device)
-    encoder: PretrainedEncoder | HFModel
-    if isinstance(model, BertEncoder):
-        encoder = model.pretrained
-    elif isinstance(model, TransformersModel) and model.task == "encoder":
-        encoder = model.hf
-    else:
-        raise ValueError(f"{args.model} is a {model.task} model: embed shows the contextual vectors of an encoder")
+    if not model.capabilities.contextual:
+        raise ValueError(
+            f"{args.model} is {model.capabilities.a}: embed shows the contextual vectors of a text encoder"
+        )
+    encoder = model.contextual_encoder
     text, vectors, words = embed_report(encoder, args.sentences, args.word)
     print(text)
     if args.output:
@@ -248,10 +244,10 @@ def cmd_positions(args: argparse.Namespace) -> None:
 
     check_sizes(args.length, args.d_model, args.heads)
     source = load(args.model, **F.weights(args)) if args.model else None
-    if source is not None and source.module is None:
+    if source is not None and not source.capabilities.positions:
         raise ValueError(
-            f"{args.model} runs in transformers: `positions --model` draws the tables of attnkit's own "
-            "models and BERT encoders"
+            f"{args.model} is {source.capabilities.a} without position tables attnkit can draw "
+            "(`positions --model` draws those of attnkit's own Transformers and of BERT encoders)"
         )
     for text, path in draw_positions(
         args.scheme,
@@ -284,6 +280,8 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     def score(model, prepared):  # one sentence: its record (maps dropped) and its scores
         record = model.capture(prepared)
         side, methods = methods_of(record)
+        if args.method == "all":  # what the model can take of what its record allows
+            methods = [m for m in methods if m in model.capabilities.attributions]
         found = attribute_model(model, prepared, methods, side=side)
         record.maps = Maps()
         return record, found

@@ -156,13 +156,14 @@ def capture_ids(
     tgt_in_ids: list[int] | None = None,
     *,
     values: bool = False,
+    source: torch.Tensor | None = None,
 ) -> tuple[Maps, np.ndarray | None]:
-    """Every attention call of one forward pass over ``src_ids`` (and ``tgt_in_ids`` for a
-    seq2seq model), recorded (``values``: with each call's value vectors): (Maps, p_t or None).
-    The model is put in eval mode."""
+    """Every attention call of one forward pass over ``src_ids`` (an image model: ``source``, its
+    (1, H, W) pixels, instead) and ``tgt_in_ids`` for a seq2seq model, recorded (``values``: with
+    each call's value vectors): (Maps, p_t or None). The model is put in eval mode."""
     model.eval()
     device = next(model.parameters()).device
-    src = torch.tensor([src_ids], device=device)
+    src = torch.tensor([src_ids], device=device) if source is None else source.to(device)
     mask = torch.ones_like(src, dtype=torch.bool)
     with record.recording(kinds={id(s.module): s.kind for s in model.attention_sites()}, values=values) as rec:
         if tgt_in_ids is None:

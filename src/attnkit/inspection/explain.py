@@ -200,13 +200,15 @@ def explain(
     layer: int = -1,
     head: int = 0,
     query: int = 0,
+    source: torch.Tensor | None = None,
 ) -> Walkthrough:
     """Recompute one head's attention for query position ``query`` of ``prepared`` from one
-    forward pass recorded with its values (an RNN decoder's Luong attention has one head: 0)."""
+    forward pass recorded with its values (an RNN decoder's Luong attention has one head: 0).
+    ``source``: an image model's (1, H, W) pixels, its input instead of ``prepared``'s ids."""
     site = find_site(model, kind, layer)
     if kind != "encoder" and prepared.tgt_in_ids is None:
         raise ValueError(f"{LABELS[kind]} needs a target side")
-    maps, _ = capture_ids(model, prepared.src_ids, prepared.tgt_in_ids, values=True)
+    maps, _ = capture_ids(model, prepared.src_ids, prepared.tgt_in_ids, values=True, source=source)
     call = maps.call(kind, site.layer)
     if call.weights is not None:  # formed weights: an RNN decoder's Luong attention
         return _explain_recurrent(call, prepared, site, head, query)

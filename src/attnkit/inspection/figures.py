@@ -18,6 +18,8 @@ def record_figure(
 
     kind = kind or ("cross" if "cross" in record.maps else record.kinds[0])
     if record.image is not None and record.grid is not None and head != "all":
+        if kind == "cross":  # a captioner: each word over the image's regions
+            return region_figure(record, layer=layer, head=head, model=model)
         return patch_figure(record, head=head, model=model)
     q, k = record.queries(kind), record.keys(kind)
     source = record.source if len(record.source) <= 70 else record.source[:69] + "…"
@@ -61,3 +63,17 @@ def patch_figure(record: AttentionRecord, *, head: int | str = "mean", model: st
         f"(as the model saw it, {w} x {h} px), {which}; its weight on itself is not shown"
     )
     return plot_patch_attention(record.image, panels, title=title, uniform=1 / (rows * columns + 1))
+
+
+def region_figure(record: AttentionRecord, *, layer: int = -1, head: int | str = "mean", model: str = ""):
+    """A captioner's words, each with its cross-attention over the image's regions (``layer``,
+    ``head``: one head, or "mean" of the heads), the end of the caption left out."""
+    from ..plots.images import plot_caption
+
+    assert record.image is not None and record.grid is not None  # an image record
+    words = record.tgt_out_tokens[:-1]
+    weights = record.select("cross", layer, head)[: len(words)].reshape(len(words), *record.grid)
+    layers, heads = record.maps.shape("cross")[:2]
+    which = f"head {head}" if head != "mean" else "mean of heads" if heads > 1 else "one attention (no heads)"
+    title = f"{model + ': ' if model else ''}“{record.output}” (layer {layer % layers}, {which})"
+    return plot_caption(record.image, words, weights, title=title)

@@ -70,7 +70,7 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
             return _error(500, f"internal error while answering {call}; see the server's log")
 
     async def index(request: Request) -> Response:
-        return HTMLResponse(page if studio.models or not studio.captioners else captions_page, headers=HEADERS)
+        return HTMLResponse(page, headers=HEADERS)
 
     async def captions(request: Request) -> Response:
         return HTMLResponse(captions_page, headers=HEADERS)
@@ -164,10 +164,10 @@ def serve(
     config = uvicorn.Config(
         create_app(studio, workers=workers), host=host, port=port, log_level="warning", access_log=False
     )
-    names = ", ".join(list(studio.models) + list(studio.captioners))
+    names = ", ".join(studio.models)
     shown = f"[{host}]" if ":" in host else host
     pages = f"http://{shown}:{port}/" + (
-        f" (captions: http://{shown}:{port}/captions)" if studio.models and studio.captioners else ""
+        f" (held-out scenes to caption: http://{shown}:{port}/captions)" if studio.captioners() else ""
     )
 
     class Server(uvicorn.Server):

@@ -108,33 +108,33 @@ class Limits(BaseModel):
     max_nbest: int
 
 
+class ServedCapabilities(BaseModel):
+    """What a model can do (``attnkit.loaded.Capabilities``): the page asks these, never its class."""
+
+    reads: Literal["text", "image"]
+    writes: Literal["translation", "continuation", "caption"] | None
+    kinds: list[Kind]
+    verbs: list[Literal["translate", "generate", "encode", "caption"]]
+    attributions: list[str] = Field(description="the methods /api/attribute runs on it")
+    walkthrough: bool
+    contextual: bool = Field(description="whether /api/embed answers for it (a text encoder)")
+    positions: bool = Field(description="whether /api/positions draws its position tables")
+    forced: bool = Field(description="whether a 'target' can be scored instead of its own output")
+    summary: str = Field(description="what it is in a few words: encoder-decoder, decoder-only, ...")
+
+
 class ServedModel(BaseModel):
     name: str
-    task: Literal["translation", "generation", "encoder", "image"]
     info: dict[str, Any] = Field(description="what the model is: arch, sizes, positional scheme")
     parameters: int
-    kinds: list[Kind]
+    capabilities: ServedCapabilities
     positions: list[str]
-    embed: bool = Field(description="whether /api/embed answers for it (a BERT encoder)")
-    origin: str
-
-
-class ServedCaptioner(BaseModel):
-    name: str
-    task: Literal["caption"]
-    arch: str
-    image_encoder: str
-    positions: str
-    image_size: int
-    region: int
-    parameters: int
     origin: str
 
 
 class Models(BaseModel):
     models: list[ServedModel]
     limits: Limits
-    captioners: list[ServedCaptioner]
 
 
 class Packed(BaseModel):
@@ -157,7 +157,9 @@ class Example(BaseModel):
     p_t: list[float] | None
     prompt_length: int | None = Field(description="a decoder-only model: how many tokens are the prompt's")
     image: str | None = Field(None, description="an image model: its input as it saw it, a PNG data URL")
-    grid: list[int] | None = Field(None, description="an image model: rows and columns of patches after [CLS]")
+    grid: list[int] | None = Field(
+        None, description="an image model: rows and columns of its patches, the last of src_tokens, row-major"
+    )
     maps: dict[Kind, list[list[list[list[float]]]]] = Field(description="empty when packed")
     packed: dict[Kind, Packed] | None = None
 

@@ -13,21 +13,18 @@ import io
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal, overload
+from typing import Literal, cast, overload
 
 import numpy as np
 
-from ..config import Config, StudioLimits
-from ..data.images import decode_image
+from ..config import StudioLimits
 from ..data.scenes import max_caption_words
-from ..data.vocabulary import WordVocabulary
 from ..inspection.capture import Prepared
 from ..inspection.explain import Walkthrough
-from ..loaded import BertEncoder, LoadedModel, load
-from ..models.interface import ImageCaptioner
+from ..loaded import Captioner, LoadedModel, load
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json, page_example
 from .schema import parse_request
@@ -56,50 +53,11 @@ class StudioModel:
     name: str
     model: LoadedModel
     origin: str  # what it was loaded from (shown, never taken from a request)
-    # one request at a time per model: explain hooks the model's modules, so nothing else may run it meanwhile
+    # one request at a time per model: a recording holds the model's attention, so nothing else may run it meanwhile
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def describe(self) -> dict:
         return {**self.model.describe(), "name": self.name, "origin": self.origin}
-
-
-@dataclass
-class StudioCaptioner:
-    """An image-captioning model the server answers for (``/api/caption``)."""
-
-    name: str
-    model: ImageCaptioner
-    vocab: WordVocabulary
-    config: Config
-    origin: str
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def describe(self) -> dict:
-        m, d = self.config.model, self.config.data
-        return {
-            "name": self.name,
-            "task": "caption",
-            "arch": m.arch,
-            "image_encoder": m.image_encoder,
-            "positions": m.positions,
-            "image_size": d.image_size,
-            "region": m.region,
-            "parameters": sum(p.numel() for p in self.model.parameters()),
-            "origin": self.origin,
-        }
-
-
-def is_captioner(source: str) -> bool:
-    """Whether ``source`` is a model directory whose config says ``data.task: caption``."""
-    from ..config import load_config
-
-    path = Path(str(source))
-    if not (path / "config.yaml").is_file():
-        return False
-    try:
-        return load_config(path / "config.yaml").data.task == "caption"
-    except ValueError:
-        return False  # loading it as a text model gives the one-line error
 
 
 def default_models() -> list[str]:
@@ -126,66 +84,60 @@ class Studio:
                 "no model to serve: name one (a model directory, an installed model or a "
                 "pretrained encoder), or install one (`attnkit models` lists them)"
             )
-        from ..loading.model_dir import load_model
-
         self.limits = limits or StudioLimits()
         self.models: dict[str, StudioModel] = {}
-        self.captioners: dict[str, StudioCaptioner] = {}
         for source in sources:
             name = Path(str(source)).name if Path(str(source)).exists() else str(source)
-            if name in self.models or name in self.captioners:
+            if name in self.models:
                 raise ValueError(f"two models would be served as {name!r}")
-            if is_captioner(source):
-                model, vocab, cfg = load_model(source, task="caption", device=device)
-                self.captioners[name] = StudioCaptioner(name, model, vocab, cfg, str(source))
-            else:
-                self.models[name] = StudioModel(name, load(source, device=device), str(source))
+            self.models[name] = StudioModel(name, load(source, device=device), str(source))
         self._positions: dict[str, bytes] = {}
 
     # -- requests ---------------------------------------------------------------------------
 
     def describe(self) -> dict:
-        return {
-            "models": [m.describe() for m in self.models.values()],
-            "limits": asdict(self.limits),
-            "captioners": [c.describe() for c in self.captioners.values()],
-        }
+        return {"models": [m.describe() for m in self.models.values()], "limits": asdict(self.limits)}
 
-    def model(self, request: dict, kind: str = "text") -> StudioModel | StudioCaptioner:
-        """The served model ``request["model"]`` names (of the text models, or the captioners)."""
-        models: Mapping[str, StudioModel | StudioCaptioner] = self.captioners if kind == "caption" else self.models
+    def captioners(self) -> list[str]:
+        return [name for name, m in self.models.items() if "caption" in m.model.capabilities.verbs]
+
+    def model(self, request: dict, verb: str | None = None) -> StudioModel:
+        """The served model ``request["model"]`` names (of those that can ``verb``, if given)."""
+        models = {n: m for n, m in self.models.items() if verb is None or verb in m.model.capabilities.verbs}
         name = request.get("model")
         if name is None and len(models) == 1:
             return next(iter(models.values()))
         if not isinstance(name, str) or name not in models:
-            what = "captioning model" if kind == "caption" else "model"
+            what = "captioning model" if verb == "caption" else "model"
             have = ", ".join(models) or "none"
             raise UnknownModel(f"unknown {what} {name!r}; this server has: {have}")
         return models[name]
 
-    def _caption(self, request: dict, m: StudioCaptioner) -> dict:
+    def _caption(self, request: dict, m: StudioModel) -> dict:
         """Caption an uploaded image (``image``: a PNG or JPEG as a data URL or base64) or a new
         held-out digit scene (``scene``: its seed), with each word's attention over the regions."""
         from ..inference.caption import caption_images
         from ..viewer.captions import caption_json
 
         start = time.perf_counter()
-        size = m.config.data.image_size
+        captioner = cast(Captioner, m.model)  # the only models that caption
         scene = None
         if request.get("image") is not None:
-            image = self._image(request["image"], lambda raw: decode_image(raw, size, name="the image"))
+            image = self._image(request["image"], lambda raw: captioner.read_image(raw, "the image"))
             name = "your image"
         else:
             from ..data.scenes import make_scenes
 
             seed = self._int(request, "scene", 0, 0, 2**31 - 1)
-            d = m.config.data
-            scene = make_scenes(1, held_out=True, seed=seed + 7919, size=size, count=d.digits, noise=d.noise)[0]
+            d = captioner.cfg.data
+            scene = make_scenes(1, held_out=True, seed=seed + 7919, size=d.image_size, count=d.digits, noise=d.noise)[0]
             image, name = scene.image, f"held-out scene {seed}"
-        cap = caption_images(m.model, m.vocab, image[None], max_words=max_caption_words(m.config.data.digits))[0]
+        found = caption_images(
+            captioner.model, captioner.vocab, image[None], max_words=max_caption_words(captioner.cfg.data.digits)
+        )[0]
         return {
             "model": m.name,
-            "example": caption_json(cap, name, scene),
+            "example": caption_json(found, name, scene),
             "server_ms": round(1000 * (time.perf_counter() - start), 1),
         }
 
@@ -215,10 +167,9 @@ class Studio:
         nbest = self._int(
             request, "nbest", 1, 1, min(beam, self.limits.max_nbest), limit_name="max_nbest (and the beam)"
         )
-        if m.model.task in ("encoder", "generation") and target:
-            raise RequestError(
-                f"a{'n encoder' if m.model.task == 'encoder' else ' decoder-only model'} has no target side: leave 'target' out"
-            )
+        can = m.model.capabilities
+        if target and not can.forced:
+            raise RequestError(f"{can.a.capitalize()} has no target side: leave 'target' out")
         prepared = self._prepare(
             m, text, target, SearchOptions(beam=beam, n_best=nbest), request.get("max_new_tokens"), request.get("image")
         )
@@ -243,7 +194,8 @@ class Studio:
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
         target = self._text(request, "target")
-        kind = request["kind"] or ("cross" if m.model.task == "translation" else m.model.kinds[0])
+        kinds = m.model.kinds
+        kind = request["kind"] or ("cross" if "cross" in kinds else kinds[0])
         layer = self._int(request, "layer", -1, -64, 63)
         head = self._int(request, "head", 0, 0, 255)
         query = self._int(request, "query", 0, -1024, 1023)
@@ -264,8 +216,8 @@ class Studio:
         model's own (a translation searched with ``options``, a continuation of ``new_tokens``) unless
         ``target`` forces one. An image model takes ``image`` (base64), ``text`` naming it."""
         model = m.model
-        if model.task == "image" or image is not None:
-            return self._prepare_image(m, text, image)
+        if model.capabilities.reads == "image" or image is not None:
+            return self._prepare_image(m, text, image, target, options)
         self._check_tokens(model.token_count(text), "text")
         if target:
             self._check_tokens(model.target_count(target), "target")
@@ -278,16 +230,22 @@ class Studio:
         except ValueError as err:
             raise RequestError(str(err)) from None
 
-    def _prepare_image(self, m: StudioModel, name: str, image: str | None) -> Prepared:
-        from ..loaded import TransformersModel
-
-        if not isinstance(m.model, TransformersModel) or m.model.task != "image":
+    def _prepare_image(
+        self, m: StudioModel, name: str, image: str | None, target: str | None, options: SearchOptions
+    ) -> Prepared:
+        model = m.model
+        if model.capabilities.reads != "image":
             raise RequestError(f"{m.name} reads text: leave 'image' out")
         if image is None:
             raise RequestError(f"{m.name} is an image model: send the image as 'image' (base64 PNG or JPEG)")
-        self._check_tokens(m.model.token_count(name), "image (its patches)")
-        hf = m.model.hf
-        return m.model.prepare_image(self._image(image, lambda raw: hf.decode_image(raw, "the image")), name)
+        self._check_tokens(model.token_count(name), "image (its regions)")
+        if target:
+            self._check_tokens(model.target_count(target), "target")
+        pixels = self._image(image, lambda raw: model.read_image(raw, "the image"))
+        try:
+            return model.prepare_image(pixels, name, target=target, options=options)
+        except ValueError as err:
+            raise RequestError(str(err)) from None
 
     def _attribute(self, request: dict, m: StudioModel) -> dict:
         """Where each output token (or encoder position) draws from (``attnkit attribute``'s methods):
@@ -319,13 +277,14 @@ class Studio:
         at each depth (static table, embeddings, each layer), and the repeated words."""
         from ..inspection.contextual import cosine_matrix, token_vectors
 
-        if not isinstance(m.model, BertEncoder):
-            raise RequestError(
-                f"{m.name} is not a pretrained encoder read by attnkit: contextual vectors are shown for BERT encoders"
-            )
+        if not m.model.capabilities.contextual:
+            raise RequestError(f"{m.name} is {m.model.capabilities.a}: contextual vectors are shown for text encoders")
         text = self._text(request, "text", required=True)
         self._prepare(m, text, None, SearchOptions())  # the token limit
-        v = token_vectors(m.model.pretrained, [text])
+        try:
+            v = token_vectors(m.model.contextual_encoder, [text])
+        except ValueError as err:
+            raise RequestError(str(err)) from None
         depths = [("static", v.static)] + [
             ("embeddings" if k == 0 else f"after layer {k - 1}", v.layers[k]) for k in range(v.layers.shape[0])
         ]
@@ -366,7 +325,7 @@ class Studio:
             fields = parse_request(call, request)  # types and fixed bounds: schema.py
         except ValueError as err:
             raise RequestError(str(err)) from None
-        m = self.model(fields, "caption" if call == "caption" else "text")
+        m = self.model(fields, "caption" if call == "caption" else None)
         with m.lock:
             return getattr(self, f"_{call}")(fields, m)
 

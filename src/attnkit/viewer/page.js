@@ -625,7 +625,7 @@
     if (!(state.pinned && state.pinned.side === "q")) hints.push("click a query token in the head view to choose another query");
     if (state.head === "mean") hints.push(`head ${head} shown: the neuron view shows one head, choose it on the left`);
     const note = html("p", { class: "note" }, box, hints.join("; "));
-    const generated = LIVE && currentModel().task === "generation";  // the prompt is continued again, not forced
+    const generated = LIVE && currentModel().capabilities.writes === "continuation";  // the prompt is continued again, not forced
     const request = { model: state.model, text: ex.source, target: generated ? null : ex.output || null, kind: state.kind,
                       layer: state.layer, head: head, query: query };
     if (generated) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
@@ -760,15 +760,25 @@
       `computed in ${r.server_ms} ms (server)`]);
   }
 
-  // ---- an image model: attention over the patches ----------------------------------------
+  // ---- an image model: attention over the patches (a captioner: over the regions) ---------
   function drawImageView() {
     const ex = example(), box = $("image-view"); box.innerHTML = "";
     if (!ex.image || !ex.grid) return;
-    const [gr, gc] = ex.grid, q = queries(ex, state.kind);
-    const query = state.pinned && state.pinned.side === "q" ? state.pinned.i : 0;
-    const row = matrixOf(state.layer, state.head)[query], patches = Array.from(row).slice(1);
+    const [gr, gc] = ex.grid, q = queries(ex, state.kind), k = keys(ex, state.kind);
+    const overImage = k.length >= gr * gc && state.kind !== "decoder";  // keys: the patches, after any [CLS]
+    if (!overImage) { html("p", { class: "note" }, box, "the decoder attends over the words it has written, not over the image: choose the cross kind"); return; }
+    const first = k.length - gr * gc, selfOver = state.kind === "encoder";  // the patches' own attention: queries are patches too
+    const query = state.pinned && state.pinned.side === "q" ? Math.min(state.pinned.i, q.length - 1) : 0;
+    if (!selfOver) {  // the words of the output as the queries to choose from
+      const words = html("div", { class: "chips" }, box);
+      q.forEach((t, i) => {
+        const b = html("button", { type: "button", class: i === query ? "chip on" : "chip" }, words, t);
+        b.addEventListener("click", () => { state.pinned = { side: "q", i: i }; drawImageView(); });
+      });
+    }
+    const row = matrixOf(state.layer, state.head)[query], patches = Array.from(row).slice(first);
     const top = Math.max(1e-9, ...patches), room = area();
-    const side = clamp(Math.floor(Math.min((room.w - 80) / 2, room.h - 120)), 160, 520);
+    const side = clamp(Math.floor(Math.min((room.w - 80) / 2, room.h - 160)), 160, 520);
     const wrap = html("div", { class: "image-pair" }, box);
     const img = html("img", { src: ex.image, alt: "the image as the model saw it", width: side, height: side }, wrap);
     img.style.imageRendering = "pixelated";
@@ -777,26 +787,29 @@
       ctx.fillStyle = colour(w / top);
       ctx.fillRect((p % gc) * cell, Math.floor(p / gc) * cellH, Math.ceil(cell), Math.ceil(cellH));
     });
-    if (query > 0) {  // the query patch, outlined
+    if (selfOver && query >= first) {  // the query patch, outlined
       ctx.strokeStyle = "#ff5a5a"; ctx.lineWidth = 2;
-      ctx.strokeRect(((query - 1) % gc) * cell + 1, Math.floor((query - 1) / gc) * cellH + 1, cell - 2, cellH - 2);
+      ctx.strokeRect(((query - first) % gc) * cell + 1, Math.floor((query - first) / gc) * cellH + 1, cell - 2, cellH - 2);
     }
-    c.onmousemove = (e) => {
+    const at = (e) => {
       const b = c.getBoundingClientRect(), pc = clamp(Math.floor((e.clientX - b.left) / cell), 0, gc - 1);
-      const pr = clamp(Math.floor((e.clientY - b.top) / cellH), 0, gr - 1), p = pr * gc + pc;
-      $("readout").textContent = `${q[query]} → patch ${pr},${pc}: weight ${patches[p].toFixed(4)}`;
+      return [clamp(Math.floor((e.clientY - b.top) / cellH), 0, gr - 1), pc];
     };
-    c.onclick = (e) => {
-      const b = c.getBoundingClientRect(), pc = clamp(Math.floor((e.clientX - b.left) / cell), 0, gc - 1);
-      const pr = clamp(Math.floor((e.clientY - b.top) / cellH), 0, gr - 1);
-      state.pinned = { side: "q", i: 1 + pr * gc + pc };
+    c.onmousemove = (e) => {
+      const [pr, pc] = at(e);
+      $("readout").textContent = `${q[query]} → ${selfOver ? "patch" : "region"} ${pr},${pc}: weight ${patches[pr * gc + pc].toFixed(4)}`;
+    };
+    if (selfOver) c.onclick = (e) => {
+      const [pr, pc] = at(e);
+      state.pinned = { side: "q", i: first + pr * gc + pc };
       drawImageView();
       $("readout").textContent = `query: patch ${pr},${pc} (pinned; it is the query of the head view and the neuron view too)`;
     };
-    const which = state.head === "mean" ? "average of heads" : `head ${state.head}`;
+    const which = state.head === "mean" ? "average of heads" : heads() === 1 ? "its one attention" : `head ${state.head}`;
+    const rest = first ? `; its weight on ${k.slice(0, first).join(", ")}: ${Array.from(row).slice(0, first).reduce((x, y) => x + y, 0).toFixed(4)}` : "";
     colourBar(html("canvas", {}, box), 960, top.toFixed(4), [
-      `${q[query]}'s attention over the ${gr} x ${gc} patches, layer ${layerName(state.layer)}, ${which}`,
-      `scale: 0 to its largest patch weight; its weight on [CLS]: ${row[0].toFixed(4)}`]);
+      `${q[query]}'s attention over the ${gr} x ${gc} ${selfOver ? "patches" : "regions"}, layer ${layerName(state.layer)}, ${which}`,
+      `scale: 0 to its largest weight${rest}`]);
   }
 
   // ---- positions and contextual vectors (live) -----------------------------------------
@@ -871,44 +884,47 @@
     return data;
   }
 
-  const EXAMPLE_TEXT = { translation: "Two dogs are playing in the snow.", encoder: "The bank of the river is not the bank that holds my money.",
-                        generation: "Two dogs are playing in the", image: "" };
+  // what each kind of model is shown first, by what it writes (an encoder: nothing)
+  const EXAMPLE_TEXT = { translation: "Two dogs are playing in the snow.", none: "The bank of the river is not the bank that holds my money.",
+                        continuation: "Two dogs are playing in the" };
+  const GO = { translation: "Translate", continuation: "Generate", caption: "Caption", none: "Show attention" };
 
   function currentModel() { return LIVE.models.find((m) => m.name === state.model); }
 
   function chooseModel(name) {
     state.model = name;
-    const m = currentModel();
-    const translation = m.task === "translation";
-    $("go").textContent = translation ? "Translate" : m.task === "generation" ? "Generate" : "Show attention";
-    if (m.task === "image") { $("go").textContent = "Show attention"; }
-    for (const id of ["beam", "nbest", "target"]) $(id).parentElement.hidden = !translation;
-    $("new-tokens").parentElement.hidden = m.task !== "generation";
-    $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions);
-    $("tabs").querySelector("[data-tab=embed]").hidden = !m.embed;
-    $("tabs").querySelector("[data-tab=image]").hidden = m.task !== "image";
-    const kinds = m.kinds || [], hasOutput = kinds.includes("cross") || m.task === "generation";
-    $("tabs").querySelector("[data-tab=attribution]").hidden = !(hasOutput || kinds.includes("encoder"));
+    const m = currentModel(), can = m.capabilities, image = can.reads === "image";
+    $("go").textContent = GO[can.writes || "none"];
+    for (const id of ["beam", "nbest"]) $(id).parentElement.hidden = can.writes !== "translation";
+    $("target").parentElement.hidden = !can.forced || image;
+    $("new-tokens").parentElement.hidden = can.writes !== "continuation";
+    $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions) || image;
+    $("tabs").querySelector("[data-tab=embed]").hidden = !can.contextual;
+    $("tabs").querySelector("[data-tab=image]").hidden = !image;
+    const kinds = can.kinds, hasOutput = can.writes !== null;
+    $("tabs").querySelector("[data-tab=attribution]").hidden = !can.attributions.length;
+    for (const o of $("attr-method").options) o.hidden = !can.attributions.includes(o.value);
+    if (!can.attributions.includes($("attr-method").value) && can.attributions.length) $("attr-method").value = can.attributions[0];
     $("attr-side").value = hasOutput ? "output" : "encoder";
     $("attr-side").parentElement.hidden = !kinds.includes("encoder");
     $("attr-side").querySelector("[value=output]").hidden = !hasOutput;  // an encoder's sides: positions, sentence
     $("attr-side").querySelector("[value=sentence]").hidden = hasOutput;
-    $("text").hidden = m.task === "image"; $("image-box").hidden = m.task !== "image";
+    $("text").hidden = image; $("image-box").hidden = !image;
     if (["positions", "embed", "image", "attribution"].includes(state.tab)) selectTab("head");
-    if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[m.task];
+    if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[can.writes || "none"] || "";
     explainCache.clear();
   }
 
   async function submit(target) {
-    const m = currentModel(), status = $("status");
+    const m = currentModel(), can = m.capabilities, status = $("status");
     const body = { model: state.model, text: $("text").value, packed: true };  // unpacked here, a layer at a time
-    if (m.task === "translation") {
-      body.beam = +$("beam").value; body.nbest = +$("nbest").value;
+    if (can.writes === "translation") { body.beam = +$("beam").value; body.nbest = +$("nbest").value; }
+    if (can.forced) {
       const forced = target !== undefined ? target : $("target").value.trim();
       if (forced) body.target = forced;
     }
-    if (m.task === "generation") body.max_new_tokens = +$("new-tokens").value;
-    if (m.task === "image") {
+    if (can.writes === "continuation") body.max_new_tokens = +$("new-tokens").value;
+    if (can.reads === "image") {
       const file = $("image-file").files[0];
       if (!file) { $("status").textContent = "choose an image file (PNG or JPEG)"; return; }
       body.text = file.name;
@@ -922,8 +938,8 @@
     try {
       const r = await api("/api/translate", body);
       const made = r.example.tgt_in_tokens.length - r.example.prompt_length;
-      const done = m.task === "generation" ? `${made} token(s) generated` + (made < body.max_new_tokens ? " (the model ended its text)" : "")
-        : m.task !== "translation" ? "attention computed" : r.forced ? "forced translation scored" : "translated";
+      const done = can.writes === "continuation" ? `${made} token(s) generated` + (made < body.max_new_tokens ? " (the model ended its text)" : "")
+        : !can.writes ? "attention computed" : r.forced ? `forced ${can.writes} scored` : `${can.writes} found`;
       status.textContent = `${done} in ${r.server_ms} ms (server)`;
       const list = $("nbest-list"); list.innerHTML = "";
       r.nbest.forEach((h, i) => {
@@ -970,7 +986,7 @@
   if (LIVE) {
     $("live").hidden = false;
     $("tabs").querySelector("[data-tab=positions]").hidden = false;
-    LIVE.models.forEach((m) => option($("model"), m.name, `${m.name} (${m.task})`));
+    LIVE.models.forEach((m) => option($("model"), m.name, `${m.name} (${m.capabilities.summary})`));
     $("model").addEventListener("change", (e) => { chooseModel(e.target.value); submit(); });
     $("live").addEventListener("submit", (e) => { e.preventDefault(); submit(); });
     $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); submit(); } });
