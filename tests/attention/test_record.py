@@ -125,7 +125,7 @@ def test_blocks_and_whole_maps_equal_the_formed_weights(case):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("size", [(5, 7), (23, 40), 4])
+@pytest.mark.parametrize("size", [(5, 7), (23, 40), 4, (2, 3)])  # (2, 3): a pixel row taller than a block
 def test_an_overview_is_the_max_or_mean_of_the_cells_each_pixel_covers(case, size):
     call, _, weights, _ = _call(CASES[case])
     dense = weights[1].numpy()

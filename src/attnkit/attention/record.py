@@ -234,28 +234,25 @@ class MapView:
         device = _device(self.call)
         col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
         out = torch.zeros(ph, pw, device=device)
+        pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))  # each map row's pixel row
         step = max(1, BLOCK // self.keys)
-        p = 0
-        while p < ph:  # whole pixel rows at a time, about ``step`` rows of the map
-            q = p + 1
-            while q < ph and row_edges[q + 1] - row_edges[p] <= step:
-                q += 1
-            rows = slice(int(row_edges[p]), int(row_edges[q]))
+        for a in range(0, self.queries, step):  # a block of map rows at a time, whatever pixels it spans
+            rows = slice(a, min(self.queries, a + step))
             seen = self._visible(rows)
             w = self._block(rows, slice(0, seen))  # (r, seen)
-            cols = col_of[:seen]
             n = int(col_of[seen - 1]) + 1
+            first = int(pixel_of[a])
+            row_of = torch.as_tensor(pixel_of[rows] - first, device=device)
+            m = int(row_of[-1]) + 1
             pooled = torch.zeros(w.shape[0], n, device=device)
-            row_of = torch.as_tensor(np.repeat(np.arange(q - p), np.diff(row_edges[p : q + 1])), device=device)
-            if reduce == "max":
-                pooled.scatter_reduce_(1, cols.expand(w.shape[0], -1), w, "amax", include_self=False)
-                out[p:q, :n] = torch.zeros(q - p, n, device=device).scatter_reduce_(
-                    0, row_of[:, None].expand(-1, n), pooled, "amax", include_self=False
-                )
+            part = torch.zeros(m, n, device=device)
+            if reduce == "max":  # weights are >= 0: the zeros start every max
+                pooled.scatter_reduce_(1, col_of[:seen].expand(w.shape[0], -1), w, "amax", include_self=False)
+                part.scatter_reduce_(0, row_of[:, None].expand(-1, n), pooled, "amax", include_self=False)
+                out[first : first + m, :n] = torch.maximum(out[first : first + m, :n], part)
             else:
-                pooled.index_add_(1, cols, w)
-                out[p:q, :n] = torch.zeros(q - p, n, device=device).index_add_(0, row_of, pooled)
-            p = q
+                pooled.index_add_(1, col_of[:seen], w)
+                out[first : first + m, :n] += part.index_add_(0, row_of, pooled)
         if reduce == "mean":
             cells = torch.as_tensor(np.outer(np.diff(row_edges), np.diff(col_edges)), dtype=out.dtype, device=device)
             out = out / cells
