@@ -13,7 +13,15 @@ import torch.nn.functional as F
 from scipy.stats import entropy
 
 from attnkit.attention import record
-from attnkit.attention.record import AttentionCall, MapView, Recorder, explicit, fused_with_lse, groups
+from attnkit.attention.record import (
+    AttentionCall,
+    MapView,
+    Recorder,
+    explicit,
+    fused_with_lse,
+    groups,
+    head_stats,
+)
 
 ATOL = 1e-6
 
@@ -265,3 +273,42 @@ def test_one_pass_over_a_calls_own_q_and_k_gives_its_log_sum_exp(case):
     finite = torch.isfinite(expected)
     np.testing.assert_allclose(found[finite].numpy(), expected[finite].numpy(), atol=ATOL)
     assert torch.isneginf(found[~finite]).all()
+
+
+def _dense_head_stats(weights: np.ndarray, offset: int, sink: int, band: int) -> dict[str, np.ndarray]:
+    """The summaries from formed maps (h, t, s), in float64: the definitions, written out."""
+    _, t, s = weights.shape
+    i = np.arange(t)[:, None] + offset
+    dist = np.abs(i - np.arange(s)[None, :]).astype(np.float64)
+    w = weights.astype(np.float64)
+    valid = w.sum(-1) > 0
+    entropy = -np.where(w > 0, w * np.log(np.where(w > 0, w, 1)), 0).sum(-1)
+    keys = (w > 0).sum(-1)  # random q and k: every allowed key has a weight above 0
+    parts = {
+        "entropy": entropy,
+        "normalised": np.where(keys > 1, entropy / np.log(np.maximum(keys, 2)), 0),
+        "max_weight": w.max(-1),
+        "sink": w[..., :sink].sum(-1),
+        "local": (w * (dist <= band)).sum(-1),
+        "distance": (w * dist).sum(-1),
+    }
+    return {name: np.where(valid, x, 0).sum(-1) / valid.sum(-1) for name, x in parts.items()}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_head_stats_stream_the_dense_definitions_for_every_head_at_once(case):
+    call, _, weights, _ = _call(CASES[case])
+    _, t, s = call.shape
+    found = head_stats(call, sink=2, band=3)
+    expected = _dense_head_stats(weights.numpy(), s - t, 2, 3)
+    for name, value in expected.items():
+        np.testing.assert_allclose(found[name], value, atol=1e-5, err_msg=name)
+    # a formed map (an RNN's) under the same rules: the same summaries
+    dense = AttentionCall("cross", 0, weights=weights, causal=call.causal, key_mask=call.key_mask, mask=call.mask)
+    for name, value in head_stats(dense, sink=2, band=3).items():
+        np.testing.assert_allclose(value, expected[name], atol=1e-5, err_msg=name)
+    # the per-query statistics of one head, averaged, agree
+    rows = MapView(call, 1).row_stats(sink=2, band=3)
+    seen = weights[1].sum(-1).numpy() > 0
+    np.testing.assert_allclose(found["entropy"][1], rows["entropy"][seen].mean(), atol=1e-5)
+    np.testing.assert_allclose(found["distance"][1], rows["distance"][seen].mean(), atol=1e-5)

@@ -258,20 +258,23 @@ class MapView:
             out = out / cells
         return out.cpu().numpy()
 
-    def top_keys(self, k: int = 8) -> tuple[np.ndarray, np.ndarray]:
-        """Each query's ``k`` strongest keys, strongest first: (indices (t, k) int64, weights (t, k))."""
+    def top_keys(self, k: int = 8, *, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's ``k`` strongest keys, strongest first: (indices (t, k) int64, weights (t, k));
+        ``rows``: only those queries (an index, a (start, stop) pair or a slice)."""
         if k < 1:
             raise ValueError(f"k must be at least 1, got {k}")
+        span = _span(rows, self.queries, "rows")
         k = min(k, self.keys)
-        idx = np.zeros((self.queries, k), dtype=np.int64)
-        val = np.zeros((self.queries, k), dtype=np.float32)
-        for rows, w in self.row_blocks():
+        idx = np.zeros((span.stop - span.start, k), dtype=np.int64)
+        val = np.zeros((span.stop - span.start, k), dtype=np.float32)
+        for r, w in self.row_blocks(span):
             n = min(k, w.shape[1])
             top = torch.topk(w, n, dim=-1)
-            idx[rows, :n] = top.indices.cpu().numpy()
-            val[rows, :n] = top.values.cpu().numpy()
+            at = slice(r.start - span.start, r.stop - span.start)
+            idx[at, :n] = top.indices.cpu().numpy()
+            val[at, :n] = top.values.cpu().numpy()
             if n < k:  # keys past the visible ones weigh exactly 0
-                idx[rows, n:] = np.arange(n, k)
+                idx[at, n:] = np.arange(n, k)
         return idx, val
 
     def row_stats(self, *, sink: int = 1, band: int = 8) -> dict[str, np.ndarray]:
@@ -291,6 +294,96 @@ class MapView:
             out["local"][rows] = torch.where(dist <= band, w, 0.0).sum(-1).double().cpu().numpy()
             out["distance"][rows] = (w * dist).sum(-1).double().cpu().numpy()
         return out
+
+
+HEAD_STATS = ("entropy", "normalised", "max_weight", "sink", "local", "distance")
+
+
+@torch.no_grad()
+def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str, np.ndarray]:
+    """Every head's summaries (h,), each the mean over the queries that see a key, streamed over
+    blocks of rows with all heads at once (memory grows with T, not T²):
+
+    entropy      H_i = -sum_j w_ij log w_ij (nats), as lse_i - sum_j w_ij s_ij
+    normalised   H_i / log(keys query i may see): 0 = one key, 1 = uniform over them
+    max_weight   max_j w_ij: how much of its attention a query's favourite key gets
+    sink         weight on the first ``sink`` keys (an attention sink parks its weight there)
+    local        weight on keys within ``band`` positions (i and j aligned as causal masks are)
+    distance     sum_j w_ij |i - j|: how far back (or ahead) a query looks, in tokens
+    """
+    if sink < 1 or band < 0:
+        raise ValueError(f"sink must be >= 1 and band >= 0, got {sink} and {band}")
+    h, t, s = call.shape
+    device = _device(call)
+    sums = torch.zeros(len(HEAD_STATS), h, dtype=torch.float64, device=device)
+    counted = torch.zeros(h, dtype=torch.float64, device=device)
+    offset = s - t
+    step = max(1, BLOCK // max(1, s * h))
+    dense = call.weights is not None
+    for a in range(0, t, step):
+        rows = slice(a, min(t, a + step))
+        seen = s if not call.causal or dense else max(1, min(s, rows.stop + offset))
+        cols = slice(0, seen)
+        allowed = _allowed_heads(call, rows, cols)  # (1|h, r, c) or None
+        if dense:
+            w = _req(call.weights)[:, rows, cols].float()
+            logw = torch.where(w > 0, torch.log(w.clamp_min(1e-45)), 0.0)
+            entropy = -(w * logw).sum(-1)
+            valid = w.sum(-1) > 0
+        else:
+            scores = _scores_heads(call, rows, cols, allowed)  # (h, r, c), FLOOR where masked
+            lse = _req(call.lse)[:, rows].float()
+            valid = torch.isfinite(lse)
+            w = scores.sub(torch.where(valid, lse, 0.0)[..., None]).exp_()  # exactly 0 where masked
+            entropy = lse - (w.unsqueeze(-2) @ scores.unsqueeze(-1))[..., 0, 0]  # 0 * FLOOR = 0
+        i = torch.arange(rows.start, rows.stop, device=device)[:, None] + offset
+        dist = (i - torch.arange(seen, device=device)[None, :]).abs().float()  # (r, c), shared by the heads
+        if allowed is not None:
+            keys = allowed.sum(-1).float().expand(h, -1)
+        elif call.causal:
+            keys = (i[:, 0] + 1).clamp(max=s).float().expand(h, -1)
+        else:
+            keys = torch.full((h, rows.stop - rows.start), float(s), device=device)
+        entropy = torch.where(valid, entropy, 0.0)
+        parts = (
+            entropy,
+            torch.where(keys > 1, entropy / keys.clamp_min(2).log(), 0.0),
+            w.amax(-1),
+            w[..., :sink].sum(-1),
+            (w * (dist <= band)).sum(-1),
+            (w * dist).sum(-1),
+        )
+        for n, x in enumerate(parts):
+            sums[n] += torch.where(valid, x, 0.0).double().sum(-1)
+        counted += valid.double().sum(-1)
+    means = (sums / counted.clamp_min(1)).cpu().numpy()
+    return {name: means[n] for n, name in enumerate(HEAD_STATS)}
+
+
+def _allowed_heads(call: AttentionCall, rows: slice, cols: slice) -> Tensor | None:
+    """Which keys each query may attend to, (1|h, r, c), for every head at once (None: all)."""
+    if call.mask is not None and call.mask.shape[0] > 1:
+        return torch.stack([_req(call.allowed(head, rows, cols)) for head in range(call.heads)])
+    out = call.allowed(0, rows, cols)
+    return None if out is None else out[None]
+
+
+FLOOR = -1e30  # a masked score in the summaries: exp(FLOOR - lse) is exactly 0, and 0 * FLOOR too
+
+
+def _scores_heads(call: AttentionCall, rows: slice, cols: slice, allowed: Tensor | None) -> Tensor:
+    """s_ij of every head's block (h, r, c), float32, FLOOR where ``allowed`` forbids: one batched
+    product per key/value head (its query heads share its keys)."""
+    q, k = _req(call.q), _req(call.k)
+    h, h_kv = q.shape[0], k.shape[0]
+    qs = q[:, rows].float().reshape(h_kv, h // h_kv, rows.stop - rows.start, -1)
+    scores = (qs @ k[:, cols].float().transpose(-1, -2)[:, None]).reshape(h, rows.stop - rows.start, -1)
+    scores.mul_(call.scale)
+    if call.bias is not None:
+        scores.add_(call.bias[:, rows, cols].float())
+    if allowed is not None:
+        scores.masked_fill_(~allowed, FLOOR)
+    return scores
 
 
 # -- recording ----------------------------------------------------------------------------------
@@ -562,6 +655,7 @@ def groups(x: Tensor, heads: int) -> Tensor:
 
 __all__ = [
     "BLOCK",
+    "HEAD_STATS",
     "AttentionCall",
     "MapView",
     "Recorder",
@@ -570,5 +664,6 @@ __all__ = [
     "explicit",
     "fused_with_lse",
     "groups",
+    "head_stats",
     "recording",
 ]

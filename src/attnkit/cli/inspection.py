@@ -165,7 +165,12 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from ..server.app import serve
 
     limits = F.StudioLimits(
-        max_chars=args.max_chars, max_tokens=args.max_tokens, max_beam=args.max_beam, max_nbest=args.max_nbest
+        max_chars=args.max_chars,
+        max_tokens=args.max_tokens,
+        max_beam=args.max_beam,
+        max_nbest=args.max_nbest,
+        page_mb=args.page_mb,
+        records_mb=args.records_mb,
     )
     serve(args.models, host=args.host, port=args.port, limits=limits, device=args.device, workers=args.workers)
 
@@ -445,17 +450,19 @@ def add_commands(add) -> None:
     p.add_argument("--workers", type=F.positive_int, default=2, help="requests computed at once")
     defaults = F.StudioLimits()
     for name, text in (
-        ("max_chars", "most characters in a sentence"),
-        ("max_tokens", "most subword tokens in a sentence"),
-        ("max_beam", "largest beam size"),
-        ("max_nbest", "longest n-best list"),
+        ("max_chars", "most characters in a sentence a request may give"),
+        ("max_tokens", "most subword tokens in a sentence a request may give (memory may allow fewer: said)"),
+        ("max_beam", "largest beam size a request may ask for"),
+        ("max_nbest", "longest n-best list a request may ask for"),
+        ("page_mb", "most MB of maps sent whole to the page; past it the page asks for overviews and tiles"),
+        ("records_mb", "most MB of attention records held for the views' requests (the oldest dropped)"),
     ):
         p.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,
             type=F.positive_int,
             default=getattr(defaults, name),
-            help=f"{text} a request may ask for",
+            help=f"{text} (default {getattr(defaults, name):,})",
         )
     F.device_arg(p)
 

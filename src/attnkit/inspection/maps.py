@@ -61,6 +61,22 @@ class Maps(Mapping[str, np.ndarray]):
         calls = self._calls(kind)
         return (len(calls), *calls[0].shape)
 
+    def nbytes(self) -> int:
+        """What the record holds in memory: q, k, log-sum-exp, masks, biases, formed weights."""
+        parts = ("q", "k", "lse", "key_mask", "mask", "bias", "weights", "v")
+        held = {
+            id(x): x.numel() * x.element_size()
+            for calls in self.calls.values()
+            for c in calls
+            for x in (getattr(c, part) for part in parts)
+            if x is not None  # a tensor shared by layers (T5's bias) counts once
+        }
+        return sum(held.values()) + sum(a.nbytes for a in self._formed.values())
+
+    def dense_bytes(self, itemsize: int = 4) -> int:
+        """Every map of every kind formed: layers x heads x queries x keys x ``itemsize``."""
+        return sum(int(np.prod(self.shape(kind), dtype=np.int64)) * itemsize for kind in self.calls)
+
     def call(self, kind: str, layer: int) -> AttentionCall:
         calls = self._calls(kind)
         if not -len(calls) <= layer < len(calls):

@@ -11,6 +11,10 @@ Routes (all answers JSON unless said otherwise; errors are ``{"error": "..."}`` 
     GET  /api/positions?model=NAME   PNG of the model's positional scheme
     GET  /captions            the captioning page (the page `attnkit demo --task caption` writes, live)
     POST /api/caption         {model, image | scene} -> caption of an uploaded image (base64 PNG/JPEG)
+    POST /api/overview        {record, kind, layer, head, rows, cols, reduce} -> one map pooled to pixels
+    POST /api/tile            {record, kind, layer, head, row, col, rows, cols} -> exact weights of a block
+    POST /api/top             {record, kind, layer, head, first, count, k} -> each query's strongest keys
+    POST /api/heads           {record, kind, layer?, sink?, band?} -> every head's summaries
                               or of a new held-out digit scene, with each word's attention over the image
 
 Models load once at start; each request runs in a worker thread (at most ``workers`` at
@@ -36,7 +40,7 @@ from ..config import StudioLimits
 from ..viewer.captions import caption_page
 from ..viewer.html import page_html
 from .schema import openapi
-from .service import RequestError, Studio, default_models
+from .service import VIEWS, RequestError, Studio, default_models
 
 MAX_BODY = 256 * 1024  # bytes of one request body
 LOG = logging.getLogger("attnkit.server")
@@ -118,6 +122,7 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
         Route("/api/positions", positions, methods=["GET"]),
         Route("/captions", captions, methods=["GET"]),
         Route("/api/caption", post("caption"), methods=["POST"]),
+        *(Route(f"/api/{call}", post(call), methods=["POST"]) for call in VIEWS),
     ]
     return Starlette(routes=routes)
 

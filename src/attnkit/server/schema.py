@@ -84,13 +84,61 @@ class CaptionRequest(Request):
     scene: Annotated[StrictInt, Field(ge=0, le=2**31 - 1, description="seed of a new held-out digit scene")] = 0
 
 
-REQUESTS: dict[str, type[Request]] = {
+class MapRequest(BaseModel):
+    """One map of a record the server holds (``record`` from /api/translate)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    record: StrictStr = Field(description="the record's id, as /api/translate answered it")
+    kind: Kind
+    layer: Annotated[StrictInt, Field(ge=-4096, le=4095, description="from 0; negative counts from the last")] = -1
+    head: Annotated[StrictInt, Field(ge=0, le=4095)] | Literal["mean"] = Field(
+        "mean", description="or the mean of the heads"
+    )
+
+
+class OverviewRequest(MapRequest):
+    rows: Annotated[StrictInt, Field(ge=1, le=2048, description="pixels down (at most the queries)")] = 512
+    cols: Annotated[StrictInt, Field(ge=1, le=2048, description="pixels across (at most the keys)")] = 512
+    reduce: Literal["max", "mean"] = Field("max", description="each pixel: the max or the mean of the cells it covers")
+
+
+class TileRequest(MapRequest):
+    row: Annotated[StrictInt, Field(ge=0, description="first query")] = 0
+    col: Annotated[StrictInt, Field(ge=0, description="first key")] = 0
+    rows: Annotated[StrictInt, Field(ge=1, le=512)] = 64
+    cols: Annotated[StrictInt, Field(ge=1, le=512)] = 64
+
+
+class TopRequest(MapRequest):
+    first: Annotated[StrictInt, Field(ge=0, description="first query")] = 0
+    count: Annotated[StrictInt, Field(ge=1, le=2048, description="queries from the first")] = 1
+    k: Annotated[StrictInt, Field(ge=1, le=64, description="strongest keys per query")] = 8
+
+
+class HeadsRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    record: StrictStr = Field(description="the record's id, as /api/translate answered it")
+    kind: Kind
+    layer: Annotated[StrictInt, Field(ge=-4096, le=4095)] | None = Field(
+        None, description="one layer; default every one"
+    )
+    sink: Annotated[StrictInt, Field(ge=1, le=64, description="the first keys counted as the sink")] = 1
+    band: Annotated[StrictInt, Field(ge=0, le=4096, description="the local band, in positions")] = 8
+
+
+REQUESTS: dict[str, type[BaseModel]] = {
     "translate": TranslateRequest,
     "explain": ExplainRequest,
     "embed": EmbedRequest,
     "attribute": AttributeRequest,
     "caption": CaptionRequest,
     "positions_png": Request,
+    "overview": OverviewRequest,
+    "tile": TileRequest,
+    "top": TopRequest,
+    "heads": HeadsRequest,
 }
 
 
@@ -162,6 +210,9 @@ class Example(BaseModel):
     )
     maps: dict[Kind, list[list[list[list[float]]]]] = Field(description="empty when packed")
     packed: dict[Kind, Packed] | None = None
+    remote: dict[Kind, list[int]] | None = Field(
+        None, description="maps too large to send: {kind: [layers, heads, queries, keys]}, asked of the server"
+    )
 
 
 class Hypothesis(BaseModel):
@@ -176,6 +227,7 @@ class Translation(BaseModel):
     score: float | None
     nbest: list[Hypothesis]
     example: Example
+    record: str = Field(description="the id the views' requests (/api/overview, tile, top, heads) name it by")
     server_ms: float
 
 
@@ -253,12 +305,62 @@ class Attribution(BaseModel):
     server_ms: float
 
 
+class Overview(BaseModel):
+    """A map pooled to rows x cols pixels; pixel (i, j) covers queries floor(i T / rows) ..
+    floor((i + 1) T / rows) - 1 and keys likewise."""
+
+    shape: list[int] = Field(description="queries, keys of the whole map")
+    rows: int
+    cols: int
+    reduce: Literal["max", "mean"]
+    top: float = Field(description="the largest pixel")
+    data: str = Field(description="base64 of little-endian float32, row-major")
+    server_ms: float
+
+
+class Tile(BaseModel):
+    """Exact weights of rows x cols cells from (row, col)."""
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+    data: str = Field(description="base64 of little-endian float32, row-major")
+    server_ms: float
+
+
+class Top(BaseModel):
+    first: int
+    keys: list[list[int]] = Field(description="per query from the first: its strongest keys, strongest first")
+    weights: list[list[float]]
+    server_ms: float
+
+
+class HeadLayer(BaseModel):
+    layer: int
+    stats: dict[str, list[float]] = Field(
+        description="entropy, normalised, max_weight, sink, local, distance: per head"
+    )
+
+
+class Heads(BaseModel):
+    """Every head's summaries, each the mean over its queries (``attnkit.attention.record.head_stats``)."""
+
+    kind: Kind
+    layers: list[HeadLayer]
+    server_ms: float
+
+
 ANSWERS: dict[str, type[BaseModel]] = {
     "translate": Translation,
     "explain": Walkthrough,
     "embed": Embedding,
     "attribute": Attribution,
     "caption": Caption,
+    "overview": Overview,
+    "tile": Tile,
+    "top": Top,
+    "heads": Heads,
 }
 
 
@@ -340,6 +442,10 @@ def openapi() -> dict[str, Any]:
             "/api/embed": post("embed", "contextual-vector similarities of a pretrained encoder"),
             "/api/attribute": post("attribute", "where each output token or encoder position draws from, by one method"),
             "/api/caption": post("caption", "caption an image or a new held-out digit scene, with each word's attention"),
+            "/api/overview": post("overview", "one map of a held record pooled to the pixels asked (max or mean)"),
+            "/api/tile": post("tile", "exact weights of a block of one map of a held record"),
+            "/api/top": post("top", "each query's strongest keys in one map of a held record"),
+            "/api/heads": post("heads", "every head's summaries (entropy, sink, local, distance) of a held record"),
             "/api/positions": {
                 "get": {
                     "summary": "a PNG of the model's positional scheme",

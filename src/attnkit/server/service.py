@@ -9,25 +9,33 @@ loaded at start.
 
 from __future__ import annotations
 
+import base64
 import io
 import math
 import threading
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal, cast, overload
 
 import numpy as np
 
+from ..attention.record import MapView
 from ..config import StudioLimits
 from ..data.scenes import max_caption_words
-from ..inspection.capture import Prepared
+from ..inspection.capture import AttentionRecord, Prepared
 from ..inspection.explain import Walkthrough
 from ..loaded import Captioner, LoadedModel, load
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json, page_example
 from .schema import parse_request
+
+VIEWS = ("overview", "tile", "top", "heads")  # calls on a held record
+ANSWERS_KEPT = 4096  # overviews and layers' head summaries kept for a repeated request
 
 
 class RequestError(ValueError):
@@ -92,6 +100,9 @@ class Studio:
                 raise ValueError(f"two models would be served as {name!r}")
             self.models[name] = StudioModel(name, load(source, device=device), str(source))
         self._positions: dict[str, bytes] = {}
+        self._held: OrderedDict[str, AttentionRecord] = OrderedDict()  # the latest records, for the views
+        self._answers: OrderedDict[tuple, dict] = OrderedDict()  # overviews and head summaries already computed
+        self._held_lock = threading.Lock()
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -174,6 +185,12 @@ class Studio:
             m, text, target, SearchOptions(beam=beam, n_best=nbest), request.get("max_new_tokens"), request.get("image")
         )
         record = m.model.capture(prepared)
+        remote = record.maps.dense_bytes(2) > self.limits.page_mb * 2**20  # uint16 per weight, as packed
+        if remote:
+            shapes = {k: list(record.maps.shape(k)) for k in record.maps}
+            example = example_json(record, maps=False) | {"packed": None, "remote": shapes}
+        else:
+            example = page_example(record) if request.get("packed") else example_json(record)
         return {
             "model": m.name,
             "translation": prepared.output,  # the searched (or forced) output; None for an encoder
@@ -185,7 +202,8 @@ class Studio:
                 if prepared.score is not None
                 else []
             ),
-            "example": page_example(record) if request.get("packed") else example_json(record),
+            "example": example,
+            "record": self._hold(record),
             "server_ms": round(1000 * (time.perf_counter() - start), 1),
         }
 
@@ -318,6 +336,131 @@ class Studio:
         self._positions[m.name] = buf.getvalue()
         return self._positions[m.name]
 
+    # -- the views of a held record: any length, nothing formed in full ----------------------
+
+    def _hold(self, record: AttentionRecord) -> str:
+        """Keep ``record`` for the views' requests, within ``records_mb`` (the oldest dropped): its id."""
+        key = uuid.uuid4().hex[:16]
+        with self._held_lock:
+            self._held[key] = record
+            budget = self.limits.records_mb * 2**20
+            while len(self._held) > 1 and sum(r.maps.nbytes() for r in self._held.values()) > budget:
+                gone, _ = self._held.popitem(last=False)
+                for k in [k for k in self._answers if k[0] == gone]:
+                    del self._answers[k]
+        return key
+
+    def _record(self, request: dict) -> AttentionRecord:
+        with self._held_lock:
+            record = self._held.get(request["record"])
+        if record is None:
+            raise UnknownModel(
+                f"unknown record {request['record']!r}: the server keeps the latest ({self.limits.records_mb:,} MB "
+                "of records, records_mb); send the text again"
+            )
+        return record
+
+    def _view(self, request: dict) -> MapView:
+        record = self._record(request)
+        try:
+            return record.view(request["kind"], request["layer"], request["head"])
+        except ValueError as err:
+            raise RequestError(str(err)) from None
+
+    def _cached(self, key: tuple, compute: Callable[[], dict]) -> dict:
+        with self._held_lock:
+            found = self._answers.get(key)
+            if found is not None:
+                self._answers.move_to_end(key)
+                return found
+        found = compute()
+        with self._held_lock:
+            self._answers[key] = found
+            while len(self._answers) > ANSWERS_KEPT:
+                self._answers.popitem(last=False)
+        return found
+
+    def _overview(self, request: dict, m: StudioModel | None = None) -> dict:
+        """One map pooled to at most rows x cols pixels (max or mean of the cells each covers)."""
+        start = time.perf_counter()
+        view = self._view(request)
+        key = tuple(request[k] for k in ("record", "kind", "layer", "head", "rows", "cols", "reduce"))
+
+        def compute() -> dict:
+            pixels = view.overview((request["rows"], request["cols"]), request["reduce"])
+            top = float(pixels.max()) if pixels.size else 0.0
+            fixed = pixels.astype("<f4")  # exact: a pixel is one cell's weight, or the mean of a few
+            return {
+                "shape": list(view.shape),
+                "rows": int(pixels.shape[0]),
+                "cols": int(pixels.shape[1]),
+                "reduce": request["reduce"],
+                "top": top,
+                "data": base64.b64encode(fixed.tobytes()).decode("ascii"),
+            }
+
+        return {**self._cached(key, compute), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
+    def _tile(self, request: dict, m: StudioModel | None = None) -> dict:
+        """Exact weights of rows x cols cells from (row, col), cut to the map's edge."""
+        start = time.perf_counter()
+        view = self._view(request)
+        t, s = view.shape
+        row, col = request["row"], request["col"]
+        if row >= t or col >= s:
+            raise RequestError(f"tile at ({row}, {col}) out of range: the map is {t} x {s} (queries x keys)")
+        rows, cols = min(request["rows"], t - row), min(request["cols"], s - col)
+        block = view.block((row, row + rows), (col, col + cols)).astype("<f4")
+        return {
+            "row": row,
+            "col": col,
+            "rows": rows,
+            "cols": cols,
+            "data": base64.b64encode(block.tobytes()).decode("ascii"),
+            "server_ms": round(1000 * (time.perf_counter() - start), 1),
+        }
+
+    def _top(self, request: dict, m: StudioModel | None = None) -> dict:
+        """The strongest keys of queries first .. first + count - 1, strongest first."""
+        start = time.perf_counter()
+        view = self._view(request)
+        t, _ = view.shape
+        first = request["first"]
+        if first >= t:
+            raise RequestError(f"query {first} out of range: the map has {t} queries (0..{t - 1})")
+        rows = slice(first, min(t, first + request["count"]))
+        idx, val = view.top_keys(request["k"], rows=rows)
+        return {
+            "first": first,
+            "keys": idx.tolist(),
+            "weights": val.astype(np.float64).tolist(),  # exact: float32's digits
+            "server_ms": round(1000 * (time.perf_counter() - start), 1),
+        }
+
+    def _heads(self, request: dict, m: StudioModel | None = None) -> dict:
+        """Every head's summaries, layer by layer (one layer if asked): streamed, then kept."""
+        from ..attention.record import head_stats
+
+        start = time.perf_counter()
+        record = self._record(request)
+        kind = request["kind"]
+        try:
+            depth = record.maps.shape(kind)[0]
+            layers = range(depth) if request["layer"] is None else [record.maps.call(kind, request["layer"]).layer]
+            layers = [layer % depth for layer in layers]
+        except ValueError as err:
+            raise RequestError(str(err)) from None
+
+        def summaries(layer: int) -> dict:
+            stats = head_stats(record.maps.call(kind, layer), sink=request["sink"], band=request["band"])
+            return {name: v.astype(np.float64).tolist() for name, v in stats.items()}
+
+        out = []
+        for layer in layers:
+            key = (request["record"], kind, layer, "heads", request["sink"], request["band"])
+            out.append({"layer": layer, "stats": self._cached(key, partial(summaries, layer))})
+        return {"kind": kind, "layers": out, "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
     def run(self, call: str, request: object):
         """Answer API ``call`` (translate, explain, embed, attribute, positions_png, caption) for ``request``, holding
         the model's lock."""
@@ -325,6 +468,8 @@ class Studio:
             fields = parse_request(call, request)  # types and fixed bounds: schema.py
         except ValueError as err:
             raise RequestError(str(err)) from None
+        if call in VIEWS:  # a held record's views: no model runs
+            return getattr(self, f"_{call}")(fields)
         m = self.model(fields, "caption" if call == "caption" else None)
         with m.lock:
             return getattr(self, f"_{call}")(fields, m)

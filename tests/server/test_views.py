@@ -1,0 +1,128 @@
+"""The studio's views of a held record: overviews, exact tiles, each query's strongest keys and
+every head's summaries, against transformers' own eager maps; and what is refused."""
+
+import base64
+
+import numpy as np
+import pytest
+import torch
+from starlette.testclient import TestClient
+
+from attnkit.config import StudioLimits
+from attnkit.server.app import create_app
+from attnkit.server.schema import Heads, Overview, Tile, Top, Translation
+from attnkit.server.service import Studio
+from tiny_hf import WORDS, build
+
+TEXT = " ".join(WORDS[i % 24] for i in range(0, 7 * 50, 7))  # 50 words, a few tokens each at most
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A tiny Llama (grouped key/value heads, RoPE, causal), its maps kept on the server
+    (page_mb=0), with transformers' own eager maps of the same input."""
+    import transformers as T
+
+    path = build("llama", tmp_path_factory.mktemp("views") / "llama")
+    studio = Studio([str(path)], limits=StudioLimits(page_mb=0), device="cpu")
+    with TestClient(create_app(studio), raise_server_exceptions=False) as client:
+        r = client.post("/api/translate", json={"text": TEXT, "max_new_tokens": 0})
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        Translation.model_validate(answer)
+        ids = studio.models["llama"].model.hf.encode_text(TEXT)
+        model = T.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+        with torch.no_grad():
+            eager = model(torch.tensor([ids]), output_attentions=True).attentions
+        yield client, answer, np.stack([a[0].numpy() for a in eager])  # (layers, heads, t, t)
+
+
+def _floats(data: str, shape) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(data), dtype="<f4").reshape(shape)
+
+
+def test_a_long_record_stays_on_the_server(served):
+    _, answer, eager = served
+    ex = answer["example"]
+    assert ex["maps"] == {} and ex["packed"] is None and ex["remote"] == {"decoder": list(eager.shape)}
+    assert len(answer["record"]) == 16 and len(ex["tgt_in_tokens"]) == eager.shape[2]
+
+
+@pytest.mark.parametrize("head", [1, "mean"])
+@pytest.mark.parametrize("reduce", ["max", "mean"])
+def test_an_overview_pools_the_eager_map(served, head, reduce):
+    client, answer, eager = served
+    dense = eager[1, head] if head != "mean" else eager[1].mean(0)
+    t = dense.shape[0]
+    body = {"record": answer["record"], "kind": "decoder", "layer": 1, "head": head, "rows": 7, "cols": 9}
+    r = client.post("/api/overview", json={**body, "reduce": reduce})
+    assert r.status_code == 200, r.text
+    found = Overview.model_validate(r.json())
+    rows, cols = (np.arange(8) * t) // 7, (np.arange(10) * t) // 9
+    fn = np.max if reduce == "max" else np.mean
+    expected = [[fn(dense[rows[i] : rows[i + 1], cols[j] : cols[j + 1]]) for j in range(9)] for i in range(7)]
+    assert found.shape == [t, t] and (found.rows, found.cols) == (7, 9)
+    np.testing.assert_allclose(_floats(found.data, (7, 9)), expected, atol=1e-6)
+    again = client.post("/api/overview", json={**body, "reduce": reduce}).json()  # answered from the cache
+    assert again["data"] == r.json()["data"]
+
+
+def test_a_tile_is_the_eager_block_and_top_keys_its_strongest(served):
+    client, answer, eager = served
+    t = eager.shape[2]
+    body = {"record": answer["record"], "kind": "decoder", "layer": 0, "head": 3}
+    r = client.post("/api/tile", json={**body, "row": t - 20, "col": 5, "rows": 64, "cols": 10})
+    assert r.status_code == 200, r.text
+    tile = Tile.model_validate(r.json())
+    assert (tile.rows, tile.cols) == (20, 10)  # cut to the map's edge
+    np.testing.assert_allclose(_floats(tile.data, (20, 10)), eager[0, 3, t - 20 :, 5:15], atol=1e-6)
+    r = client.post("/api/top", json={**body, "first": 10, "count": 5, "k": 4})
+    assert r.status_code == 200, r.text
+    top = Top.model_validate(r.json())
+    expected = torch.topk(torch.from_numpy(eager[0, 3, 10:15]), 4, dim=-1)
+    np.testing.assert_allclose(top.weights, expected.values.numpy(), atol=1e-6)
+    picked = np.take_along_axis(eager[0, 3, 10:15], np.array(top.keys), axis=1)
+    np.testing.assert_allclose(picked, expected.values.numpy(), atol=1e-6)
+
+
+def test_head_summaries_are_the_eager_maps_definitions(served):
+    client, answer, eager = served
+    r = client.post("/api/heads", json={"record": answer["record"], "kind": "decoder", "sink": 1, "band": 4})
+    assert r.status_code == 200, r.text
+    heads = Heads.model_validate(r.json())
+    assert [x.layer for x in heads.layers] == list(range(eager.shape[0]))
+    t = eager.shape[2]
+    i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+    for layer in heads.layers:
+        w = eager[layer.layer].astype(np.float64)  # (h, t, t), causal
+        logw = np.log(np.where(w > 0, w, 1))
+        entropy = -(w * logw).sum(-1)
+        expected = {
+            "entropy": entropy.mean(-1),
+            "normalised": (np.where(i[:, 0] > 0, entropy / np.log(np.maximum(i[:, 0] + 1, 2)), 0)).mean(-1),
+            "max_weight": w.max(-1).mean(-1),
+            "sink": w[..., 0].mean(-1),
+            "local": (w * (np.abs(i - j) <= 4)).sum(-1).mean(-1),
+            "distance": (w * np.abs(i - j)).sum(-1).mean(-1),
+        }
+        for name, value in expected.items():
+            np.testing.assert_allclose(layer.stats[name], value, atol=1e-5, err_msg=f"layer {layer.layer}: {name}")
+
+
+@pytest.mark.parametrize(
+    "call, body, status, message",
+    [
+        ("overview", {"record": "nope", "kind": "decoder"}, 404, "unknown record 'nope'"),
+        ("overview", {"kind": "cross"}, 422, "this model has no cross-attention maps (it has: decoder)"),
+        ("overview", {"kind": "decoder", "layer": 9}, 422, "layer 9 out of range"),
+        ("overview", {"kind": "decoder", "head": 99}, 422, "head 99 out of range: 4 head(s)"),
+        ("overview", {"kind": "decoder", "rows": 0}, 422, "'rows' must be >= 1"),
+        ("tile", {"kind": "decoder", "row": 10_000}, 422, "tile at (10000, 0) out of range"),
+        ("top", {"kind": "decoder", "first": 10_000}, 422, "query 10000 out of range"),
+        ("heads", {"kind": "decoder", "layer": -9}, 422, "layer -9 out of range"),
+    ],
+)
+def test_bad_view_requests_say_what_is_wrong(served, call, body, status, message):
+    client, answer, _ = served
+    r = client.post(f"/api/{call}", json={"record": answer["record"], **body})
+    assert r.status_code == status and message in r.json()["error"], r.text
