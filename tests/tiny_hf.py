@@ -101,8 +101,9 @@ def _byte_level_tokenizer(path: Path, family: str):
     return len(trained["vocab"]), trained["vocab"]
 
 
-def build(family: str, path: Path) -> Path:
-    """Save a tiny ``family`` model (a SUPPORTED model_type) to ``path``; returns ``path``."""
+def build(family: str, path: Path, *, positions: int = 64) -> Path:
+    """Save a tiny ``family`` model (a SUPPORTED model_type) to ``path``; returns ``path``.
+    ``positions``: the longest input of a decoder-only Llama-style model (llama, mistral, qwen2)."""
     import transformers as T
 
     torch.manual_seed(0)
@@ -171,7 +172,7 @@ def build(family: str, path: Path) -> Path:
                 num_attention_heads=heads,
                 num_key_value_heads=2,  # grouped key/value heads
                 intermediate_size=ffn,
-                max_position_embeddings=64,
+                max_position_embeddings=positions,
                 **common,
             )
         )

@@ -312,3 +312,19 @@ def test_head_stats_stream_the_dense_definitions_for_every_head_at_once(case):
     seen = weights[1].sum(-1).numpy() > 0
     np.testing.assert_allclose(found["entropy"][1], rows["entropy"][seen].mean(), atol=1e-5)
     np.testing.assert_allclose(found["distance"][1], rows["distance"][seen].mean(), atol=1e-5)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_an_overview_of_a_region_pools_only_its_cells(case):
+    call, _, weights, _ = _call(CASES[case])
+    dense = weights.mean(0).numpy()
+    t, s = dense.shape
+    r0, r1, c0, c1 = 1, t - 2, 3, s - 1
+    region = dense[r0:r1, c0:c1]
+    rows, cols = (np.arange(4) * (r1 - r0)) // 3, (np.arange(6) * (c1 - c0)) // 5
+    for reduce, fn in (("max", np.max), ("mean", np.mean)):
+        expected = [[fn(region[rows[i] : rows[i + 1], cols[j] : cols[j + 1]]) for j in range(5)] for i in range(3)]
+        found = MapView(call, "mean").overview((3, 5), reduce, rows=(r0, r1), cols=(c0, c1))
+        np.testing.assert_allclose(found, expected, atol=ATOL)
+    corner = MapView(call, 0).overview(50, rows=(0, 2), cols=(s - 3, s))  # one pixel per cell
+    np.testing.assert_allclose(corner, weights[0, :2, s - 3 :].numpy(), atol=ATOL)

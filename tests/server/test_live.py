@@ -180,3 +180,94 @@ def test_caption_a_scene_and_an_uploaded_image_in_the_browser(browser, tiny_capt
         assert words >= 1  # the caption's words and </s>, each a query to choose
         page.context.close()
         assert errors == [], errors
+
+
+def test_a_long_input_in_the_studio_at_8192_tokens(browser, tmp_path):
+    """A Llama-style model (tiny, random) over 8,001 tokens: the maps stay on the server; the
+    matrix is an overview, zoomed to exact cells that equal the record's own block; the head list
+    sorts and opens a head; the model view draws every head; the head view lists a query's keys."""
+    import base64
+    import json
+    import random
+    import urllib.request
+
+    import numpy as np
+
+    from tiny_hf import WORDS, build
+
+    build("llama", tmp_path / "llama", positions=8192)
+    random.seed(0)
+    text = " ".join(random.choice(WORDS) for _ in range(8000))
+    with running(str(tmp_path / "llama"), "--page-mb", "1") as (url, _):
+        page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_function("/generated/.test(document.getElementById('status').textContent)")
+        page.fill("#text", text)
+        page.fill("#new-tokens", "0")
+        page.click("#go")
+        page.wait_for_function("document.body.classList.contains('long')", timeout=120_000)
+        assert page.is_hidden("[data-tab=neuron]") and page.is_visible("[data-tab=heads]")
+        record = page.evaluate("attnkit.example().record")
+        assert page.evaluate("attnkit.example().remote.decoder") == [2, 4, 8001, 8001]
+
+        page.click("#tabs [data-tab=matrix]")
+        page.wait_for_function("/computed in/.test(document.getElementById('readout').textContent)")
+        assert "8001 x 8001 tokens" in page.inner_text("#readout")
+        box = page.locator("#matrix").bounding_box()
+        at = (box["x"] + 64 + 120, box["y"] + 22 + 200)  # inside the map, below its diagonal
+        page.mouse.move(*at)
+        for _ in range(12):  # zoom in at the pointer until every cell has its pixels
+            page.mouse.wheel(0, -100)
+            page.wait_for_timeout(100)
+        page.wait_for_timeout(1500)
+        page.mouse.move(at[0] + 3, at[1] + 3)
+        readout = page.inner_text("#readout")
+        assert "(exact)" in readout, readout
+        i, j = (int(x) for x in (readout.split("query ")[1].split(" ")[0], readout.split("key ")[1].split(" ")[0]))
+        request = urllib.request.Request(
+            url + "api/tile",
+            data=json.dumps(
+                {
+                    "record": record,
+                    "kind": "decoder",
+                    "layer": 1,
+                    "head": "mean",
+                    "row": i,
+                    "col": j,
+                    "rows": 1,
+                    "cols": 1,
+                }
+            ).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        tile = json.loads(urllib.request.urlopen(request).read())
+        exact = float(np.frombuffer(base64.b64decode(tile["data"]), dtype="<f4")[0])
+        shown = float(readout.split("weight ")[1].split(" ")[0])
+        assert abs(shown - exact) < 1e-6 and exact > 0, (readout, exact)
+
+        page.click("#tabs [data-tab=heads]")
+        page.wait_for_function("document.querySelectorAll('table.heads tr[data-layer]').length === 8")
+        page.click("table.heads th[data-stat=distance]")
+        distances = [
+            float(x)
+            for x in page.eval_on_selector_all(
+                "table.heads tr[data-layer] td:last-child", "c => c.map(x => x.textContent)"
+            )
+        ]
+        assert distances == sorted(distances, reverse=True) and distances[0] > 1000  # a random model looks everywhere
+        first = page.locator("table.heads tr[data-layer]").first
+        layer, head = first.get_attribute("data-layer"), first.get_attribute("data-head")
+        first.click()
+        assert page.evaluate("attnkit.state.tab") == "matrix"
+        assert page.evaluate("[attnkit.state.layer, attnkit.state.head]") == [int(layer), int(head)]
+
+        page.click("#tabs [data-tab=model]")
+        page.wait_for_function("/8 of 8 heads drawn/.test(document.getElementById('readout').textContent)")
+        assert page.locator("#model-grid canvas").count() == 8
+        page.click("#tabs [data-tab=head]")
+        page.wait_for_selector("table.long-top tr td")
+        assert page.locator("table.long-top tr").count() == 13  # a header and the query's 12 strongest keys
+        page.context.close()
+        assert errors == [], errors

@@ -65,6 +65,10 @@ def test_an_overview_pools_the_eager_map(served, head, reduce):
     np.testing.assert_allclose(_floats(found.data, (7, 9)), expected, atol=1e-6)
     again = client.post("/api/overview", json={**body, "reduce": reduce}).json()  # answered from the cache
     assert again["data"] == r.json()["data"]
+    zoomed = client.post("/api/overview", json={**body, "reduce": reduce, "rows": 50, "region": [10, 20, 3, 8]})
+    assert zoomed.status_code == 200, zoomed.text
+    assert (zoomed.json()["rows"], zoomed.json()["cols"]) == (10, 5)  # one pixel per cell: the cells themselves
+    np.testing.assert_allclose(_floats(zoomed.json()["data"], (10, 5)), dense[10:20, 3:8], atol=1e-6)
 
 
 def test_a_tile_is_the_eager_block_and_top_keys_its_strongest(served):
@@ -118,6 +122,8 @@ def test_head_summaries_are_the_eager_maps_definitions(served):
         ("overview", {"kind": "decoder", "head": 99}, 422, "head 99 out of range: 4 head(s)"),
         ("overview", {"kind": "decoder", "rows": 0}, 422, "'rows' must be >= 1"),
         ("tile", {"kind": "decoder", "row": 10_000}, 422, "tile at (10000, 0) out of range"),
+        ("overview", {"kind": "decoder", "region": [5, 5, 0, 9]}, 422, "region 5..5 x 0..9 out of range"),
+        ("overview", {"kind": "decoder", "region": [0, 1]}, 422, "'region'"),
         ("top", {"kind": "decoder", "first": 10_000}, 422, "query 10000 out of range"),
         ("heads", {"kind": "decoder", "layer": -9}, 422, "layer -9 out of range"),
     ],

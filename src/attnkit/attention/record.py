@@ -220,29 +220,37 @@ class MapView:
             r = slice(a, min(rows.stop, a + step))
             yield r, self._block(r, slice(0, self._visible(r)))
 
-    def overview(self, size: int | tuple[int, int] = 512, reduce: str = "max") -> np.ndarray:
-        """The map pooled to at most ``size`` pixels a side: each pixel the max (or mean) of
-        the cells it covers; a side shorter than ``size`` keeps one pixel per cell."""
+    def overview(
+        self, size: int | tuple[int, int] = 512, reduce: str = "max", *, rows=None, cols=None
+    ) -> np.ndarray:
+        """The map (or its ``rows`` x ``cols`` region: each an index, a (start, stop) pair or a
+        slice) pooled to at most ``size`` pixels a side: each pixel the max (or mean) of the cells
+        it covers, pixel i covering rows start + floor(i n / pixels) onwards; a side shorter than
+        ``size`` keeps one pixel per cell."""
         if reduce not in ("max", "mean"):
             raise ValueError(f"reduce is 'max' or 'mean', got {reduce!r}")
         ph, pw = (size, size) if isinstance(size, int) else size
         if ph < 1 or pw < 1:
             raise ValueError(f"an overview needs at least one pixel a side, got {ph} x {pw}")
-        ph, pw = min(ph, self.queries), min(pw, self.keys)
-        row_edges = (np.arange(ph + 1) * self.queries) // ph
-        col_edges = (np.arange(pw + 1) * self.keys) // pw
+        r, c = _span(rows, self.queries, "rows"), _span(cols, self.keys, "columns")
+        nr, nc = r.stop - r.start, c.stop - c.start
+        ph, pw = min(ph, nr), min(pw, nc)
+        row_edges = r.start + (np.arange(ph + 1) * nr) // ph
+        col_edges = (np.arange(pw + 1) * nc) // pw  # from the region's first column
         device = _device(self.call)
         col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
         out = torch.zeros(ph, pw, device=device)
-        pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))  # each map row's pixel row
-        step = max(1, BLOCK // self.keys)
-        for a in range(0, self.queries, step):  # a block of map rows at a time, whatever pixels it spans
-            rows = slice(a, min(self.queries, a + step))
-            seen = self._visible(rows)
-            w = self._block(rows, slice(0, seen))  # (r, seen)
+        pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))  # each row's pixel row, from the region's first
+        step = max(1, BLOCK // nc)
+        for a in range(r.start, r.stop, step):  # a block of map rows at a time, whatever pixels it spans
+            block = slice(a, min(r.stop, a + step))
+            seen = min(self._visible(block), c.stop) - c.start
+            if seen <= 0:
+                continue  # above a causal map's diagonal: exact zeros
+            w = self._block(block, slice(c.start, c.start + seen))  # (r, seen)
             n = int(col_of[seen - 1]) + 1
-            first = int(pixel_of[a])
-            row_of = torch.as_tensor(pixel_of[rows] - first, device=device)
+            first = int(pixel_of[a - r.start])
+            row_of = torch.as_tensor(pixel_of[block.start - r.start : block.stop - r.start] - first, device=device)
             m = int(row_of[-1]) + 1
             pooled = torch.zeros(w.shape[0], n, device=device)
             part = torch.zeros(m, n, device=device)

@@ -101,6 +101,9 @@ class OverviewRequest(MapRequest):
     rows: Annotated[StrictInt, Field(ge=1, le=2048, description="pixels down (at most the queries)")] = 512
     cols: Annotated[StrictInt, Field(ge=1, le=2048, description="pixels across (at most the keys)")] = 512
     reduce: Literal["max", "mean"] = Field("max", description="each pixel: the max or the mean of the cells it covers")
+    region: list[Annotated[StrictInt, Field(ge=0)]] | None = Field(
+        None, min_length=4, max_length=4, description="first query, end query, first key, end key (default: all)"
+    )
 
 
 class TileRequest(MapRequest):
@@ -310,6 +313,7 @@ class Overview(BaseModel):
     floor((i + 1) T / rows) - 1 and keys likewise."""
 
     shape: list[int] = Field(description="queries, keys of the whole map")
+    region: list[int] = Field(description="first query, end query, first key, end key pooled")
     rows: int
     cols: int
     reduce: Literal["max", "mean"]

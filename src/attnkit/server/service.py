@@ -384,14 +384,19 @@ class Studio:
         """One map pooled to at most rows x cols pixels (max or mean of the cells each covers)."""
         start = time.perf_counter()
         view = self._view(request)
-        key = tuple(request[k] for k in ("record", "kind", "layer", "head", "rows", "cols", "reduce"))
+        t, s = view.shape
+        r0, r1, c0, c1 = request["region"] or (0, t, 0, s)
+        if not (r0 < r1 <= t and c0 < c1 <= s):
+            raise RequestError(f"region {r0}..{r1} x {c0}..{c1} out of range: the map is {t} x {s} (queries x keys)")
+        key = (*(request[k] for k in ("record", "kind", "layer", "head", "rows", "cols", "reduce")), r0, r1, c0, c1)
 
         def compute() -> dict:
-            pixels = view.overview((request["rows"], request["cols"]), request["reduce"])
+            pixels = view.overview((request["rows"], request["cols"]), request["reduce"], rows=(r0, r1), cols=(c0, c1))
             top = float(pixels.max()) if pixels.size else 0.0
             fixed = pixels.astype("<f4")  # exact: a pixel is one cell's weight, or the mean of a few
             return {
-                "shape": list(view.shape),
+                "shape": [t, s],
+                "region": [r0, r1, c0, c1],
                 "rows": int(pixels.shape[0]),
                 "cols": int(pixels.shape[1]),
                 "reduce": request["reduce"],

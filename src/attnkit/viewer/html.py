@@ -157,7 +157,9 @@ def page_html(data: dict, *, title: str) -> str:
     """The one page: the static viewer (``data`` holds the examples) and the live studio
     (``data["live"]`` holds the served models) are the same HTML, CSS and JavaScript."""
     data = {**data, "special": list(SPECIAL_LABELS)}
-    return fill_template("page.html", data, title=title, STYLE="page.css", SCRIPT="page.js", COLOURS="colours.js")
+    return fill_template(
+        "page.html", data, title=title, STYLE="page.css", SCRIPT="page.js", COLOURS="colours.js", LONG="long.js"
+    )
 
 
 def render_html(

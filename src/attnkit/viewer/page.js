@@ -90,6 +90,10 @@
     return heads16(new Uint16Array(bytes.buffer), H, Q, K);
   }
   function unpack(ex) {
+    if (ex.remote && !ex.headCount) {  // a long input: its maps stay on the server (long.js asks for views)
+      ex.headCount = {}; ex.ahead = [];
+      for (const kind in ex.remote) { ex.maps[kind] = new Array(ex.remote[kind][0]).fill(null); ex.headCount[kind] = ex.remote[kind][1]; }
+    }
     if (!ex.packed || ex.layerIds) return ex;
     ex.layerIds = {}; ex.headCount = {}; ex.ahead = [];
     for (const kind in ex.packed) {
@@ -838,12 +842,12 @@
   }
 
   // ---- tabs and drawing ----------------------------------------------------------------
-  function selectTab(tab) {
+  function selectTab(tab, redraw = true) {
     state.tab = tab;
     $("readout").textContent = "";
     for (const b of $("tabs").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.tab === tab);
     for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== `tab-${tab}`;
-    draw();
+    if (redraw) draw();
   }
 
   function draw() {
@@ -853,6 +857,8 @@
     $("out-text").textContent = ex.output ? "→ " + ex.output : "";
     const info = modelInfo || {};
     $("model-info").textContent = modelText(info);
+    if (ex.remote) { LONG_VIEWS.draw(ex, state.tab); return; }
+    $("long-head").hidden = true; $("lines").style.display = "";
     if (state.tab === "head") { drawChips(); drawLines(); }
     else if (state.tab === "model") drawModelView();
     else if (state.tab === "matrix") drawMatrix();
@@ -872,6 +878,11 @@
     state.kind = null;
     $("tabs").querySelector("[data-tab=image]").hidden = !examples.some((ex) => ex.image);
     if (state.tab === "image" && !examples.some((ex) => ex.image)) state.tab = "head";
+    const remote = examples.some((ex) => ex.remote);  // a long input: the views long.js draws (page.css: body.long)
+    document.body.classList.toggle("long", remote);
+    if (remote && !LONG_VIEWS.tabs.includes(state.tab)) state.tab = "matrix";
+    if (!remote && state.tab === "heads") state.tab = "head";
+    selectTab(state.tab, false);
     fillSelectors();
     draw();
   }
@@ -950,12 +961,17 @@
         li.addEventListener("click", () => { $("target").value = h.text; submit(h.text); });
       });
       explainCache.clear();
+      r.example.record = r.record;  // what the views of a long input name it by
       showExamples([r.example], m.info);
       unpackAhead();  // the other layers, off the main thread
     } catch (err) {
       status.textContent = String(err.message || err); status.classList.add("error");
     }
   }
+
+  // the views of a long input (long.js), with what they need of this page
+  const LONG_VIEWS = window.attnkitLong({ $, html, state, api, area, clamp, setupCanvas, rgb, colourBar, layerName, queries, keys,
+                                    KIND_LABEL, SMALL, selectTab });
 
   // ---- wiring --------------------------------------------------------------------------
   $("example").addEventListener("change", (e) => { state.example = +e.target.value; state.pinned = null; state.zoom = null; fillSelectors(); draw(); });
@@ -968,6 +984,7 @@
     draw();
   });
   $("scale").addEventListener("change", (e) => { state.scale = e.target.value; draw(); });
+  $("reduce").addEventListener("change", (e) => { state.reduce = e.target.value; draw(); });
   for (const id of ["attr-method", "attr-side"]) $(id).addEventListener("change", () => { if (state.tab === "attribution") drawAttribution(); });
   $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; draw(); });
   for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
@@ -1003,5 +1020,5 @@
     clearTimeout(resizing);
     resizing = setTimeout(() => { if (["head", "model", "matrix"].includes(state.tab)) draw(); }, 120);
   });
-  window.attnkit = { state: state, draw: draw, selectTab: selectTab, ahead: ahead };
+  window.attnkit = { state: state, draw: draw, selectTab: selectTab, ahead: ahead, example: () => examples[state.example] };
 })();

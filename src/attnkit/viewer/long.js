@@ -1,0 +1,290 @@
+"use strict";
+// Long inputs in the studio: the maps stay on the server (a record of q, k and each row's
+// log-sum-exp) and this view asks for what the pane can show. The matrix is an overview pooled to
+// the pane's pixels (the max of the cells each pixel covers, so a thin diagonal or one sink column
+// stays visible; or their mean), and exact cells once zoomed in far enough; the model view is every
+// layer and head as thumbnails; the head view lists a query's strongest keys; the head list sorts
+// every head by its summaries. Answers are kept: a map drawn once is drawn again at once.
+window.attnkitLong = function (lib) {
+  const { $, html, state } = lib;
+  const cache = new Map();  // request -> answer (decoded)
+  const STATS = [
+    ["entropy", "entropy (nats)", "the spread of a query's weights: 0 = one key"],
+    ["normalised", "entropy ÷ log(keys)", "0 = one key, 1 = uniform over the keys it may see"],
+    ["max_weight", "largest weight", "a query's strongest key's share, on average"],
+    ["sink", "on the first token", "weight on token 0 (an attention sink parks its weight there)"],
+    ["local", "within ±8", "weight on the 8 tokens either side (a local head keeps it near)"],
+    ["distance", "mean distance", "how far a query looks, in tokens, weighted by its weights"],
+  ];
+  let ticket = 0;  // a drawing for an older choice is dropped when its answer comes
+
+  function floats(b64) {
+    const bin = atob(b64), bytes = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    return new Float32Array(bytes.buffer);
+  }
+  async function ask(path, body) {
+    const key = path + JSON.stringify(body);
+    if (!cache.has(key)) {
+      const answer = lib.api(path, body).then((r) => (r.data ? { ...r, values: floats(r.data) } : r));
+      cache.set(key, answer);
+      answer.catch(() => cache.delete(key));
+    }
+    return cache.get(key);
+  }
+  function shape(ex) { return ex.remote[state.kind]; }  // layers, heads, queries, keys
+  function mapBody(ex, layer = state.layer, head = state.head) {
+    return { record: ex.record, kind: state.kind, layer: layer, head: head };
+  }
+  const tokenAt = (tokens, i) => (tokens[i] === undefined ? `#${i}` : tokens[i]);
+
+  // ---- the matrix: an overview, then exact cells --------------------------------------
+  function region(ex) {
+    const [, , T, S] = shape(ex);
+    return state.long && state.long.kind === state.kind && state.long.region ? state.long.region : [0, T, 0, S];
+  }
+  function setRegion(ex, r) {
+    const [, , T, S] = shape(ex);
+    const whole = r[0] <= 0 && r[1] >= T && r[2] <= 0 && r[3] >= S;
+    state.long = { kind: state.kind, region: whole ? null : r };
+    drawMatrix(ex);
+  }
+  async function drawMatrix(ex) {
+    const mine = ++ticket, canvas = $("matrix"), [, , T, S] = shape(ex), room = lib.area();
+    const [r0, r1, c0, c1] = region(ex), nr = r1 - r0, nc = c1 - c0;
+    const left = 64, top = 22, side = Math.max(160, Math.min(room.w - left - 20, room.h - top - 130, 1400));
+    const cell = Math.min(side / nr, side / nc);  // px per cell when every cell has its pixels
+    const exact = cell >= 1;
+    const pw = exact ? nc : Math.min(nc, Math.round(side)), ph = exact ? nr : Math.min(nr, Math.round(side));
+    const w = exact ? cell * nc : side, h = exact ? cell * nr : side;
+    const body = { ...mapBody(ex), rows: ph, cols: pw, reduce: state.reduce || "max", region: [r0, r1, c0, c1] };
+    $("readout").textContent = "computing the overview…";
+    let answer;
+    try { answer = await ask("/api/overview", body); } catch (err) { $("readout").textContent = String(err.message || err); return; }
+    if (mine !== ticket || state.tab !== "matrix") return;
+    const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + 36);
+    const scaled = state.scale === "row";
+    const v = answer.values, img = new ImageData(answer.cols, answer.rows), d = img.data;
+    for (let i = 0; i < answer.rows; i++) {
+      let m = 1e-12;
+      if (scaled) for (let j = 0; j < answer.cols; j++) m = Math.max(m, v[i * answer.cols + j]);
+      for (let j = 0; j < answer.cols; j++) {
+        const x = v[i * answer.cols + j] / (scaled ? m : 1), c = lib.rgb(Math.min(1, x)), p = 4 * (i * answer.cols + j);
+        d[p] = c[0]; d[p + 1] = c[1]; d[p + 2] = c[2]; d[p + 3] = 255;
+      }
+    }
+    const off = document.createElement("canvas"); off.width = answer.cols; off.height = answer.rows;
+    off.getContext("2d").putImageData(img, 0, 0);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(off, left, top, w, h);
+    axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h);
+    const how = exact ? "every cell exact" : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
+    const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
+    lib.colourBar($("legend"), 860, scaled ? "row's largest" : "1", [
+      `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
+      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + (scaled ? " · per-query scale" : ""),
+    ]);
+    $("readout").textContent = `${lib.KIND_LABEL[state.kind]} over ${T} x ${S} tokens (computed in ${answer.server_ms} ms on the server)`;
+    wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact });
+  }
+  function axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h) {
+    const q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind);
+    ctx.fillStyle = "#1d2330"; ctx.font = lib.SMALL;
+    const cell = h / (r1 - r0);
+    if (cell >= 11 && w / (c1 - c0) >= 11) {  // room for the tokens themselves
+      ctx.textAlign = "right"; ctx.textBaseline = "middle";
+      for (let i = r0; i < r1; i++) ctx.fillText(tokenAt(q, i).slice(0, 9), left - 4, top + (i - r0 + 0.5) * cell);
+      ctx.textAlign = "center"; ctx.textBaseline = "top";
+      const cw = w / (c1 - c0);
+      for (let j = c0; j < c1; j++) ctx.fillText(tokenAt(k, j).slice(0, Math.max(1, Math.floor(cw / 6))), left + (j - c0 + 0.5) * cw, top + h + 3);
+      return;
+    }
+    const ticks = (a, b, n) => { const step = Math.max(1, Math.ceil((b - a) / n)); const out = []; for (let x = a; x < b; x += step) out.push(x); return out; };
+    ctx.textAlign = "right"; ctx.textBaseline = "middle";
+    for (const i of ticks(r0, r1, 8)) ctx.fillText(String(i), left - 4, top + ((i - r0) / (r1 - r0)) * h);
+    ctx.textAlign = "center"; ctx.textBaseline = "top";
+    for (const j of ticks(c0, c1, 8)) ctx.fillText(String(j), left + ((j - c0) / (c1 - c0)) * w, top + h + 3);
+    ctx.textAlign = "left"; ctx.fillText("keys →", left + w - 40, top + h + 18);
+    ctx.save(); ctx.translate(12, top + 40); ctx.rotate(-Math.PI / 2); ctx.textAlign = "right"; ctx.fillText("← queries", 0, 0); ctx.restore();
+  }
+  function wire(canvas, ex, g) {
+    const q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind), nr = g.r1 - g.r0, nc = g.c1 - g.c0;
+    const at = (e) => {
+      const b = canvas.getBoundingClientRect(), x = e.clientX - b.left - g.left, y = e.clientY - b.top - g.top;
+      return { i: g.r0 + Math.floor((y / g.h) * nr), j: g.c0 + Math.floor((x / g.w) * nc), x: x, y: y, inside: x >= 0 && y >= 0 && x < g.w && y < g.h };
+    };
+    let drag = null;
+    canvas.onmousemove = (e) => {
+      const p = at(e);
+      if (!p.inside) return;
+      const a = g.answer, pi = Math.floor((p.y / g.h) * a.rows), pj = Math.floor((p.x / g.w) * a.cols), value = a.values[pi * a.cols + pj];
+      $("readout").textContent = g.exact
+        ? `query ${p.i} "${tokenAt(q, p.i)}" → key ${p.j} "${tokenAt(k, p.j)}": weight ${value.toFixed(6)} (exact)`
+        : `queries near ${p.i} → keys near ${p.j}: ${a.reduce} weight ${value.toFixed(4)}`;
+      if (drag) {
+        const ctx = canvas.getContext("2d"), r = window.devicePixelRatio || 1;
+        ctx.setTransform(r, 0, 0, r, 0, 0);
+        if (drag.snapshot) ctx.putImageData(drag.snapshot, 0, 0);
+        ctx.strokeStyle = "#ff5a5a"; ctx.lineWidth = 1.5;
+        ctx.strokeRect(g.left + Math.min(drag.x, p.x), g.top + Math.min(drag.y, p.y), Math.abs(p.x - drag.x), Math.abs(p.y - drag.y));
+      }
+    };
+    canvas.onmousedown = (e) => {
+      const p = at(e);
+      if (!p.inside) return;
+      drag = { ...p, snapshot: canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height) };
+    };
+    canvas.onmouseup = (e) => {
+      if (!drag) return;
+      const p = at(e), a = drag; drag = null;
+      if (Math.abs(p.x - a.x) < 4 && Math.abs(p.y - a.y) < 4) return;  // a click
+      const i0 = Math.max(g.r0, Math.min(a.i, p.i)), i1 = Math.min(g.r1, Math.max(a.i, p.i) + 1);
+      const j0 = Math.max(g.c0, Math.min(a.j, p.j)), j1 = Math.min(g.c1, Math.max(a.j, p.j) + 1);
+      setRegion(ex, [i0, Math.max(i1, i0 + 1), j0, Math.max(j1, j0 + 1)]);
+    };
+    canvas.onwheel = (e) => {
+      const p = at(e);
+      if (!p.inside) return;
+      e.preventDefault();
+      const [, , T, S] = shape(ex), f = e.deltaY < 0 ? 0.5 : 2;
+      const zoom = (a, b, at, n) => {
+        const len = Math.max(1, Math.min(n, Math.round((b - a) * f))), start = Math.round(at - ((at - a) / (b - a)) * len);
+        const s = Math.max(0, Math.min(n - len, start));
+        return [s, s + len];
+      };
+      setRegion(ex, [...zoom(g.r0, g.r1, p.i, T), ...zoom(g.c0, g.c1, p.j, S)]);
+    };
+    canvas.ondblclick = () => setRegion(ex, [0, 1e12, 0, 1e12]);
+  }
+
+  // ---- the model view: every layer and head ---------------------------------------------
+  async function drawModel(ex) {
+    const mine = ++ticket, [L, H] = shape(ex), grid = $("model-grid"), room = lib.area();
+    grid.innerHTML = "";
+    const side = lib.clamp(Math.floor(Math.min((room.w - 70) / H, (room.h - 110) / Math.min(L, 6))) - 8, 48, 160);
+    grid.style.gridTemplateColumns = `auto repeat(${H}, ${side + 4}px)`;
+    html("div", { class: "axis" }, grid, "");
+    for (let j = 0; j < H; j++) html("div", { class: "axis" }, grid, `head ${j}`);
+    const cells = [];
+    for (let l = 0; l < L; l++) {
+      html("div", { class: "axis" }, grid, `layer ${l}`);
+      for (let j = 0; j < H; j++) {
+        const c = html("canvas", { "data-layer": l, "data-head": j, title: `layer ${l}, head ${j}: click to open its matrix` }, grid);
+        lib.setupCanvas(c, side, side);
+        if (l === state.layer && String(j) === String(state.head)) c.classList.add("selected");
+        c.addEventListener("click", () => { choose(l, j); lib.selectTab("matrix"); });
+        cells.push([l, j, c]);
+      }
+    }
+    lib.colourBar($("model-legend"), 860, "1", [
+      "attention weight (absolute); each pixel: the largest weight of the cells it covers",
+      `${L} layer(s) × ${H} head(s) over ${shape(ex)[2]} x ${shape(ex)[3]} tokens`,
+    ]);
+    let done = 0;
+    for (const [l, j, c] of cells) {  // layer by layer: the first rows appear while the rest are computed
+      if (mine !== ticket || state.tab !== "model") return;
+      let a;
+      try { a = await ask("/api/overview", { ...mapBody(ex, l, j), rows: side, cols: side, reduce: "max", region: null }); }
+      catch (err) { $("readout").textContent = String(err.message || err); return; }
+      paint(c, a, side);
+      done += 1;
+      $("readout").textContent = `${lib.KIND_LABEL[state.kind]}: ${done} of ${L * H} heads drawn (each pixel the max of the cells it covers, absolute scale)`;
+    }
+  }
+  function paint(canvas, a, side) {
+    const img = new ImageData(a.cols, a.rows), d = img.data;
+    for (let p = 0; p < a.values.length; p++) {
+      const c = lib.rgb(Math.min(1, a.values[p]));
+      d[4 * p] = c[0]; d[4 * p + 1] = c[1]; d[4 * p + 2] = c[2]; d[4 * p + 3] = 255;
+    }
+    const off = document.createElement("canvas"); off.width = a.cols; off.height = a.rows;
+    off.getContext("2d").putImageData(img, 0, 0);
+    const ctx = canvas.getContext("2d"); ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(off, 0, 0, side, side);
+  }
+  function choose(layer, head) {
+    state.layer = layer; state.head = head; state.long = null;
+    $("layer").value = layer; $("head").value = head;
+  }
+
+  // ---- the head view: a query's strongest keys -------------------------------------------
+  async function drawHead(ex) {
+    const mine = ++ticket, [, , T] = shape(ex), box = $("long-head"), q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind);
+    const query = lib.clamp(state.longQuery === undefined ? T - 1 : state.longQuery, 0, T - 1);
+    box.innerHTML = "";
+    const bar = html("div", { class: "long-query" }, box);
+    html("label", { for: "long-query" }, bar, "query");
+    const slider = html("input", { type: "range", id: "long-query", min: 0, max: T - 1, value: query }, bar);
+    const number = html("input", { type: "number", min: 0, max: T - 1, value: query }, bar);
+    const pick = (x) => { state.longQuery = lib.clamp(Math.round(+x), 0, T - 1); drawHead(ex); };
+    slider.addEventListener("change", (e) => pick(e.target.value));
+    number.addEventListener("change", (e) => pick(e.target.value));
+    html("p", { class: "long-context" }, box, context(q, query, 6));
+    let a;
+    try { a = await ask("/api/top", { ...mapBody(ex), first: query, count: 1, k: 12 }); } catch (err) { $("readout").textContent = String(err.message || err); return; }
+    if (mine !== ticket || state.tab !== "head") return;
+    const list = html("table", { class: "long-top" }, box), head = html("tr", {}, list);
+    for (const t of ["key", "token", "in context", "weight"]) html("th", {}, head, t);
+    const top = Math.max(1e-9, a.weights[0][0]);
+    a.keys[0].forEach((j, n) => {
+      const w = a.weights[0][n], tr = html("tr", {}, list);
+      html("td", { class: "num" }, tr, String(j));
+      html("td", {}, tr, tokenAt(k, j));
+      html("td", { class: "ctx" }, tr, context(k, j, 3));
+      const cell = html("td", { class: "bar" }, tr), b = html("span", {}, cell);
+      b.style.width = `${Math.round((160 * w) / top)}px`;
+      html("span", { class: "num" }, cell, w.toFixed(4));
+    });
+    const shown = a.weights[0].reduce((x, y) => x + y, 0);
+    $("readout").textContent = `query ${query} "${tokenAt(q, query)}": its ${a.keys[0].length} strongest keys hold ${(100 * shown).toFixed(1)} % of its weight`;
+  }
+  function context(tokens, i, n) {
+    const a = Math.max(0, i - n), b = Math.min(tokens.length, i + n + 1);
+    return (a > 0 ? "… " : "") + tokens.slice(a, i).join(" ") + ` [${tokenAt(tokens, i)}] ` + tokens.slice(i + 1, b).join(" ") + (b < tokens.length ? " …" : "");
+  }
+
+  // ---- the head list: every head by its summaries -------------------------------------------
+  async function drawHeads(ex) {
+    const mine = ++ticket, [L, H] = shape(ex), box = $("heads-list");
+    const rows = [];
+    const render = () => {
+      box.innerHTML = "";
+      const key = state.headsSort || "sink", down = state.headsDown !== false;
+      rows.sort((a, b) => (down ? b[key] - a[key] : a[key] - b[key]));
+      const table = html("table", { class: "heads" }, box), head = html("tr", {}, table);
+      for (const [name, label, title] of [["layer", "layer", ""], ["head", "head", ""], ...STATS]) {
+        const th = html("th", { title: title, "data-stat": name }, head, label + (name === key ? (down ? " ▼" : " ▲") : ""));
+        th.addEventListener("click", () => { state.headsDown = name === key ? !down : true; state.headsSort = name; render(); });
+      }
+      for (const r of rows) {
+        const tr = html("tr", { "data-layer": r.layer, "data-head": r.head, title: "open this head's matrix" }, table);
+        html("td", {}, tr, String(r.layer)); html("td", {}, tr, String(r.head));
+        for (const [name] of STATS) html("td", { class: "num" }, tr, r[name].toFixed(name === "distance" ? 1 : 3));
+        tr.addEventListener("click", () => { choose(r.layer, r.head); lib.selectTab("matrix"); });
+      }
+    };
+    for (let l = 0; l < L; l++) {  // layer by layer: the list grows and sorts as the layers come
+      let a;
+      try { a = await ask("/api/heads", { record: ex.record, kind: state.kind, layer: l }); }
+      catch (err) { $("readout").textContent = String(err.message || err); return; }
+      if (mine !== ticket || state.tab !== "heads") return;
+      const s = a.layers[0].stats;
+      for (let j = 0; j < H; j++) rows.push({ layer: l, head: j, ...Object.fromEntries(STATS.map(([n]) => [n, s[n][j]])) });
+      render();
+      $("readout").textContent = `${rows.length} of ${L * H} heads summarised (streamed over each map: nothing formed in full); click a column to sort, a head to open it`;
+    }
+  }
+
+  return {
+    draw(ex, tab) {
+      $("lines").style.display = tab === "head" ? "none" : "";
+      $("long-head").hidden = tab !== "head";
+      $("head-chips").innerHTML = "";
+      if (tab === "matrix") drawMatrix(ex);
+      else if (tab === "model") drawModel(ex);
+      else if (tab === "head") drawHead(ex);
+      else if (tab === "heads") drawHeads(ex);
+    },
+    tabs: ["head", "model", "matrix", "heads"],  // what it draws; the others wait for a short input
+  };
+};
