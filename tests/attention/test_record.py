@@ -21,6 +21,7 @@ from attnkit.attention.record import (
     fused_with_lse,
     groups,
     head_stats,
+    layer_overviews,
 )
 
 ATOL = 1e-6
@@ -328,3 +329,15 @@ def test_an_overview_of_a_region_pools_only_its_cells(case):
         np.testing.assert_allclose(found, expected, atol=ATOL)
     corner = MapView(call, 0).overview(50, rows=(0, 2), cols=(s - 3, s))  # one pixel per cell
     np.testing.assert_allclose(corner, weights[0, :2, s - 3 :].numpy(), atol=ATOL)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_layer_overviews_are_each_heads_overview_and_the_means(case):
+    call, _, weights, _ = _call(CASES[case])
+    found = layer_overviews(call, (5, 7))
+    assert found.shape == (call.heads + 1, 5, 7)
+    for head in range(call.heads):
+        np.testing.assert_allclose(found[head], MapView(call, head).overview((5, 7)), atol=ATOL)
+    np.testing.assert_allclose(found[-1], MapView(call, "mean").overview((5, 7)), atol=ATOL)
+    dense = AttentionCall("cross", 0, weights=weights, causal=call.causal, mask=call.mask, key_mask=call.key_mask)
+    np.testing.assert_allclose(layer_overviews(dense, (5, 7)), found, atol=ATOL)

@@ -452,3 +452,11 @@ def test_a_model_object_without_its_tokenizer_is_one_line(hf_models):
         attnkit.load([1, 2])
     with pytest.raises(ValueError, match="a name or a directory brings its own"):
         attnkit.load(hf_models["llama"], object())
+
+
+def test_ids_past_the_tokenizers_vocabulary_are_named_not_a_crash(hf_models):
+    """Embedding tables are often padded past the tokenizer (a random or a real model may
+    generate such an id): the token is shown as its id."""
+    model = attnkit.load(hf_models["llama"], device="cpu")
+    size = len(model.hf.tokenizer)
+    assert model.hf.tokens([0, size + 3]) == [model.hf.tokens([0])[0], f"<id {size + 3}>"]

@@ -368,6 +368,45 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
     return {name: means[n] for n, name in enumerate(HEAD_STATS)}
 
 
+@torch.no_grad()
+def layer_overviews(call: AttentionCall, size: int | tuple[int, int] = 512) -> np.ndarray:
+    """Every head's map of ``call`` and the mean of its heads, each pooled to at most ``size``
+    pixels a side by the max of the cells a pixel covers (as ``MapView.overview``): (heads + 1,
+    rows, cols), the mean last. One pass over blocks of rows for all heads at once."""
+    ph, pw = (size, size) if isinstance(size, int) else size
+    if ph < 1 or pw < 1:
+        raise ValueError(f"an overview needs at least one pixel a side, got {ph} x {pw}")
+    h, t, s = call.shape
+    ph, pw = min(ph, t), min(pw, s)
+    row_edges, col_edges = (np.arange(ph + 1) * t) // ph, (np.arange(pw + 1) * s) // pw
+    device = _device(call)
+    col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
+    pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))
+    out = torch.zeros(h + 1, ph, pw, device=device)
+    dense = call.weights is not None
+    step = max(1, BLOCK // max(1, s * (h + 1)))
+    for a in range(0, t, step):
+        rows = slice(a, min(t, a + step))
+        seen = s if not call.causal or dense else max(1, min(s, rows.stop + s - t))
+        cols = slice(0, seen)
+        if dense:
+            w = _req(call.weights)[:, rows, cols].float()
+        else:
+            lse = _req(call.lse)[:, rows].float()
+            scores = _scores_heads(call, rows, cols, _allowed_heads(call, rows, cols))
+            w = scores.sub_(torch.where(torch.isfinite(lse), lse, 0.0)[..., None]).exp_()
+        w = torch.cat([w, w.mean(0, keepdim=True)])  # (h + 1, r, seen)
+        n, first = int(col_of[seen - 1]) + 1, int(pixel_of[a])
+        row_of = torch.as_tensor(pixel_of[rows] - first, device=device)
+        m = int(row_of[-1]) + 1
+        pooled = torch.zeros(h + 1, w.shape[1], n, device=device)
+        pooled.scatter_reduce_(2, col_of[:seen].expand(h + 1, w.shape[1], -1), w, "amax", include_self=False)
+        part = torch.zeros(h + 1, m, n, device=device)
+        part.scatter_reduce_(1, row_of[None, :, None].expand(h + 1, -1, n), pooled, "amax", include_self=False)
+        out[:, first : first + m, :n] = torch.maximum(out[:, first : first + m, :n], part)
+    return out.cpu().numpy()
+
+
 def _allowed_heads(call: AttentionCall, rows: slice, cols: slice) -> Tensor | None:
     """Which keys each query may attend to, (1|h, r, c), for every head at once (None: all)."""
     if call.mask is not None and call.mask.shape[0] > 1:
@@ -673,5 +712,6 @@ __all__ = [
     "fused_with_lse",
     "groups",
     "head_stats",
+    "layer_overviews",
     "recording",
 ]

@@ -257,9 +257,10 @@ class HFModel:
     # -- text ---------------------------------------------------------------------------------
 
     def tokens(self, ids: list[int]) -> list[str]:
-        """Readable token strings: byte-level 'Ġ' and sentencepiece '▁' become a word start."""
+        """Readable token strings: byte-level 'Ġ' and sentencepiece '▁' become a word start; an
+        id past the tokenizer's vocabulary (an embedding table padded beyond it) is ``<id N>``."""
         raw = self.tokenizer.convert_ids_to_tokens(ids)
-        return [_readable_token(t) for t in raw]
+        return [f"<id {i}>" if t is None else _readable_token(t) for i, t in zip(ids, raw)]
 
     def encode_text(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=True)["input_ids"])

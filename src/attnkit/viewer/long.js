@@ -63,6 +63,7 @@ window.attnkitLong = function (lib) {
     try { answer = await ask("/api/overview", body); } catch (err) { $("readout").textContent = String(err.message || err); return; }
     if (mine !== ticket || state.tab !== "matrix") return;
     const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + 36);
+    canvas.dataset.exact = String(exact);  // every cell drawn from its exact weight
     const scaled = state.scale === "row";
     const v = answer.values, img = new ImageData(answer.cols, answer.rows), d = img.data;
     for (let i = 0; i < answer.rows; i++) {
