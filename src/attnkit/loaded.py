@@ -46,7 +46,7 @@ from .inspection.capture import (
 )
 from .inspection.explain import Walkthrough, explain, explain_recorded
 from .inspection.maps import Maps
-from .memory import check_fits
+from .memory import HEADROOM, available_bytes, check_fits
 from .models.interface import ATTENTION_KINDS, EncoderModel, ImageCaptioner, Seq2SeqModel
 from .search import SearchOptions
 
@@ -147,6 +147,28 @@ class LoadedModel(ABC):
     def window(self) -> int | None:
         """Local attention's D, to draw p_t's window (an attnkit RNN only)."""
         return None
+
+    def memory_bytes(self, tokens: int) -> int | None:
+        """What a recorded forward over ``tokens`` needs, estimated (None: not estimated; a
+        model whose positions stop short of any risk)."""
+        return None
+
+    def token_limit(self, cap: int) -> tuple[int, str]:
+        """The longest input this model takes here, at most ``cap``, and what sets it: "its
+        positions", "free memory" (the estimate of ``memory_bytes`` against what is free now) or
+        "the limit"."""
+        n, why = cap, "the limit"
+        if self.max_tokens is not None and self.max_tokens < n:
+            n, why = self.max_tokens, "its positions"
+        free = HEADROOM * available_bytes()
+        need = self.memory_bytes(n)
+        if need is not None and need > free:
+            lo, hi = 1, n  # the largest length whose estimate fits
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if (self.memory_bytes(mid) or 0) <= free else (lo, mid - 1)
+            n, why = lo, "free memory"
+        return n, why
 
     @property
     def module(self) -> Seq2SeqModel | EncoderModel | None:
@@ -599,6 +621,9 @@ class TransformersModel(LoadedModel):
     @property
     def max_tokens(self) -> int | None:
         return self.hf.max_tokens()
+
+    def memory_bytes(self, tokens: int) -> int | None:
+        return self.hf.forward_bytes(tokens, itemsize=2 if tokens > COMPACT_FROM else 4)
 
     def _kinds(self) -> tuple[str, ...]:
         return tuple(self.hf.layers_and_heads())

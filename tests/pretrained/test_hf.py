@@ -460,3 +460,15 @@ def test_ids_past_the_tokenizers_vocabulary_are_named_not_a_crash(hf_models):
     model = attnkit.load(hf_models["llama"], device="cpu")
     size = len(model.hf.tokenizer)
     assert model.hf.tokens([0, size + 3]) == [model.hf.tokens([0])[0], f"<id {size + 3}>"]
+
+
+def test_the_longest_input_is_what_positions_memory_or_the_limit_allow(hf_models, monkeypatch):
+    from attnkit import loaded
+
+    model = attnkit.load(hf_models["llama"], device="cpu")
+    assert model.token_limit(10**6) == (64, "its positions")
+    assert model.token_limit(32) == (32, "the limit")
+    need = model.memory_bytes(40)
+    monkeypatch.setattr(loaded, "available_bytes", lambda: int(need / loaded.HEADROOM))
+    n, by = model.token_limit(10**6)
+    assert by == "free memory" and n >= 40 and model.memory_bytes(n + 1) > need  # the longest that fits

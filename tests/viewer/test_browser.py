@@ -230,3 +230,67 @@ def test_a_long_input_page(browser, tmp_path):
     page.dblclick("#matrix")
     assert page.evaluate("window.attnkit.state.zoom") is None
     assert errors == []
+
+
+def test_a_page_past_its_budget_holds_every_layer_as_overviews(browser, tmp_path):
+    """A causal record of 3,000 tokens, 3 layers x 2 heads, in a 6 MB page: every head's overview,
+    the head list, and the last layer exact: its cells and a query's strongest keys computed in the
+    page from q, k and the log-sum-exp equal the record's own."""
+    import torch
+
+    from attnkit.attention.record import AttentionCall, lse_of
+    from attnkit.inspection import AttentionRecord
+    from attnkit.inspection.maps import Maps
+
+    n, g = 3000, torch.Generator().manual_seed(0)
+    calls = []
+    for layer in range(3):
+        call = AttentionCall(
+            "decoder",
+            layer,
+            q=torch.randn(2, n, 8, generator=g) * 2,
+            k=torch.randn(1, n, 8, generator=g),
+            scale=0.35,
+            causal=True,
+        )
+        call.lse = lse_of(call)
+        calls.append(call)
+    tokens = [f"t{i}" for i in range(n)]
+    record = AttentionRecord("long", [], Maps({"decoder": calls}), "", tokens, tokens[1:] + [""])
+    path = write_html(tmp_path / "long.html", [record], {"arch": "llama"}, budget=6 * 2**20)
+    assert path.stat().st_size < 6 * 2**20
+    page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.resolve().as_uri())
+    page.wait_for_function("document.body.classList.contains('long')")
+    page.click("#tabs [data-tab=matrix]")
+    page.wait_for_function("/computed in .* in the page/.test(document.getElementById('readout').textContent)")
+    # the last layer, exact: a 40 x 40 block of cells
+    page.evaluate("attnkit.state.long = { kind: 'decoder', region: [2000, 2040, 1990, 2030] }; attnkit.draw()")
+    page.wait_for_function("document.getElementById('matrix').dataset.exact === 'true'")
+    box = page.locator("#matrix").bounding_box()
+    page.mouse.move(box["x"] + 64 + 5, box["y"] + 22 + 5)
+    readout = page.inner_text("#readout")
+    i, j = int(readout.split("query ")[1].split(" ")[0]), int(readout.split("key ")[1].split(" ")[0])
+    expected = record.view("decoder", 2, "mean").block((i, i + 1), (j, j + 1))[0, 0]
+    assert abs(float(readout.split("weight ")[1].split(" ")[0]) - expected) < 1e-6, readout
+    # another layer: the page's own overview, said to be coarse
+    page.select_option("#layer", "0")
+    page.wait_for_function("document.getElementById('matrix').dataset.exact === 'false'")
+    page.click("#tabs [data-tab=heads]")
+    page.wait_for_function("document.querySelectorAll('table.heads tr[data-layer]').length === 6")
+    page.click("#tabs [data-tab=model]")
+    page.wait_for_function("/6 of 6 heads drawn/.test(document.getElementById('readout').textContent)")
+    page.locator("#model-grid canvas").nth(5).click()  # layer 2, head 1
+    assert page.evaluate("[attnkit.state.layer, attnkit.state.head]") == [2, 1]
+    page.click("#tabs [data-tab=head]")
+    page.fill("#long-head input[type=number]", "2500")
+    page.press("#long-head input[type=number]", "Enter")
+    page.wait_for_function("/query 2500/.test(document.getElementById('readout').textContent)")
+    keys = [
+        int(x) for x in page.eval_on_selector_all("table.long-top tr td:first-child", "c => c.map(x => x.textContent)")
+    ]
+    idx, _ = record.view("decoder", 2, 1).top_keys(12, rows=2500)
+    assert keys == idx[0].tolist()
+    assert errors == [], errors

@@ -6,7 +6,7 @@ import pytest
 
 from attnkit.inspection import AttentionRecord
 from attnkit.viewer import render_html, write_html
-from attnkit.viewer.html import choose_layers, packed_size, viewer_data
+from attnkit.viewer.html import packed_size, viewer_data
 
 
 def _data(page: str) -> dict:
@@ -37,19 +37,27 @@ def test_self_contained(toy_records):
     np.testing.assert_allclose(unpacked(cross), records[0].maps["cross"], atol=8e-6)  # 16-bit fixed point
 
 
-def test_a_long_inputs_page_holds_the_last_layers_that_fit(tmp_path):
+def test_a_page_holds_the_layers_asked_and_past_its_budget_every_layer_as_overviews(tmp_path):
     rng = np.random.default_rng(0)
     maps = rng.dirichlet(np.ones(300), size=(6, 4, 300)).astype(np.float32)
     rec = AttentionRecord("long", [f"t{i}" for i in range(300)], {"encoder": maps})
     per_layer = packed_size([rec], [0])
-    assert choose_layers([rec], budget=10 * per_layer) is None
-    assert choose_layers([rec], budget=int(2.5 * per_layer)) == [4, 5]
-    assert choose_layers([rec], budget=per_layer // 2) == [5]  # at least one layer
+    assert viewer_data([rec], budget=10 * per_layer)["holds"] == "every layer, every map in full"
     page = _data(render_html([rec], {}, layers=[1, 5]))["examples"][0]["packed"]["encoder"]
     assert page["layers"] == [1, 5]
     np.testing.assert_allclose(unpacked(page), maps[[1, 5]], atol=8e-6)
+    # past the budget: every layer and head as overviews (formed weights: none computed in the page)
+    data = viewer_data([rec], budget=int(2.5 * per_layer))
+    assert data["holds"].startswith("every layer and head as overviews of at most 243 x 243 pixels")  # what fits
+    ex = data["examples"][0]
+    assert ex["offline"]["encoder"]["size"] == [243, 243] and len(ex["offline"]["encoder"]["data"]) == 6
+    assert ex["remote"] == {"encoder": [6, 4, 300, 300]} and ex["offline"]["encoder"]["exact"] == {}
     with pytest.raises(ValueError, match="--layers 6 out of range"):
         write_html(tmp_path / "v.html", [rec], {}, layers=[6])
+    with pytest.raises(ValueError, match="cannot compute layer 1 exactly: its weights are formed"):
+        viewer_data([rec], layers=[1], budget=per_layer // 4)
+    with pytest.raises(ValueError, match="cannot hold even 16 x 16 overviews"):
+        viewer_data([rec], budget=1000)
 
 
 def test_tokens_cannot_break_out_of_the_page():

@@ -220,9 +220,7 @@ class MapView:
             r = slice(a, min(rows.stop, a + step))
             yield r, self._block(r, slice(0, self._visible(r)))
 
-    def overview(
-        self, size: int | tuple[int, int] = 512, reduce: str = "max", *, rows=None, cols=None
-    ) -> np.ndarray:
+    def overview(self, size: int | tuple[int, int] = 512, reduce: str = "max", *, rows=None, cols=None) -> np.ndarray:
         """The map (or its ``rows`` x ``cols`` region: each an index, a (start, stop) pair or a
         slice) pooled to at most ``size`` pixels a side: each pixel the max (or mean) of the cells
         it covers, pixel i covering rows start + floor(i n / pixels) onwards; a side shorter than

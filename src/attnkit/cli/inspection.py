@@ -117,7 +117,6 @@ def cmd_plot(args: argparse.Namespace) -> None:
 def cmd_view(args: argparse.Namespace) -> None:
     """Write the interactive viewer: one self-contained HTML file."""
     from ..inspection.snapshots import has_snapshots, load_snapshots
-    from ..viewer import write_html
 
     if not F.sentences(args) and has_snapshots(args.source):  # a run's attention as it formed: a step slider
         from ..viewer.html import write_snapshot_html
@@ -134,25 +133,20 @@ def cmd_view(args: argparse.Namespace) -> None:
             f"{len(snaps)} training steps); open it in a browser"
         )
     else:
-        from ..viewer.html import choose_layers, packed_size
+        from ..viewer.html import write_viewer
 
         records, info = _records(args)
-        layers = args.layers if args.layers is not None else choose_layers(records)
-        if args.layers is None and layers is not None:
-            whole = packed_size(records) / 2**20
-            print(
-                f"note: every layer would make a {whole:.0f} MB page: it holds layer(s) "
-                f"{', '.join(map(str, layers))} (--layers chooses)"
-            )
-        path = write_html(
+        path, holds = write_viewer(
             args.output,
             records,
             info,
             title=args.title or f"attnkit attention: {Path(str(args.source)).name}",
-            layers=layers,
+            layers=args.layers,
+            budget=args.page_mb * 2**20,
         )
         print(
-            f"viewer: {path} ({path.stat().st_size / 1024:.0f} KiB, {len(records)} sentence(s)); open it in a browser"
+            f"viewer: {path} ({path.stat().st_size / 2**20:,.1f} MB, {len(records)} sentence(s): {holds}); "
+            "open it in a browser"
         )
     if args.screenshot:
         from ..viewer.screenshot import screenshot
@@ -374,8 +368,16 @@ def add_commands(add) -> None:
                 type=F.layer_list,
                 default=None,
                 metavar="L[,L...]",
-                help="only these layers' maps in the page (negative from the top), to keep a long input's "
-                "page small (default: every layer, or the last ones that fit 96 MB)",
+                help="only these layers' maps in the page (negative from the top); past --page-mb, every "
+                "layer as overviews and these layers exact (default: every layer, or past --page-mb the last)",
+            )
+            p.add_argument(
+                "--page-mb",
+                type=F.positive_int,
+                default=100,
+                metavar="MB",
+                help="the page's size: every map in full where they fit, else every layer and head as "
+                "overviews as large as fit (at most 512 x 512 pixels) (default 100)",
             )
             p.add_argument(
                 "--max-steps",

@@ -157,6 +157,8 @@ class Limits(BaseModel):
     max_tokens: int
     max_beam: int
     max_nbest: int
+    page_mb: int
+    records_mb: int
 
 
 class ServedCapabilities(BaseModel):
@@ -181,6 +183,10 @@ class ServedModel(BaseModel):
     capabilities: ServedCapabilities
     positions: list[str]
     origin: str
+    max_tokens: int = Field(description="the longest input it takes here (tokens), as its limit says")
+    max_tokens_by: Literal["its positions", "free memory", "the limit"] = Field(
+        description="what sets max_tokens: the model's positions, the memory free at start, or max_tokens"
+    )
 
 
 class Models(BaseModel):

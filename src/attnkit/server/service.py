@@ -64,8 +64,15 @@ class StudioModel:
     # one request at a time per model: a recording holds the model's attention, so nothing else may run it meanwhile
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def describe(self) -> dict:
-        return {**self.model.describe(), "name": self.name, "origin": self.origin}
+    def describe(self, limit: int) -> dict:
+        tokens, by = self.model.token_limit(limit)
+        return {
+            **self.model.describe(),
+            "name": self.name,
+            "origin": self.origin,
+            "max_tokens": tokens,
+            "max_tokens_by": by,
+        }
 
 
 def default_models() -> list[str]:
@@ -107,7 +114,8 @@ class Studio:
     # -- requests ---------------------------------------------------------------------------
 
     def describe(self) -> dict:
-        return {"models": [m.describe() for m in self.models.values()], "limits": asdict(self.limits)}
+        limit = self.limits.max_tokens
+        return {"models": [m.describe(limit) for m in self.models.values()], "limits": asdict(self.limits)}
 
     def captioners(self) -> list[str]:
         return [name for name, m in self.models.items() if "caption" in m.model.capabilities.verbs]

@@ -24,7 +24,7 @@ from ..inspection.capture import AttentionRecord
 from ..inspection.maps import Maps
 
 DIGITS = 4  # weights are rounded to this many decimals in the studio's JSON answers
-PAGE_BUDGET = 96 * 2**20  # bytes of packed maps a page holds unless told otherwise (``choose_layers``)
+PAGE_BUDGET = 100 * 2**20  # bytes of maps a page holds unless told otherwise (``viewer_data``)
 
 
 def pack_layers(maps: np.ndarray | Maps, layers: list[int] | None = None, kind: str | None = None) -> dict:
@@ -68,17 +68,6 @@ def depth_of(records: list[AttentionRecord]) -> int:
     return min(shape[0] for r in records for shape in _shapes(r).values())
 
 
-def choose_layers(records: list[AttentionRecord], budget: int = PAGE_BUDGET) -> list[int] | None:
-    """None (every layer) if the page fits ``budget``, else the last layers that do (at least one)."""
-    if packed_size(records) <= budget:
-        return None
-    depth = depth_of(records)
-    keep = 1
-    while keep < depth and packed_size(records, list(range(depth - keep - 1, depth))) <= budget:
-        keep += 1
-    return list(range(depth - keep, depth))
-
-
 def image_url(image: np.ndarray) -> str:
     """(H, W, 3) in [0, 1] as a PNG data URL, the pixels as the model saw them."""
     import base64
@@ -100,6 +89,113 @@ def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
         for kind in r.maps
     }
     return out
+
+
+OVERVIEW_MAX = 512  # the largest side of a long page's overviews
+
+
+def _b64(a: np.ndarray) -> str:
+    import base64
+
+    return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode("ascii")
+
+
+def long_bytes(r: AttentionRecord, size: int, layers: list[int]) -> int:
+    """Bytes a long page takes for ``r``: every head's overview (and each layer's mean) at most
+    ``size`` pixels a side, one byte each, and q, k and the log-sum-exp of ``layers`` (float32),
+    all as base64."""
+    total = 0
+    for kind in r.maps:
+        n_layers, heads, t, s = r.maps.shape(kind)
+        total += n_layers * (heads + 1) * min(size, t) * min(size, s)
+        for layer in layers:
+            call = r.maps.call(kind, layer)
+            total += 4 * sum(x.numel() for x in (call.q, call.k, call.lse) if x is not None)
+    return total * 4 // 3
+
+
+def exact_in_page(r: AttentionRecord, kind: str, layer: int) -> str | None:
+    """Why ``layer`` of ``kind`` cannot be computed exactly in the page from q, k and the
+    log-sum-exp (a bias, a mask that is not a rule, formed weights), or None if it can."""
+    call = r.maps.call(kind, layer)
+    if call.weights is not None:
+        return "its weights are formed (one attention of an RNN)"
+    if call.bias is not None or call.mask is not None:
+        return "its scores carry a bias or a mask the page does not compute"
+    if call.key_mask is not None and not bool(call.key_mask.all()):
+        return "its keys are padded"
+    return None
+
+
+def long_example(r: AttentionRecord, *, size: int, layers: list[int]) -> dict:
+    """A long record as a static page holds it: every head's map (and each layer's mean of heads)
+    pooled to at most ``size`` pixels a side by the max of the cells a pixel covers (one byte each,
+    of the map's own largest pixel), every head's summaries, and for ``layers`` the record itself
+    (q, k and each row's log-sum-exp, float32), from which the page computes exact cells."""
+    from ..attention.record import head_stats, layer_overviews
+
+    out = example_json(r, maps=False) | {"packed": None, "remote": {k: list(r.maps.shape(k)) for k in r.maps}}
+    offline: dict[str, dict] = {}
+    for kind in r.maps:
+        n_layers, heads, t, s = r.maps.shape(kind)
+        data, tops, stats = [], [], []
+        for layer in range(n_layers):
+            call = r.maps.call(kind, layer)
+            pooled = layer_overviews(call, size)  # (heads + 1, rows, cols), the mean last
+            top = pooled.reshape(heads + 1, -1).max(1)
+            data.append(_b64(np.round(pooled / np.maximum(top, 1e-30)[:, None, None] * 255).astype(np.uint8)))
+            tops.append([float(x) for x in top])
+            stats.append({name: v.astype(np.float64).tolist() for name, v in head_stats(call).items()})
+        exact = {}
+        for layer in layers:
+            call = r.maps.call(kind, layer)
+            exact[str(layer)] = {
+                "q": _b64(call.q.float().cpu().numpy().astype("<f4")),  # type: ignore[union-attr]
+                "k": _b64(call.k.float().cpu().numpy().astype("<f4")),  # type: ignore[union-attr]
+                "lse": _b64(call.lse.float().cpu().numpy().astype("<f4")),  # type: ignore[union-attr]
+                "kv_heads": int(call.k.shape[0]),  # type: ignore[union-attr]
+                "dim": int(call.q.shape[-1]),  # type: ignore[union-attr]
+                "scale": call.scale,
+                "causal": call.causal,
+            }
+        offline[kind] = {
+            "size": [min(size, t), min(size, s)],
+            "data": data,
+            "top": tops,
+            "heads": stats,
+            "exact": exact,
+        }
+    out["offline"] = offline
+    return out
+
+
+def plan_long_page(records: list[AttentionRecord], budget: int, layers: list[int] | None) -> tuple[int, list[int]]:
+    """(overview side, layers held exactly) of a long page within ``budget`` bytes: ``layers``
+    exactly (each must fit, and be computable in the page), then the largest overviews that fit,
+    at most 512 pixels a side; one line where the budget holds too little."""
+    depth = depth_of(records)
+    held = sorted({x % depth for x in layers}) if layers else []
+    for r in records:
+        for kind in r.maps:
+            for layer in held:
+                why = exact_in_page(r, kind, layer)
+                if why is not None:
+                    raise ValueError(f"--layers {layer}: the page cannot compute layer {layer} exactly: {why}")
+    need = sum(long_bytes(r, 1, held) for r in records)
+    if need > budget:
+        raise ValueError(
+            f"the layer(s) asked take {need / 2**20:,.0f} MB (q, k and log-sum-exp): over the page's "
+            f"{budget / 2**20:,.0f} MB (--page-mb); ask fewer --layers or a larger --page-mb"
+        )
+    size = OVERVIEW_MAX
+    while size > 16 and sum(long_bytes(r, size, held) for r in records) > budget:
+        size = int(size * 0.9)
+    if sum(long_bytes(r, size, held) for r in records) > budget:
+        raise ValueError(
+            f"a page of {budget / 2**20:,.0f} MB (--page-mb) cannot hold even 16 x 16 overviews of every "
+            "layer and head: give a larger --page-mb"
+        )
+    return size, held
 
 
 def _rounded(a: np.ndarray) -> list:
@@ -124,11 +220,41 @@ def example_json(r: AttentionRecord, *, maps: bool = True) -> dict:
     }
 
 
-def viewer_data(records: list[AttentionRecord], model: dict | None = None, layers: list[int] | None = None) -> dict:
-    """The JSON document the static viewer draws (``layers``: only these layers' maps)."""
+def viewer_data(
+    records: list[AttentionRecord],
+    model: dict | None = None,
+    layers: list[int] | None = None,
+    budget: int = PAGE_BUDGET,
+) -> dict:
+    """The JSON document the static viewer draws. Every map (or only ``layers``) where they fit
+    ``budget`` bytes; past it, a long page (``long_example``): every layer and head as overviews,
+    and ``layers`` (default: the last, where it fits) computed exactly in the page from q, k and
+    the log-sum-exp. ``holds`` says which."""
     if not records:
         raise ValueError("nothing to view: no sentences")
-    return {"model": model or {}, "examples": [page_example(r, layers) for r in records], "live": None}
+    if packed_size(records, layers) <= budget:
+        depth = depth_of(records)
+        held = "every layer" if layers is None else f"layer(s) {', '.join(str(x % depth) for x in layers)}"
+        return {
+            "model": model or {},
+            "examples": [page_example(r, layers) for r in records],
+            "live": None,
+            "holds": f"{held}, every map in full",
+        }
+    if layers is None:  # the last layer exactly, where the page can compute it and it leaves room
+        depth = depth_of(records)
+        last = [depth - 1]
+        fits = all(exact_in_page(r, k, depth - 1) is None for r in records for k in r.maps)
+        layers = last if fits and sum(long_bytes(r, 256, last) for r in records) <= budget else []
+    size, held_layers = plan_long_page(records, budget, layers)
+    exact = f"; layer(s) {', '.join(map(str, held_layers))} exact at every cell" if held_layers else ""
+    return {
+        "model": model or {},
+        "examples": [long_example(r, size=size, layers=held_layers) for r in records],
+        "live": None,
+        "holds": f"every layer and head as overviews of at most {size} x {size} pixels (the max of the cells "
+        f"each covers){exact}",
+    }
 
 
 def _script_safe(text: str) -> str:
@@ -168,8 +294,9 @@ def render_html(
     *,
     title: str = "attnkit attention",
     layers: list[int] | None = None,
+    budget: int = PAGE_BUDGET,
 ) -> str:
-    return page_html(viewer_data(records, model, layers), title=title)
+    return page_html(viewer_data(records, model, layers, budget), title=title)
 
 
 SNAPSHOT_KEYS = ("step", "dev_loss", "dev_bleu")  # per-step values in a snapshot's model info
@@ -206,8 +333,23 @@ def write_html(
     *,
     title: str = "attnkit attention",
     layers: list[int] | None = None,
+    budget: int = PAGE_BUDGET,
 ) -> Path:
-    """The static viewer of ``records`` (``layers``: only these layers, negative from the top)."""
+    """The static viewer of ``records`` within ``budget`` bytes (``viewer_data`` says what it
+    holds; ``layers``: these layers, negative from the top)."""
+    return write_viewer(path, records, model, title=title, layers=layers, budget=budget)[0]
+
+
+def write_viewer(
+    path: str | Path,
+    records: list[AttentionRecord],
+    model: dict | None = None,
+    *,
+    title: str = "attnkit attention",
+    layers: list[int] | None = None,
+    budget: int = PAGE_BUDGET,
+) -> tuple[Path, str]:
+    """``write_html``, and what the page holds, in words."""
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
@@ -217,4 +359,5 @@ def write_html(
         if bad:
             raise ValueError(f"--layers {bad[0]} out of range: the model has {depth} layer(s) (0..{depth - 1})")
         layers = sorted({x % depth for x in layers})
-    return write_text(path, render_html(records, model, title=title, layers=layers))
+    data = viewer_data(records, model, layers, budget)
+    return write_text(path, page_html(data, title=title)), data["holds"]

@@ -26,15 +26,81 @@ window.attnkitLong = function (lib) {
   async function ask(path, body) {
     const key = path + JSON.stringify(body);
     if (!cache.has(key)) {
-      const answer = lib.api(path, body).then((r) => (r.data ? { ...r, values: floats(r.data) } : r));
+      const answer = !lib.live ? Promise.resolve().then(() => offline(path, body))
+        : lib.api(path, body).then((r) => (r.data ? { ...r, values: floats(r.data) } : r));
       cache.set(key, answer);
       answer.catch(() => cache.delete(key));
     }
     return cache.get(key);
   }
+  // ---- a static page (`attnkit view`, show()): the same answers from what the page holds ---------
+  // every head's overview (one byte of its own largest pixel), every head's summaries, and for
+  // some layers q, k and each row's log-sum-exp, from which any cell is exact: w = exp(s·q·k - lse)
+  function bytes(b64) { const bin = atob(b64), out = new Uint8Array(bin.length); for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i); return out; }
+  const decoded = new Map();
+  function held(ex, kind, layer) {  // a layer the page computes exactly, decoded once
+    const e = ex.offline[kind].exact[String(layer)];
+    if (!e) return null;
+    if (!decoded.has(e)) decoded.set(e, { ...e, qv: new Float32Array(bytes(e.q).buffer), kv: new Float32Array(bytes(e.k).buffer), lv: new Float32Array(bytes(e.lse).buffer) });
+    return decoded.get(e);
+  }
+  function exactRow(e, [, H, T, S], head, i, c0, c1, out) {  // weights of query i, keys c0..c1-1, into out
+    const d = e.dim, heads = head === "mean" ? [...Array(H).keys()] : [head], shift = S - T;
+    out.fill(0);
+    for (const h of heads) {
+      const g = Math.floor(h / (H / e.kv_heads)), q = e.qv.subarray((h * T + i) * d, (h * T + i + 1) * d), lse = e.lv[h * T + i];
+      if (!Number.isFinite(lse)) continue;
+      const last = e.causal ? Math.min(c1, i + shift + 1) : c1;
+      for (let j = c0; j < last; j++) {
+        let dot = 0;
+        const k = (g * S + j) * d;
+        for (let x = 0; x < d; x++) dot += q[x] * e.kv[k + x];
+        out[j - c0] += Math.exp(dot * e.scale - lse) / heads.length;
+      }
+    }
+  }
+  function offline(path, body) {
+    const ex = lib.example(), off = ex.offline[body.kind], dims = ex.remote[body.kind], [L, H, T, S] = dims;
+    const layer = ((body.layer % L) + L) % L;
+    const exactLayers = Object.keys(off.exact).join(", ");
+    if (path === "/api/heads") return { layers: [{ layer: layer, stats: off.heads[layer] }], server_ms: 0 };
+    const e = held(ex, body.kind, layer);
+    if (path === "/api/top") {
+      if (!e) throw new Error(`this page computes layer(s) ${exactLayers || "none"} exactly: a query's keys are listed there (attnkit view --layers chooses)`);
+      const row = new Float64Array(S);
+      exactRow(e, dims, body.head, body.first, 0, S, row);
+      const order = [...row.keys()].sort((a, b) => row[b] - row[a]).slice(0, body.k);
+      return { first: body.first, keys: [order], weights: [order.map((j) => row[j])], server_ms: 0 };
+    }
+    const [r0, r1, c0, c1] = body.region || [0, T, 0, S];
+    const whole = r0 === 0 && r1 === T && c0 === 0 && c1 === S;
+    if (e && (!whole || (T <= body.rows && S <= body.cols))) {  // exact cells, pooled to the pixels asked
+      const ph = Math.min(body.rows, r1 - r0), pw = Math.min(body.cols, c1 - c0), values = new Float32Array(ph * pw);
+      const counts = new Float32Array(ph * pw), row = new Float64Array(c1 - c0);
+      for (let i = r0; i < r1; i++) {
+        exactRow(e, dims, body.head, i, c0, c1, row);
+        const pi = Math.floor(((i - r0) * ph) / (r1 - r0));
+        for (let j = 0; j < c1 - c0; j++) {
+          const p = pi * pw + Math.floor((j * pw) / (c1 - c0));
+          if (body.reduce === "mean") { values[p] += row[j]; counts[p] += 1; } else if (row[j] > values[p]) values[p] = row[j];
+        }
+      }
+      if (body.reduce === "mean") for (let p = 0; p < values.length; p++) values[p] /= counts[p];
+      return { rows: ph, cols: pw, values: values, reduce: body.reduce, server_ms: 0 };
+    }
+    // the overview the page holds (the max of the cells each pixel covers), cut to the region asked
+    const [oh, ow] = off.size, hi = body.head === "mean" ? H : body.head, all = bytes(off.data[layer]), top = off.top[layer][hi];
+    const p0 = Math.floor((r0 * oh) / T), p1 = Math.max(p0 + 1, Math.ceil((r1 * oh) / T));
+    const q0 = Math.floor((c0 * ow) / S), q1 = Math.max(q0 + 1, Math.ceil((c1 * ow) / S));
+    const values = new Float32Array((p1 - p0) * (q1 - q0));
+    for (let a = p0; a < p1; a++) for (let b = q0; b < q1; b++) values[(a - p0) * (q1 - q0) + (b - q0)] = (all[(hi * oh + a) * ow + b] / 255) * top;
+    return { rows: p1 - p0, cols: q1 - q0, values: values, reduce: "max", coarse: !(oh === T && ow === S), server_ms: 0,
+             note: exactLayers ? `exact cells on layer(s) ${exactLayers}` : "no layer held exactly (attnkit view --layers)" };
+  }
+
   function shape(ex) { return ex.remote[state.kind]; }  // layers, heads, queries, keys
   function mapBody(ex, layer = state.layer, head = state.head) {
-    return { record: ex.record, kind: state.kind, layer: layer, head: head };
+    return { record: ex.record || "page", kind: state.kind, layer: layer, head: head };
   }
   const tokenAt = (tokens, i) => (tokens[i] === undefined ? `#${i}` : tokens[i]);
 
@@ -63,7 +129,8 @@ window.attnkitLong = function (lib) {
     try { answer = await ask("/api/overview", body); } catch (err) { $("readout").textContent = String(err.message || err); return; }
     if (mine !== ticket || state.tab !== "matrix") return;
     const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + 36);
-    canvas.dataset.exact = String(exact);  // every cell drawn from its exact weight
+    const cells = exact && !answer.coarse;
+    canvas.dataset.exact = String(cells);  // every cell drawn from its exact weight
     const scaled = state.scale === "row";
     const v = answer.values, img = new ImageData(answer.cols, answer.rows), d = img.data;
     for (let i = 0; i < answer.rows; i++) {
@@ -79,14 +146,15 @@ window.attnkitLong = function (lib) {
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(off, left, top, w, h);
     axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h);
-    const how = exact ? "every cell exact" : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
+    const how = cells ? "every cell exact" : answer.coarse ? `the page's overview, 8-bit (${answer.note})`
+      : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     lib.colourBar($("legend"), 860, scaled ? "row's largest" : "1", [
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
       "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + (scaled ? " · per-query scale" : ""),
     ]);
-    $("readout").textContent = `${lib.KIND_LABEL[state.kind]} over ${T} x ${S} tokens (computed in ${answer.server_ms} ms on the server)`;
-    wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact });
+    $("readout").textContent = `${lib.KIND_LABEL[state.kind]} over ${T} x ${S} tokens (computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
+    wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact: cells });
   }
   function axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h) {
     const q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind);

@@ -921,6 +921,8 @@
     $("attr-side").querySelector("[value=output]").hidden = !hasOutput;  // an encoder's sides: positions, sentence
     $("attr-side").querySelector("[value=sentence]").hidden = hasOutput;
     $("text").hidden = image; $("image-box").hidden = !image;
+    $("text").placeholder = `Type a text (up to ${m.max_tokens.toLocaleString("en")} tokens: ${m.max_tokens_by}) and press Enter`;
+    $("text").title = `${m.name} takes up to ${m.max_tokens.toLocaleString("en")} tokens here (${m.max_tokens_by} set the limit)`;
     if (["positions", "embed", "image", "attribution"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[can.writes || "none"] || "";
     explainCache.clear();
@@ -971,7 +973,7 @@
 
   // the views of a long input (long.js), with what they need of this page
   const LONG_VIEWS = window.attnkitLong({ $, html, state, api, area, clamp, setupCanvas, rgb, colourBar, layerName, queries, keys,
-                                    KIND_LABEL, SMALL, selectTab });
+                                    KIND_LABEL, SMALL, selectTab, live: !!LIVE, example: () => example() });
 
   // ---- wiring --------------------------------------------------------------------------
   $("example").addEventListener("change", (e) => { state.example = +e.target.value; state.pinned = null; state.zoom = null; fillSelectors(); draw(); });
