@@ -20,6 +20,29 @@ def test_show_renders_the_viewer_in_a_sandboxed_iframe(toy_records):
         show(records, info, height=10)
 
 
+def test_show_of_a_long_record_carries_every_layers_overview():
+    import torch
+
+    from attnkit.attention.record import AttentionCall, lse_of
+    from attnkit.inspection import AttentionRecord
+    from attnkit.inspection.maps import Maps
+
+    g = torch.Generator().manual_seed(0)
+    calls = [
+        AttentionCall(
+            "decoder", i, q=torch.randn(2, 900, 8, generator=g), k=torch.randn(1, 900, 8, generator=g), causal=True
+        )
+        for i in range(2)
+    ]
+    for call in calls:
+        call.lse = lse_of(call)
+    tokens = [f"t{i}" for i in range(900)]
+    record = AttentionRecord("long", [], Maps({"decoder": calls}), "", tokens, tokens)
+    page = show([record], {}, page_mb=2).page
+    assert '"offline":{"decoder":{"size":[' in page and '"exact":{"1":{' in page  # every layer, the last exact
+    assert len(page) < 2 * 2**20
+
+
 def test_a_notebook_displays_the_viewer(trained_toys):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")

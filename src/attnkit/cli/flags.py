@@ -388,6 +388,12 @@ def source(p: argparse.ArgumentParser, *, many: bool = True) -> None:
         p.add_argument("sentences", nargs="*", type=non_empty, help="source sentences (with a model)")
         p.add_argument("-i", "--input", type=existing_file, help="also read sentences from this file, one a line")
         p.add_argument(
+            "--document",
+            type=existing_file,
+            metavar="FILE",
+            help="also this whole file as one text, its lines kept (a long document)",
+        )
+        p.add_argument(
             "--target",
             action="append",
             help="force this target (reference) for the sentence instead "
@@ -478,6 +484,11 @@ def sentences(args: argparse.Namespace) -> list[str]:
         if not given and not lines:
             raise ValueError(f"--input {args.input} holds no sentence (every line is empty)")
         lines += given
+    if getattr(args, "document", None):
+        text = Path(args.document).read_text(encoding="utf-8", errors="replace").strip()
+        if not text:
+            raise ValueError(f"--document {args.document} is empty")
+        lines.append(text)
     return lines
 
 

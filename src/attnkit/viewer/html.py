@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import __version__
 from ..atomic import write_text
+from ..attention.record import HEAD_STATS
 from ..data.tokenizer import SPECIAL_LABELS
 from ..inspection.capture import AttentionRecord
 from ..inspection.maps import Maps
@@ -104,10 +105,11 @@ def long_bytes(r: AttentionRecord, size: int, layers: list[int]) -> int:
     """Bytes a long page takes for ``r``: every head's overview (and each layer's mean) at most
     ``size`` pixels a side, one byte each, and q, k and the log-sum-exp of ``layers`` (float32),
     all as base64."""
-    total = 0
+    total = sum(len(t) + 4 for t in (*r.src_tokens, *r.tgt_in_tokens, *r.tgt_out_tokens)) * 3 // 4  # the tokens, JSON
     for kind in r.maps:
         n_layers, heads, t, s = r.maps.shape(kind)
         total += n_layers * (heads + 1) * min(size, t) * min(size, s)
+        total += n_layers * heads * len(HEAD_STATS) * 16 * 3 // 4  # the summaries, as JSON numbers
         for layer in layers:
             call = r.maps.call(kind, layer)
             total += 4 * sum(x.numel() for x in (call.q, call.k, call.lse) if x is not None)
@@ -145,7 +147,7 @@ def long_example(r: AttentionRecord, *, size: int, layers: list[int]) -> dict:
             top = pooled.reshape(heads + 1, -1).max(1)
             data.append(_b64(np.round(pooled / np.maximum(top, 1e-30)[:, None, None] * 255).astype(np.uint8)))
             tops.append([float(x) for x in top])
-            stats.append({name: v.astype(np.float64).tolist() for name, v in head_stats(call).items()})
+            stats.append({name: [float(f"{x:.6g}") for x in v] for name, v in head_stats(call).items()})
         exact = {}
         for layer in layers:
             call = r.maps.call(kind, layer)

@@ -31,9 +31,16 @@ class NotebookView:
 
 
 def show(
-    records: list[AttentionRecord], model: dict | None = None, *, title: str = "attnkit attention", height: int = 760
+    records: list[AttentionRecord],
+    model: dict | None = None,
+    *,
+    title: str = "attnkit attention",
+    height: int = 760,
+    page_mb: int = 100,
 ) -> NotebookView:
-    """The viewer for ``records`` (from ``capture`` or ``attention_records``), to display in a notebook."""
+    """The viewer for ``records`` (from ``capture`` or ``attention_records``), to display in a
+    notebook: the page `attnkit view` writes, within ``page_mb`` (past it, every layer and head as
+    overviews and the last layer exact, as `attnkit view` does)."""
     if height < 100:
         raise ValueError(f"height must be at least 100 pixels, got {height}")
-    return NotebookView(render_html(records, model, title=title), height)
+    return NotebookView(render_html(records, model, title=title, budget=page_mb * 2**20), height)

@@ -1,0 +1,149 @@
+"""A small language model trained on attnkit's own docs, so that a long document in the studio
+has attention worth looking at (a model with random weights spreads its weight almost evenly).
+
+    python benchmarks/docs_lm.py --minutes 8                 # writes /tmp/attnkit-docs-lm
+    attnkit serve /tmp/attnkit-docs-lm                         # then paste a long part of the docs
+    python benchmarks/docs_lm.py --screens docs/images       # the studio's long views, 1280 x 800
+
+A Llama (RoPE, grouped key/value heads) of 4 layers x 4 heads (2 key/value heads), hidden 128,
+trained from scratch with AdamW on random 2,048-token windows of the README and docs/*.md
+(about 28,000 tokens under the byte-level BPE tokenizer ``capture_scale.py`` trains on the same
+text), for a fixed wall-clock budget on the CPU. Saved as a Hugging Face directory that
+``attnkit.load`` reads like any other. The log prints the training loss as it goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import capture_scale
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minutes", type=float, default=8.0)
+    p.add_argument("--context", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-docs-lm")
+    p.add_argument("--tokenizer", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-smollm2-135m-shape")
+    p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--screens", type=Path, help="write the studio's screenshots of the trained model here instead")
+    args = p.parse_args()
+    if args.screens:
+        screens(args.out, args.screens, args.context)
+        return
+
+    import torch
+    import transformers as T
+
+    from machine import cpu_name
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    capture_scale.build(args.tokenizer)  # the tokenizer (and the model this script does not use)
+    tok = T.AutoTokenizer.from_pretrained(args.tokenizer)
+    ids = torch.tensor(tok(capture_scale.docs_text())["input_ids"])
+    config = T.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4 * args.context,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    model = T.LlamaForCausalLM(config)
+    model.config._attn_implementation = "sdpa"
+    params = sum(x.numel() for x in model.parameters())
+    print(f"# {cpu_name()}; {args.threads} thread(s); {len(ids):,} tokens of docs; {params / 1e6:.2f} M parameters")
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
+    budget, start, step = 60 * args.minutes, time.perf_counter(), 0
+    gen = torch.Generator().manual_seed(0)
+    model.train()
+    while (elapsed := time.perf_counter() - start) < budget:
+        frac = elapsed / budget
+        for group in opt.param_groups:  # a short warm-up, then a cosine to a tenth
+            group["lr"] = 3e-3 * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        starts = torch.randint(0, len(ids) - args.context - 1, (args.batch,), generator=gen)
+        x = torch.stack([ids[s : s + args.context] for s in starts.tolist()])
+        loss = model(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 25 == 0:
+            print(f"step {step} ({elapsed / 60:.1f} min): loss {loss.item():.3f}", flush=True)
+    model.eval()
+    tmp = args.out.with_name(args.out.name + ".part")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    if args.out.exists():
+        import shutil
+
+        shutil.rmtree(args.out)
+    tmp.rename(args.out)
+    print(f"{step} steps in {args.minutes:g} min; last loss {loss.item():.3f}; saved {args.out}")
+
+
+def screens(model: Path, out: Path, tokens: int) -> None:
+    """The studio over the first ``tokens`` tokens of the docs: the head list sorted by each head's
+    largest weight (the most focused first), the first head's matrix, and a zoomed block of its
+    exact cells at the end of the text."""
+    import socket
+    import subprocess
+    import sys
+
+    from playwright.sync_api import sync_playwright
+
+    text, _ = capture_scale.text_of(model, tokens)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", "serve", str(model), "--port", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        server.stdout.readline()  # type: ignore[union-attr]
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium")
+            page = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True).new_page()
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_function("/generated/.test(document.getElementById('status').textContent)")
+            page.fill("#text", text)
+            page.fill("#new-tokens", "0")
+            page.click("#go")
+            page.wait_for_function("document.body.classList.contains('long')", timeout=300_000)
+            page.click("#tabs [data-tab=heads]")
+            rows = "document.querySelectorAll('table.heads tr[data-layer]').length === 16"
+            page.wait_for_function(rows, timeout=300_000)
+            page.click("table.heads th[data-stat=max_weight]")  # the most focused heads first
+            page.screenshot(path=str(out / "studio_long_heads.png"))
+            page.locator("table.heads tr[data-layer]").first.click()  # its matrix
+            done = "/computed in/.test(document.getElementById('readout').textContent)"
+            page.wait_for_function(done, timeout=120_000)
+            page.screenshot(path=str(out / "studio_long_matrix.png"))
+            n = tokens - 1
+            page.evaluate(
+                f"attnkit.state.long = {{ kind: 'decoder', region: [{n - 40}, {n}, {n - 40}, {n}] }}; attnkit.draw()"
+            )
+            page.wait_for_function("document.getElementById('matrix').dataset.exact === 'true'", timeout=120_000)
+            page.screenshot(path=str(out / "studio_long_tile.png"))
+            browser.close()
+    finally:
+        server.terminate()
+    print(f"screenshots: {out}/studio_long_heads.png, studio_long_matrix.png, studio_long_tile.png")
+
+
+if __name__ == "__main__":
+    main()
