@@ -127,18 +127,26 @@ def screens(model: Path, out: Path, tokens: int) -> None:
             page.click("#tabs [data-tab=heads]")
             rows = "document.querySelectorAll('table.heads tr[data-layer]').length === 16"
             page.wait_for_function(rows, timeout=300_000)
+
+            def shot(name: str, last: str) -> None:  # the pane beside the controls, down to ``last``
+                stage, end = page.locator("#stage").bounding_box(), page.locator(last).bounding_box()
+                assert stage is not None and end is not None
+                height = min(800 - stage["y"], end["y"] + end["height"] + 6 - stage["y"])
+                clip = {"x": stage["x"], "y": stage["y"], "width": min(stage["width"], 900), "height": height}
+                page.screenshot(path=str(out / name), clip=clip)
+
             page.click("table.heads th[data-stat=max_weight]")  # the most focused heads first
-            page.screenshot(path=str(out / "studio_long_heads.png"))
+            shot("studio_long_heads.png", "#tab-heads .hint")
             page.locator("table.heads tr[data-layer]").first.click()  # its matrix
             done = "/computed in/.test(document.getElementById('readout').textContent)"
             page.wait_for_function(done, timeout=120_000)
-            page.screenshot(path=str(out / "studio_long_matrix.png"))
-            n = tokens - 1
+            shot("studio_long_matrix.png", "#legend")
             page.evaluate(
-                f"attnkit.state.long = {{ kind: 'decoder', region: [{n - 40}, {n}, {n - 40}, {n}] }}; attnkit.draw()"
+                "(() => { const t = attnkit.example().remote.decoder[2];"
+                " attnkit.state.long = { kind: 'decoder', region: [t - 40, t, t - 40, t] }; attnkit.draw(); })()"
             )
             page.wait_for_function("document.getElementById('matrix').dataset.exact === 'true'", timeout=120_000)
-            page.screenshot(path=str(out / "studio_long_tile.png"))
+            shot("studio_long_tile.png", "#legend")
             browser.close()
     finally:
         server.terminate()

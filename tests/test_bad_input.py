@@ -186,6 +186,8 @@ CASES = [
     (["plot", "missing.npz"], "no attention file at missing.npz"),
     (["view", "{m}", "a b", "-o", "x.txt"], "'x.txt' must end in .html"),
     (["view", "{m}", "a b", "--screenshot", "x.gif"], "must end in one of .png, .svg, .pdf"),
+    (["view", "{m}", "--document", "empty.txt"], "--document empty.txt is empty"),
+    (["view", "{m}", "a b", "--page-mb", "0"], "--page-mb"),
     (["explain", "{m}", "a b", "--query", "zz"], "--query 'zz' is not one of the tokens"),
     (["explain", "{m}", "a b", "--query", "a", "--query-pos", "1"], "not allowed with argument --query"),
     (["explain", "{m}", "a b", "--head", "9"], "head 9 out of range"),

@@ -320,6 +320,7 @@ class Overview(BaseModel):
 
     shape: list[int] = Field(description="queries, keys of the whole map")
     region: list[int] = Field(description="first query, end query, first key, end key pooled")
+    causal: bool = Field(description="key j is hidden from query i past i + keys - queries: those cells are masked")
     rows: int
     cols: int
     reduce: Literal["max", "mean"]

@@ -404,6 +404,7 @@ class Studio:
             fixed = pixels.astype("<f4")  # exact: a pixel is one cell's weight, or the mean of a few
             return {
                 "shape": [t, s],
+                "causal": bool(view.call.causal),
                 "region": [r0, r1, c0, c1],
                 "rows": int(pixels.shape[0]),
                 "cols": int(pixels.shape[1]),

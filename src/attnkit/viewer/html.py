@@ -161,6 +161,7 @@ def long_example(r: AttentionRecord, *, size: int, layers: list[int]) -> dict:
                 "causal": call.causal,
             }
         offline[kind] = {
+            "causal": bool(r.maps.call(kind, 0).causal),
             "size": [min(size, t), min(size, s)],
             "data": data,
             "top": tops,
@@ -184,7 +185,7 @@ def plan_long_page(records: list[AttentionRecord], budget: int, layers: list[int
                 if why is not None:
                     raise ValueError(f"--layers {layer}: the page cannot compute layer {layer} exactly: {why}")
     need = sum(long_bytes(r, 1, held) for r in records)
-    if need > budget:
+    if held and need > budget:
         raise ValueError(
             f"the layer(s) asked take {need / 2**20:,.0f} MB (q, k and log-sum-exp): over the page's "
             f"{budget / 2**20:,.0f} MB (--page-mb); ask fewer --layers or a larger --page-mb"

@@ -86,7 +86,7 @@ window.attnkitLong = function (lib) {
         }
       }
       if (body.reduce === "mean") for (let p = 0; p < values.length; p++) values[p] /= counts[p];
-      return { rows: ph, cols: pw, values: values, reduce: body.reduce, server_ms: 0 };
+      return { rows: ph, cols: pw, values: values, reduce: body.reduce, causal: e.causal, server_ms: 0 };
     }
     // the overview the page holds (the max of the cells each pixel covers), cut to the region asked
     const [oh, ow] = off.size, hi = body.head === "mean" ? H : body.head, all = bytes(off.data[layer]), top = off.top[layer][hi];
@@ -94,7 +94,7 @@ window.attnkitLong = function (lib) {
     const q0 = Math.floor((c0 * ow) / S), q1 = Math.max(q0 + 1, Math.ceil((c1 * ow) / S));
     const values = new Float32Array((p1 - p0) * (q1 - q0));
     for (let a = p0; a < p1; a++) for (let b = q0; b < q1; b++) values[(a - p0) * (q1 - q0) + (b - q0)] = (all[(hi * oh + a) * ow + b] / 255) * top;
-    return { rows: p1 - p0, cols: q1 - q0, values: values, reduce: "max", coarse: !(oh === T && ow === S), server_ms: 0,
+    return { rows: p1 - p0, cols: q1 - q0, values: values, reduce: "max", coarse: !(oh === T && ow === S), causal: off.causal, server_ms: 0,
              note: exactLayers ? `exact cells on layer(s) ${exactLayers}` : "no layer held exactly (attnkit view --layers)" };
   }
 
@@ -115,10 +115,15 @@ window.attnkitLong = function (lib) {
     state.long = { kind: state.kind, region: whole ? null : r };
     drawMatrix(ex);
   }
+  function side0(room, extra) { return Math.max(160, Math.min(room.w - 64 - 20 - extra, room.h - 22 - 130 - extra, 1400)); }
   async function drawMatrix(ex) {
     const mine = ++ticket, canvas = $("matrix"), [, , T, S] = shape(ex), room = lib.area();
     const [r0, r1, c0, c1] = region(ex), nr = r1 - r0, nc = c1 - c0;
-    const left = 64, top = 22, side = Math.max(160, Math.min(room.w - left - 20, room.h - top - 130, 1400));
+    const k = lib.keys(ex, state.kind), q = lib.queries(ex, state.kind);
+    const guess = Math.min(side0(room, 0) / nc, side0(room, 0) / nr) >= 11;  // room for the tokens themselves
+    const below = guess ? Math.min(90, 8 + lib.textWidth(k.slice(c0, c1).map((t) => String(t)), lib.SMALL)) : 0;
+    const left = guess ? Math.min(110, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), lib.SMALL)) : 64;
+    const top = 22, side = side0(room, below + left - 64);
     const cell = Math.min(side / nr, side / nc);  // px per cell when every cell has its pixels
     const exact = cell >= 1;
     const pw = exact ? nc : Math.min(nc, Math.round(side)), ph = exact ? nr : Math.min(nr, Math.round(side));
@@ -128,16 +133,21 @@ window.attnkitLong = function (lib) {
     let answer;
     try { answer = await ask("/api/overview", body); } catch (err) { $("readout").textContent = String(err.message || err); return; }
     if (mine !== ticket || state.tab !== "matrix") return;
-    const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + 36);
+    const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + 36 + below);
     const cells = exact && !answer.coarse;
     canvas.dataset.exact = String(cells);  // every cell drawn from its exact weight
     const scaled = state.scale === "row";
     const v = answer.values, img = new ImageData(answer.cols, answer.rows), d = img.data;
+    const rowsOf = (i) => [r0 + Math.floor((i * nr) / answer.rows), r0 + Math.floor(((i + 1) * nr) / answer.rows)];
+    const colOf = (j) => c0 + Math.floor((j * nc) / answer.cols);
     for (let i = 0; i < answer.rows; i++) {
       let m = 1e-12;
       if (scaled) for (let j = 0; j < answer.cols; j++) m = Math.max(m, v[i * answer.cols + j]);
+      const lastRow = rowsOf(i)[1] - 1;
       for (let j = 0; j < answer.cols; j++) {
-        const x = v[i * answer.cols + j] / (scaled ? m : 1), c = lib.rgb(Math.min(1, x)), p = 4 * (i * answer.cols + j);
+        const p = 4 * (i * answer.cols + j);
+        if (answer.causal && colOf(j) > lastRow + (S - T)) { d[p] = d[p + 1] = d[p + 2] = 236; d[p + 3] = 255; continue; }  // no query may see it
+        const x = v[i * answer.cols + j] / (scaled ? m : 1), c = lib.rgb(Math.min(1, x));
         d[p] = c[0]; d[p + 1] = c[1]; d[p + 2] = c[2]; d[p + 3] = 255;
       }
     }
@@ -149,23 +159,27 @@ window.attnkitLong = function (lib) {
     const how = cells ? "every cell exact" : answer.coarse ? `the page's overview, 8-bit (${answer.note})`
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
+    const masked = answer.causal ? " · grey: masked" : "";
     lib.colourBar($("legend"), 860, scaled ? "row's largest" : "1", [
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
-      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + (scaled ? " · per-query scale" : ""),
+      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + (scaled ? " · per-query scale" : "") + masked,
     ]);
-    $("readout").textContent = `${lib.KIND_LABEL[state.kind]} over ${T} x ${S} tokens (computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
+    $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, over ${T} x ${S} tokens ` +
+      `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
     wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact: cells });
   }
   function axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h) {
     const q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind);
     ctx.fillStyle = "#1d2330"; ctx.font = lib.SMALL;
     const cell = h / (r1 - r0);
-    if (cell >= 11 && w / (c1 - c0) >= 11) {  // room for the tokens themselves
+    if (cell >= 11 && w / (c1 - c0) >= 11) {  // room for the tokens themselves: every one, in full
       ctx.textAlign = "right"; ctx.textBaseline = "middle";
-      for (let i = r0; i < r1; i++) ctx.fillText(tokenAt(q, i).slice(0, 9), left - 4, top + (i - r0 + 0.5) * cell);
-      ctx.textAlign = "center"; ctx.textBaseline = "top";
+      for (let i = r0; i < r1; i++) ctx.fillText(tokenAt(q, i), left - 4, top + (i - r0 + 0.5) * cell);
       const cw = w / (c1 - c0);
-      for (let j = c0; j < c1; j++) ctx.fillText(tokenAt(k, j).slice(0, Math.max(1, Math.floor(cw / 6))), left + (j - c0 + 0.5) * cw, top + h + 3);
+      for (let j = c0; j < c1; j++) {  // keys: read downwards, under their columns
+        ctx.save(); ctx.translate(left + (j - c0 + 0.5) * cw, top + h + 4); ctx.rotate(-Math.PI / 2);
+        ctx.textAlign = "right"; ctx.fillText(tokenAt(k, j), 0, 0); ctx.restore();
+      }
       return;
     }
     const ticks = (a, b, n) => { const step = Math.max(1, Math.ceil((b - a) / n)); const out = []; for (let x = a; x < b; x += step) out.push(x); return out; };
@@ -322,13 +336,13 @@ window.attnkitLong = function (lib) {
       rows.sort((a, b) => (down ? b[key] - a[key] : a[key] - b[key]));
       const table = html("table", { class: "heads" }, box), head = html("tr", {}, table);
       for (const [name, label, title] of [["layer", "layer", ""], ["head", "head", ""], ...STATS]) {
-        const th = html("th", { title: title, "data-stat": name }, head, label + (name === key ? (down ? " ▼" : " ▲") : ""));
+        const th = html("th", { title: title, "data-stat": name, class: name === key ? "sorted" : "" }, head, label + (name === key ? (down ? " ▼" : " ▲") : ""));
         th.addEventListener("click", () => { state.headsDown = name === key ? !down : true; state.headsSort = name; render(); });
       }
       for (const r of rows) {
         const tr = html("tr", { "data-layer": r.layer, "data-head": r.head, title: "open this head's matrix" }, table);
         html("td", {}, tr, String(r.layer)); html("td", {}, tr, String(r.head));
-        for (const [name] of STATS) html("td", { class: "num" }, tr, r[name].toFixed(name === "distance" ? 1 : 3));
+        for (const [name] of STATS) html("td", { class: name === key ? "num sorted" : "num" }, tr, r[name].toFixed(name === "distance" ? 1 : 3));
         tr.addEventListener("click", () => { choose(r.layer, r.head); lib.selectTab("matrix"); });
       }
     };
@@ -340,7 +354,7 @@ window.attnkitLong = function (lib) {
       const s = a.layers[0].stats;
       for (let j = 0; j < H; j++) rows.push({ layer: l, head: j, ...Object.fromEntries(STATS.map(([n]) => [n, s[n][j]])) });
       render();
-      $("readout").textContent = `${rows.length} of ${L * H} heads summarised (streamed over each map: nothing formed in full); click a column to sort, a head to open it`;
+      $("readout").textContent = `${rows.length} of ${L * H} heads summarised, each the mean over its queries; click a column to sort, a head to open its matrix`;
     }
   }
 

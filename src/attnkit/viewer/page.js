@@ -972,7 +972,7 @@
   }
 
   // the views of a long input (long.js), with what they need of this page
-  const LONG_VIEWS = window.attnkitLong({ $, html, state, api, area, clamp, setupCanvas, rgb, colourBar, layerName, queries, keys,
+  const LONG_VIEWS = window.attnkitLong({ $, html, state, api, area, clamp, setupCanvas, rgb, colourBar, layerName, queries, keys, textWidth,
                                     KIND_LABEL, SMALL, selectTab, live: !!LIVE, example: () => example() });
 
   // ---- wiring --------------------------------------------------------------------------
