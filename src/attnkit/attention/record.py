@@ -311,7 +311,8 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
     blocks of rows with all heads at once (memory grows with T, not T²):
 
     entropy      H_i = -sum_j w_ij log w_ij (nats), as lse_i - sum_j w_ij s_ij
-    normalised   H_i / log(keys query i may see): 0 = one key, 1 = uniform over them
+    normalised   H_i / log(keys query i may see; formed weights: keys with any weight): 0 = one
+                 key, 1 = uniform over them
     max_weight   max_j w_ij: how much of its attention a query's favourite key gets
     sink         weight on the first ``sink`` keys (an attention sink parks its weight there)
     local        weight on keys within ``band`` positions (i and j aligned as causal masks are)
@@ -346,6 +347,8 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
         dist = (i - torch.arange(seen, device=device)[None, :]).abs().float()  # (r, c), shared by the heads
         if allowed is not None:
             keys = allowed.sum(-1).float().expand(h, -1)
+        elif dense:  # formed weights (local attention's window): the keys it gave any weight
+            keys = (w > 0).sum(-1).float()
         elif call.causal:
             keys = (i[:, 0] + 1).clamp(max=s).float().expand(h, -1)
         else:

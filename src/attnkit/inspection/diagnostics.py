@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..attention.record import head_stats
 from .capture import KINDS, LABELS, AttentionRecord
 
 
@@ -43,28 +44,22 @@ class HeadStats:
 
 
 def head_statistics(records: list[AttentionRecord], kind: str) -> HeadStats:
-    """Entropy and concentration of every head of ``kind`` over ``records``."""
+    """Entropy and concentration of every head of ``kind`` over ``records``, streamed from each
+    record (``attention.record.head_stats``: no map formed, any length)."""
     if kind not in KINDS:
         raise ValueError(f"unknown attention kind {kind!r}; choose from {', '.join(KINDS)}")
-    ent_sum = norm_sum = max_sum = None
+    sums: dict[str, np.ndarray] = {}
     rows = 0
     for r in records:
-        maps = r.get(kind).astype(np.float64)  # (L, h, t, s)
-        p = np.clip(maps, 1e-12, 1.0)
-        ent = -(maps * np.log(p)).sum(-1)  # (L, h, t)
-        visible = (maps > 0).sum(-1) if kind != "decoder" else np.arange(1, maps.shape[2] + 1)[None, None, :]
-        visible = np.maximum(visible, 2)  # log(1) = 0: a single visible key counts as fully focused
-        norm = ent / np.log(visible)
-        if ent_sum is None:
-            ent_sum, norm_sum, max_sum = np.zeros(maps.shape[:2]), np.zeros(maps.shape[:2]), np.zeros(maps.shape[:2])
-        ent_sum += ent.sum(-1)
-        norm_sum += np.clip(norm, 0.0, 1.0).sum(-1)
-        max_sum += maps.max(-1).sum(-1)
-        rows += maps.shape[2]
+        n_layers, _, t, _ = r.maps.shape(kind)
+        for layer in range(n_layers):
+            stats = head_stats(r.maps.call(kind, layer))
+            for name in ("entropy", "normalised", "max_weight"):
+                sums.setdefault(name, np.zeros((n_layers, len(stats[name]))))[layer] += stats[name] * t
+        rows += t
     if not rows:
         raise ValueError("no attention rows to summarise")
-    assert ent_sum is not None and norm_sum is not None and max_sum is not None  # set by the first record
-    return HeadStats(kind, ent_sum / rows, norm_sum / rows, max_sum / rows, rows)
+    return HeadStats(kind, sums["entropy"] / rows, sums["normalised"] / rows, sums["max_weight"] / rows, rows)
 
 
 def head_statistics_figure(stats: list[HeadStats], *, title: str = ""):

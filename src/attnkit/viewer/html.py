@@ -4,8 +4,10 @@ fetched, so the file opens offline and can be mailed or committed.
 
 In the page the maps are packed: each layer's (heads, queries, keys) weights as 16-bit
 fixed point (weight x 65535, within 7.7e-6 of the weight), base64-encoded, and unpacked by
-the page only when that layer is first shown. A long input's page may hold only some
-layers (``layers``; ``choose_layers`` picks the last ones that fit a size budget)."""
+the page only when that layer is first shown. A page may hold only some layers (``layers``).
+Past its budget a page is long (``long_example``): every head as an overview, every head's
+summaries, and some layers' q, k and log-sum-exp, from which the page (long.js) computes
+exact cells."""
 
 from __future__ import annotations
 
