@@ -614,9 +614,26 @@ class TransformersModel(LoadedModel):
     """A Hugging Face model run by transformers (``attnkit.pretrained.hf``): one subclass per
     family (``TRANSFORMERS_TYPES``)."""
 
+    READS: str = "text"
+    WRITES: str | None = None
+    VERBS: tuple[str, ...] = ()
+    ATTRIBUTIONS: tuple[str, ...] = (*MAP_METHODS, "value-norm", *GRADIENT_NAMES)
+    CONTEXTUAL = False
+
     def __init__(self, name: str, hf: HFModel) -> None:
         self.name, self.hf = name, hf
         self.info = hf.info(name)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            self.READS,
+            self.WRITES,
+            tuple(self.hf.layers_and_heads()),
+            verbs=self.VERBS,
+            attributions=self.ATTRIBUTIONS,
+            contextual=self.CONTEXTUAL,
+        )
 
     @property
     def max_tokens(self) -> int | None:
@@ -624,9 +641,6 @@ class TransformersModel(LoadedModel):
 
     def memory_bytes(self, tokens: int) -> int | None:
         return self.hf.forward_bytes(tokens, itemsize=2 if tokens > COMPACT_FROM else 4)
-
-    def _kinds(self) -> tuple[str, ...]:
-        return tuple(self.hf.layers_and_heads())
 
     def parameters(self) -> int:
         return sum(p.numel() for p in self.hf.model.parameters())
@@ -713,16 +727,8 @@ class TransformersModel(LoadedModel):
 class TransformersEncoder(TransformersModel):
     """A text encoder run by transformers (BERT, RoBERTa, DistilBERT, ...)."""
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(
-            "text",
-            None,
-            self._kinds(),
-            verbs=("encode",),
-            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
-            contextual=True,
-        )
+    VERBS = ("encode",)
+    CONTEXTUAL = True
 
     def scorer(self, prepared: Prepared) -> Scorer:
         from .attribution.scorers import transformers_encoder_scorer
@@ -751,15 +757,8 @@ class TransformersDecoder(TransformersModel):
     """A decoder-only language model run by transformers (GPT-2, Llama, Qwen, ...): its prompt
     continued, and the attention over both."""
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(
-            "text",
-            "continuation",
-            self._kinds(),
-            verbs=("generate",),
-            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
-        )
+    WRITES = "continuation"
+    VERBS = ("generate",)
 
     def _check_output_side(self, targets, max_new_tokens) -> None:
         if targets is not None:
@@ -803,15 +802,8 @@ class TransformersDecoder(TransformersModel):
 class TransformersSeq2Seq(TransformersModel):
     """An encoder-decoder run by transformers (T5, BART, Marian, ...)."""
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities(
-            "text",
-            "translation",
-            self._kinds(),
-            verbs=("translate",),
-            attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
-        )
+    WRITES = "translation"
+    VERBS = ("translate",)
 
     def _check_output_side(self, targets, max_new_tokens) -> None:
         if max_new_tokens is not None:
@@ -856,9 +848,8 @@ class TransformersSeq2Seq(TransformersModel):
 class TransformersImage(TransformersModel):
     """An image encoder run by transformers (ViT): [CLS] and the image's patches."""
 
-    @property
-    def capabilities(self) -> Capabilities:
-        return Capabilities("image", None, self._kinds(), attributions=MAP_METHODS)
+    READS = "image"
+    ATTRIBUTIONS = MAP_METHODS
 
     def token_count(self, text: str) -> int:
         rows, columns = self.hf.patch_grid()
