@@ -132,11 +132,11 @@ def screens(model: Path, out: Path, tokens: int) -> None:
                 stage, end = page.locator("#stage").bounding_box(), page.locator(last).bounding_box()
                 assert stage is not None and end is not None
                 height = min(800 - stage["y"], end["y"] + end["height"] + 6 - stage["y"])
-                clip = {"x": stage["x"], "y": stage["y"], "width": min(stage["width"], 900), "height": height}
+                clip = {"x": stage["x"], "y": stage["y"], "width": stage["width"], "height": height}
                 page.screenshot(path=str(out / name), clip=clip)
 
             page.click("table.heads th[data-stat=max_weight]")  # the most focused heads first
-            shot("studio_long_heads.png", "#tab-heads .hint")
+            shot("studio_long_heads.png", "table.heads")
             page.locator("table.heads tr[data-layer]").first.click()  # its matrix
             done = "/computed in/.test(document.getElementById('readout').textContent)"
             page.wait_for_function(done, timeout=120_000)

@@ -13,7 +13,7 @@ window.attnkitLong = function (lib) {
     ["normalised", "entropy ÷ log(keys)", "0 = one key, 1 = uniform over the keys it may see"],
     ["max_weight", "largest weight", "a query's strongest key's share, on average"],
     ["sink", "on the first token", "weight on token 0 (an attention sink parks its weight there)"],
-    ["local", "within ±8", "weight on the 8 tokens either side (a local head keeps it near)"],
+    ["local", "within 8 tokens", "weight on the keys at most 8 positions away (a local head keeps it near)"],
     ["distance", "mean distance", "how far a query looks, in tokens, weighted by its weights"],
   ];
   let ticket = 0;  // a drawing for an older choice is dropped when its answer comes
@@ -126,8 +126,9 @@ window.attnkitLong = function (lib) {
     const top = 22, side = side0(room, below + left - 64);
     const cell = Math.min(side / nr, side / nc);  // px per cell when every cell has its pixels
     const exact = cell >= 1;
-    const pw = exact ? nc : Math.min(nc, Math.round(side)), ph = exact ? nr : Math.min(nr, Math.round(side));
-    const w = exact ? cell * nc : side, h = exact ? cell * nr : side;
+    const wide = Math.max(side, Math.min(room.w - left - 40, 1400));  // pooled pixels may be wider than tall: the pane's width
+    const pw = exact ? nc : Math.min(nc, Math.round(wide)), ph = exact ? nr : Math.min(nr, Math.round(side));
+    const w = exact ? cell * nc : wide, h = exact ? cell * nr : side;
     const body = { ...mapBody(ex), rows: ph, cols: pw, reduce: state.reduce || "max", region: [r0, r1, c0, c1] };
     $("readout").textContent = "computing the overview…";
     let answer;
@@ -164,7 +165,8 @@ window.attnkitLong = function (lib) {
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
       "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + (scaled ? " · per-query scale" : "") + masked,
     ]);
-    $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, over ${T} x ${S} tokens ` +
+    const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
+    $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${T} x ${S} tokens ` +
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
     wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact: cells });
   }
