@@ -250,15 +250,12 @@ class MapView:
             first = int(pixel_of[a - r.start])
             row_of = torch.as_tensor(pixel_of[block.start - r.start : block.stop - r.start] - first, device=device)
             m = int(row_of[-1]) + 1
-            pooled = torch.zeros(w.shape[0], n, device=device)
-            part = torch.zeros(m, n, device=device)
-            if reduce == "max":  # weights are >= 0: the zeros start every max
-                pooled.scatter_reduce_(1, col_of[:seen].expand(w.shape[0], -1), w, "amax", include_self=False)
-                part.scatter_reduce_(0, row_of[:, None].expand(-1, n), pooled, "amax", include_self=False)
+            if reduce == "max":
+                part = _max_pool(w, col_of[:seen], n, row_of, m)
                 out[first : first + m, :n] = torch.maximum(out[first : first + m, :n], part)
             else:
-                pooled.index_add_(1, col_of[:seen], w)
-                out[first : first + m, :n] += part.index_add_(0, row_of, pooled)
+                pooled = torch.zeros(w.shape[0], n, device=device).index_add_(1, col_of[:seen], w)
+                out[first : first + m, :n] += torch.zeros(m, n, device=device).index_add_(0, row_of, pooled)
         if reduce == "mean":
             cells = torch.as_tensor(np.outer(np.diff(row_edges), np.diff(col_edges)), dtype=out.dtype, device=device)
             out = out / cells
@@ -400,12 +397,18 @@ def layer_overviews(call: AttentionCall, size: int | tuple[int, int] = 512) -> n
         n, first = int(col_of[seen - 1]) + 1, int(pixel_of[a])
         row_of = torch.as_tensor(pixel_of[rows] - first, device=device)
         m = int(row_of[-1]) + 1
-        pooled = torch.zeros(h + 1, w.shape[1], n, device=device)
-        pooled.scatter_reduce_(2, col_of[:seen].expand(h + 1, w.shape[1], -1), w, "amax", include_self=False)
-        part = torch.zeros(h + 1, m, n, device=device)
-        part.scatter_reduce_(1, row_of[None, :, None].expand(h + 1, -1, n), pooled, "amax", include_self=False)
+        part = _max_pool(w, col_of[:seen], n, row_of, m)
         out[:, first : first + m, :n] = torch.maximum(out[:, first : first + m, :n], part)
     return out.cpu().numpy()
+
+
+def _max_pool(w: Tensor, col_of: Tensor, n: int, row_of: Tensor, m: int) -> Tensor:
+    """Weights (..., r, c) pooled into (..., m, n) pixels by their max: column j into pixel
+    col_of[j], row i into pixel row_of[i]. Weights are >= 0, so the zeros start every max."""
+    lead, r = w.shape[:-2], w.shape[-2]
+    pooled = w.new_zeros(*lead, r, n).scatter_reduce_(-1, col_of.expand(*lead, r, -1), w, "amax", include_self=False)
+    rows = row_of[:, None].expand(*lead, -1, n)
+    return w.new_zeros(*lead, m, n).scatter_reduce_(-2, rows, pooled, "amax", include_self=False)
 
 
 def _allowed_heads(call: AttentionCall, rows: slice, cols: slice) -> Tensor | None:
