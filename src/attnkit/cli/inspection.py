@@ -133,19 +133,13 @@ def cmd_view(args: argparse.Namespace) -> None:
             f"{len(snaps)} training steps); open it in a browser"
         )
     else:
-        from ..viewer.html import write_viewer
+        from ..viewer.html import checked_layers, viewer_data, write_page
 
         records, info = _records(args)
-        path, holds = write_viewer(
-            args.output,
-            records,
-            info,
-            title=args.title or f"attnkit attention: {Path(str(args.source)).name}",
-            layers=args.layers,
-            budget=args.page_mb * 2**20,
-        )
+        data = viewer_data(records, info, checked_layers(records, args.layers), args.page_mb * 2**20)
+        path = write_page(args.output, data, title=args.title or f"attnkit attention: {Path(str(args.source)).name}")
         print(
-            f"viewer: {path} ({path.stat().st_size / 2**20:,.1f} MB, {len(records)} sentence(s): {holds}); "
+            f"viewer: {path} ({path.stat().st_size / 2**20:,.1f} MB, {len(records)} sentence(s): {data['holds']}); "
             "open it in a browser"
         )
     if args.screenshot:

@@ -342,27 +342,23 @@ def write_html(
 ) -> Path:
     """The static viewer of ``records`` within ``budget`` bytes (``viewer_data`` says what it
     holds; ``layers``: these layers, negative from the top)."""
-    return write_viewer(path, records, model, title=title, layers=layers, budget=budget)[0]
+    return write_page(path, viewer_data(records, model, checked_layers(records, layers), budget), title=title)
 
 
-def write_viewer(
-    path: str | Path,
-    records: list[AttentionRecord],
-    model: dict | None = None,
-    *,
-    title: str = "attnkit attention",
-    layers: list[int] | None = None,
-    budget: int = PAGE_BUDGET,
-) -> tuple[Path, str]:
-    """``write_html``, and what the page holds, in words."""
+def checked_layers(records: list[AttentionRecord], layers: list[int] | None) -> list[int] | None:
+    """``layers`` as indices from 0, sorted, or one line for one the model does not have."""
+    if layers is None:
+        return None
+    depth = depth_of(records)
+    bad = [x for x in layers if not -depth <= x < depth]
+    if bad:
+        raise ValueError(f"--layers {bad[0]} out of range: the model has {depth} layer(s) (0..{depth - 1})")
+    return sorted({x % depth for x in layers})
+
+
+def write_page(path: str | Path, data: dict, *, title: str) -> Path:
+    """The page of ``data`` (``viewer_data``) written to ``path`` (.html)."""
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"the viewer is written as .html, got {str(path)!r}")
-    if layers is not None:
-        depth = depth_of(records)
-        bad = [x for x in layers if not -depth <= x < depth]
-        if bad:
-            raise ValueError(f"--layers {bad[0]} out of range: the model has {depth} layer(s) (0..{depth - 1})")
-        layers = sorted({x % depth for x in layers})
-    data = viewer_data(records, model, layers, budget)
-    return write_text(path, page_html(data, title=title)), data["holds"]
+    return write_text(path, page_html(data, title=title))
