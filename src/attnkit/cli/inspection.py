@@ -150,16 +150,11 @@ def cmd_view(args: argparse.Namespace) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> None:
     """The live attention studio in the browser."""
+    from dataclasses import fields
+
     from ..server.app import serve
 
-    limits = F.StudioLimits(
-        max_chars=args.max_chars,
-        max_tokens=args.max_tokens,
-        max_beam=args.max_beam,
-        max_nbest=args.max_nbest,
-        page_mb=args.page_mb,
-        records_mb=args.records_mb,
-    )
+    limits = F.StudioLimits(**{f.name: getattr(args, f.name) for f in fields(F.StudioLimits)})  # one flag each
     serve(args.models, host=args.host, port=args.port, limits=limits, device=args.device, workers=args.workers)
 
 
