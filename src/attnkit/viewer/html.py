@@ -94,6 +94,8 @@ def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
     return out
 
 
+# one script per view, each registering itself for page.js to make (bertviz keeps one per view too)
+VIEW_SCRIPTS = "head.js matrix.js model.js neuron.js attribution.js image.js positions.js long.js"
 OVERVIEW_MAX = 512  # the largest side of a long page's overviews
 
 
@@ -269,10 +271,14 @@ def _script_safe(text: str) -> str:
 
 def fill_template(name: str, data: dict, *, title: str, **files: str) -> str:
     """Template ``name`` of this package with the data (as JSON, safe inside <script>), the
-    title, the version and the named package files (``STYLE="page.css"``) put in."""
+    title, the version and the named package files (``STYLE="page.css"``; several, by spaces, one
+    after the other) put in."""
     here = resources.files("attnkit.viewer")
     template = here.joinpath(name).read_text(encoding="utf-8")
-    parts = {f"__{key}__": here.joinpath(file).read_text(encoding="utf-8") for key, file in files.items()}
+    parts = {
+        f"__{key}__": "\n".join(here.joinpath(f).read_text(encoding="utf-8") for f in file.split())
+        for key, file in files.items()
+    }
     parts.update(
         {
             "__DATA__": _script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
@@ -289,7 +295,7 @@ def page_html(data: dict, *, title: str) -> str:
     (``data["live"]`` holds the served models) are the same HTML, CSS and JavaScript."""
     data = {**data, "special": list(SPECIAL_LABELS)}
     return fill_template(
-        "page.html", data, title=title, STYLE="page.css", SCRIPT="page.js", COLOURS="colours.js", LONG="long.js"
+        "page.html", data, title=title, STYLE="page.css", SCRIPT="page.js", COLOURS="colours.js", VIEWS=VIEW_SCRIPTS
     )
 
 

@@ -5,7 +5,7 @@
 // stays visible; or their mean), and exact cells once zoomed in far enough; the model view is every
 // layer and head as thumbnails; the head view lists a query's strongest keys; the head list sorts
 // every head by its summaries. Answers are kept: a map drawn once is drawn again at once.
-window.attnkitLong = function (lib) {
+(window.attnkitViews = window.attnkitViews || {}).long = function (lib) {
   const { $, html, state } = lib;
   const cache = new Map();  // request -> answer (decoded)
   const STATS = [

@@ -1,0 +1,52 @@
+"use strict";
+// The attribution view (live): what each output token (or encoder position) draws on, by the
+// chosen method, as a matrix over the input tokens.
+(window.attnkitViews = window.attnkitViews || {}).attribution = function (lib) {
+  const {
+    $, html, state, example, area, clamp, textWidth, setupCanvas, renderCells, colourBar, api, FAMILY, SMALL
+  } = lib;
+  const attributionCache = new Map();
+  async function drawAttribution() {
+    const ex = example(), box = $("attribution"), method = $("attr-method").value, side = $("attr-side").value;
+    const request = { model: state.model, text: ex.source, method: method, side: side };
+    if (ex.image) request.image = ex.image;
+    if (ex.prompt_length != null) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
+    const key = JSON.stringify(request);
+    box.innerHTML = "";
+    let r = attributionCache.get(key);
+    if (!r) {
+      const note = html("p", { class: "note" }, box, "computing…");
+      try { r = await api("/api/attribute", request); } catch (err) { note.textContent = String(err.message || err); note.classList.add("error"); return; }
+      attributionCache.set(key, r);
+      if (state.tab !== "attribution" || $("attr-method").value !== method || $("attr-side").value !== side) return;
+      box.innerHTML = "";
+    }
+    const nr = r.rows.length, nc = r.tokens.length, room = area();
+    const rowIdx = [...Array(nr).keys()], colIdx = [...Array(nc).keys()], both = r.rows.concat(r.tokens);
+    const cell = clamp(Math.floor(Math.min((room.w - 200) / nc, (room.h - 200) / nr)), 1, 36), labelled = cell >= 7;
+    const font = cell >= 14 ? `13px ${FAMILY}` : SMALL, lw = labelled ? textWidth(both, font) + 10 : 6;
+    const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
+    const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cell * nc + 40, top + cell * nr + 6);
+    const peak = Math.max(1e-9, ...r.scores.map((row) => Math.max(...row)));
+    const W = r.scores.map((row) => row.map((v) => v / peak));
+    renderCells(ctx, W, rowIdx, colIdx, colIdx.map(() => 1), { r: 0, c: 0, nr: nr, nc: nc }, lw, top, cell * nc, cell * nr);
+    if (labelled) {
+      ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle"; ctx.textAlign = "right";
+      r.rows.forEach((t, i) => ctx.fillText(t, lw - 5, top + (i + 0.5) * cell));
+      ctx.textAlign = "left";
+      r.tokens.forEach((t, j) => { ctx.save(); ctx.translate(lw + (j + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3); ctx.fillText(t, 0, 0); ctx.restore(); });
+    }
+    const row = { output: "output token", encoder: "top-layer position", sentence: "row" }[r.side];
+    c.onmousemove = (e) => {
+      const b = c.getBoundingClientRect(), j = Math.floor((e.clientX - b.left - lw) / cell), i = Math.floor((e.clientY - b.top - top) / cell);
+      $("readout").textContent = i >= 0 && j >= 0 && i < nr && j < nc
+        ? (r.side === "encoder" ? `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`
+          : `${r.label}: ${row} ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from input token “${r.tokens[j]}” (${j})`) : "";
+    };
+    colourBar(html("canvas", {}, box), 960, peak.toFixed(3), [
+      `${r.label}: share of each ${row} (0 to the largest share, ${peak.toFixed(3)})`,
+      `computed in ${r.server_ms} ms (server)`]);
+  }
+
+  return { tabs: { attribution: drawAttribution } };
+};

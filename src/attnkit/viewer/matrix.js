@@ -1,0 +1,123 @@
+"use strict";
+// The matrix view: every weight as a cell; wheel to zoom about a cell, drag to pan, double-click
+// for all of it. A pixel that covers several cells shows the largest of them.
+(window.attnkitViews = window.attnkitViews || {}).matrix = function (lib) {
+  const {
+    $, state, example, queries, keys, shown, heads, matrixOf, rowScale, area, clamp, textWidth, layerName,
+    setupCanvas, renderCells, colourBar, BAR, FAMILY, SMALL
+  } = lib;
+  // The matrix: every cell in sight, or (wheel to zoom, drag to pan, double-click for all) a part of it.
+  function drawMatrix() {
+    const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
+    const rows = shown(q), cols = shown(k);
+    const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
+    const room = area(), sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
+    const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
+    const full = Math.min((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 90) / rows.length);
+    const view = state.zoom && state.zoom.rows === rows.length && state.zoom.cols === cols.length ? state.zoom
+      : { r: 0, c: 0, nr: rows.length, nc: cols.length, rows: rows.length, cols: cols.length };
+    state.zoom = view.nr === rows.length && view.nc === cols.length ? null : view;
+    const base = Math.min(44, Math.max(full, Math.min(6, 640 / Math.max(rows.length, cols.length))));
+    const cell = base * Math.min(rows.length / view.nr, cols.length / view.nc);  // px per cell, zoom included
+    const labelled = cell >= 7;
+    const font = cell >= 14 ? `${Math.min(14, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
+    const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
+    const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
+    const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;
+    const plotW = cell * view.nc, plotH = cell * view.nr;
+    state.pooled = cell < 1;  // a pixel covers several cells: the legend says so
+    const width = left + plotW + right, height = top + plotH + 6;
+    const canvas = $("matrix"), ctx = setupCanvas(canvas, width, height);
+    renderCells(ctx, W, rows, cols, div, view, left, top, plotW, plotH);
+    if (labelled) {
+      ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle";
+      ctx.textAlign = "right";
+      seenRows.forEach((i, r) => ctx.fillText(q[i], left - 5, top + (r + 0.5) * cell));
+      ctx.textAlign = "left";
+      seenCols.forEach((j, c) => {
+        ctx.save(); ctx.translate(left + (c + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3);
+        ctx.fillText(k[j], 0, 0); ctx.restore();
+      });
+    }
+    if (!state.zoom && state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
+      // local attention: the window [p_t - D, p_t + D] of each row, drawn row by row, and p_t itself
+      const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
+      // orange window, white p_t: both stop at the matrix's edge (p_t = S * sigmoid(.) may pass the last key: a triangle);
+      // a tick marks an end of the window that lies inside the matrix
+      rows.forEach((i, r) => {
+        const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5, start = cols[0] - 0.5;
+        const lo = p - ex.window, hi = p + ex.window, tick = Math.max(3, cell / 3);
+        const path = () => {
+          ctx.beginPath(); ctx.moveTo(x(Math.max(start, lo)), y); ctx.lineTo(x(Math.min(edge, hi)), y);
+          for (const end of [lo, hi]) if (end > start && end < edge) { ctx.moveTo(x(end), y - tick); ctx.lineTo(x(end), y + tick); }
+          ctx.stroke();
+        };
+        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; path();
+        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; path();
+        ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
+        const rad = Math.max(2.5, cell / 5);
+        if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
+        else { ctx.moveTo(x(edge), y - rad); ctx.lineTo(x(edge) + rad * 1.6, y); ctx.lineTo(x(edge), y + rad); ctx.closePath(); }
+        ctx.fill(); ctx.stroke();
+      });
+    }
+    const at = (e) => {  // the cell under the pointer: (row, column) in rows/cols, or null
+      const b = canvas.getBoundingClientRect();
+      const c = Math.floor((e.clientX - b.left - left) / cell), r = Math.floor((e.clientY - b.top - top) / cell);
+      return r < 0 || c < 0 || r >= view.nr || c >= view.nc ? null : { r: view.r + r, c: view.c + c, fr: r, fc: c };
+    };
+    canvas.onmousemove = (e) => {
+      if (drag) {  // pan by whole cells
+        const dr = Math.round((drag.y - e.clientY) / cell), dc = Math.round((drag.x - e.clientX) / cell);
+        if (dr || dc) {
+          state.zoom = { ...view, r: clamp(drag.view.r + dr, 0, rows.length - view.nr), c: clamp(drag.view.c + dc, 0, cols.length - view.nc) };
+          if (state.zoom.r !== view.r || state.zoom.c !== view.c) requestAnimationFrame(drawMatrix);
+        }
+        return;
+      }
+      const hit = at(e);
+      if (!hit) { $("readout").textContent = ""; return; }
+      const i = rows[hit.r], j = cols[hit.c];
+      let text = `${q[i]} (${i}) → ${k[j]} (${j}): weight ${W[i][j].toFixed(3)}`;
+      if (cell < 1) text += " (zoomed out: a pixel shows the largest weight of the cells it covers)";
+      if (state.scale === "row") text += ` (${(W[i][j] / div[hit.r]).toFixed(2)} of its row's largest, ${div[hit.r].toFixed(3)})`;
+      if (ex.p_t && state.kind === "cross") text += ` · p_t = ${ex.p_t[i].toFixed(2)}, window ±${ex.window}`;
+      $("readout").textContent = text;
+    };
+    let drag = null;
+    canvas.onmousedown = (e) => { if (state.zoom) drag = { x: e.clientX, y: e.clientY, view: view }; };
+    canvas.onmouseup = () => { drag = null; };
+    canvas.onmouseleave = () => { drag = null; $("readout").textContent = ""; };
+    canvas.onwheel = (e) => {  // zoom about the cell under the pointer
+      const hit = at(e);
+      if (!hit) return;
+      e.preventDefault();
+      const f = e.deltaY < 0 ? 0.8 : 1.25, aspect = view.nc / view.nr;
+      const nr = clamp(Math.round(view.nr * f), Math.min(4, rows.length), rows.length);
+      const nc = clamp(Math.round(nr * aspect), Math.min(4, cols.length), cols.length);
+      const r = clamp(Math.round(hit.r - (hit.fr / view.nr) * nr), 0, rows.length - nr);
+      const c = clamp(Math.round(hit.c - (hit.fc / view.nc) * nc), 0, cols.length - nc);
+      state.zoom = { ...view, r: r, c: c, nr: nr, nc: nc };
+      drawMatrix();
+    };
+    canvas.ondblclick = () => { state.zoom = null; drawMatrix(); };
+    drawLegend(ex);
+  }
+
+
+  function drawLegend(ex) {
+    const shownHead = state.head === "mean" ? (heads() > 1 ? "average of heads" : "one attention") : `head ${state.head}`;
+    let text = `layer ${layerName(state.layer)}, ${shownHead}: ` +
+      (state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)");
+    if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
+    if (state.pooled) text += "; each pixel: the largest weight of the cells it covers";
+    const q = queries(ex, state.kind), k = keys(ex, state.kind), z = state.zoom;
+    const where = z ? `queries ${z.r}-${z.r + z.nr - 1} of ${z.rows}, keys ${z.c}-${z.c + z.nc - 1} of ${z.cols}: drag to move, wheel to zoom, double-click for all`
+      : q.length * k.length > 400 ? "wheel to zoom in, drag to move" : "";
+    const second = ex.p_t && state.kind === "cross" && !z ? `orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`
+      : where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "");
+    colourBar($("legend"), BAR + 640, state.scale === "row" ? "row's largest" : "1", [text, second]);
+  }
+
+  return { tabs: { matrix: drawMatrix } };
+};

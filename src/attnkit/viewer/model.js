@@ -1,0 +1,53 @@
+"use strict";
+// The model view: every layer and head of one kind as thumbnails; click one to open it in the
+// head view.
+(window.attnkitViews = window.attnkitViews || {}).model = function (lib) {
+  const {
+    $, html, state, example, queries, keys, shown, heads, rowScale, scaleNote, area, clamp, layerName, layerCount,
+    setupCanvas, renderCells, colour, selectTab, KIND_LABEL, SMALL
+  } = lib;
+  function drawModelView() {
+    const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
+    const rows = shown(q), cols = shown(k), maps = ex.maps[state.kind];
+    const grid = $("model-grid"); grid.innerHTML = "";
+    const h = heads(), room = area();
+    // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can be
+    const side = clamp(Math.floor(Math.min((room.w - 70) / h, (room.h - 110) / maps.length)) - 8, 64, 200);
+    grid.style.gridTemplateColumns = `auto repeat(${h}, ${side + 4}px)`;
+    html("div", { class: "axis" }, grid, "");
+    for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : `head ${j}`);
+    maps.forEach((layerMaps, l) => {
+      html("div", { class: "axis" }, grid, `layer ${layerName(l)}`);
+      layerMaps.forEach((W, j) => {
+        const c = html("canvas", { "data-layer": l, "data-head": j, title: `layer ${layerName(l)}, head ${j}` }, grid);
+        const div = rowScale(W, rows, cols);
+        renderCells(setupCanvas(c, side, side), W, rows, cols, div, { r: 0, c: 0, nr: rows.length, nc: cols.length }, 0, 0, side, side);
+        if (l === state.layer && String(j) === String(state.head)) c.classList.add("selected");
+        c.addEventListener("mousemove", (e) => {  // the tokens under the pointer
+          const b = c.getBoundingClientRect();
+          const r = clamp(Math.floor((e.clientY - b.top) / b.height * rows.length), 0, rows.length - 1);
+          const cc = clamp(Math.floor((e.clientX - b.left) / b.width * cols.length), 0, cols.length - 1);
+          const i = rows[r], jj = cols[cc];
+          $("readout").textContent = `layer ${layerName(l)}, head ${j}: ${q[i]} (query ${i}) → ${k[jj]} (key ${jj}): weight ${W[i][jj].toFixed(3)}`;
+        });
+        c.addEventListener("mouseleave", () => { $("readout").textContent = overview; });
+        c.addEventListener("click", () => {
+          state.layer = l; state.head = j; state.apart = false; $("layer").value = l; $("head").value = j; state.chips = new Set([j]);
+          selectTab("head");
+        });
+      });
+    });
+    const held = maps.length < layerCount() ? ` (this page holds ${maps.length} of the model's ${layerCount()} layers)` : "";
+    const overview = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s)${held}; ${scaleNote()}`;
+    $("readout").textContent = overview;
+    const w = 220, ctx = setupCanvas($("model-legend"), w + 420, 34);
+    for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 2, 1, 12); }
+    ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
+    ctx.textAlign = "left"; ctx.fillText("0", 10, 17);
+    ctx.textAlign = "right"; ctx.fillText(state.scale === "row" ? "row's largest" : "1", w + 10, 17);
+    ctx.textAlign = "left";
+    ctx.fillText(state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute, every thumbnail)", w + 22, 2);
+  }
+
+  return { tabs: { model: drawModelView } };
+};

@@ -1,0 +1,137 @@
+"use strict";
+// The neuron view (live): one query's scores taken apart, q, each key, q ⊙ k, the scaling, the
+// mask, the softmax and the weighted values, recomputed on the server from the model's weights.
+(window.attnkitViews = window.attnkitViews || {}).neuron = function (lib) {
+  const { $, html, state, example, area, clamp, fmt, diverging, api, live, currentModel } = lib;
+  const explainCache = new Map();  // request -> walk-through
+  let neuronTicket = 0;  // a neuron view drawn for an older request is dropped
+  function strip(values, lim, px, dims, what) {  // the chosen dims of one vector as coloured cells (blue < 0 < red)
+    const c = document.createElement("canvas");
+    c.width = dims.length; c.height = 1;
+    c.style.width = `${dims.length * px}px`; c.style.height = "14px";
+    const ctx = c.getContext("2d");
+    dims.forEach((d, x) => { ctx.fillStyle = diverging(values[d] / lim); ctx.fillRect(x, 0, 1, 1); });
+    c.addEventListener("mousemove", (e) => {
+      const d = dims[clamp(Math.floor((e.clientX - c.getBoundingClientRect().left) / px), 0, dims.length - 1)];
+      $("readout").textContent = `${what}, dimension ${d}: ${fmt(values[d])}`;
+    });
+    c.addEventListener("mouseleave", () => { $("readout").textContent = ""; });
+    return c;
+  }
+  const TOP_DIMS = 32;  // at most this many dimensions of a vector are shown, unless all are asked for
+  function topDims(rows, d) {  // indices of the d dims with the largest sum of |value| over rows, in index order
+    const all = [...Array(rows[0].length).keys()];
+    if (state.allDims || all.length <= d) return all;
+    const weight = all.map((k) => rows.reduce((a, r) => a + Math.abs(r[k] || 0), 0));
+    return all.sort((a, b) => weight[b] - weight[a]).slice(0, d).sort((a, b) => a - b);
+  }
+  const absMax = (rows) => Math.max(1e-9, ...rows.flat().filter((x) => x !== null).map(Math.abs));
+
+  async function drawNeuron() {
+    const box = $("neuron"); box.innerHTML = "";
+    const ticket = ++neuronTicket;
+    if (!live) {
+      html("p", { class: "note" }, box, "The neuron view recomputes q, k and v from the model's own weights, so it needs the model: " +
+           "open this model with `attnkit serve MODEL`, or run `attnkit explain MODEL \"sentence\"` on the command line.");
+      return;
+    }
+    const ex = example();
+    const query = state.pinned && state.pinned.side === "q" ? state.pinned.i : 0;
+    const head = state.head === "mean" ? Math.min(...state.chips) : state.head;
+    const hints = [];  // the walk-through's own heading names the query: say only how to choose another
+    if (!(state.pinned && state.pinned.side === "q")) hints.push("click a query token in the head view to choose another query");
+    if (state.head === "mean") hints.push(`head ${head} shown: the neuron view shows one head, choose it on the left`);
+    const note = html("p", { class: "note" }, box, hints.join("; "));
+    const generated = live && currentModel().capabilities.writes === "continuation";  // the prompt is continued again, not forced
+    const request = { model: state.model, text: ex.source, target: generated ? null : ex.output || null, kind: state.kind,
+                      layer: state.layer, head: head, query: query };
+    if (generated) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
+    if (ex.image) request.image = ex.image;  // an image model: the image again, as the model saw it
+    const key = JSON.stringify(request);
+    let w = explainCache.get(key);
+    if (!w) {
+      try { w = await api("/api/explain", request); } catch (err) { note.textContent = String(err.message || err); note.classList.add("error"); return; }
+      explainCache.set(key, w);
+    }
+    if (ticket !== neuronTicket) return;
+    renderWalkthrough(box, w);
+  }
+
+  function renderWalkthrough(box, w) {
+    const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
+    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 4 px or more,
+    // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
+    const strips = w.recurrent ? 2 : 3, room = area().w - (w.recurrent ? 700 : 560);
+    const fit = clamp(Math.floor(room / strips / 4), 8, TOP_DIMS);
+    const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
+    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 12);
+    if (w.d_k > kd.length || state.allDims) {
+      const bar = html("div", { class: "dims" }, box);
+      html("span", {}, bar, kd.length < w.d_k
+        ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest Σ_j |${w.terms_formula}|, which decide the scores` +
+          (w.recurrent ? "" : ` (values: the ${vd.length} largest |z|)`) + `. Dimensions: ${kd.join(", ")}.`
+        : `Showing all ${w.d_k} dimensions.`);
+      const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${fit}` : `all ${w.d_k}`);
+      toggle.addEventListener("click", () => { state.allDims = !state.allDims; box.innerHTML = ""; renderWalkthrough(box, w); });
+    }
+    const f = html("div", { class: "formula" }, box);
+    if (w.recurrent) {
+      f.textContent = `${w.query_label}. Score e_s = ${w.score}; weights = softmax(e)` +
+        (w.gauss ? ` inside the window, × exp(−(s − p_t)² / 2(D/2)²) with p_t = ${fmt(w.p_t, 2)}, D = ${w.window}` :
+         w.p_t !== null ? ` inside the window p_t ± D = ${fmt(w.p_t, 2)} ± ${w.window}` : "") +
+        `; c_t = Σ a_s h̄_s. Recomputed weights match the model to ${w.max_error}.`;
+    } else {
+      f.textContent = `${w.query_label}, layer ${w.layer}, head ${w.head}. e_j = q·k_j / √${w.d_k}` +
+        (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`;
+    }
+    const t = html("table", {}, box), head = html("tr", {}, t);
+    const cols = w.recurrent
+      ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
+      : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", "mask", "softmax a_j", "a_j v_j"];
+    cols.forEach((c) => { if (c) html("th", {}, head, c); });
+    const qrow = html("tr", { class: "query" }, t);
+    html("td", { class: "token" }, qrow, w.recurrent ? `h_t: ${w.query_token}` : `q: ${w.query_token}`);
+    html("td", {}, qrow).appendChild(strip(w.q, vecLim, px, kd, w.recurrent ? "h_t" : "q"));
+    for (let c = 2; c < cols.filter(Boolean).length; c++) html("td", {}, qrow, "");
+    const softmaxInWindow = w.gauss ? w.weights.map((a, j) => (w.gauss[j] > 0 ? a / w.gauss[j] : 0)) : null;
+    w.key_tokens.forEach((tok, j) => {
+      const r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
+      html("td", { class: "token" }, r, tok);
+      html("td", {}, r).appendChild(strip(w.k[j], vecLim, px, kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));
+      html("td", {}, r).appendChild(strip(w.terms[j], termLim, px, kd, `${w.terms_formula} of “${tok}”`));
+      html("td", {}, r, fmt(w.raw[j]));
+      if (w.recurrent) {
+        html("td", {}, r, w.allowed[j] ? "yes" : "no");
+        if (w.gauss) { html("td", {}, r, w.allowed[j] ? fmt(softmaxInWindow[j]) : "–"); html("td", {}, r, fmt(w.gauss[j])); }
+      } else {
+        html("td", {}, r, fmt(w.raw[j] * w.scale));
+        if (w.bias) html("td", {}, r, fmt(w.bias[j]));
+        html("td", {}, r, w.allowed[j] ? "" : "masked (−∞)");
+      }
+      const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
+      bar.style.width = `${Math.round(60 * w.weights[j])}px`;
+      cell.appendChild(document.createTextNode(fmt(w.weights[j])));
+      if (!w.recurrent) html("td", {}, r).appendChild(strip(w.v[j].map((v) => v * w.weights[j]), vLim, px, vd, `a_j v_j of “${tok}”`));
+    });
+    const z = html("tr", { class: "sum" }, t), n = cols.filter(Boolean).length;
+    const total = fmt(w.weights.reduce((a, b) => a + b, 0));
+    if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
+      html("td", { class: "token" }, z, "c_t = Σ a_s h̄_s");
+      html("td", {}, z).appendChild(strip(w.context, vLim, px, kd, "c_t"));
+      for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
+      html("td", {}, z, `Σ ${total}`);
+    } else {
+      html("td", { class: "token" }, z, "z = Σ a_j v_j");
+      for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
+      html("td", {}, z).appendChild(strip(w.context, vLim, px, vd, "z"));
+    }
+    const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
+    const values = w.recurrent ? "c_t" : "the weighted values and z";
+    html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${vecLim.toFixed(2)}, ` +
+      `the terms on ±${termLim.toFixed(2)}, ${values} on ±${vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums to its score.` +
+      (w.recurrent ? "" : " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
+        `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
+  }
+
+  return { tabs: { neuron: drawNeuron }, clear: () => explainCache.clear() };
+};
