@@ -50,8 +50,9 @@ def _peak_mib(pid: int) -> float:
     return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
-def studio(folder: Path, n: int) -> dict:
-    """The studio over ``n`` tokens of the docs, driven as a user would."""
+def studio(folder: Path, n: int, *, head_list: bool = True) -> dict:
+    """The studio over ``n`` tokens of the docs, driven as a user would (the head list too unless
+    ``head_list`` is false)."""
     from playwright.sync_api import sync_playwright
 
     text, _ = capture_scale.text_of(folder, n)
@@ -103,6 +104,10 @@ def studio(folder: Path, n: int) -> dict:
             out["tile_s"] = time.perf_counter() - t0
             if page.get_attribute("#matrix", "data-exact") != "true":
                 return {"error": "the 256 x 256 block was not drawn cell by cell"}
+            if not head_list:
+                browser.close()
+                out["server_peak_mib"] = _peak_mib(server.pid)
+                return out
             t0 = time.perf_counter()
             page.click("#tabs [data-tab=heads]")
             page.wait_for_function(

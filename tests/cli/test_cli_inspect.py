@@ -73,6 +73,31 @@ def test_heads_statistics(capsys, trained_toys, tmp_path):
     assert out.count("most focused") == 3 and (tmp_path / "h.png").is_file()
 
 
+def test_heads_detect_prints_the_atlas_and_writes_every_heads_scores(capsys, trained_toys, tmp_path):
+    import json
+
+    src = tmp_path / "s.txt"
+    src.write_text("a b c a b c\nh g f e h g f e\n")
+    model, table = str(trained_toys["transformer"]), tmp_path / "atlas.json"
+    code, out, err = run(capsys, ["heads", model, "-i", str(src), "--detect", "all", "--table", str(table)])
+    assert code == 0, err
+    assert "encoder self-attention" in out and "cross-attention" in out and "heads flagged" in out
+    atlas = json.loads(table.read_text())
+    kinds = {row["kind"] for row in atlas["heads"]}
+    assert kinds == {"encoder", "decoder", "cross"}
+    cross = next(row for row in atlas["heads"] if row["kind"] == "cross")
+    assert "induction" not in cross and "previous_token" not in cross and 0 <= cross["sink"] <= 1
+    assert atlas["detectors"]["sink"] == {"paper": "Gu et al. 2024", "threshold": 0.3, "means": "weight on the first token"}
+    code, out, err = run(capsys, ["heads", model, "-i", str(src), "--detect", "sink,broad", "--table", str(tmp_path / "a.csv")])
+    assert code == 0, err
+    header = (tmp_path / "a.csv").read_text().splitlines()[0]
+    assert header == "kind,layer,head,sink,broad"
+    code, out, err = run(capsys, ["heads", model, "-i", str(src), "--detect", "copying"])
+    assert code == 2 and "unknown detector 'copying'" in err
+    code, out, err = run(capsys, ["heads", model, "-i", str(src), "--table", str(tmp_path / "b.csv")])
+    assert code == 1 and "add --detect" in err and not (tmp_path / "b.csv").exists()
+
+
 @pytest.mark.slow  # draws every scheme's figure
 def test_positions_every_scheme(capsys, tmp_path):
     code, out, err = run(

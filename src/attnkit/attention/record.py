@@ -366,6 +366,38 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
     return {name: means[n] for n, name in enumerate(HEAD_STATS)}
 
 
+def head_block(call: AttentionCall) -> Iterator[tuple[slice, Tensor, Tensor, Tensor]]:
+    """Blocks of rows of every head's exact weights at once: (rows, w (h, r, c), valid (h, r),
+    keys (h, r)), at most ``BLOCK`` scores each. c: the keys any of these queries may see (past
+    them a causal map is exactly 0); valid: the query sees a key; keys: how many it may see
+    (formed weights: how many it gives any weight)."""
+    h, t, s = call.shape
+    device = _device(call)
+    dense = call.weights is not None
+    step = max(1, BLOCK // max(1, s * h))
+    for a in range(0, t, step):
+        rows = slice(a, min(t, a + step))
+        seen = s if not call.causal or dense else max(1, min(s, rows.stop + s - t))
+        cols = slice(0, seen)
+        allowed = _allowed_heads(call, rows, cols)
+        if dense:
+            w = _req(call.weights)[:, rows, cols].float()
+            valid = w.sum(-1) > 0
+        else:
+            lse = _req(call.lse)[:, rows].float()
+            valid = torch.isfinite(lse)
+            w = _scores_heads(call, rows, cols, allowed).sub_(torch.where(valid, lse, 0.0)[..., None]).exp_()
+        if allowed is not None:
+            keys = allowed.sum(-1).float().expand(h, -1)
+        elif dense:
+            keys = (w > 0).sum(-1).float()
+        elif call.causal:
+            keys = (torch.arange(rows.start, rows.stop, device=device) + s - t + 1).clamp(max=s).float().expand(h, -1)
+        else:
+            keys = torch.full((h, rows.stop - rows.start), float(s), device=device)
+        yield rows, w, valid, keys
+
+
 @torch.no_grad()
 def layer_overviews(call: AttentionCall, size: int | tuple[int, int] = 512) -> np.ndarray:
     """Every head's map of ``call`` and the mean of its heads, each pooled to at most ``size``
@@ -381,20 +413,10 @@ def layer_overviews(call: AttentionCall, size: int | tuple[int, int] = 512) -> n
     col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
     pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))
     out = torch.zeros(h + 1, ph, pw, device=device)
-    dense = call.weights is not None
-    step = max(1, BLOCK // max(1, s * (h + 1)))
-    for a in range(0, t, step):
-        rows = slice(a, min(t, a + step))
-        seen = s if not call.causal or dense else max(1, min(s, rows.stop + s - t))
-        cols = slice(0, seen)
-        if dense:
-            w = _req(call.weights)[:, rows, cols].float()
-        else:
-            lse = _req(call.lse)[:, rows].float()
-            scores = _scores_heads(call, rows, cols, _allowed_heads(call, rows, cols))
-            w = scores.sub_(torch.where(torch.isfinite(lse), lse, 0.0)[..., None]).exp_()
+    for rows, w, _, _ in head_block(call):
+        seen = w.shape[-1]
         w = torch.cat([w, w.mean(0, keepdim=True)])  # (h + 1, r, seen)
-        n, first = int(col_of[seen - 1]) + 1, int(pixel_of[a])
+        n, first = int(col_of[seen - 1]) + 1, int(pixel_of[rows.start])
         row_of = torch.as_tensor(pixel_of[rows] - first, device=device)
         m = int(row_of[-1]) + 1
         part = _max_pool(w, col_of[:seen], n, row_of, m)

@@ -208,6 +208,30 @@ def _suffix_path(suffix: str):
     return check
 
 
+def table_path(value: str) -> Path:
+    """A table's file: .json or .csv."""
+    path = Path(value)
+    if path.suffix.lower() not in (".json", ".csv"):
+        raise argparse.ArgumentTypeError(f"{value!r} must end in .json or .csv")
+    return path
+
+
+def detector_list(value: str) -> list[str] | None:
+    """--detect all | induction,sink: head detectors by name (None: every one that applies)."""
+    from ..heads.detectors import DETECTORS
+
+    names = [x.strip().replace("-", "_") for x in value.split(",") if x.strip()]
+    if names == ["all"]:
+        return None
+    unknown = [n for n in names if n not in DETECTORS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown detector {unknown[0] if unknown else value!r}; choose 'all' or from "
+            + ", ".join(n.replace("_", "-") for n in DETECTORS)
+        )
+    return names
+
+
 def layer_list(value: str) -> list[int]:
     """--layers 0,5,-1: layer indices, negative from the top."""
     try:

@@ -199,12 +199,42 @@ def cmd_heads(args: argparse.Namespace) -> None:
         if shared is None:  # another process than the first: the first reports
             return
         records = shared
+    if args.detect is not False:
+        _atlas(records, args)
+        return
+    if args.table:
+        raise ValueError("--table writes the detectors' scores: add --detect all (or some detectors)")
     stats = [head_statistics(records, kind) for kind in records[0].kinds]
     print("\n\n".join(st.report() for st in stats))
     if args.output:
         name = Path(str(args.source)).name
         title = f"{name}: how each head spreads its attention, averaged over {len(records)} sentence(s)"
         _figure(head_statistics_figure(stats, title=title), args)
+
+
+def _atlas(records: list, args: argparse.Namespace) -> None:
+    """The head atlas of every attention kind the detectors apply to."""
+    from ..heads.atlas import head_atlas, write_atlas
+    from ..heads.detectors import applicable
+    from ..inspection.capture import LABELS
+
+    r, fits = records[0], {}
+    for kind in r.kinds:  # what each kind's attention is: self-attention (causal or not) or over other tokens
+        keys, queries = r.keys(kind), r.queries(kind)
+        own = keys[len(keys) - len(queries) :] == queries
+        fits[kind] = applicable(self_attention=own, causal=own and r.maps.call(kind, 0).causal)
+    atlases = []
+    for kind, names in fits.items():
+        chosen = names if args.detect is None else [n for n in args.detect if n in names]
+        if chosen:
+            atlases.append(head_atlas(records, kind, chosen))
+    if not atlases:
+        takes = "; ".join(f"{LABELS[k]}: {', '.join(n.replace('_', '-') for n in v)}" for k, v in fits.items())
+        raise ValueError(f"no attention of this model takes {', '.join(args.detect)}: {takes}")
+    print("\n\n".join(a.report() for a in atlases))
+    if args.table:
+        write_atlas(atlases, args.table)
+        print(f"every head's scores -> {args.table}")
 
 
 def cmd_embed(args: argparse.Namespace) -> None:
@@ -384,6 +414,21 @@ def add_commands(add) -> None:
         else:
             F.output(p, None, "also plot the statistics to this figure", kind="figure")
             F.dpi(p)
+            p.add_argument(
+                "--detect",
+                type=F.detector_list,
+                default=False,
+                metavar="NAMES",
+                help="what each head does: 'all' or some of previous-token, duplicate-token, induction, sink, "
+                "positional, delimiter, broad, distance (each by its paper's definition; those that apply to "
+                "each attention kind)",
+            )
+            p.add_argument(
+                "--table",
+                type=F.table_path,
+                metavar="FILE",
+                help="with --detect: every head's scores to this .json or .csv",
+            )
 
     p = add(
         "attribute",

@@ -1,0 +1,126 @@
+"""The head atlas: every head of one attention kind scored by every detector that applies
+(``detectors``), averaged over a set of inputs, with the heads each detector flags."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..atomic import write_text
+from ..inspection.capture import LABELS, AttentionRecord
+from .detectors import DETECTORS, detect, positional
+
+
+@dataclass
+class Atlas:
+    """Scores (layers, heads) of one kind by detector, each the mean over every query it applies
+    to in every input (weighted by the queries of each input)."""
+
+    kind: str
+    scores: dict[str, np.ndarray]
+    offsets: np.ndarray | None  # the positional detector's offset per head, where it ran
+    inputs: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        first = next(iter(self.scores.values()))
+        return int(first.shape[0]), int(first.shape[1])
+
+    def flagged(self) -> list[tuple[str, int, int, float]]:
+        """(detector, layer, head, score) of every head at or past its detector's threshold,
+        strongest first within each detector."""
+        out = []
+        for name, s in self.scores.items():
+            limit = DETECTORS[name].threshold
+            if limit is None:
+                continue
+            hits = [(name, int(li), int(h), float(s[li, h])) for li, h in zip(*np.nonzero(s >= limit))]
+            out += sorted(hits, key=lambda x: -x[3])
+        return out
+
+    def report(self) -> str:
+        layers, heads = self.shape
+        lines = [f"{LABELS[self.kind]}: {layers} layers x {heads} heads over {self.inputs} input(s)"]
+        for name, layer, head, score in self.flagged():
+            d = DETECTORS[name]
+            where = f" at offset {int(self.offsets[layer, head]):+d}" if name == "positional" and self.offsets is not None else ""
+            lines.append(f"  {name:<16} layer {layer:>2} head {head:>2}  {score:.3f}{where}  ({d.means}; {d.paper}: >= {d.threshold})")
+        for name in ("broad", "distance"):
+            if name in self.scores:
+                s = self.scores[name]
+                top = np.argsort(-s, axis=None)[:3]
+                best = ", ".join(f"layer {i // heads} head {i % heads} ({s.flat[i]:.2f})" for i in top)
+                lines.append(f"  {name:<16} highest: {best}  ({DETECTORS[name].means})")
+        flagged = {(li, h) for _, li, h, _ in self.flagged()}
+        lines.append(f"  {len(flagged)} of {layers * heads} heads flagged by a detector; the rest: none of their scores reach a threshold")
+        return "\n".join(lines)
+
+    def rows(self) -> list[dict]:
+        """One row per (layer, head) with every score (and the positional offset)."""
+        layers, heads = self.shape
+        out = []
+        for li in range(layers):
+            for h in range(heads):
+                row: dict = {"kind": self.kind, "layer": li, "head": h}
+                row.update({name: round(float(s[li, h]), 6) for name, s in self.scores.items()})
+                if self.offsets is not None:
+                    row["positional_offset"] = int(self.offsets[li, h])
+                out.append(row)
+        return out
+
+
+def head_atlas(records: list[AttentionRecord], kind: str, names: list[str] | None = None) -> Atlas:
+    """Every head of ``kind`` scored by the detectors ``names`` (default: every one that applies)
+    over ``records``, streamed from each record's calls (any length)."""
+    if not records:
+        raise ValueError("no inputs to score the heads on")
+    sums: dict[str, np.ndarray] = {}
+    total = 0
+    for r in records:
+        queries, keys = r.queries(kind), r.keys(kind)
+        n_layers = r.maps.shape(kind)[0]
+        for layer in range(n_layers):
+            got = detect(r.maps.call(kind, layer), queries, keys, names)
+            got.pop("positional_offset", None)
+            got.pop("positional", None)
+            for name, value in got.items():
+                sums.setdefault(name, np.zeros((n_layers, *value.shape)))[layer] += value * len(queries)
+        total += len(queries)
+    means = {name: s / total for name, s in sums.items()}
+    offsets = None
+    if "positional_shares" in means:
+        pos = positional(means.pop("positional_shares"))
+        means["positional"], offsets = pos["positional"], pos["positional_offset"]
+    order = [n for n in DETECTORS if n in means]
+    return Atlas(kind, {n: means[n] for n in order}, offsets, len(records))
+
+
+def write_atlas(atlases: list[Atlas], path: Path) -> None:
+    """Every head's scores as JSON (with each detector's paper and threshold) or CSV, by suffix."""
+    rows = [row for a in atlases for row in a.rows()]
+    if path.suffix == ".json":
+        used = {n for a in atlases for n in a.scores}
+        detectors = {
+            n: {"paper": d.paper, "threshold": d.threshold, "means": d.means} for n, d in DETECTORS.items() if n in used
+        }
+        flagged = [
+            {"kind": a.kind, "detector": n, "layer": li, "head": h, "score": round(s, 6)}
+            for a in atlases
+            for n, li, h, s in a.flagged()
+        ]
+        text = json.dumps({"detectors": detectors, "flagged": flagged, "heads": rows}, indent=1) + "\n"
+    elif path.suffix == ".csv":
+        fields = list(dict.fromkeys(k for row in rows for k in row))
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        text = buf.getvalue()
+    else:
+        raise ValueError(f"the atlas is written as .json or .csv, not {path.suffix or 'a file without a suffix'}")
+    write_text(path, text)

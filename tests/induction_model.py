@@ -1,0 +1,70 @@
+"""A model whose heads' roles are known: a tiny Llama (``tiny_hf``'s, 2 layers x 4 heads)
+trained on sequences of random words repeated once, <s> w_1 .. w_n w_1 .. w_n, as Olsson et al.
+2022 train theirs. The second half can only be predicted by finding the previous copy of the
+current word and copying the word after it, so the model grows a previous-token head in layer 0
+and an induction head in layer 1 that reads it; the first half stays at chance."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+
+import tiny_hf
+
+SEGMENT = 12  # words per half
+
+
+def words() -> list[str]:
+    return sorted(set(tiny_hf.WORDS))
+
+
+def repeated(rng: random.Random, n: int = SEGMENT) -> list[str]:
+    """n random words (no word twice in a row), then the same n again."""
+    seg: list[str] = []
+    vocab = words()
+    while len(seg) < n:
+        w = rng.choice(vocab)
+        if not seg or w != seg[-1]:
+            seg.append(w)
+    return seg + seg
+
+
+def train(path: Path, *, steps: int = 700, batch: int = 32, seed: int = 0) -> Path:
+    """Build and train the model into ``path`` (a Hugging Face directory); returns ``path``."""
+    import transformers as T
+
+    tiny_hf.build("llama", path)
+    tok = T.AutoTokenizer.from_pretrained(path)
+    model = T.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
+    model.train()
+    for _ in range(steps):
+        ids = torch.tensor([tok(" ".join(repeated(rng)))["input_ids"] for _ in range(batch)])
+        logits = model(ids).logits[:, :-1]
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(path)
+    return path
+
+
+def half_losses(path: Path, n: int = 64, seed: int = 1) -> tuple[float, float]:
+    """Mean next-word loss over the first half's and the second half's predictions."""
+    import transformers as T
+
+    tok = T.AutoTokenizer.from_pretrained(path)
+    model = T.AutoModelForCausalLM.from_pretrained(path).eval()
+    rng = random.Random(seed)
+    ids = torch.tensor([tok(" ".join(repeated(rng)))["input_ids"] for _ in range(n)])
+    with torch.no_grad():
+        logits = model(ids).logits[:, :-1]
+    loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # (n, t-1)
+    # position p predicts token p+1; tokens 1..SEGMENT are the first half, SEGMENT+1.. the second
+    first, second = loss[:, 1:SEGMENT], loss[:, SEGMENT + 1 :]  # the first word of each half unpredictable
+    return float(first.mean()), float(second.mean())
