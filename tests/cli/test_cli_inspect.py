@@ -81,7 +81,8 @@ def test_heads_detect_prints_the_atlas_and_writes_every_heads_scores(capsys, tra
     model, table = str(trained_toys["transformer"]), tmp_path / "atlas.json"
     code, out, err = run(capsys, ["heads", model, "-i", str(src), "--detect", "all", "--table", str(table)])
     assert code == 0, err
-    assert "encoder self-attention" in out and "cross-attention" in out and "heads flagged" in out
+    assert "encoder self-attention" in out and "cross-attention" in out and "head(s) flagged" in out
+    assert "sink: weight on the first token (Gu et al. 2024; flagged at >= 0.3)" in out
     atlas = json.loads(table.read_text())
     kinds = {row["kind"] for row in atlas["heads"]}
     assert kinds == {"encoder", "decoder", "cross"}

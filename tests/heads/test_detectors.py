@@ -54,13 +54,17 @@ def _dense(w, queries, keys):
         use = valid & applies[None, :]
         return np.where(use, score, 0).sum(-1) / np.maximum(use.sum(-1), 1)
 
-    out["previous_token"] = mean(np.stack([[w[x, i, ip[i] - 1] if ip[i] >= 1 else 0 for i in range(t)] for x in range(h)]), ip >= 1)
+    out["previous_token"] = mean(
+        np.stack([[w[x, i, ip[i] - 1] if ip[i] >= 1 else 0 for i in range(t)] for x in range(h)]), ip >= 1
+    )
     same = np.array([[keys[j] == queries[i] and j < ip[i] for j in range(s)] for i in range(t)])
     out["duplicate_token"] = mean((w * same).sum(-1), same.any(-1))
     after = np.array([[1 <= j < ip[i] and keys[j - 1] == queries[i] for j in range(s)] for i in range(t)])
     out["induction"] = mean((w * after).sum(-1), after.any(-1))
     out["sink"] = mean(w[..., 0], np.ones(t, bool))
-    out["delimiter"] = mean((w * np.array([k in DELIMITERS for k in keys])).sum(-1), np.ones(t, bool))
+    out["delimiter"] = mean(
+        (w * np.array([j > 0 and k in DELIMITERS for j, k in enumerate(keys)])).sum(-1), np.ones(t, bool)
+    )
     ent = -np.where(w > 0, w * np.log(np.where(w > 0, w, 1)), 0).sum(-1)
     n_keys = (w > 0).sum(-1)
     out["broad"] = mean(np.where(n_keys > 1, ent / np.log(np.maximum(n_keys, 2)), 0), np.ones(t, bool))

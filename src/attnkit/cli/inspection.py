@@ -214,7 +214,7 @@ def cmd_heads(args: argparse.Namespace) -> None:
 
 def _atlas(records: list, args: argparse.Namespace) -> None:
     """The head atlas of every attention kind the detectors apply to."""
-    from ..heads.atlas import head_atlas, write_atlas
+    from ..heads.atlas import head_atlas, legend, write_atlas
     from ..heads.detectors import applicable
     from ..inspection.capture import LABELS
 
@@ -231,7 +231,7 @@ def _atlas(records: list, args: argparse.Namespace) -> None:
     if not atlases:
         takes = "; ".join(f"{LABELS[k]}: {', '.join(n.replace('_', '-') for n in v)}" for k, v in fits.items())
         raise ValueError(f"no attention of this model takes {', '.join(args.detect)}: {takes}")
-    print("\n\n".join(a.report() for a in atlases))
+    print("\n\n".join(a.report() for a in atlases) + "\n\n" + legend(atlases))
     if args.table:
         write_atlas(atlases, args.table)
         print(f"every head's scores -> {args.table}")

@@ -44,20 +44,23 @@ class Atlas:
         return out
 
     def report(self) -> str:
+        """One line per flagged head with every role it is flagged for, then the highest heads of
+        the ranking detectors (``legend`` says what each detector measures)."""
         layers, heads = self.shape
-        lines = [f"{LABELS[self.kind]}: {layers} layers x {heads} heads over {self.inputs} input(s)"]
+        roles: dict[tuple[int, int], list[str]] = {}
         for name, layer, head, score in self.flagged():
-            d = DETECTORS[name]
-            where = f" at offset {int(self.offsets[layer, head]):+d}" if name == "positional" and self.offsets is not None else ""
-            lines.append(f"  {name:<16} layer {layer:>2} head {head:>2}  {score:.3f}{where}  ({d.means}; {d.paper}: >= {d.threshold})")
+            at = f" at {int(self.offsets[layer, head]):+d}" if name == "positional" and self.offsets is not None else ""
+            roles.setdefault((layer, head), []).append(f"{_label(name)} {score:.2f}{at}")
+        lines = [f"{LABELS[self.kind]}: {layers} layers x {heads} heads over {self.inputs} input(s); "
+                 f"{len(roles)} head(s) flagged"]  # fmt: skip
+        for (layer, head), found in sorted(roles.items()):
+            lines.append(f"  layer {layer:>2} head {head:>2}  " + ", ".join(found))
         for name in ("broad", "distance"):
             if name in self.scores:
                 s = self.scores[name]
                 top = np.argsort(-s, axis=None)[:3]
-                best = ", ".join(f"layer {i // heads} head {i % heads} ({s.flat[i]:.2f})" for i in top)
-                lines.append(f"  {name:<16} highest: {best}  ({DETECTORS[name].means})")
-        flagged = {(li, h) for _, li, h, _ in self.flagged()}
-        lines.append(f"  {len(flagged)} of {layers * heads} heads flagged by a detector; the rest: none of their scores reach a threshold")
+                best = ", ".join(f"layer {i // heads} head {i % heads} {s.flat[i]:.2f}" for i in top)
+                lines.append(f"  {_label(name)}, highest: {best}")
         return "\n".join(lines)
 
     def rows(self) -> list[dict]:
@@ -72,6 +75,10 @@ class Atlas:
                     row["positional_offset"] = int(self.offsets[li, h])
                 out.append(row)
         return out
+
+
+def _label(name: str) -> str:
+    return name.replace("_", "-")
 
 
 def head_atlas(records: list[AttentionRecord], kind: str, names: list[str] | None = None) -> Atlas:
@@ -124,3 +131,14 @@ def write_atlas(atlases: list[Atlas], path: Path) -> None:
     else:
         raise ValueError(f"the atlas is written as .json or .csv, not {path.suffix or 'a file without a suffix'}")
     write_text(path, text)
+
+
+def legend(atlases: list[Atlas]) -> str:
+    """What each detector of ``atlases`` measures, its paper and its threshold, one line each."""
+    names = [n for n in DETECTORS if any(n in a.scores for a in atlases)]
+    lines = []
+    for name in names:
+        d = DETECTORS[name]
+        flag = f"flagged at >= {d.threshold}" if d.threshold is not None else "ranked"
+        lines.append(f"{_label(name)}: {d.means} ({d.paper}; {flag})")
+    return "\n".join(lines)

@@ -23,7 +23,8 @@ positional       Voita et al. 2019: the share of queries whose strongest key is 
                  o = j - i' (|o| <= 8), for the offset where that share is largest; Voita et
                  al. call a head positional when it is at least 0.9
 delimiter        Clark et al. 2019: the weight on delimiter tokens ([SEP], [CLS], <s>, </s>,
-                 sentence and clause punctuation); their BERT heads put over half of it there
+                 sentence and clause punctuation) after the first token (whose weight is the
+                 sink score); their BERT heads put over half of it on [SEP]
 broad            Clark et al. 2019: the entropy of a query's weights over log(keys it may
                  see): 1 = uniform (a bag-of-words head), 0 = one key
 distance         sum_j w_ij |i' - j|: how far a query looks, in tokens (Vig and Belinkov 2019)
@@ -42,7 +43,9 @@ import torch
 from ..attention.record import AttentionCall, head_block
 
 OFFSETS = 8  # the positional detector's offsets: -OFFSETS..OFFSETS
-DELIMITERS = frozenset({"[SEP]", "[CLS]", "<s>", "</s>", "<eos>", "<bos>", "<|endoftext|>", ".", ",", ";", ":", "!", "?"})
+DELIMITERS = frozenset(
+    {"[SEP]", "[CLS]", "<s>", "</s>", "<eos>", "<bos>", "<|endoftext|>", ".", ",", ";", ":", "!", "?"}
+)
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,10 @@ DETECTORS = {
         Detector("duplicate_token", True, False, 0.5, "Wang et al. 2022", "weight on earlier copies of its own token"),
         Detector("induction", True, True, 0.4, "Olsson et al. 2022", "weight on the token after an earlier copy"),
         Detector("sink", False, False, 0.3, "Gu et al. 2024", "weight on the first token"),
-        Detector("positional", True, False, 0.9, "Voita et al. 2019", "share of queries whose top key is at one offset"),
-        Detector("delimiter", False, False, 0.5, "Clark et al. 2019", "weight on delimiter tokens"),
+        Detector(
+            "positional", True, False, 0.9, "Voita et al. 2019", "share of queries whose top key is at one offset"
+        ),
+        Detector("delimiter", False, False, 0.5, "Clark et al. 2019", "weight on delimiters after the first token"),
         Detector("broad", False, False, None, "Clark et al. 2019", "entropy over log(keys): 1 = uniform"),
         Detector("distance", False, False, None, "Vig and Belinkov 2019", "mean distance attended, in tokens"),
     )
@@ -110,42 +115,18 @@ def detect(
             raise ValueError(f"the {n.replace('_', '-')} detector needs {need}; this attention is not")
     device = call.q.device if call.q is not None else call.weights.device  # type: ignore[union-attr]
     qid, kid = (x.to(device) for x in _token_ids(queries, keys))
-    delim = torch.tensor([k in DELIMITERS for k in keys], device=device)
+    delim = torch.tensor([j > 0 and k in DELIMITERS for j, k in enumerate(keys)], device=device)  # 0: the sink
     offset = s - t
     sums = {n: torch.zeros(h, dtype=torch.float64, device=device) for n in names}
     counts = {n: torch.zeros(h, dtype=torch.float64, device=device) for n in names}
     hist = torch.zeros(h, 2 * OFFSETS + 1, dtype=torch.float64, device=device)
     for rows, w, valid, keys_seen in head_block(call):
-        seen = w.shape[-1]
         i = torch.arange(rows.start, rows.stop, device=device) + offset  # (r,) aligned to keys
-        j = torch.arange(seen, device=device)
         v = valid.double()
-
-        def add(name: str, score: torch.Tensor, applies: torch.Tensor | None = None) -> None:
-            if name in names:
-                use = v if applies is None else v * applies.double()[None, :]
-                sums[name] += (score.double() * use).sum(-1)
-                counts[name] += use.sum(-1)
-
-        if "previous_token" in names:
-            prev = (i - 1).clamp(0, seen - 1)
-            add("previous_token", w.gather(-1, prev[None, :, None].expand(h, -1, 1))[..., 0], (i >= 1) & (i - 1 < seen))
-        if "duplicate_token" in names:
-            same = (kid[None, :seen] == qid[rows, None]) & (j[None, :] < i[:, None])  # (r, c)
-            add("duplicate_token", (w * same).sum(-1), same.any(-1))
-        if "induction" in names:
-            after = torch.zeros(len(i), seen, dtype=torch.bool, device=device)  # key j follows a copy of the query
-            after[:, 1:] = kid[None, : seen - 1] == qid[rows, None]
-            after &= (j[None, :] >= 1) & (j[None, :] < i[:, None])
-            add("induction", (w * after).sum(-1), after.any(-1))
-        add("sink", w[..., 0])
-        if "delimiter" in names:
-            add("delimiter", (w * delim[None, None, :seen]).sum(-1))
-        if "broad" in names:
-            ent = -torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0).sum(-1)
-            add("broad", torch.where(keys_seen > 1, ent / keys_seen.clamp_min(2).log(), 0.0))
-        if "distance" in names:
-            add("distance", (w * (i[:, None] - j[None, :]).abs().float()).sum(-1))
+        for name, (score, applies) in _block_scores(w, keys_seen, i, qid[rows], kid, delim, names).items():
+            use = v if applies is None else v * applies.double()[None, :]
+            sums[name] += (score.double() * use).sum(-1)
+            counts[name] += use.sum(-1)
         if "positional" in names:
             off = w.argmax(-1) - i[None, :]  # (h, r)
             near = (off.abs() <= OFFSETS) & valid
@@ -155,6 +136,46 @@ def detect(
     if "positional" in names:
         out.update(positional(hist / counts["positional"].clamp_min(1)[:, None]))
     return {n: out[n] for n in [*names, "positional_offset", "positional_shares"] if n in out}
+
+
+Score = tuple[torch.Tensor, torch.Tensor | None]  # per head and query (h, r); the queries it applies to (r,)
+
+
+def _block_scores(
+    w: torch.Tensor,
+    keys_seen: torch.Tensor,
+    i: torch.Tensor,
+    qid: torch.Tensor,
+    kid: torch.Tensor,
+    delim: torch.Tensor,
+    names: list[str],
+) -> dict[str, Score]:
+    """Each detector's score of a block of rows: weights w (h, r, c), the queries' positions among
+    the keys i (r,) and token ids qid (r,), every key's id kid (s,) and whether it is a delimiter."""
+    h, _, seen = w.shape
+    j = torch.arange(seen, device=w.device)
+    out: dict[str, Score] = {}
+    if "previous_token" in names:
+        prev = (i - 1).clamp(0, seen - 1)
+        out["previous_token"] = (w.gather(-1, prev[None, :, None].expand(h, -1, 1))[..., 0], (i >= 1) & (i - 1 < seen))
+    if "duplicate_token" in names:
+        same = (kid[None, :seen] == qid[:, None]) & (j[None, :] < i[:, None])  # (r, c)
+        out["duplicate_token"] = ((w * same).sum(-1), same.any(-1))
+    if "induction" in names:
+        after = torch.zeros(len(i), seen, dtype=torch.bool, device=w.device)  # key j follows a copy of the query
+        after[:, 1:] = kid[None, : seen - 1] == qid[:, None]
+        after &= (j[None, :] >= 1) & (j[None, :] < i[:, None])
+        out["induction"] = ((w * after).sum(-1), after.any(-1))
+    if "sink" in names:
+        out["sink"] = (w[..., 0], None)
+    if "delimiter" in names:
+        out["delimiter"] = ((w * delim[None, None, :seen]).sum(-1), None)
+    if "broad" in names:
+        ent = -torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0).sum(-1)
+        out["broad"] = (torch.where(keys_seen > 1, ent / keys_seen.clamp_min(2).log(), 0.0), None)
+    if "distance" in names:
+        out["distance"] = ((w * (i[:, None] - j[None, :]).abs().float()).sum(-1), None)
+    return out
 
 
 def positional(shares: torch.Tensor | np.ndarray) -> dict[str, np.ndarray]:
