@@ -218,7 +218,10 @@ def _drawn(browser, path: Path, ready: str, files: dict[str, bytes] | None) -> d
         def cdn(route):
             url = route.request.url
             name = "d3" if "/d3/" in url else "jquery" if "jquery" in url else "require" if "require" in url else None
-            route.fulfill(status=200, body=files[name], headers={"Content-Type": "application/javascript"}) if name else route.abort()
+            if name:
+                route.fulfill(status=200, body=files[name], headers={"Content-Type": "application/javascript"})
+            else:
+                route.abort()
 
         page.route(re.compile(r"https?://.*"), cdn)
     t0 = time.perf_counter()

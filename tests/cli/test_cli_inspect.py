@@ -88,8 +88,14 @@ def test_heads_detect_prints_the_atlas_and_writes_every_heads_scores(capsys, tra
     assert kinds == {"encoder", "decoder", "cross"}
     cross = next(row for row in atlas["heads"] if row["kind"] == "cross")
     assert "induction" not in cross and "previous_token" not in cross and 0 <= cross["sink"] <= 1
-    assert atlas["detectors"]["sink"] == {"paper": "Gu et al. 2024", "threshold": 0.3, "means": "weight on the first token"}
-    code, out, err = run(capsys, ["heads", model, "-i", str(src), "--detect", "sink,broad", "--table", str(tmp_path / "a.csv")])
+    assert atlas["detectors"]["sink"] == {
+        "paper": "Gu et al. 2024",
+        "threshold": 0.3,
+        "means": "weight on the first token",
+    }
+    code, out, err = run(
+        capsys, ["heads", model, "-i", str(src), "--detect", "sink,broad", "--table", str(tmp_path / "a.csv")]
+    )
     assert code == 0, err
     header = (tmp_path / "a.csv").read_text().splitlines()[0]
     assert header == "kind,layer,head,sink,broad"
