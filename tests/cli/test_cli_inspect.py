@@ -105,6 +105,23 @@ def test_heads_detect_prints_the_atlas_and_writes_every_heads_scores(capsys, tra
     assert code == 1 and "add --detect" in err and not (tmp_path / "b.csv").exists()
 
 
+def test_heads_ablate_puts_each_heads_effect_beside_its_role(capsys, tmp_path):
+    import csv
+
+    src, table = tmp_path / "s.txt", tmp_path / "atlas.csv"
+    src.write_text("A man is riding a bike .\nTwo dogs play in the snow .\n")
+    code, out, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(src), "--ablate", "zero", "--table", str(table)])
+    assert code == 0, err
+    assert "loss with every head:" in out and "ablated, the loss rises most:" in out and "importance (Michel" in out
+    rows = list(csv.DictReader(table.open()))
+    assert len(rows) == 3 * 16 and all(float(r["importance"]) >= 0 for r in rows)
+    assert {"ablation", "importance", "sink"} <= set(rows[0])
+    maps = tmp_path / "maps.npz"
+    assert run(capsys, ["capture", "multi30k-en-de", "A dog runs .", "-o", str(maps)])[0] == 0
+    code, out, err = run(capsys, ["heads", str(maps), "--ablate", "zero"])
+    assert code == 1 and "give the model, not a saved .npz" in err
+
+
 @pytest.mark.slow  # draws every scheme's figure
 def test_positions_every_scheme(capsys, tmp_path):
     code, out, err = run(

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..positions.base import AttentionPositions
-from . import record
+from . import intervene, record
 from .attend import AttentionOutput, dot_product_attention
 from .masks import as_attention_mask
 
@@ -195,6 +195,7 @@ class MultiHeadAttention(nn.Module):
             # explicit weights were asked for, and both positions set above; the scheme has a value term
             assert weights is not None and q_pos is not None and k_pos is not None
             context = context + cast(Tensor, positions.value_term(weights, q_pos, k_pos))
+        context = intervene.heads_out(self, context)  # a gated or ablated head (attention.intervene)
         b, _, t, _ = context.shape
         context = self.out_proj(context.transpose(1, 2).reshape(b, t, self.d_model))
         return AttentionOutput(context, weights if need_weights else None)

@@ -192,15 +192,18 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from ..inspection import head_statistics
     from ..inspection.diagnostics import head_statistics_figure
 
+    model = prepared = None
     if str(args.source).endswith(".npz"):
+        if args.ablate:
+            raise ValueError("--ablate runs the model with heads removed: give the model, not a saved .npz")
         records, _ = _records(args)
     else:
-        shared, _ = _sharded(args, lambda model, prepared: model.capture(prepared))
+        shared, model = _sharded(args, lambda model, p: (model.capture(p), p))
         if shared is None:  # another process than the first: the first reports
             return
-        records = shared
-    if args.detect is not False:
-        _atlas(records, args)
+        records, prepared = [r for r, _ in shared], [p for _, p in shared]
+    if args.detect is not False or args.ablate:
+        _atlas(records, args, model, prepared)
         return
     if args.table:
         raise ValueError("--table writes the detectors' scores: add --detect all (or some detectors)")
@@ -212,8 +215,9 @@ def cmd_heads(args: argparse.Namespace) -> None:
         _figure(head_statistics_figure(stats, title=title), args)
 
 
-def _atlas(records: list, args: argparse.Namespace) -> None:
-    """The head atlas of every attention kind the detectors apply to."""
+def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
+    """The head atlas of every attention kind the detectors apply to (with --ablate, each head's
+    ablation effect and importance beside it)."""
     from ..heads.atlas import head_atlas, legend, write_atlas
     from ..heads.detectors import applicable
     from ..inspection.capture import LABELS
@@ -223,11 +227,20 @@ def _atlas(records: list, args: argparse.Namespace) -> None:
         keys, queries = r.keys(kind), r.queries(kind)
         own = keys[len(keys) - len(queries) :] == queries
         fits[kind] = applicable(self_attention=own, causal=own and r.maps.call(kind, 0).causal)
+    detect = None if args.detect is False else args.detect
     atlases = []
     for kind, names in fits.items():
-        chosen = names if args.detect is None else [n for n in args.detect if n in names]
+        chosen = names if detect is None else [n for n in detect if n in names]
         if chosen:
             atlases.append(head_atlas(records, kind, chosen))
+    if args.ablate:
+        from ..heads.ablation import ablation_effects, head_importance
+
+        base, effects = ablation_effects(model, prepared, args.ablate)
+        importance = head_importance(model, prepared)
+        for a in atlases:
+            a.ablation, a.importance = effects.get(a.kind), importance.get(a.kind)
+        print(f"loss with every head: {base:.3f} nats per output token; each head {args.ablate}-ablated alone below\n")
     if not atlases:
         takes = "; ".join(f"{LABELS[k]}: {', '.join(n.replace('_', '-') for n in v)}" for k, v in fits.items())
         raise ValueError(f"no attention of this model takes {', '.join(args.detect)}: {takes}")
@@ -422,6 +435,13 @@ def add_commands(add) -> None:
                 help="what each head does: 'all' or some of previous-token, duplicate-token, induction, sink, "
                 "positional, delimiter, broad, distance (each by its paper's definition; those that apply to "
                 "each attention kind)",
+            )
+            p.add_argument(
+                "--ablate",
+                choices=("zero", "mean"),
+                help="also remove each head alone (its output replaced by 0, or by its mean over the inputs) "
+                "and report how much the loss of the output tokens rises, beside each head's importance "
+                "(Michel et al. 2019: the loss's gradient on a gate on the head)",
             )
             p.add_argument(
                 "--table",

@@ -25,6 +25,8 @@ class Atlas:
     scores: dict[str, np.ndarray]
     offsets: np.ndarray | None  # the positional detector's offset per head, where it ran
     inputs: int
+    ablation: np.ndarray | None = None  # the loss's rise with each head ablated alone (``ablation``)
+    importance: np.ndarray | None = None  # Michel et al.'s importance of each head
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -54,7 +56,14 @@ class Atlas:
         lines = [f"{LABELS[self.kind]}: {layers} layers x {heads} heads over {self.inputs} input(s); "
                  f"{len(roles)} head(s) flagged"]  # fmt: skip
         for (layer, head), found in sorted(roles.items()):
-            lines.append(f"  layer {layer:>2} head {head:>2}  " + ", ".join(found))
+            effect = f"; ablated: loss {self.ablation[layer, head]:+.3f}" if self.ablation is not None else ""
+            lines.append(f"  layer {layer:>2} head {head:>2}  " + ", ".join(found) + effect)
+        for name, values, unit in (("ablated, the loss rises most", self.ablation, "+.3f"),
+                                   ("importance (Michel et al. 2019), highest", self.importance, ".3f")):  # fmt: skip
+            if values is not None:
+                top = np.argsort(-np.nan_to_num(values, nan=-np.inf), axis=None)[:3]
+                best = ", ".join(f"layer {i // heads} head {i % heads} {values.flat[i]:{unit}}" for i in top)
+                lines.append(f"  {name}: {best}")
         for name in ("broad", "distance"):
             if name in self.scores:
                 s = self.scores[name]
@@ -73,6 +82,9 @@ class Atlas:
                 row.update({name: round(float(s[li, h]), 6) for name, s in self.scores.items()})
                 if self.offsets is not None:
                     row["positional_offset"] = int(self.offsets[li, h])
+                for name, values in (("ablation", self.ablation), ("importance", self.importance)):
+                    if values is not None:
+                        row[name] = round(float(values[li, h]), 6)
                 out.append(row)
         return out
 

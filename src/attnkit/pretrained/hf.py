@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..attention import record
+from ..attention import intervene, record
 
 ATTN = "attnkit"  # the attention implementation's name in transformers' registry
 
@@ -97,7 +97,8 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     if rec is None or module.training:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        return intervene.heads_out(module, out, head_dim=2), weights  # (b, t, h, d)
     scaling = kwargs.get("scaling")
     scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
     is_causal = kwargs.get("is_causal")
@@ -132,7 +133,7 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
             v=value[0] if rec.values else None,
             module=module,
         )
-    return out.transpose(1, 2).contiguous(), None
+    return intervene.heads_out(module, out).transpose(1, 2).contiguous(), None
 
 
 _registered = False

@@ -1,0 +1,136 @@
+"""Ablating heads: attnkit's gates against the same head zeroed by hand in the model (a hook on
+the output projection's input, where the heads are concatenated), and Michel et al.'s
+importance against autograd on an explicit gate in that hook. Exact: 1e-5 on losses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import attnkit
+import tiny_hf
+from attnkit.attention.intervene import gating
+from attnkit.heads.ablation import ablation_effects, attention_modules, head_importance, head_means, output_loss
+
+TEXTS = ["the dog runs on the grass in the park .", "two children are playing in the snow ."]
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    model = attnkit.load(str(tiny_hf.build("llama", tmp_path_factory.mktemp("llama"))))
+    return model, model.prepare(TEXTS, max_new_tokens=0)
+
+
+def _by_hand(model, layer, head, prepared, gate=None, replace=None):
+    """The loss with ``head`` of decoder layer ``layer`` scaled by ``gate`` (0: removed; or plus
+    (1 - gate) ``replace``), by a pre-hook on that layer's o_proj (the heads side by side)."""
+    attn = model.hf.model.model.layers[layer].self_attn
+    d = attn.head_dim
+
+    def hook(module, args):
+        x = args[0].clone()
+        g = gate if gate is not None else torch.tensor(0.0)
+        part = x[..., head * d : (head + 1) * d] * g
+        if replace is not None:
+            part = part + (1 - g) * replace
+        x = torch.cat([x[..., : head * d], part, x[..., (head + 1) * d :]], -1)
+        return (x,)
+
+    handle = attn.o_proj.register_forward_pre_hook(hook)
+    try:
+        total, n = 0.0, 0
+        for p in prepared:
+            lp, _ = model.scorer(p).forward(1)
+            total -= float(lp.detach().sum())
+            n += lp.numel()
+        return total / n
+    finally:
+        handle.remove()
+
+
+def test_zero_and_mean_ablation_equal_the_head_removed_by_hand(llama):
+    model, prepared = llama
+    base, effects = ablation_effects(model, prepared, "zero")
+    assert effects["decoder"].shape == (2, 4)
+    for layer, head in ((0, 1), (1, 3)):
+        expected = float(_by_hand(model, layer, head, prepared)) - base
+        assert effects["decoder"][layer, head] == pytest.approx(expected, abs=1e-5)
+    means = head_means(model, prepared)
+    module = model.hf.model.model.layers[1].self_attn
+    d = module.head_dim
+    _, mean_effects = ablation_effects(model, prepared, "mean", heads=[("decoder", 1, 2)])
+    expected = float(_by_hand(model, 1, 2, prepared, replace=means[module][2])) - base
+    assert mean_effects["decoder"][1, 2] == pytest.approx(expected, abs=1e-5)
+    assert np.isnan(mean_effects["decoder"][0, 0])
+    assert means[module].shape == (4, d)
+
+
+def test_importance_is_the_gradient_on_an_explicit_gate(llama):
+    model, prepared = llama
+    found = head_importance(model, prepared)["decoder"]
+    for layer in range(2):
+        expected = torch.zeros(4)
+        for p in prepared:
+            gates = torch.ones(4, requires_grad=True)
+            attn = model.hf.model.model.layers[layer].self_attn
+            d = attn.head_dim
+
+            def hook(module, args, gates=gates, d=d):
+                x = args[0]
+                return (x * gates.repeat_interleave(d),)
+
+            handle = attn.o_proj.register_forward_pre_hook(hook)
+            try:
+                lp, _ = model.scorer(p).forward(1)
+                (grad,) = torch.autograd.grad(-lp.mean(), [gates])
+            finally:
+                handle.remove()
+            expected += grad.abs()
+        np.testing.assert_allclose(found[layer], (expected / len(prepared)).numpy(), atol=1e-5)
+    assert all(p.grad is None for p in model.hf.model.parameters())  # the model itself untouched
+
+
+def test_a_gate_of_ones_changes_nothing_and_bad_heads_are_one_line(llama):
+    model, prepared = llama
+    modules = attention_modules(model, prepared[0])
+    ones = {m: torch.ones(n) for m, n in modules.values()}
+    assert output_loss(model, prepared, ones) == pytest.approx(output_loss(model, prepared), abs=1e-6)
+    with pytest.raises(ValueError, match="no head 9 in layer 1 of the decoder attention"):
+        ablation_effects(model, prepared, heads=[("decoder", 1, 9)])
+    with pytest.raises(ValueError, match="ablation is 'zero' or 'mean'"):
+        ablation_effects(model, prepared, "half")
+    with gating({}):
+        assert output_loss(model, prepared) > 0
+
+
+def test_a_translators_heads_ablate_as_by_hand_and_gates_reach_beam_search():
+    model = attnkit.load("multi30k-en-de")
+    prepared = model.prepare(["A man is riding a bike .", "Two dogs play in the snow ."])
+    modules = attention_modules(model, prepared[0])
+    cross = model.module.decoder_layers[1].cross_attn
+    assert modules["cross", 1] == (cross, 4) and modules["encoder", 0][0] is model.module.encoder.layers[0].self_attn
+    base, effects = ablation_effects(model, prepared, heads=[("cross", 1, 2), ("encoder", 3, 0)])
+    d = cross.head_dim
+
+    def zero_head(head):
+        def hook(module, args):
+            x = args[0].clone()
+            x[..., head * d : (head + 1) * d] = 0
+            return (x,)
+
+        return hook
+
+    for (kind, layer, head), module in ((("cross", 1, 2), cross), (("encoder", 3, 0), modules["encoder", 3][0])):
+        handle = module.out_proj.register_forward_pre_hook(zero_head(head))
+        try:
+            expected = output_loss(model, prepared) - base
+        finally:
+            handle.remove()
+        assert effects[kind][layer, head] == pytest.approx(expected, abs=1e-5)
+    # module by module, not call by call: every decoding step of the beam search is gated
+    text = "A little girl is climbing a tree in the park ."
+    every_cross = {m: torch.zeros(n) for (k, _), (m, n) in modules.items() if k == "cross"}
+    with gating(every_cross):
+        blind = model.translate(text)
+    assert blind != model.translate(text)
