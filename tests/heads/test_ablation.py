@@ -128,9 +128,11 @@ def test_a_translators_heads_ablate_as_by_hand_and_gates_reach_beam_search():
         finally:
             handle.remove()
         assert effects[kind][layer, head] == pytest.approx(expected, abs=1e-5)
-    # module by module, not call by call: every decoding step of the beam search is gated
-    text = "A little girl is climbing a tree in the park ."
+    # module by module, not call by call: every decoding step of the beam search is gated, in the
+    # decoding threads too (64 sentences: two workers on two threads)
+    texts = ["A little girl is climbing a tree in the park .", "A man sells fruit at a market ."] * 32
+    seeing = model.translate(texts)
     every_cross = {m: torch.zeros(n) for (k, _), (m, n) in modules.items() if k == "cross"}
     with gating(every_cross):
-        blind = model.translate(text)
-    assert blind != model.translate(text)
+        blind = model.translate(texts)
+    assert all(b != s for b, s in zip(blind, seeing)) and len(set(blind[::2])) == 1

@@ -13,6 +13,7 @@ decoding.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -212,8 +213,11 @@ def translate(
         decode(todo)
     else:  # deal the sentences by length, so every share has the same mix of lengths
         by_length = sorted(todo, key=lambda i: len(src_ids[i]))
+        # each worker in a copy of the caller's context: what it set (gated heads) holds there too
+        contexts = [contextvars.copy_context() for _ in range(workers)]
         with _intra_op_threads(1), ThreadPoolExecutor(workers) as pool:
-            list(pool.map(decode, [by_length[w::workers] for w in range(workers)]))
+            shares = [by_length[w::workers] for w in range(workers)]
+            list(pool.map(lambda c, share: c.run(decode, share), contexts, shares))
     return results  # type: ignore[return-value]
 
 
