@@ -307,7 +307,7 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
     """Every head's summaries (h,), each the mean over the queries that see a key, streamed over
     blocks of rows with all heads at once (memory grows with T, not T²):
 
-    entropy      H_i = -sum_j w_ij log w_ij (nats), as lse_i - sum_j w_ij s_ij
+    entropy      H_i = -sum_j w_ij log w_ij (nats)
     normalised   H_i / log(keys query i may see; formed weights: keys with any weight): 0 = one
                  key, 1 = uniform over them
     max_weight   max_j w_ij: how much of its attention a query's favourite key gets
@@ -321,36 +321,10 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
     device = _device(call)
     sums = torch.zeros(len(HEAD_STATS), h, dtype=torch.float64, device=device)
     counted = torch.zeros(h, dtype=torch.float64, device=device)
-    offset = s - t
-    step = max(1, BLOCK // max(1, s * h))
-    dense = call.weights is not None
-    for a in range(0, t, step):
-        rows = slice(a, min(t, a + step))
-        seen = s if not call.causal or dense else max(1, min(s, rows.stop + offset))
-        cols = slice(0, seen)
-        allowed = _allowed_heads(call, rows, cols)  # (1|h, r, c) or None
-        if dense:
-            w = _req(call.weights)[:, rows, cols].float()
-            logw = torch.where(w > 0, torch.log(w.clamp_min(1e-45)), 0.0)
-            entropy = -(w * logw).sum(-1)
-            valid = w.sum(-1) > 0
-        else:
-            scores = _scores_heads(call, rows, cols, allowed)  # (h, r, c), FLOOR where masked
-            lse = _req(call.lse)[:, rows].float()
-            valid = torch.isfinite(lse)
-            w = scores.sub(torch.where(valid, lse, 0.0)[..., None]).exp_()  # exactly 0 where masked
-            entropy = lse - (w.unsqueeze(-2) @ scores.unsqueeze(-1))[..., 0, 0]  # 0 * FLOOR = 0
-        i = torch.arange(rows.start, rows.stop, device=device)[:, None] + offset
-        dist = (i - torch.arange(seen, device=device)[None, :]).abs().float()  # (r, c), shared by the heads
-        if allowed is not None:
-            keys = allowed.sum(-1).float().expand(h, -1)
-        elif dense:  # formed weights (local attention's window): the keys it gave any weight
-            keys = (w > 0).sum(-1).float()
-        elif call.causal:
-            keys = (i[:, 0] + 1).clamp(max=s).float().expand(h, -1)
-        else:
-            keys = torch.full((h, rows.stop - rows.start), float(s), device=device)
-        entropy = torch.where(valid, entropy, 0.0)
+    for rows, w, valid, keys in head_block(call):
+        i = torch.arange(rows.start, rows.stop, device=device)[:, None] + s - t
+        dist = (i - torch.arange(w.shape[-1], device=device)[None, :]).abs().float()  # (r, c), shared by the heads
+        entropy = -torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0).sum(-1)
         parts = (
             entropy,
             torch.where(keys > 1, entropy / keys.clamp_min(2).log(), 0.0),
