@@ -41,6 +41,15 @@ def attention_modules(model: Any, prepared: Prepared) -> dict[tuple[str, int], t
     return out
 
 
+def _grids(modules: dict[tuple[str, int], tuple[Any, int]], fill: float) -> dict[str, np.ndarray]:
+    """One (layers, heads) array per attention kind of ``modules``, filled with ``fill``."""
+    shapes: dict[str, tuple[int, int]] = {}
+    for (kind, layer), (_, n) in modules.items():
+        layers, heads = shapes.get(kind, (0, 0))
+        shapes[kind] = (max(layers, layer + 1), max(heads, n))
+    return {kind: np.full(shape, fill) for kind, shape in shapes.items()}
+
+
 def _scored(model: Any, prepared: list[Prepared]) -> Iterator[torch.Tensor]:
     """Each input's output log-probabilities (1, rows) under the open gates."""
     if not model.capabilities.writes:
@@ -83,11 +92,7 @@ def ablation_effects(
     modules = attention_modules(model, prepared[0])
     means = head_means(model, prepared) if mode == "mean" else None
     base = output_loss(model, prepared)
-    out = {}
-    for kind in dict.fromkeys(k for k, _ in modules):
-        layers = sorted(li for k, li in modules if k == kind)
-        n_heads = max(modules[kind, li][1] for li in layers)
-        out[kind] = np.full((len(layers), n_heads), np.nan)
+    out = _grids(modules, np.nan)
     chosen = heads if heads is not None else [(k, li, h) for (k, li), (_, n) in modules.items() for h in range(n)]
     for kind, layer, head in chosen:
         if (kind, layer) not in modules or not 0 <= head < modules[kind, layer][1]:
@@ -115,11 +120,7 @@ def head_importance(model: Any, prepared: list[Prepared]) -> dict[str, np.ndarra
             for s, g in zip(sums, grads):
                 if g is not None:
                     s += g.abs()
-    out: dict[str, np.ndarray] = {}
-    for kind in dict.fromkeys(k for k, _ in modules):
-        layers = sorted(li for k, li in modules if k == kind)
-        out[kind] = np.zeros((len(layers), max(modules[kind, li][1] for li in layers)))
-        for li in layers:
-            module, n = modules[kind, li]
-            out[kind][li, :n] = (sums[order.index(module)] / len(prepared)).numpy()
+    out = _grids(modules, 0.0)
+    for (kind, li), (module, n) in modules.items():
+        out[kind][li, :n] = (sums[order.index(module)] / len(prepared)).numpy()
     return out
