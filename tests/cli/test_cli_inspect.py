@@ -112,7 +112,11 @@ def test_heads_ablate_puts_each_heads_effect_beside_its_role(capsys, tmp_path):
     src.write_text("A man is riding a bike .\nTwo dogs play in the snow .\n")
     code, out, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(src), "--ablate", "zero", "--table", str(table)])
     assert code == 0, err
-    assert "loss with every head:" in out and "ablated, the loss rises most:" in out and "importance (Michel" in out
+    assert (
+        "loss (nats per output token) with every head:" in out
+        and "ablated, the loss rises most:" in out
+        and "importance (Michel" in out
+    )
     rows = list(csv.DictReader(table.open()))
     assert len(rows) == 3 * 16 and all(float(r["importance"]) >= 0 for r in rows)
     assert {"ablation", "importance", "sink"} <= set(rows[0])

@@ -51,7 +51,7 @@ def _by_hand(model, layer, head, prepared, gate=None, replace=None):
 
 def test_zero_and_mean_ablation_equal_the_head_removed_by_hand(llama):
     model, prepared = llama
-    base, effects = ablation_effects(model, prepared, "zero")
+    _, base, effects = ablation_effects(model, prepared, "zero")
     assert effects["decoder"].shape == (2, 4)
     for layer, head in ((0, 1), (1, 3)):
         expected = float(_by_hand(model, layer, head, prepared)) - base
@@ -59,7 +59,7 @@ def test_zero_and_mean_ablation_equal_the_head_removed_by_hand(llama):
     means = head_means(model, prepared)
     module = model.hf.model.model.layers[1].self_attn
     d = module.head_dim
-    _, mean_effects = ablation_effects(model, prepared, "mean", heads=[("decoder", 1, 2)])
+    *_, mean_effects = ablation_effects(model, prepared, "mean", heads=[("decoder", 1, 2)])
     expected = float(_by_hand(model, 1, 2, prepared, replace=means[module][2])) - base
     assert mean_effects["decoder"][1, 2] == pytest.approx(expected, abs=1e-5)
     assert np.isnan(mean_effects["decoder"][0, 0])
@@ -110,7 +110,7 @@ def test_a_translators_heads_ablate_as_by_hand_and_gates_reach_beam_search():
     modules = attention_modules(model, prepared[0])
     cross = model.module.decoder_layers[1].cross_attn
     assert modules["cross", 1] == (cross, 4) and modules["encoder", 0][0] is model.module.encoder.layers[0].self_attn
-    base, effects = ablation_effects(model, prepared, heads=[("cross", 1, 2), ("encoder", 3, 0)])
+    _, base, effects = ablation_effects(model, prepared, heads=[("cross", 1, 2), ("encoder", 3, 0)])
     d = cross.head_dim
 
     def zero_head(head):
@@ -136,3 +136,61 @@ def test_a_translators_heads_ablate_as_by_hand_and_gates_reach_beam_search():
     with gating(every_cross):
         blind = model.translate(texts)
     assert all(b != s for b, s in zip(blind, seeing)) and len(set(blind[::2])) == 1
+
+
+@pytest.mark.parametrize("name", ["multi30k-en-de-rnn", "multi30k-en-de-rnn-local-p"])
+def test_an_rnns_one_attention_ablates_as_its_context_zeroed_by_hand(name):
+    model = attnkit.load(name)
+    prepared = model.prepare(["A man is riding a bike .", "Two dogs play in the snow ."])
+    modules = attention_modules(model, prepared[0])
+    assert list(modules) == [("cross", 0)] and modules["cross", 0] == (model.module.attention, 1)
+    measured, base, effects = ablation_effects(model, prepared, "zero")
+    assert measured.short == "loss" and effects["cross"].shape == (1, 1)
+    d = model.module.hidden_size  # h~_t = tanh(W_c [c_t; h_t]): the context is the first d features
+
+    def hook(module, args):
+        x = args[0].clone()
+        x[..., :d] = 0
+        return (x,)
+
+    handle = model.module.combine.register_forward_pre_hook(hook)
+    try:
+        expected = output_loss(model, prepared) - base
+    finally:
+        handle.remove()
+    assert effects["cross"][0, 0] == pytest.approx(expected, abs=1e-5) and expected > 0.5
+    importance = head_importance(model, prepared)["cross"]
+    assert importance.shape == (1, 1) and importance[0, 0] > 0
+
+
+def test_an_encoders_measure_is_the_share_of_its_sentence_vector_lost(tmp_path):
+    model = attnkit.load(str(tiny_hf.build("bert", tmp_path / "bert")))
+    prepared = model.prepare(TEXTS)
+    measured, base, effects = ablation_effects(model, prepared, "zero", heads=[("encoder", 1, 0)])
+    assert measured.short == "vector lost" and base == pytest.approx(0.0, abs=1e-6)
+    bert = model.hf.model
+    layer = bert.encoder.layer[1].attention
+    d = bert.config.hidden_size // bert.config.num_attention_heads
+
+    def vectors(hook=None):
+        handle = layer.output.dense.register_forward_pre_hook(hook) if hook else None
+        try:
+            out = []
+            for text in TEXTS:
+                ids = model.hf.tokenizer(text, return_tensors="pt")
+                with torch.no_grad():
+                    out.append(bert(**ids).last_hidden_state.mean(1)[0])
+            return out
+        finally:
+            if handle:
+                handle.remove()
+
+    def zero_head(module, args):
+        x = args[0].clone()
+        x[..., :d] = 0
+        return (x,)
+
+    clean, ablated = vectors(), vectors(zero_head)
+    expected = np.mean([1 - float(a @ c) / float(c @ c) for a, c in zip(ablated, clean)])
+    assert effects["encoder"][1, 0] == pytest.approx(expected, abs=1e-5) and abs(expected) > 1e-4
+    assert np.isnan(effects["encoder"][0, 0])

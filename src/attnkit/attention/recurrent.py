@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from ..errors import unknown_choice
 from . import record
 from .attend import AttentionOutput, attend, masked_softmax
+from .intervene import heads_out
 from .scores import ScoreFunction, build_score
 
 
@@ -68,7 +69,8 @@ class GlobalAttention(nn.Module):
         rec = record.active()
         if rec is not None:
             rec.step(self, cast(Tensor, out.weights), query=query, keys=keys, values=values)  # attend returns weights
-        return out if need_weights else AttentionOutput(out.context)
+        context = heads_out(self, out.context[:, None])[:, 0]  # one head, gated where asked
+        return AttentionOutput(context, out.weights) if need_weights else AttentionOutput(context)
 
 
 @dataclass(slots=True)
@@ -213,7 +215,7 @@ class LocalAttention(nn.Module):
         dense = None
         if need_weights:
             dense = weights.new_zeros(b, t, s).scatter_add_(-1, idx, weights * inside)
-        return LocalAttentionOutput(context, dense, p_t)
+        return LocalAttentionOutput(heads_out(self, context[:, None])[:, 0], dense, p_t)
 
 
 def _gather_rows(x: Tensor, idx: Tensor) -> Tensor:

@@ -236,11 +236,11 @@ def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
     if args.ablate:
         from ..heads.ablation import ablation_effects, head_importance
 
-        base, effects = ablation_effects(model, prepared, args.ablate)
+        measured, base, effects = ablation_effects(model, prepared, args.ablate)
         importance = head_importance(model, prepared)
         for a in atlases:
-            a.ablation, a.importance = effects.get(a.kind), importance.get(a.kind)
-        print(f"loss with every head: {base:.3f} nats per output token; each head {args.ablate}-ablated alone below\n")
+            a.ablation, a.importance, a.measure = effects.get(a.kind), importance.get(a.kind), measured.short
+        print(f"{measured.name} with every head: {base:.3f}; each head {args.ablate}-ablated alone below\n")
     if not atlases:
         takes = "; ".join(f"{LABELS[k]}: {', '.join(n.replace('_', '-') for n in v)}" for k, v in fits.items())
         raise ValueError(f"no attention of this model takes {', '.join(args.detect)}: {takes}")

@@ -1,20 +1,29 @@
-"""Does the model need a head? Its loss with the head ablated, and its importance by gradient.
+"""Does the model need a head? What the model loses with the head ablated, and its importance
+by gradient.
 
-For a model that writes (a translator, a language model, a captioner) the measure is the mean
-negative log-likelihood of its output tokens on a set of inputs, teacher-forced: each input's
-own output (its translation, a forced target, or for a language model each next token). A
-head is ablated by replacing its output z_h before the heads are merged (``attention.
+What is measured depends on what the model gives (its ``scorer``):
+
+- a model that writes (a translator, a language model, a captioner): the mean negative
+  log-likelihood of its output tokens on a set of inputs, teacher-forced: each input's own output
+  (its translation, a forced target, or for a language model each next token);
+- an encoder: the share of its sentence vector v (the mean of its top layer, as
+  sentence-transformers pools it) that is lost, 1 - <v', v> / |v|^2 with v' the vector with the
+  head ablated: 0 when nothing changes, 1 when nothing of v is left along v.
+
+A head is ablated by replacing its output z_h before the heads are merged (``attention.
 intervene``): by 0 (zero ablation) or by its mean over every query of the inputs (mean
-ablation, which keeps the head's constant contribution). Its effect: the loss with it ablated
-less the loss with every head.
+ablation, which keeps the head's constant contribution). Its effect: the measure with it ablated
+less the measure with every head.
 
 Importance (Michel et al. 2019, eq. 2): I_h = mean over the inputs x of | d L(x) / d xi_h | at
-xi = 1, xi_h a gate on head h's output: the loss's first-order change when the head is removed.
+xi = 1, xi_h a gate on head h's output: the measure's first-order change when the head is removed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -50,48 +59,80 @@ def _grids(modules: dict[tuple[str, int], tuple[Any, int]], fill: float) -> dict
     return {kind: np.full(shape, fill) for kind, shape in shapes.items()}
 
 
-def _scored(model: Any, prepared: list[Prepared]) -> Iterator[torch.Tensor]:
-    """Each input's output log-probabilities (1, rows) under the open gates."""
-    if not model.capabilities.writes:
-        raise ValueError(
-            f"{model.name} is {model.capabilities.a}: ablation measures the loss of the tokens a model writes"
-        )
-    for p in prepared:
-        log_probs, _ = model.scorer(p).forward(1)
-        yield log_probs
+@dataclass
+class Measure:
+    """What ablation measures on a model, per input: ``name`` (with its unit) and ``terms``, one
+    function per input giving (the sum of its terms, how many) under the gates open when called."""
+
+    name: str
+    short: str  # for a table's cell: "loss", "vector lost"
+    terms: list[Callable[[], tuple[torch.Tensor, int]]]
+
+    def mean(self) -> float:
+        total, n = 0.0, 0
+        for term in self.terms:
+            value, count = term()
+            total, n = total + float(value), n + count
+        return total / max(1, n)
+
+
+LOSS = "loss (nats per output token)"
+LOST = "share of the sentence vector lost"
+
+
+def measure(model: Any, prepared: list[Prepared]) -> Measure:
+    """The model's measure on ``prepared``: its output tokens' loss, or for an encoder the share of
+    its sentence vector lost (against the vector of the model as it is, taken here, ungated)."""
+    if not prepared:
+        raise ValueError("no inputs to measure the loss on")
+    scorers = [model.scorer(p) for p in prepared]
+    if not scorers[0].pooled:
+        return Measure(LOSS, "loss", [partial(_token_loss, s) for s in scorers])
+    with torch.no_grad():
+        clean = [float(s.forward(1)[0].reshape(())) for s in scorers]
+    return Measure(LOST, "vector lost", [partial(_vector_lost, s, c) for s, c in zip(scorers, clean)])
+
+
+def _token_loss(scorer: Any) -> tuple[torch.Tensor, int]:
+    log_probs, _ = scorer.forward(1)
+    return -log_probs.sum(), log_probs.numel()
+
+
+def _vector_lost(scorer: Any, clean: float) -> tuple[torch.Tensor, int]:
+    score, _ = scorer.forward(1)  # <v', v> / |v|: the vector along the clean one
+    return 1 - score.reshape(()) / clean, 1
 
 
 def output_loss(model: Any, prepared: list[Prepared], gates: dict | None = None, means: dict | None = None) -> float:
-    """Mean negative log-likelihood per output token over ``prepared`` (gates: module -> (h,))."""
-    total, n = 0.0, 0
+    """The model's measure (``measure``) over ``prepared`` with the gates ``gates`` (module -> (h,))."""
     with torch.no_grad(), gating(gates or {}, means):
-        for lp in _scored(model, prepared):
-            total -= float(lp.sum())
-            n += lp.numel()
-    return total / max(1, n)
+        return measure(model, prepared).mean()
 
 
 def head_means(model: Any, prepared: list[Prepared]) -> dict[Any, torch.Tensor]:
     """Every attention module's mean head outputs (h, d) over every query of ``prepared``."""
     modules = {id(m): m for m, _ in attention_modules(model, prepared[0]).values()}
+    scorers = [model.scorer(p) for p in prepared]
     with torch.no_grad(), collecting() as c:
-        for _ in _scored(model, prepared):
-            pass
+        for s in scorers:
+            s.forward(1)
     return {modules[k]: v for k, v in c.means().items() if k in modules}
 
 
 def ablation_effects(
     model: Any, prepared: list[Prepared], mode: str = "zero", heads: list[Head] | None = None
-) -> tuple[float, dict[str, np.ndarray]]:
-    """The loss with every head, and per kind (layers, heads) the loss with each head ablated
-    alone less it (``heads``: only those, the rest NaN)."""
+) -> tuple[Measure, float, dict[str, np.ndarray]]:
+    """The model's measure (``measure``), its value with every head, and per kind (layers, heads)
+    its value with each head ablated alone less that (``heads``: only those, the rest NaN)."""
     if mode not in MODES:
         raise ValueError(f"ablation is 'zero' or 'mean', not {mode!r}")
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
     modules = attention_modules(model, prepared[0])
     means = head_means(model, prepared) if mode == "mean" else None
-    base = output_loss(model, prepared)
+    measured = measure(model, prepared)
+    with torch.no_grad():
+        base = measured.mean()
     out = _grids(modules, np.nan)
     chosen = heads if heads is not None else [(k, li, h) for (k, li), (_, n) in modules.items() for h in range(n)]
     for kind, layer, head in chosen:
@@ -100,23 +141,27 @@ def ablation_effects(
         module, n = modules[kind, layer]
         gate = torch.ones(n)
         gate[head] = 0.0
-        out[kind][layer, head] = output_loss(model, prepared, {module: gate}, means) - base
-    return base, out
+        with torch.no_grad(), gating({module: gate}, means):
+            out[kind][layer, head] = measured.mean() - base
+    return measured, base, out
 
 
 def head_importance(model: Any, prepared: list[Prepared]) -> dict[str, np.ndarray]:
     """Michel et al.'s importance of every head, I_h = mean over the inputs x of | d L(x) / d xi_h |
-    at xi = 1, L(x) the mean negative log-likelihood of x's output tokens; per kind (layers,
-    heads). The model's own parameters get no gradient."""
+    at xi = 1, L(x) the model's measure on x (``measure``: the mean negative log-likelihood of its
+    output tokens, or the share of an encoder's sentence vector lost); per kind (layers, heads).
+    The model's own parameters get no gradient."""
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
     modules = attention_modules(model, prepared[0])
+    measured = measure(model, prepared)
     gates = {m: torch.ones(n, requires_grad=True) for m, n in modules.values()}
     order = list(gates)
     sums = [torch.zeros(len(gates[m])) for m in order]
     with gating(gates):
-        for lp in _scored(model, prepared):
-            grads = torch.autograd.grad(-lp.mean(), [gates[m] for m in order], allow_unused=True)
+        for term in measured.terms:
+            value, count = term()
+            grads = torch.autograd.grad(value / count, [gates[m] for m in order], allow_unused=True)
             for s, g in zip(sums, grads):
                 if g is not None:
                     s += g.abs()

@@ -25,8 +25,9 @@ class Atlas:
     scores: dict[str, np.ndarray]
     offsets: np.ndarray | None  # the positional detector's offset per head, where it ran
     inputs: int
-    ablation: np.ndarray | None = None  # the loss's rise with each head ablated alone (``ablation``)
+    ablation: np.ndarray | None = None  # the measure's rise with each head ablated alone (``ablation``)
     importance: np.ndarray | None = None  # Michel et al.'s importance of each head
+    measure: str = "loss"  # what ``ablation`` and ``importance`` measure, in a few words
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -56,9 +57,9 @@ class Atlas:
         lines = [f"{LABELS[self.kind]}: {layers} layers x {heads} heads over {self.inputs} input(s); "
                  f"{len(roles)} head(s) flagged"]  # fmt: skip
         for (layer, head), found in sorted(roles.items()):
-            effect = f"; ablated: loss {self.ablation[layer, head]:+.3f}" if self.ablation is not None else ""
+            effect = f"; ablated: {self.measure} {self.ablation[layer, head]:+.3f}" if self.ablation is not None else ""
             lines.append(f"  layer {layer:>2} head {head:>2}  " + ", ".join(found) + effect)
-        for name, values, unit in (("ablated, the loss rises most", self.ablation, "+.3f"),
+        for name, values, unit in ((f"ablated, the {self.measure} rises most", self.ablation, "+.3f"),
                                    ("importance (Michel et al. 2019), highest", self.importance, ".3f")):  # fmt: skip
             if values is not None:
                 top = np.argsort(-np.nan_to_num(values, nan=-np.inf), axis=None)[:3]
