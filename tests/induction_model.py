@@ -1,4 +1,4 @@
-"""A model whose heads' roles are known: a tiny Llama (``tiny_hf``'s, 2 layers x 4 heads)
+"""A model whose heads' roles are known: a tiny Llama (``tiny_hf``'s, 2 layers x 8 heads)
 trained on random words with a segment of them repeated, <s> p_1 .. p_m w_1 .. w_n w_1 .. w_n ..,
 as Olsson et al. 2022 train theirs (m and n vary, so the previous copy is no fixed distance back;
 with one fixed distance the model learns a positional head instead).
@@ -49,7 +49,7 @@ def training_sequence(rng: random.Random) -> list[str]:
 
 LENGTH = 40  # words per training sequence
 # room in the residual stream for a word and the word before it (K-composition, Olsson et al.)
-WIDTH = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4}
+WIDTH = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 8, "num_key_value_heads": 8}
 
 
 def train(path: Path, *, steps: int = 800, batch: int = 32, seed: int = 0) -> Path:

@@ -191,6 +191,11 @@ class LoadedModel(ABC):
         """How many tokens a forced output ``text`` is (a model with an output side)."""
         return self.token_count(text)
 
+    def input_pieces(self) -> list[str]:
+        """Every token of its input vocabulary as its tokenizer writes it (the head probes draw
+        random words from it: ``attnkit.heads.probes``)."""
+        raise ValueError(f"{self.name} reads {self.capabilities.reads}s: the head probes are text")
+
     @abstractmethod
     def prepare(
         self,
@@ -337,6 +342,9 @@ class AttnkitModel(LoadedModel):
     def token_count(self, text: str) -> int:
         return len(self.tok.encode_src([text])[0]) + 1
 
+    def input_pieces(self) -> list[str]:
+        return [self.tok.src.id_to_piece(i) for i in range(self.tok.src_vocab)]
+
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         if max_new_tokens is not None:
             raise ValueError(f"--max-new-tokens is for decoder-only models; {self.name} is {self.capabilities.a}")
@@ -447,6 +455,9 @@ class BertEncoder(LoadedModel):
 
     def token_count(self, text: str) -> int:
         return len(self.pretrained.tokenizer.encode(text).ids)
+
+    def input_pieces(self) -> list[str]:
+        return list(self.pretrained.tokenizer.get_vocab())
 
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         _no_output_side(self, targets, max_new_tokens)
@@ -647,6 +658,11 @@ class TransformersModel(LoadedModel):
 
     def token_count(self, text: str) -> int:
         return len(self.hf.encode_text(text))
+
+    def input_pieces(self) -> list[str]:
+        if self.hf.tokenizer is None:
+            return super().input_pieces()
+        return list(self.hf.tokenizer.get_vocab())
 
     def target_count(self, text: str) -> int:
         return len(self.hf.encode_target(text)) + 1

@@ -167,3 +167,36 @@ def test_corrupt_maps_file(capsys, tmp_path):
     np.savez(bad, something=np.zeros(3))
     code, _out, err = run(capsys, ["view", str(bad)])
     assert code == 1 and "not a readable attnkit attention file" in err
+
+
+def test_heads_probe_draws_inputs_for_the_models_tokenizer(capsys, tmp_path):
+    table = tmp_path / "atlas.json"
+    code, out, err = run(
+        capsys,
+        [
+            "heads",
+            "multi30k-en-de",
+            "--probe",
+            "needle",
+            "--probe-tokens",
+            "80",
+            "--probes",
+            "3",
+            "--detect",
+            "all",
+            "--table",
+            str(table),
+        ],
+    )
+    assert code == 0, err
+    assert "over 3 input(s)" in out and "rare-word, highest:" in out
+    import json
+
+    saved = json.loads(table.read_text())
+    assert "rare_word" in saved["detectors"] and len(saved["heads"]) == 3 * 16
+    src = tmp_path / "s.txt"
+    src.write_text("A man is riding a bike .\n")
+    code, out, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(src), "--probe", "repeated", "--detect", "all"])
+    assert code == 1 and "draws its own inputs" in err
+    code, out, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(src), "--detect", "retrieval"])
+    assert code == 1 and "the retrieval detector scores inputs that end by repeating an earlier span" in err

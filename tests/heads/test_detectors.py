@@ -10,7 +10,7 @@ import torch
 
 from attnkit.attention import record
 from attnkit.attention.record import AttentionCall, Recorder, groups
-from attnkit.heads.detectors import DELIMITERS, DETECTORS, OFFSETS, applicable, detect
+from attnkit.heads.detectors import DELIMITERS, DETECTORS, NEEDLE, OFFSETS, applicable, copied_span, detect
 
 ATOL = 1e-5
 
@@ -35,12 +35,25 @@ def _recorded(t=29, s=29, causal=True, h=4, h_kv=2, seed=0, plant=True):
 
 
 def _tokens(n, seed=0):
-    """A sequence with repeats (a random segment, then the segment again) and delimiters."""
+    """A sequence with repeats (a random segment, then the segment again), delimiters, and at the
+    end a copy of an earlier span (a needle)."""
     rng = np.random.default_rng(seed)
     half = [str(x) for x in rng.integers(0, 9, n // 2)]
     out = (half + half + ["."] * n)[:n]
     out[3] = "[SEP]"
+    out[n - 6 :] = out[4:10]
     return out
+
+
+def _needle(keys):
+    """The longest suffix of ``keys`` (NEEDLE or more tokens) found earlier, by brute force: (the
+    nearest earlier copy's start, its length) or None."""
+    n = len(keys)
+    for length in range(n // 2, NEEDLE - 1, -1):
+        starts = [p for p in range(n - 2 * length + 1) if keys[p : p + length] == keys[n - length :]]
+        if starts:
+            return starts[-1], length
+    return None
 
 
 def _dense(w, queries, keys):
@@ -62,6 +75,27 @@ def _dense(w, queries, keys):
     after = np.array([[1 <= j < ip[i] and keys[j - 1] == queries[i] for j in range(s)] for i in range(t)])
     out["induction"] = mean((w * after).sum(-1), after.any(-1))
     out["sink"] = mean(w[..., 0], np.ones(t, bool))
+    top = w.argmax(-1)  # (h, t)
+    needle = _needle(keys)
+    if needle is not None:
+        first, length = needle
+        answer = np.array([s - length <= ip[i] + 1 < s for i in range(t)])
+        copies = np.array(
+            [
+                [
+                    first <= top[x, i] < first + length and ip[i] + 1 < s and keys[top[x, i]] == keys[ip[i] + 1]
+                    for i in range(t)
+                ]
+                for x in range(h)
+            ]
+        )
+        out["retrieval"] = mean(copies.astype(float), answer)
+    count = {k: keys.count(k) for k in keys}
+    causal = bool(np.all(np.triu(w, s - t + 1) == 0)) and t > 1
+    seen = [range(ip[i] + 1) if causal else range(s) for i in range(t)]
+    rarest = np.array([min(count[keys[j]] for j in seen[i]) for i in range(t)])
+    hits = np.array([[count[keys[top[x, i]]] == rarest[i] for i in range(t)] for x in range(h)])
+    out["rare_word"] = mean(hits.astype(float), np.array([len(r) >= 2 for r in seen]))
     out["delimiter"] = mean(
         (w * np.array([j > 0 and k in DELIMITERS for j, k in enumerate(keys)])).sum(-1), np.ones(t, bool)
     )
@@ -86,7 +120,8 @@ def test_every_detector_streams_its_dense_definition(case):
     found = detect(call, queries, keys)
     expected = _dense(w, queries, keys)
     names = applicable(self_attention=True, causal=case["causal"])
-    assert ("induction" in names) == case["causal"]
+    assert ("induction" in names) == ("retrieval" in names) == case["causal"]
+    assert copied_span(keys)[::2] == _needle(keys)
     for name in [*names, "positional_offset", "positional_shares"]:
         np.testing.assert_allclose(found[name], expected[name], atol=ATOL, err_msg=name)
     # a formed map (an RNN's, or local attention's window) gives the same scores
@@ -123,3 +158,35 @@ def test_a_detector_the_attention_cannot_take_is_one_line():
         detect(call, queries, keys, ["copying"])
     with pytest.raises(ValueError, match="the call has 9 queries and 17 keys"):
         detect(call, queries[:3], keys)
+
+
+def _planted(targets, t, s, causal):
+    """Formed weights (h, t, s) whose head x puts 0.9 of each query's weight on ``targets[x][i]``
+    (None: uniform over the keys it sees)."""
+    w = torch.zeros(len(targets), t, s)
+    for x, where in enumerate(targets):
+        for i in range(t):
+            seen = i + s - t + 1 if causal else s
+            w[x, i, :seen] = 1.0 / seen
+            if where is not None and where[i] is not None:
+                w[x, i, :seen] *= 0.1
+                w[x, i, where[i]] += 0.9
+    return AttentionCall("decoder", 0, weights=w, causal=causal)
+
+
+def test_a_planted_retrieval_head_copies_from_the_needle_and_a_rare_word_head_finds_the_rare():
+    tokens = [f"w{x}" for x in range(30)] + [f"w{x}" for x in range(10, 20)]  # the needle w10..w19, then again
+    assert copied_span(tokens) == (10, 30, 10)
+    copy = [p - 19 if 29 <= p < 39 else p for p in range(40)]  # to the needle's copy of the next token
+    call = _planted([copy, None, list(range(40))], 40, 40, causal=True)
+    got = detect(call, tokens, tokens, ["retrieval", "induction"])
+    assert got["retrieval"].tolist() == [1.0, 0.0, 0.0]  # uniform: the first key; itself: not the next token
+    assert got["induction"][0] > 0.5  # in the repeat, the token after the earlier copy is the induction target
+    fresh = tokens[:30] + [f"y{x}" for x in range(10)]  # no needle: no query it scores
+    assert copied_span(fresh) is None and detect(call, fresh, fresh, ["retrieval"])["retrieval"].tolist() == [0.0] * 3
+    words = ["a", "b"] * 4 + ["zebra"] + ["a", "b"] * 4
+    call = _planted([[8] * 17, [0] * 17], 17, 17, causal=False)
+    got = detect(call, words, words, ["rare_word"])
+    assert got["rare_word"].tolist() == [1.0, 0.0]
+    common = detect(call, words, words, ["rare_word"], frequency={"a": 1, "b": 50, "zebra": 50})
+    assert common["rare_word"].tolist() == [0.0, 1.0]  # rarity from a larger count: "a" is the rare one

@@ -43,17 +43,17 @@ def _records(args: argparse.Namespace):
 SHARD = 32  # sentences a process prepares at once (a translation's beam search runs them as one batch)
 
 
-def _sharded(args: argparse.Namespace, work):
-    """``work(model, prepared sentence)`` over every sentence of ``args``, the sentences shared out
-    over the processes torchrun started (``training.distributed.map_sharded``): (the results in
-    order on rank 0, None on the others; the loaded model)."""
+def _sharded(args: argparse.Namespace, work, inputs=None):
+    """``work(model, prepared sentence)`` over every sentence of ``args`` (or ``inputs(model)``),
+    the sentences shared out over the processes torchrun started (``training.distributed.
+    map_sharded``): (the results in order on rank 0, None on the others; the loaded model)."""
     from ..loaded import load
     from ..loading.model_dir import resolve_device
     from ..training.distributed import map_sharded, setup
 
     _, device = setup(resolve_device(args.device))  # under torchrun with CUDA: this rank's GPU
     model = load(args.source, **{**F.weights(args), "device": device})
-    sentences = F.sentences(args)
+    sentences = F.sentences(args) if inputs is None else inputs(model)
     if not sentences:
         raise ValueError("give at least one sentence (as an argument or with --input FILE)")
     targets = args.target
@@ -194,11 +194,12 @@ def cmd_heads(args: argparse.Namespace) -> None:
 
     model = prepared = None
     if str(args.source).endswith(".npz"):
-        if args.ablate:
-            raise ValueError("--ablate runs the model with heads removed: give the model, not a saved .npz")
+        for flag, given in (("--ablate", args.ablate), ("--probe", args.probe)):
+            if given:
+                raise ValueError(f"{flag} runs the model: give the model, not a saved .npz")
         records, _ = _records(args)
     else:
-        shared, model = _sharded(args, lambda model, p: (model.capture(p), p))
+        shared, model = _sharded(args, lambda model, p: (model.capture(p), p), _probe(args) if args.probe else None)
         if shared is None:  # another process than the first: the first reports
             return
         records, prepared = [r for r, _ in shared], [p for _, p in shared]
@@ -215,11 +216,29 @@ def cmd_heads(args: argparse.Namespace) -> None:
         _figure(head_statistics_figure(stats, title=title), args)
 
 
+def _probe(args: argparse.Namespace):
+    """The inputs of ``--probe`` for a loaded model (``heads.probes``): a needle's haystack from
+    the sentences given, if any; a decoder-only model continues none of them."""
+    from ..heads.probes import probe_inputs
+
+    given = F.sentences(args)
+    if given and args.probe != "needle":
+        raise ValueError(f"--probe {args.probe} draws its own inputs: leave out the sentences and --input")
+
+    def inputs(model) -> list[str]:
+        if model.capabilities.writes == "continuation":
+            args.max_new_tokens = 0  # the probe is the whole input: nothing generated after it
+        hay = " ".join(given).split() or None
+        return probe_inputs(model, args.probe, tokens=args.probe_tokens, inputs=args.probes, haystack=hay)
+
+    return inputs
+
+
 def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
     """The head atlas of every attention kind the detectors apply to (with --ablate, each head's
     ablation effect and importance beside it)."""
     from ..heads.atlas import head_atlas, legend, write_atlas
-    from ..heads.detectors import applicable
+    from ..heads.detectors import DETECTORS, applicable
     from ..inspection.capture import LABELS
 
     r, fits = records[0], {}
@@ -233,6 +252,10 @@ def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
         chosen = names if detect is None else [n for n in detect if n in names]
         if chosen:
             atlases.append(head_atlas(records, kind, chosen))
+    for name in detect or []:
+        if atlases and all(name in a.unscored for a in atlases if name in fits[a.kind]):
+            raise ValueError(f"the {name.replace('_', '-')} detector scores {DETECTORS[name].inputs}; these have none")
+    atlases = [a for a in atlases if a.scores]
     if args.ablate:
         from ..heads.ablation import ablation_effects, head_importance
 
@@ -432,16 +455,33 @@ def add_commands(add) -> None:
                 type=F.detector_list,
                 default=False,
                 metavar="NAMES",
-                help="what each head does: 'all' or some of previous-token, duplicate-token, induction, sink, "
-                "positional, delimiter, broad, distance (each by its paper's definition; those that apply to "
-                "each attention kind)",
+                help="what each head does: 'all' or some of previous-token, duplicate-token, induction, retrieval, "
+                "sink, positional, rare-word, delimiter, broad, distance (each by its paper's definition; those "
+                "that apply to each attention kind)",
+            )
+            p.add_argument(
+                "--probe",
+                choices=("repeated", "needle"),
+                help="score the heads on inputs built for the model's tokenizer from random words of its "
+                "vocabulary: 'repeated' (a random sequence, then again: induction heads) or 'needle' (a needle "
+                "in a haystack, then the needle again: retrieval heads; sentences given become the haystack)",
+            )
+            p.add_argument(
+                "--probe-tokens",
+                type=F.positive_int,
+                metavar="N",
+                help="each probe input's length in tokens (default 100 for repeated, 1024 for needle)",
+            )
+            p.add_argument(
+                "--probes", type=F.positive_int, default=8, metavar="N", help="how many probe inputs (default 8)"
             )
             p.add_argument(
                 "--ablate",
                 choices=("zero", "mean"),
                 help="also remove each head alone (its output replaced by 0, or by its mean over the inputs) "
-                "and report how much the loss of the output tokens rises, beside each head's importance "
-                "(Michel et al. 2019: the loss's gradient on a gate on the head)",
+                "and report how much the loss of the output tokens rises (an encoder: how much of its "
+                "sentence vector is lost), beside each head's importance (Michel et al. 2019: the "
+                "gradient on a gate on the head)",
             )
             p.add_argument(
                 "--table",

@@ -6,14 +6,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..atomic import write_text
 from ..inspection.capture import LABELS, AttentionRecord
-from .detectors import DETECTORS, detect, positional
+from .detectors import DETECTORS, Sums, detect_sums, frequencies
 
 
 @dataclass
@@ -28,6 +28,7 @@ class Atlas:
     ablation: np.ndarray | None = None  # the measure's rise with each head ablated alone (``ablation``)
     importance: np.ndarray | None = None  # Michel et al.'s importance of each head
     measure: str = "loss"  # what ``ablation`` and ``importance`` measure, in a few words
+    unscored: list[str] = field(default_factory=list)  # detectors asked for that no query of the inputs takes
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -65,7 +66,9 @@ class Atlas:
                 top = np.argsort(-np.nan_to_num(values, nan=-np.inf), axis=None)[:3]
                 best = ", ".join(f"layer {i // heads} head {i % heads} {values.flat[i]:{unit}}" for i in top)
                 lines.append(f"  {name}: {best}")
-        for name in ("broad", "distance"):
+        for name in self.unscored:
+            lines.append(f"  {_label(name)}: no query of these inputs takes it; it scores {DETECTORS[name].inputs}")
+        for name in ("rare_word", "broad", "distance"):
             if name in self.scores:
                 s = self.scores[name]
                 top = np.argsort(-s, axis=None)[:3]
@@ -96,28 +99,32 @@ def _label(name: str) -> str:
 
 def head_atlas(records: list[AttentionRecord], kind: str, names: list[str] | None = None) -> Atlas:
     """Every head of ``kind`` scored by the detectors ``names`` (default: every one that applies)
-    over ``records``, streamed from each record's calls (any length)."""
+    over ``records``, streamed from each record's calls (any length): each score the mean over
+    every query it applies to in every input. The rare-word detector counts rarity over every
+    input's keys."""
     if not records:
         raise ValueError("no inputs to score the heads on")
-    sums: dict[str, np.ndarray] = {}
-    total = 0
+    frequency = frequencies([list(r.keys(kind)) for r in records])
+    pooled: list[Sums] = []
     for r in records:
         queries, keys = r.queries(kind), r.keys(kind)
-        n_layers = r.maps.shape(kind)[0]
-        for layer in range(n_layers):
-            got = detect(r.maps.call(kind, layer), queries, keys, names)
-            got.pop("positional_offset", None)
-            got.pop("positional", None)
-            for name, value in got.items():
-                sums.setdefault(name, np.zeros((n_layers, *value.shape)))[layer] += value * len(queries)
-        total += len(queries)
-    means = {name: s / total for name, s in sums.items()}
-    offsets = None
-    if "positional_shares" in means:
-        pos = positional(means.pop("positional_shares"))
-        means["positional"], offsets = pos["positional"], pos["positional_offset"]
-    order = [n for n in DETECTORS if n in means]
-    return Atlas(kind, {n: means[n] for n in order}, offsets, len(records))
+        for layer in range(r.maps.shape(kind)[0]):
+            got = detect_sums(r.maps.call(kind, layer), queries, keys, names, frequency)
+            if layer == len(pooled):
+                pooled.append(got)
+            else:
+                into = pooled[layer]
+                for name in got.counts:
+                    if name in got.sums:
+                        into.sums[name] += got.sums[name]
+                    into.counts[name] += got.counts[name]
+                into.hist += got.hist
+    layers = [p.means() for p in pooled]
+    means = {n: np.stack([m[n] for m in layers]) for n in layers[0] if n != "positional_shares"}
+    offsets = means.pop("positional_offset", None)
+    empty = {n for p in pooled for n, c in p.counts.items() if not bool((c > 0).any())}
+    order = [n for n in DETECTORS if n in means and n not in empty]
+    return Atlas(kind, {n: means[n] for n in order}, offsets, len(records), unscored=sorted(empty))
 
 
 def write_atlas(atlases: list[Atlas], path: Path) -> None:
