@@ -186,10 +186,13 @@ def test_heads_probe_draws_inputs_for_the_models_tokenizer(capsys, tmp_path):
             "all",
             "--table",
             str(table),
+            "-o",
+            str(tmp_path / "atlas.png"),
         ],
     )
     assert code == 0, err
     assert "over 3 input(s)" in out and "rare-word, highest:" in out
+    assert (tmp_path / "atlas.png").stat().st_size > 50_000  # the atlas figure: every kind's grids
     import json
 
     saved = json.loads(table.read_text())

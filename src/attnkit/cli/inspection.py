@@ -271,6 +271,11 @@ def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
     if args.table:
         write_atlas(atlases, args.table)
         print(f"every head's scores -> {args.table}")
+    if args.output:
+        from ..heads.atlas import atlas_figure
+
+        name = Path(str(args.source)).name
+        _figure(atlas_figure(atlases, title=f"{name}: what each head does"), args)
 
 
 def cmd_embed(args: argparse.Namespace) -> None:

@@ -162,3 +162,36 @@ def legend(atlases: list[Atlas]) -> str:
         flag = f"flagged at >= {d.threshold}" if d.threshold is not None else "ranked"
         lines.append(f"{_label(name)}: {d.means} ({d.paper}; {flag})")
     return "\n".join(lines)
+
+
+UNITS = {"positional": "share of queries", "retrieval": "share of answer tokens", "rare_word": "share of queries",
+         "broad": "entropy / log(keys)", "distance": "tokens"}  # fmt: skip
+
+
+def atlas_figure(atlases: list[Atlas], *, title: str = ""):
+    """Every kind's atlas as grids (``plots.heads.plot_atlas``): one layers x heads grid per
+    detector (the heads it flags outlined), then each head's ablation effect and importance."""
+    from ..plots.heads import Grid, plot_atlas
+
+    kinds = []
+    for a in atlases:
+        grids = []
+        for name, values in a.scores.items():
+            d = DETECTORS[name]
+            head = _label(name) + (f"\nflagged at \u2265 {d.threshold:g}" if d.threshold is not None else "\nranked")
+            scale = "tokens" if name == "distance" else "share"
+            marks = None
+            if name == "positional" and a.offsets is not None and d.threshold is not None:
+                marks = {
+                    (int(li), int(h)): f"{int(a.offsets[li, h]):+d}"
+                    for li, h in zip(*np.nonzero(values >= d.threshold))
+                }
+            grids.append(Grid(head, values, scale, d.threshold, UNITS.get(name, "weight"), marks))
+        if a.ablation is not None:
+            grids.append(Grid("each head ablated\nalone", a.ablation, "effect", None, f"{a.measure} change"))
+        if a.importance is not None:
+            grids.append(
+                Grid("importance\n(Michel et al. 2019)", a.importance, "importance", None, "|d measure / d gate|")
+            )
+        kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers x {a.shape[1]} heads, {a.inputs} input(s)", grids))
+    return plot_atlas(kinds, title=title)

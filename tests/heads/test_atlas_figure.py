@@ -1,0 +1,35 @@
+"""The atlas figure: one grid per detector with the flagged heads outlined, the ablation effect and
+importance beside them, sized for a docs column."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.patches import Rectangle
+
+from attnkit.heads.atlas import Atlas, atlas_figure
+
+
+def _atlas():
+    scores = {
+        "induction": np.array([[0.1, 0.0, 0.2], [0.7, 0.5, 0.1]]),
+        "positional": np.array([[0.95, 0.2, 0.3], [0.1, 0.1, 0.1]]),
+        "distance": np.array([[1.0, 12.0, 3.0], [4.0, 5.0, 6.0]]),
+    }
+    ablation = np.array([[0.01, np.nan, -0.02], [1.2, 0.4, 0.0]])
+    return Atlas("decoder", scores, np.array([[-1, 0, 2], [0, 0, 0]]), 4, ablation, np.ones((2, 3)) * 0.1)
+
+
+def test_each_detector_has_its_grid_and_the_flagged_heads_are_outlined():
+    fig = atlas_figure([_atlas()], title="planted")
+    grids = [ax for ax in fig.axes if ax.get_ylabel() == "layer"]
+    titles = [ax.get_title().split("\n")[0] for ax in grids]
+    assert titles == ["induction", "positional", "distance", "each head ablated", "importance"]
+    outlined = {t: [p.get_xy() for p in ax.patches if isinstance(p, Rectangle)] for t, ax in zip(titles, grids)}
+    assert sorted(outlined["induction"]) == [(-0.5, 0.5), (0.5, 0.5)]  # heads 0 and 1 of layer 1 (>= 0.4)
+    assert outlined["positional"] == [(-0.5, -0.5)] and not outlined["distance"]
+    positional = [t.get_text() for t in grids[1].texts]
+    assert "-1" in positional  # the flagged head's offset
+    ablated = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text() for t in grids[3].texts}
+    assert (1, 0) not in ablated and ablated[(0, 1)] == "+1.20"  # NaN: not measured, no number
+    width, _ = fig.get_size_inches() * 130
+    assert round(width) == 1105  # a docs column at the dpi figures are saved at
