@@ -190,3 +190,35 @@ def test_a_planted_retrieval_head_copies_from_the_needle_and_a_rare_word_head_fi
     assert got["rare_word"].tolist() == [1.0, 0.0]
     common = detect(call, words, words, ["rare_word"], frequency={"a": 1, "b": 50, "zebra": 50})
     assert common["rare_word"].tolist() == [0.0, 1.0]  # rarity from a larger count: "a" is the rare one
+
+
+def test_streamed_scores_equal_the_dense_ones_at_4096_tokens(monkeypatch):
+    """At 4,096 tokens the record's blocks against the whole formed map, each definition written
+    over it here in torch (float64): 1e-5, relative for the distance (about 1,000 tokens)."""
+    monkeypatch.setattr(record, "BLOCK", 4 * 2**20)  # the library's own block size
+    t = 4096
+    call, _ = _recorded(t=t, s=t, causal=True, h=2, h_kv=1, seed=3)
+    g = torch.Generator().manual_seed(3)
+    q, k = torch.randn(1, 2, t, 8, generator=g), torch.randn(1, 1, t, 8, generator=g)
+    scores = (q @ k.transpose(-1, -2))[0].double() * 8**-0.5
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+    w = torch.softmax(scores.masked_fill(~causal, float("-inf")), -1)  # (2, t, t)
+    tokens = _tokens(t, seed=3)
+    ids = torch.tensor([int(x) if x.isdigit() else -1 for x in tokens])
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    found = detect(call, tokens, tokens, ["previous_token", "duplicate_token", "induction", "sink", "distance"])
+    expected = {
+        "previous_token": w[:, torch.arange(1, t), torch.arange(t - 1)].mean(-1),
+        "sink": w[..., 0].mean(-1),
+        "distance": (w * (i - j).abs()).sum(-1).mean(-1),
+    }
+    same = (ids[None, :] == ids[:, None]) & (j < i) & (ids[:, None] >= 0)
+    after = torch.zeros(t, t, dtype=torch.bool)
+    after[:, 1:] = (ids[None, :-1] == ids[:, None]) & (ids[:, None] >= 0)
+    after &= (j >= 1) & (j < i)
+    for name, m in (("duplicate_token", same), ("induction", after)):
+        rows = m.any(-1)
+        expected[name] = (w * m).sum(-1)[:, rows].mean(-1)
+    for name, value in expected.items():  # distance, in tokens (about 1,000): float32 relative error
+        tol = {"rtol": 1e-5} if name == "distance" else {"atol": ATOL}
+        np.testing.assert_allclose(found[name], value.numpy(), **tol, err_msg=name)
