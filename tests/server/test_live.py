@@ -89,6 +89,20 @@ def test_type_translate_and_explore(browser, server, trained_toys):
     assert "explains an output (a token" in page.inner_text("#attribution")
     page.select_option("#attr-side", "output")
 
+    page.click("#tabs [data-tab=atlas]")  # every head by each detector; then each head ablated
+    page.wait_for_function("document.getElementById('atlas-by').options.length > 0")
+    choices = page.eval_on_selector_all("#atlas-by option", "os => os.map(o => o.value)")
+    assert choices == ["sink", "delimiter", "broad", "distance"]  # what applies to cross-attention
+    assert "1 layer(s) × 2 head(s)" in page.inner_text("#readout")
+    page.select_option("#atlas-ablate", "zero")
+    page.wait_for_function("[...document.getElementById('atlas-by').options].some(o => o.value === 'ablation')")
+    page.select_option("#atlas-by", "ablation")
+    page.hover("#atlas-grid", position={"x": 64 + 10, "y": 36 + 10})  # layer 0, head 0
+    text = page.inner_text("#readout")
+    assert text.startswith("layer 0, head 0: sink ") and "zero-ablated alone " in text and "importance " in text
+    page.click("#atlas-grid", position={"x": 64 + 10, "y": 36 + 10})
+    assert page.is_visible("#tab-head") and page.input_value("#head") == "0"
+
     page.click("#tabs [data-tab=positions]")
     page.wait_for_function(
         "document.querySelector('#positions img') && document.querySelector('#positions img').naturalWidth > 0"

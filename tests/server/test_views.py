@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from attnkit.config import StudioLimits
 from attnkit.server.app import create_app
-from attnkit.server.schema import Heads, Overview, Tile, Top, Translation
+from attnkit.server.schema import Atlas, Heads, Overview, Tile, Top, Translation
 from attnkit.server.service import Studio
 from tiny_hf import WORDS, build
 
@@ -113,6 +113,26 @@ def test_head_summaries_are_the_eager_maps_definitions(served):
             np.testing.assert_allclose(layer.stats[name], value, atol=1e-5, err_msg=f"layer {layer.layer}: {name}")
 
 
+def test_the_atlas_scores_the_eager_maps_and_ablates_each_head(served):
+    client, answer, eager = served
+    r = client.post("/api/atlas", json={"record": answer["record"], "kind": "decoder", "ablate": "zero"})
+    assert r.status_code == 200, r.text
+    atlas = Atlas.model_validate(r.json())
+    assert (atlas.layers, atlas.heads) == eager.shape[:2]
+    scores = {d.name: np.array(d.values) for d in atlas.detectors}
+    assert {"previous_token", "induction", "sink", "positional", "broad"} <= set(scores)
+    t = eager.shape[2]
+    w = eager.astype(np.float64)  # (layers, h, t, t), causal
+    np.testing.assert_allclose(scores["sink"], w[..., 0].mean(-1), atol=1e-5)
+    np.testing.assert_allclose(scores["previous_token"], w[..., np.arange(1, t), np.arange(t - 1)].mean(-1), atol=1e-5)
+    assert atlas.ablation is not None and atlas.ablation.measure.startswith("loss")
+    effect = np.array(atlas.ablation.effect, dtype=float)
+    assert effect.shape == eager.shape[:2] and np.isfinite(effect).all() and np.abs(effect).max() > 0
+    assert (np.array(atlas.ablation.importance) >= 0).all()
+    again = client.post("/api/atlas", json={"record": answer["record"], "kind": "decoder", "ablate": "zero"})
+    assert again.json()["ablation"] == r.json()["ablation"]  # kept: the model does not run again
+
+
 @pytest.mark.parametrize(
     "call, body, status, message",
     [
@@ -126,6 +146,9 @@ def test_head_summaries_are_the_eager_maps_definitions(served):
         ("overview", {"kind": "decoder", "region": [0, 1]}, 422, "'region'"),
         ("top", {"kind": "decoder", "first": 10_000}, 422, "query 10000 out of range"),
         ("heads", {"kind": "decoder", "layer": -9}, 422, "layer -9 out of range"),
+        ("atlas", {"kind": "cross"}, 422, "this record has no cross attention; it has decoder"),
+        ("atlas", {"kind": "decoder", "ablate": "half"}, 422, "'ablate' must be 'zero' or 'mean'"),
+        ("atlas", {"record": "nope", "kind": "decoder"}, 404, "unknown record 'nope'"),
     ],
 )
 def test_bad_view_requests_say_what_is_wrong(served, call, body, status, message):

@@ -11,11 +11,13 @@ Routes (all answers JSON unless said otherwise; errors are ``{"error": "..."}`` 
     GET  /api/positions?model=NAME   PNG of the model's positional scheme
     GET  /captions            the captioning page (the page `attnkit demo --task caption` writes, live)
     POST /api/caption         {model, image | scene} -> caption of an uploaded image (base64 PNG/JPEG)
+                              or of a new held-out digit scene, with each word's attention over the image
     POST /api/overview        {record, kind, layer, head, rows, cols, reduce} -> one map pooled to pixels
     POST /api/tile            {record, kind, layer, head, row, col, rows, cols} -> exact weights of a block
     POST /api/top             {record, kind, layer, head, first, count, k} -> each query's strongest keys
     POST /api/heads           {record, kind, layer?, sink?, band?} -> every head's summaries
-                              or of a new held-out digit scene, with each word's attention over the image
+    POST /api/atlas           {model, record, kind, ablate?} -> every detector's score of every head,
+                              and with ablate each head's ablation effect and importance
 
 Models load once at start; each request runs in a worker thread (at most ``workers`` at
 once, one at a time per model), never on the event loop.
@@ -122,6 +124,7 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
         Route("/api/positions", positions, methods=["GET"]),
         Route("/captions", captions, methods=["GET"]),
         Route("/api/caption", post("caption"), methods=["POST"]),
+        Route("/api/atlas", post("atlas"), methods=["POST"]),
         *(Route(f"/api/{call}", post(call), methods=["POST"]) for call in VIEWS),
     ]
     return Starlette(routes=routes)

@@ -131,6 +131,14 @@ class HeadsRequest(BaseModel):
     band: Annotated[StrictInt, Field(ge=0, le=4096, description="the local band, in positions")] = 8
 
 
+class AtlasRequest(Request):
+    record: StrictStr = Field(description="the record's id, as /api/translate answered it")
+    kind: Kind
+    ablate: Literal["zero", "mean"] | None = Field(
+        None, description="also remove each head alone (the model runs once per head): by 0, or by its mean"
+    )
+
+
 REQUESTS: dict[str, type[BaseModel]] = {
     "translate": TranslateRequest,
     "explain": ExplainRequest,
@@ -142,6 +150,7 @@ REQUESTS: dict[str, type[BaseModel]] = {
     "tile": TileRequest,
     "top": TopRequest,
     "heads": HeadsRequest,
+    "atlas": AtlasRequest,
 }
 
 
@@ -362,6 +371,40 @@ class Heads(BaseModel):
     server_ms: float
 
 
+Grid = list[list[float | None]]  # (layers, heads); None: not measured
+
+
+class AtlasDetector(BaseModel):
+    name: str
+    paper: str
+    threshold: float | None = Field(description="a head at or past it is flagged; None: the detector ranks heads")
+    means: str
+    unit: str
+    values: Grid
+
+
+class AtlasAblation(BaseModel):
+    mode: Literal["zero", "mean"]
+    measure: str = Field(description="what is measured: the output tokens' loss, or an encoder's sentence vector lost")
+    base: float = Field(description="the measure with every head")
+    effect: Grid = Field(description="the measure with the head ablated alone, less the base")
+    importance: Grid = Field(description="Michel et al. 2019: |d measure / d gate| on the head")
+
+
+class Atlas(BaseModel):
+    """What each head of one kind does (``attnkit.heads``): every detector that applies, scored on
+    the held record, and with ``ablate`` whether the model needs each head."""
+
+    kind: Kind
+    layers: int
+    heads: int
+    unscored: list[str] = Field(description="detectors that apply but that no query of this input takes")
+    detectors: list[AtlasDetector]
+    offsets: list[list[int]] | None = Field(description="the positional detector's offset per head")
+    ablation: AtlasAblation | None = None
+    server_ms: float
+
+
 ANSWERS: dict[str, type[BaseModel]] = {
     "translate": Translation,
     "explain": Walkthrough,
@@ -372,6 +415,7 @@ ANSWERS: dict[str, type[BaseModel]] = {
     "tile": Tile,
     "top": Top,
     "heads": Heads,
+    "atlas": Atlas,
 }
 
 
@@ -457,6 +501,7 @@ def openapi() -> dict[str, Any]:
             "/api/tile": post("tile", "exact weights of a block of one map of a held record"),
             "/api/top": post("top", "each query's strongest keys in one map of a held record"),
             "/api/heads": post("heads", "every head's summaries (entropy, sink, local, distance) of a held record"),
+            "/api/atlas": post("atlas", "what each head of a held record does, and with ablate whether the model needs it"),
             "/api/positions": {
                 "get": {
                     "summary": "a PNG of the model's positional scheme",

@@ -36,6 +36,7 @@ from .schema import parse_request
 
 VIEWS = ("overview", "tile", "top", "heads")  # calls on a held record
 ANSWERS_KEPT = 4096  # overviews and layers' head summaries kept for a repeated request
+ABLATE_TOKENS = 200_000  # heads x tokens the studio ablates one head at a time (a forward pass each)
 
 
 class RequestError(ValueError):
@@ -108,6 +109,7 @@ class Studio:
             self.models[name] = StudioModel(name, load(source, device=device), str(source))
         self._positions: dict[str, bytes] = {}
         self._held: OrderedDict[str, AttentionRecord] = OrderedDict()  # the latest records, for the views
+        self._inputs: dict[str, tuple[str, Prepared]] = {}  # a held record's model and input: to ablate its heads
         self._answers: OrderedDict[tuple, dict] = OrderedDict()  # overviews and head summaries already computed
         self._held_lock = threading.Lock()
 
@@ -211,7 +213,7 @@ class Studio:
                 else []
             ),
             "example": example,
-            "record": self._hold(record),
+            "record": self._hold(record, (m.name, prepared)),
             "server_ms": round(1000 * (time.perf_counter() - start), 1),
         }
 
@@ -346,14 +348,18 @@ class Studio:
 
     # -- the views of a held record: any length, nothing formed in full ----------------------
 
-    def _hold(self, record: AttentionRecord) -> str:
-        """Keep ``record`` for the views' requests, within ``records_mb`` (the oldest dropped): its id."""
+    def _hold(self, record: AttentionRecord, source: tuple[str, Prepared] | None = None) -> str:
+        """Keep ``record`` (and the model and input it came from) for the views' requests, within
+        ``records_mb`` (the oldest dropped): its id."""
         key = uuid.uuid4().hex[:16]
         with self._held_lock:
             self._held[key] = record
+            if source is not None:
+                self._inputs[key] = source
             budget = self.limits.records_mb * 2**20
             while len(self._held) > 1 and sum(r.maps.nbytes() for r in self._held.values()) > budget:
                 gone, _ = self._held.popitem(last=False)
+                self._inputs.pop(gone, None)
                 for k in [k for k in self._answers if k[0] == gone]:
                     del self._answers[k]
         return key
@@ -475,6 +481,49 @@ class Studio:
             out.append({"layer": layer, "stats": self._cached(key, partial(summaries, layer))})
         return {"kind": kind, "layers": out, "server_ms": round(1000 * (time.perf_counter() - start), 1)}
 
+    def _atlas(self, request: dict, m: StudioModel) -> dict:
+        """The head atlas of one kind of a held record: every detector that applies, and with
+        ``ablate`` each head's ablation effect and importance (the model runs once per head)."""
+        from ..heads.ablation import ablation_effects, head_importance
+        from ..heads.atlas import UNITS, head_atlas
+        from ..heads.detectors import DETECTORS
+
+        start = time.perf_counter()
+        record, kind, ablate = self._record(request), request["kind"], request["ablate"]
+        if kind not in record.kinds:
+            raise RequestError(f"this record has no {kind} attention; it has {', '.join(record.kinds)}")
+        with self._held_lock:
+            source = self._inputs.get(request["record"])
+        if ablate and (source is None or source[0] != m.name):
+            raise RequestError(f"record {request['record']!r} was not made by {m.name}: send the text to it again")
+        layers, heads = record.maps.shape(kind)[:2]
+        tokens = len(record.queries(kind))
+        if ablate and layers * heads * tokens > ABLATE_TOKENS:
+            raise LimitError(
+                f"ablating {layers * heads} heads one at a time over {tokens:,} tokens is over the studio's "
+                f"{ABLATE_TOKENS:,} (heads x tokens): use `attnkit heads --ablate` for it"
+            )
+
+        def compute() -> dict:
+            atlas = head_atlas([record], kind)
+            out: dict = {"kind": kind, "layers": layers, "heads": heads, "unscored": atlas.unscored}
+            out["detectors"] = [
+                {"name": n, "paper": DETECTORS[n].paper, "threshold": DETECTORS[n].threshold, "means": DETECTORS[n].means,
+                 "unit": UNITS.get(n, "weight"), "values": _grid(v)}
+                for n, v in atlas.scores.items()
+            ]  # fmt: skip
+            out["offsets"] = None if atlas.offsets is None else atlas.offsets.astype(int).tolist()
+            if ablate:
+                assert source is not None
+                measured, base, effects = ablation_effects(m.model, [source[1]], ablate)
+                importance = head_importance(m.model, [source[1]])
+                out["ablation"] = {"mode": ablate, "measure": measured.name, "base": round(base, DIGITS),
+                                   "effect": _grid(effects[kind]), "importance": _grid(importance[kind])}  # fmt: skip
+            return out
+
+        key = (request["record"], kind, "atlas", ablate)
+        return {**self._cached(key, compute), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
     def run(self, call: str, request: object):
         """Answer API ``call`` (translate, explain, embed, attribute, positions_png, caption) for ``request``, holding
         the model's lock."""
@@ -521,6 +570,11 @@ class Studio:
     def _check_tokens(self, n: int, key: str) -> None:
         if n > self.limits.max_tokens:
             raise LimitError(f"'{key}' is {n} tokens; the limit is {self.limits.max_tokens} (max_tokens)")
+
+
+def _grid(a: np.ndarray) -> list[list[float | None]]:
+    """A (layers, heads) array as lists to 6 decimals (as ``write_atlas``), NaN (not measured) as None."""
+    return [[None if not np.isfinite(v) else round(float(v), 6) for v in row] for row in a]
 
 
 def _list(a: np.ndarray | None) -> list | None:

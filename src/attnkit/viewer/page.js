@@ -257,7 +257,7 @@
     $("out-text").textContent = ex.output ? "→ " + ex.output : "";
     const info = modelInfo || {};
     $("model-info").textContent = modelText(info);
-    if (ex.remote) { VIEWS.long.draw(ex, state.tab); return; }
+    if (ex.remote && state.tab !== "atlas") { VIEWS.long.draw(ex, state.tab); return; }
     $("long-head").hidden = true; $("lines").style.display = "";
     if (TABS[state.tab]) TABS[state.tab]();
   }
@@ -273,7 +273,7 @@
     if (state.tab === "image" && !examples.some((ex) => ex.image)) state.tab = "head";
     const remote = examples.some((ex) => ex.remote);  // a long input: the views long.js draws (page.css: body.long)
     document.body.classList.toggle("long", remote);
-    if (remote && !VIEWS.long.tabs.includes(state.tab)) state.tab = "matrix";
+    if (remote && !VIEWS.long.tabs.includes(state.tab) && state.tab !== "atlas") state.tab = "matrix";
     if (!remote && state.tab === "heads") state.tab = "head";
     selectTab(state.tab, false);
     fillSelectors();
@@ -365,7 +365,7 @@
   }
 
   // ---- the views: one file each (head.js, matrix.js, model.js, neuron.js, attribution.js, image.js,
-  // positions.js; long.js draws a long input's), each made from what it needs of this page -------
+  // positions.js, atlas.js; long.js draws a long input's), each made from what it needs of this page
   const lib = { $, html, el, state, example, queries, keys, shown, heads, matrixOf, rowScale, scaleNote, area, clamp, textWidth,
                 fmt, layerName, layerCount, setupCanvas, renderCells, colourBar, BAR, colour, diverging, rgb, api, currentModel,
                 selectTab, draw, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
@@ -402,6 +402,7 @@
   if (LIVE) {
     $("live").hidden = false;
     $("tabs").querySelector("[data-tab=positions]").hidden = false;
+    $("tabs").querySelector("[data-tab=atlas]").hidden = false;
     LIVE.models.forEach((m) => option($("model"), m.name, `${m.name} (${m.capabilities.summary})`));
     $("model").addEventListener("change", (e) => { chooseModel(e.target.value); submit(); });
     $("live").addEventListener("submit", (e) => { e.preventDefault(); submit(); });
@@ -417,7 +418,7 @@
   let resizing = 0;  // the views are sized to the window: drawn again when it changes size
   window.addEventListener("resize", () => {
     clearTimeout(resizing);
-    resizing = setTimeout(() => { if (["head", "model", "matrix"].includes(state.tab)) draw(); }, 120);
+    resizing = setTimeout(() => { if (["head", "model", "matrix", "atlas"].includes(state.tab)) draw(); }, 120);
   });
   window.attnkit = { state: state, draw: draw, selectTab: selectTab, ahead: ahead, example: () => examples[state.example] };
 })();

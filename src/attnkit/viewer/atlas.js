@@ -1,0 +1,167 @@
+"use strict";
+// The head atlas (the studio, attnkit.heads): every head of the chosen attention as one cell of a
+// layers x heads grid, coloured by a detector's score or by what the model loses without the
+// head; the heads a detector flags are outlined. Hover a head for all its scores; click it to
+// open it.
+(window.attnkitViews = window.attnkitViews || {}).atlas = function (lib) {
+  const { $, state, example, area, clamp, setupCanvas, colour, diverging, api, selectTab, KIND_LABEL, SMALL, FAMILY } = lib;
+  const answers = new Map();  // record, kind, ablation -> the server's atlas (a promise)
+  const FLAG = "#ff2d55";
+  let ticket = 0;
+
+  function ask(ex) {
+    const ablate = $("atlas-ablate").value || null, key = [ex.record, state.kind, ablate].join("|");
+    if (!answers.has(key)) {
+      const answer = api("/api/atlas", { model: state.model, record: ex.record, kind: state.kind, ablate: ablate });
+      answers.set(key, answer);
+      answer.catch(() => answers.delete(key));
+    }
+    return answers.get(key);
+  }
+
+  // what the grid can be coloured by: each detector, then (once measured) the ablation and importance
+  function measures(a) {
+    const out = a.detectors.map((d) => ({
+      key: d.name, label: d.name.replace(/_/g, "-"), values: d.values, threshold: d.threshold, unit: d.unit,
+      scale: d.unit === "tokens" ? "top" : "share", about: `${d.means} (${d.paper}` + (d.threshold === null ? "; ranked)" : `; flagged at ≥ ${d.threshold})`),
+    }));
+    if (a.ablation) {
+      const m = a.ablation;
+      out.push({ key: "ablation", label: `${m.mode}-ablated alone`, values: m.effect, threshold: null, unit: m.measure, scale: "effect",
+                 about: `each head ${m.mode}-ablated alone: the ${m.measure} less its ${m.base.toFixed(3)} with every head` });
+      out.push({ key: "importance", label: "importance", values: m.importance, threshold: null, unit: "|d measure / d gate|", scale: "top",
+                 about: "Michel et al. 2019: the measure's gradient on a gate on the head, in absolute value" });
+    }
+    return out;
+  }
+
+  function fillChoices(list) {
+    const by = $("atlas-by"), was = state.atlasBy || by.value;
+    by.innerHTML = "";
+    for (const m of list) lib.html("option", { value: m.key }, by, m.label);
+    by.value = list.some((m) => m.key === was) ? was : (list.find((m) => m.key === "induction") || list[0]).key;
+  }
+
+  async function drawAtlas() {
+    const ex = example(), mine = ++ticket, box = $("atlas-grid");
+    if (!lib.live || !ex.record) {
+      box.getContext("2d").clearRect(0, 0, box.width, box.height);
+      $("readout").textContent = "The head atlas is computed by the studio (attnkit serve); on a saved page, run attnkit heads --detect all";
+      return;
+    }
+    $("readout").textContent = $("atlas-ablate").value ? "removing each head in turn (the model runs once per head)…" : "scoring every head…";
+    let a;
+    try { a = await ask(ex); } catch (err) { if (mine === ticket) $("readout").textContent = String(err.message || err); return; }
+    if (mine !== ticket || state.tab !== "atlas") return;
+    const list = measures(a);
+    fillChoices(list);
+    render(a, list.find((m) => m.key === $("atlas-by").value), list);
+  }
+
+  function cellColour(m, v, top) {
+    if (v === null || v === undefined) return "#d1d5db";
+    if (m.scale === "effect") return diverging(v / (top || 1));
+    return colour(m.scale === "share" ? clamp(v, 0, 1) : v / (top || 1));
+  }
+
+  function number(m, v, digits) {  // an effect signed (0 unsigned), a distance to 0.1, a share to 2 digits
+    if (m.scale === "effect") { const t = Math.abs(v).toFixed(digits); return +t === 0 ? t : (v > 0 ? "+" : "−") + t; }
+    return v.toFixed(m.unit === "tokens" ? 1 : digits === 3 ? 2 : 3);
+  }
+
+  function render(a, m, list) {
+    const L = a.layers, H = a.heads, room = area(), canvas = $("atlas-grid");
+    const flat = m.values.flat().filter((v) => v !== null), top = Math.max(1e-12, ...flat.map(Math.abs));
+    const left = 64, head = 36;
+    const cell = clamp(Math.floor(Math.min((room.w - left - 16) / H, (room.h - head - 170) / L)), 8, 110);
+    const width = left + cell * H + 8, height = head + cell * L + 4;
+    const ctx = setupCanvas(canvas, width, height);
+    ctx.font = SMALL; ctx.fillStyle = "#1d2330"; ctx.textBaseline = "middle";
+    const every = Math.ceil(16 / cell);
+    ctx.textAlign = "center";
+    for (let h = 0; h < H; h += every) ctx.fillText(String(h), left + (h + 0.5) * cell, head - 9);
+    ctx.fillText("head", left + (cell * H) / 2, 7);
+    ctx.textAlign = "right";
+    for (let l = 0; l < L; l += every) ctx.fillText(`layer ${l}`, left - 6, head + (l + 0.5) * cell);
+    for (let l = 0; l < L; l++) {
+      for (let h = 0; h < H; h++) {
+        const v = m.values[l][h];
+        ctx.fillStyle = cellColour(m, v, top);
+        ctx.fillRect(left + h * cell, head + l * cell, cell - 1, cell - 1);
+        if (m.threshold !== null && v !== null && v >= m.threshold) {
+          ctx.strokeStyle = FLAG; ctx.lineWidth = Math.max(2, cell / 10);
+          ctx.strokeRect(left + h * cell + 1, head + l * cell + 1, cell - 3, cell - 3);
+        }
+        if (cell >= 40 && v !== null) {  // room for the number
+          const dark = m.scale === "effect" ? Math.abs(v) / top > 0.55 : (m.scale === "share" ? v : v / top) < 0.6;
+          ctx.fillStyle = dark ? "#fff" : "#111";
+          ctx.textAlign = "center"; ctx.font = `${cell >= 70 ? 13 : 11}px ${FAMILY}`;
+          ctx.fillText(number(m, v, 3), left + (h + 0.5) * cell, head + (l + 0.5) * cell);
+          ctx.font = SMALL;
+        }
+      }
+    }
+    const flagged = m.threshold === null ? null : flat.filter((v) => v >= m.threshold).length;
+    const summary = `${KIND_LABEL[state.kind]}: ${L} layer(s) × ${H} head(s)` + (flagged === null ? "" : `; ${flagged} flagged ${m.label}`) +
+      (a.unscored.length ? `; not scored on this input: ${a.unscored.join(", ").replace(/_/g, "-")}` : "");
+    $("readout").textContent = summary;
+    const at = (e) => {
+      const b = canvas.getBoundingClientRect(), x = e.clientX - b.left - left, y = e.clientY - b.top - head;
+      const h = Math.floor(x / cell), l = Math.floor(y / cell);
+      return h >= 0 && h < H && l >= 0 && l < L ? [l, h] : null;
+    };
+    canvas.onmousemove = (e) => {
+      const p = at(e);
+      canvas.style.cursor = p ? "pointer" : "";
+      if (!p) { $("readout").textContent = summary; return; }
+      const [l, h] = p;
+      const parts = list.map((x) => {
+        const v = x.values[l][h];
+        const text = v === null ? "–" : number(x, v, 4);
+        const off = x.key === "positional" && a.offsets ? ` at ${a.offsets[l][h] >= 0 ? "+" : ""}${a.offsets[l][h]}` : "";
+        return `${x.label} ${text}${off}` + (x.threshold !== null && v >= x.threshold ? " ⚑" : "");
+      });
+      $("readout").textContent = `layer ${l}, head ${h}: ${parts.join(" · ")}`;
+    };
+    canvas.onmouseleave = () => { $("readout").textContent = summary; };
+    canvas.onclick = (e) => {
+      const p = at(e);
+      if (p) open(p[0], p[1]);
+    };
+    legend(m, top);
+  }
+
+  function open(layer, head) {  // the head in the head view (a long input: its matrix)
+    const ex = example(), ids = ex.layerIds && ex.layerIds[state.kind];
+    const index = ids ? ids.indexOf(layer) : layer;
+    if (index < 0) { $("readout").textContent = `layer ${layer} is not on this page`; return; }
+    state.layer = index; state.head = head; state.apart = false; state.chips = new Set([head]);
+    $("layer").value = index; $("head").value = head;
+    selectTab(ex.remote ? "matrix" : "head");
+  }
+
+  function legend(m, top) {
+    const w = 240, ctx = setupCanvas($("atlas-legend"), Math.min(area().w, w + 420), 36);
+    for (let x = 0; x < w; x++) {
+      const t = x / (w - 1);
+      ctx.fillStyle = m.scale === "effect" ? diverging(2 * t - 1) : colour(t);
+      ctx.fillRect(x + 10, 2, 1, 14);
+    }
+    ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
+    const lo = m.scale === "effect" ? `−${top.toPrecision(2)}` : "0", hi = m.scale === "share" ? "1" : `${m.scale === "effect" ? "+" : ""}${top.toPrecision(2)}`;
+    ctx.textAlign = "left"; ctx.fillText(lo, 10, 20);
+    ctx.textAlign = "right"; ctx.fillText(hi, w + 10, 20);
+    if (m.threshold !== null) {
+      const x = 10 + m.threshold * (w - 1);
+      ctx.fillStyle = FLAG; ctx.fillRect(x - 1, 0, 2, 18);
+    }
+    ctx.textAlign = "left"; ctx.fillStyle = "#1d2330";
+    ctx.fillText(`${m.label} (${m.unit})` + (m.threshold !== null ? ": the red mark is the threshold" : ""), w + 22, 2);
+    $("atlas-about").textContent = m.about;
+  }
+
+  $("atlas-by").addEventListener("change", (e) => { state.atlasBy = e.target.value; if (state.tab === "atlas") drawAtlas(); });
+  $("atlas-ablate").addEventListener("change", () => { if (state.tab === "atlas") drawAtlas(); });
+
+  return { tabs: { atlas: drawAtlas } };
+};
