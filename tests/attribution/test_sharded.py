@@ -62,3 +62,25 @@ def test_a_bad_sentence_in_another_process_is_one_line(trained_toys, tmp_path):
     assert lines and all("one attention over its source" in line for line in lines)  # one line a process
     assert "site-packages/attnkit" not in run.stderr and "src/attnkit" not in run.stderr  # torchrun's own report only
     assert not list(tmp_path.glob("x*.npz"))
+
+
+def test_ablation_over_two_processes_equals_one(trained_toys, tmp_path, capsys):
+    """Each head ablated (mean ablation: the means over every input, on every process) and each
+    input's importance, shared out over two processes: the table of one process, to 1e-9."""
+    import json
+
+    source = tmp_path / "sentences.txt"
+    source.write_text("\n".join(SENTENCES) + "\n")
+    model = str(trained_toys["transformer"])
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    assert main(["heads", model, "--input", str(source), "--ablate", "mean", "--table", str(one)]) == 0
+    single = capsys.readouterr().out
+    run = _torchrun("heads", model, "--input", str(source), "--ablate", "mean", "--table", str(two))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.replace("two.json", "one.json") == single  # printed once, by the first process
+    a, b = json.loads(one.read_text())["heads"], json.loads(two.read_text())["heads"]
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        assert x.keys() == y.keys()
+        for key in ("ablation", "importance", "sink"):
+            assert abs(x[key] - y[key]) <= 1e-9, (key, x, y)

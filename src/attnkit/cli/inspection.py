@@ -43,10 +43,11 @@ def _records(args: argparse.Namespace):
 SHARD = 32  # sentences a process prepares at once (a translation's beam search runs them as one batch)
 
 
-def _sharded(args: argparse.Namespace, work, inputs=None):
+def _sharded(args: argparse.Namespace, work, inputs=None, *, everywhere: bool = False):
     """``work(model, prepared sentence)`` over every sentence of ``args`` (or ``inputs(model)``),
     the sentences shared out over the processes torchrun started (``training.distributed.
-    map_sharded``): (the results in order on rank 0, None on the others; the loaded model)."""
+    map_sharded``): (the results in order on rank 0, None on the others; the loaded model).
+    ``everywhere``: the results on every process, and the process group kept for more work."""
     from ..loaded import load
     from ..loading.model_dir import resolve_device
     from ..training.distributed import map_sharded, setup
@@ -71,7 +72,7 @@ def _sharded(args: argparse.Namespace, work, inputs=None):
         )
         return [work(model, p) for p in found]
 
-    parts = map_sharded(chunks, run, device=device)
+    parts = map_sharded(chunks, run, device=device, everywhere=everywhere, keep=everywhere)
     return (None if parts is None else [x for part in parts for x in part]), model
 
 
@@ -199,10 +200,16 @@ def cmd_heads(args: argparse.Namespace) -> None:
                 raise ValueError(f"{flag} runs the model: give the model, not a saved .npz")
         records, _ = _records(args)
     else:
-        shared, model = _sharded(args, lambda model, p: (model.capture(p), p), _probe(args) if args.probe else None)
+        inputs = _probe(args) if args.probe else None
+        shared, model = _sharded(args, lambda model, p: (model.capture(p), p), inputs, everywhere=bool(args.ablate))
         if shared is None:  # another process than the first: the first reports
             return
         records, prepared = [r for r, _ in shared], [p for _, p in shared]
+        if args.ablate:  # every process ablates its share of the heads, and scores its share of the inputs
+            ablated = _ablate(model, prepared, args.ablate)
+            if ablated is None:
+                return
+            args.ablated = ablated
     if args.detect is not False or args.ablate:
         _atlas(records, args, model, prepared)
         return
@@ -234,6 +241,22 @@ def _probe(args: argparse.Namespace):
     return inputs
 
 
+def _ablate(model, prepared: list, mode: str):
+    """Each head's ablation effect and importance, the heads and then the inputs shared out over the
+    processes torchrun started: (measure, its value with every head, effects, importance) on the
+    first process, None on the others."""
+    from functools import partial
+
+    from ..heads.ablation import ablation_effects, head_importance
+    from ..training.distributed import map_sharded
+
+    got = ablation_effects(model, prepared, mode, mapper=partial(map_sharded, keep=True))
+    importance = head_importance(model, prepared, mapper=map_sharded)  # the last: the process group closes
+    if got is None or importance is None:
+        return None
+    return (*got, importance)
+
+
 def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
     """The head atlas of every attention kind the detectors apply to (with --ablate, each head's
     ablation effect and importance beside it)."""
@@ -257,10 +280,7 @@ def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
             raise ValueError(f"the {name.replace('_', '-')} detector scores {DETECTORS[name].inputs}; these have none")
     atlases = [a for a in atlases if a.scores]
     if args.ablate:
-        from ..heads.ablation import ablation_effects, head_importance
-
-        measured, base, effects = ablation_effects(model, prepared, args.ablate)
-        importance = head_importance(model, prepared)
+        measured, base, effects, importance = args.ablated
         for a in atlases:
             a.ablation, a.importance, a.measure = effects.get(a.kind), importance.get(a.kind), measured.short
         print(f"{measured.name} with every head: {base:.3f}; each head {args.ablate}-ablated alone below\n")

@@ -119,11 +119,20 @@ def head_means(model: Any, prepared: list[Prepared]) -> dict[Any, torch.Tensor]:
     return {modules[k]: v for k, v in c.means().items() if k in modules}
 
 
+Mapper = Callable[[list, Callable], "list | None"]  # items, fn -> fn over the items (None: another process's)
+
+
+def _each(items: list, fn: Callable) -> list:
+    return [fn(x) for x in items]
+
+
 def ablation_effects(
-    model: Any, prepared: list[Prepared], mode: str = "zero", heads: list[Head] | None = None
-) -> tuple[Measure, float, dict[str, np.ndarray]]:
+    model: Any, prepared: list[Prepared], mode: str = "zero", heads: list[Head] | None = None, *, mapper: Mapper = _each
+) -> tuple[Measure, float, dict[str, np.ndarray]] | None:
     """The model's measure (``measure``), its value with every head, and per kind (layers, heads)
-    its value with each head ablated alone less that (``heads``: only those, the rest NaN)."""
+    its value with each head ablated alone less that (``heads``: only those, the rest NaN).
+    ``mapper`` runs the heads (``training.distributed.map_sharded``: shared out over processes;
+    None on every process but the first)."""
     if mode not in MODES:
         raise ValueError(f"ablation is 'zero' or 'mean', not {mode!r}")
     if not prepared:
@@ -133,39 +142,51 @@ def ablation_effects(
     measured = measure(model, prepared)
     with torch.no_grad():
         base = measured.mean()
-    out = _grids(modules, np.nan)
     chosen = heads if heads is not None else [(k, li, h) for (k, li), (_, n) in modules.items() for h in range(n)]
     for kind, layer, head in chosen:
         if (kind, layer) not in modules or not 0 <= head < modules[kind, layer][1]:
             raise ValueError(f"no head {head} in layer {layer} of the {kind} attention")
+
+    def ablated(at: Head) -> float:
+        kind, layer, head = at
         module, n = modules[kind, layer]
         gate = torch.ones(n)
         gate[head] = 0.0
         with torch.no_grad(), gating({module: gate}, means):
-            out[kind][layer, head] = measured.mean() - base
+            return measured.mean() - base
+
+    found = mapper(list(chosen), ablated)
+    if found is None:
+        return None
+    out = _grids(modules, np.nan)
+    for (kind, layer, head), effect in zip(chosen, found):
+        out[kind][layer, head] = effect
     return measured, base, out
 
 
-def head_importance(model: Any, prepared: list[Prepared]) -> dict[str, np.ndarray]:
+def head_importance(model: Any, prepared: list[Prepared], *, mapper: Mapper = _each) -> dict[str, np.ndarray] | None:
     """Michel et al.'s importance of every head, I_h = mean over the inputs x of | d L(x) / d xi_h |
     at xi = 1, L(x) the model's measure on x (``measure``: the mean negative log-likelihood of its
     output tokens, or the share of an encoder's sentence vector lost); per kind (layers, heads).
-    The model's own parameters get no gradient."""
+    The model's own parameters get no gradient. ``mapper`` runs the inputs (as in
+    ``ablation_effects``)."""
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
     modules = attention_modules(model, prepared[0])
     measured = measure(model, prepared)
-    gates = {m: torch.ones(n, requires_grad=True) for m, n in modules.values()}
-    order = list(gates)
-    sums = [torch.zeros(len(gates[m])) for m in order]
-    with gating(gates):
-        for term in measured.terms:
-            value, count = term()
-            grads = torch.autograd.grad(value / count, [gates[m] for m in order], allow_unused=True)
-            for s, g in zip(sums, grads):
-                if g is not None:
-                    s += g.abs()
+
+    def gradients(index: int) -> dict[tuple[str, int], np.ndarray]:
+        gates = {m: torch.ones(n, requires_grad=True) for m, n in modules.values()}
+        with gating(gates):
+            value, count = measured.terms[index]()
+            order = list(modules)
+            grads = torch.autograd.grad(value / count, [gates[modules[k][0]] for k in order], allow_unused=True)
+        return {k: (np.zeros(modules[k][1]) if g is None else g.abs().numpy()) for k, g in zip(order, grads)}
+
+    found = mapper(list(range(len(prepared))), gradients)
+    if found is None:
+        return None
     out = _grids(modules, 0.0)
-    for (kind, li), (module, n) in modules.items():
-        out[kind][li, :n] = (sums[order.index(module)] / len(prepared)).numpy()
+    for (kind, layer), (_, n) in modules.items():
+        out[kind][layer, :n] = sum(g[kind, layer] for g in found) / len(prepared)
     return out

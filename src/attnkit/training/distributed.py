@@ -95,10 +95,19 @@ def setup(device: torch.device) -> tuple[World, torch.device]:
     return World(rank, size, local_rank), device
 
 
-def map_sharded(items: Sequence[T], fn: Callable[[T], R], *, device: torch.device | None = None) -> list[R] | None:
+def map_sharded(
+    items: Sequence[T],
+    fn: Callable[[T], R],
+    *,
+    device: torch.device | None = None,
+    everywhere: bool = False,
+    keep: bool = False,
+) -> list[R] | None:
     """``fn`` over ``items`` shared out over the processes torchrun started (rank r takes items
-    r, r + world, ...; gloo on CPU, nccl on CUDA): every result in the order of ``items`` on rank 0,
-    None on the others. Without torchrun, a plain map. Errors are raised on every rank."""
+    r, r + world, ...; gloo on CPU, nccl on CUDA): every result in the order of ``items`` on rank 0
+    (``everywhere``: on every rank), None on the others. Without torchrun, a plain map. Errors are
+    raised on every rank. The process group is left for the next call when ``keep``; the last
+    call closes it."""
     world, _ = setup(device or torch.device("cpu"))
     if not world.distributed:
         return [fn(x) for x in items]
@@ -108,11 +117,12 @@ def map_sharded(items: Sequence[T], fn: Callable[[T], R], *, device: torch.devic
         mine = str(err)
     parts: list[list[R] | str | None] = [None] * world.size
     dist.all_gather_object(parts, mine)
-    world.close()
     failed = [p for p in parts if isinstance(p, str)]
+    if not keep or failed:
+        world.close()
     if failed:
         raise ValueError(failed[0])
-    if not world.main:
+    if not world.main and not everywhere:
         return None
     out: list[R | None] = [None] * len(items)
     for rank, part in enumerate(parts):
