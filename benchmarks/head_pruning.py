@@ -29,7 +29,7 @@ import torch
 
 import attnkit
 from attnkit.attention.intervene import gating
-from attnkit.heads.ablation import attention_modules, head_importance
+from attnkit.heads.ablation import attention_modules, head_importance, removing
 from machine import cpu_name
 
 KINDS = ("encoder", "decoder", "cross")
@@ -41,11 +41,7 @@ def lines(folder: Path, name: str) -> list[str]:
 
 
 def bleu(model, modules, removed: list[tuple[str, int, int]], src: list[str], refs: list[str]) -> float:
-    gates = {}
-    for kind, layer, head in removed:
-        module, n = modules[kind, layer]
-        gates.setdefault(module, torch.ones(n))[head] = 0.0
-    with gating(gates):
+    with gating(removing(modules, removed)):
         out = model.translate(src, beam=5)
     return sacrebleu.corpus_bleu(out, [refs]).score
 

@@ -114,12 +114,20 @@ def test_heads_ablate_puts_each_heads_effect_beside_its_role(capsys, tmp_path):
     assert code == 0, err
     assert (
         "loss (nats per output token) with every head:" in out
-        and "ablated, the loss rises most:" in out
+        and "ablated alone, costliest (loss):" in out
         and "importance (Michel" in out
     )
     rows = list(csv.DictReader(table.open()))
     assert len(rows) == 3 * 16 and all(float(r["importance"]) >= 0 for r in rows)
     assert {"ablation", "importance", "sink"} <= set(rows[0])
+    refs = tmp_path / "refs.txt"
+    refs.write_text("Ein Mann fährt Fahrrad .\n")
+    code, out, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(src), "--references", str(refs)])
+    assert code == 1 and "add --ablate" in err
+    code, out, err = run(
+        capsys, ["heads", "multi30k-en-de", "-i", str(src), "--references", str(refs), "--ablate", "zero"]
+    )
+    assert code == 1 and "2 sentences but 1 references" in err
     maps = tmp_path / "maps.npz"
     assert run(capsys, ["capture", "multi30k-en-de", "A dog runs .", "-o", str(maps)])[0] == 0
     code, out, err = run(capsys, ["heads", str(maps), "--ablate", "zero"])

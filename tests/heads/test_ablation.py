@@ -11,7 +11,14 @@ import torch
 import attnkit
 import tiny_hf
 from attnkit.attention.intervene import gating
-from attnkit.heads.ablation import ablation_effects, attention_modules, head_importance, head_means, output_loss
+from attnkit.heads.ablation import (
+    ablation_effects,
+    attention_modules,
+    bleu_drops,
+    head_importance,
+    head_means,
+    output_loss,
+)
 
 TEXTS = ["the dog runs on the grass in the park .", "two children are playing in the snow ."]
 
@@ -194,3 +201,30 @@ def test_an_encoders_measure_is_the_share_of_its_sentence_vector_lost(tmp_path):
     expected = np.mean([1 - float(a @ c) / float(c @ c) for a, c in zip(ablated, clean)])
     assert effects["encoder"][1, 0] == pytest.approx(expected, abs=1e-5) and abs(expected) > 1e-4
     assert np.isnan(effects["encoder"][0, 0])
+
+
+def test_a_translators_bleu_drop_is_sacrebleu_with_the_head_removed_by_hand():
+    import sacrebleu
+
+    model = attnkit.load("multi30k-en-de")
+    src = ["A man is riding a bike .", "Two dogs play in the snow .", "A woman sings on a stage ."]
+    refs = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen im Schnee .", "Eine Frau singt auf einer Bühne ."]
+    prepared = model.prepare(src)
+    base, drops = bleu_drops(model, prepared, refs, heads=[("cross", 3, 3)], beam=2)
+    assert base == pytest.approx(sacrebleu.corpus_bleu(model.translate(src, beam=2), [refs]).score, abs=1e-9)
+    cross = model.module.decoder_layers[3].cross_attn
+    d = cross.head_dim
+
+    def hook(module, args):
+        x = args[0].clone()
+        x[..., 3 * d :] = 0
+        return (x,)
+
+    handle = cross.out_proj.register_forward_pre_hook(hook)
+    try:
+        by_hand = sacrebleu.corpus_bleu(model.translate(src, beam=2), [refs]).score
+    finally:
+        handle.remove()
+    assert drops["cross"][3, 3] == pytest.approx(base - by_hand, abs=1e-9) and np.isnan(drops["cross"][0, 0])
+    with pytest.raises(ValueError, match="3 sentences but 2 references"):
+        bleu_drops(model, prepared, refs[:2])

@@ -11,12 +11,11 @@ from __future__ import annotations
 import random
 
 import pytest
-import torch
 
 import attnkit
 import induction_model
 from attnkit.attention.intervene import gating
-from attnkit.heads.ablation import attention_modules
+from attnkit.heads.ablation import attention_modules, removing
 from attnkit.heads.atlas import head_atlas
 from attnkit.heads.detectors import DETECTORS
 from attnkit.heads.probes import probe_inputs
@@ -37,11 +36,7 @@ def _losses_without(model, heads):
     """(first half, second half) loss with ``heads`` ((layer, head) of the decoder) zeroed."""
     prepared = model.prepare(["a b"], max_new_tokens=0)[0]
     modules = attention_modules(model, prepared)
-    gates: dict = {}
-    for layer, head in heads:
-        module, n = modules["decoder", layer]
-        gates.setdefault(module, torch.ones(n))[head] = 0.0
-    with gating(gates):
+    with gating(removing(modules, [("decoder", layer, head) for layer, head in heads])):
         return induction_model.half_losses(model.hf.model, model.hf.tokenizer)
 
 

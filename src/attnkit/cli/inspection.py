@@ -206,10 +206,12 @@ def cmd_heads(args: argparse.Namespace) -> None:
             return
         records, prepared = [r for r, _ in shared], [p for _, p in shared]
         if args.ablate:  # every process ablates its share of the heads, and scores its share of the inputs
-            ablated = _ablate(model, prepared, args.ablate)
+            ablated = _ablate(model, prepared, args)
             if ablated is None:
                 return
             args.ablated = ablated
+    if args.references and not args.ablate:
+        raise ValueError("--references scores each head's removal by BLEU: add --ablate zero (or mean)")
     if args.detect is not False or args.ablate:
         _atlas(records, args, model, prepared)
         return
@@ -241,16 +243,25 @@ def _probe(args: argparse.Namespace):
     return inputs
 
 
-def _ablate(model, prepared: list, mode: str):
-    """Each head's ablation effect and importance, the heads and then the inputs shared out over the
-    processes torchrun started: (measure, its value with every head, effects, importance) on the
-    first process, None on the others."""
+def _ablate(model, prepared: list, args: argparse.Namespace):
+    """Each head's ablation effect (on the loss, or with --references on BLEU) and importance, the
+    heads and then the inputs shared out over the processes torchrun started: (what is measured,
+    its short name, its value with every head, effects, importance) on the first process, None on
+    the others."""
     from functools import partial
 
-    from ..heads.ablation import ablation_effects, head_importance
+    from ..data import read_lines
+    from ..heads.ablation import ablation_effects, bleu_drops, head_importance
     from ..training.distributed import map_sharded
 
-    got = ablation_effects(model, prepared, mode, mapper=partial(map_sharded, keep=True))
+    shared = partial(map_sharded, keep=True)
+    if args.references:
+        refs = [line.strip() for line in read_lines(args.references)]
+        drops = bleu_drops(model, prepared, refs, args.ablate, beam=args.beam, mapper=shared)
+        got = None if drops is None else ("BLEU (sacrebleu 13a, cased)", "BLEU drop", *drops)
+    else:
+        effects = ablation_effects(model, prepared, args.ablate, mapper=shared)
+        got = None if effects is None else (effects[0].name, effects[0].short, *effects[1:])
     importance = head_importance(model, prepared, mapper=map_sharded)  # the last: the process group closes
     if got is None or importance is None:
         return None
@@ -280,10 +291,10 @@ def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
             raise ValueError(f"the {name.replace('_', '-')} detector scores {DETECTORS[name].inputs}; these have none")
     atlases = [a for a in atlases if a.scores]
     if args.ablate:
-        measured, base, effects, importance = args.ablated
+        name, short, base, effects, importance = args.ablated
         for a in atlases:
-            a.ablation, a.importance, a.measure = effects.get(a.kind), importance.get(a.kind), measured.short
-        print(f"{measured.name} with every head: {base:.3f}; each head {args.ablate}-ablated alone below\n")
+            a.ablation, a.importance, a.measure = effects.get(a.kind), importance.get(a.kind), short
+        print(f"{name} with every head: {base:.3f}; each head {args.ablate}-ablated alone below\n")
     if not atlases:
         takes = "; ".join(f"{LABELS[k]}: {', '.join(n.replace('_', '-') for n in v)}" for k, v in fits.items())
         raise ValueError(f"no attention of this model takes {', '.join(args.detect)}: {takes}")
@@ -507,6 +518,13 @@ def add_commands(add) -> None:
                 "and report how much the loss of the output tokens rises (an encoder: how much of its "
                 "sentence vector is lost), beside each head's importance (Michel et al. 2019: the "
                 "gradient on a gate on the head)",
+            )
+            p.add_argument(
+                "--references",
+                type=F.existing_file,
+                metavar="FILE",
+                help="with --ablate on a translator: each head's effect is how far BLEU falls (its translations "
+                "of the sentences, --beam, against these references, one a line) instead of the loss",
             )
             p.add_argument(
                 "--table",

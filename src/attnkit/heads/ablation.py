@@ -50,6 +50,18 @@ def attention_modules(model: Any, prepared: Prepared) -> dict[tuple[str, int], t
     return out
 
 
+def removing(modules: dict[tuple[str, int], tuple[Any, int]], heads: list[Head]) -> dict[Any, torch.Tensor]:
+    """The gates (``attention.intervene.gating``) that remove ``heads`` together: 0 on each of
+    them, 1 on every other head of their modules."""
+    gates: dict[Any, torch.Tensor] = {}
+    for kind, layer, head in heads:
+        if (kind, layer) not in modules or not 0 <= head < modules[kind, layer][1]:
+            raise ValueError(f"no head {head} in layer {layer} of the {kind} attention")
+        module, n = modules[kind, layer]
+        gates.setdefault(module, torch.ones(n))[head] = 0.0
+    return gates
+
+
 def _grids(modules: dict[tuple[str, int], tuple[Any, int]], fill: float) -> dict[str, np.ndarray]:
     """One (layers, heads) array per attention kind of ``modules``, filled with ``fill``."""
     shapes: dict[str, tuple[int, int]] = {}
@@ -143,16 +155,11 @@ def ablation_effects(
     with torch.no_grad():
         base = measured.mean()
     chosen = heads if heads is not None else [(k, li, h) for (k, li), (_, n) in modules.items() for h in range(n)]
-    for kind, layer, head in chosen:
-        if (kind, layer) not in modules or not 0 <= head < modules[kind, layer][1]:
-            raise ValueError(f"no head {head} in layer {layer} of the {kind} attention")
+    for at in chosen:
+        removing(modules, [at])  # every head named exists
 
     def ablated(at: Head) -> float:
-        kind, layer, head = at
-        module, n = modules[kind, layer]
-        gate = torch.ones(n)
-        gate[head] = 0.0
-        with torch.no_grad(), gating({module: gate}, means):
+        with torch.no_grad(), gating(removing(modules, [at]), means):
             return measured.mean() - base
 
     found = mapper(list(chosen), ablated)
@@ -190,3 +197,42 @@ def head_importance(model: Any, prepared: list[Prepared], *, mapper: Mapper = _e
     for (kind, layer), (_, n) in modules.items():
         out[kind][layer, :n] = sum(g[kind, layer] for g in found) / len(prepared)
     return out
+
+
+def bleu_drops(
+    model: Any,
+    prepared: list[Prepared],
+    references: list[str],
+    mode: str = "zero",
+    heads: list[Head] | None = None,
+    *,
+    beam: int = 5,
+    mapper: Mapper = _each,
+) -> tuple[float, dict[str, np.ndarray]] | None:
+    """A translator's BLEU (sacrebleu, 13a, cased) on the sources of ``prepared`` against
+    ``references``, translated with every head, and per kind (layers, heads) how far it falls with
+    each head ablated alone (beam ``beam``): (BLEU, drops), None on the processes but the first
+    (``mapper`` as in ``ablation_effects``)."""
+    from ..evaluation.metrics import bleu
+
+    if "translate" not in model.capabilities.verbs:
+        raise ValueError(f"{model.name} is {model.capabilities.a}: BLEU scores a translator's translations")
+    if len(references) != len(prepared):
+        raise ValueError(f"{len(prepared)} sentences but {len(references)} references")
+    modules = attention_modules(model, prepared[0])
+    means = head_means(model, prepared) if mode == "mean" else None
+    sources = [p.source for p in prepared]
+
+    def score(gates: dict) -> float:
+        with torch.no_grad(), gating(gates, means):
+            return bleu(list(model.translate(sources, beam=beam)), references).score
+
+    base = score({})
+    chosen = heads if heads is not None else [(k, li, h) for (k, li), (_, n) in modules.items() for h in range(n)]
+    found = mapper(list(chosen), lambda at: base - score(removing(modules, [at])))
+    if found is None:
+        return None
+    out = _grids(modules, np.nan)
+    for (kind, layer, head), drop in zip(chosen, found):
+        out[kind][layer, head] = drop
+    return base, out

@@ -25,9 +25,9 @@ class Atlas:
     scores: dict[str, np.ndarray]
     offsets: np.ndarray | None  # the positional detector's offset per head, where it ran
     inputs: int
-    ablation: np.ndarray | None = None  # the measure's rise with each head ablated alone (``ablation``)
+    ablation: np.ndarray | None = None  # how much worse the measure is with each head ablated alone (``ablation``)
     importance: np.ndarray | None = None  # Michel et al.'s importance of each head
-    measure: str = "loss"  # what ``ablation`` and ``importance`` measure, in a few words
+    measure: str = "loss"  # what ``ablation`` measures, in a few words, larger worse: "loss", "BLEU drop"
     unscored: list[str] = field(default_factory=list)  # detectors asked for that no query of the inputs takes
 
     @property
@@ -60,7 +60,7 @@ class Atlas:
         for (layer, head), found in sorted(roles.items()):
             effect = f"; ablated: {self.measure} {self.ablation[layer, head]:+.3f}" if self.ablation is not None else ""
             lines.append(f"  layer {layer:>2} head {head:>2}  " + ", ".join(found) + effect)
-        for name, values, unit in ((f"ablated, the {self.measure} rises most", self.ablation, "+.3f"),
+        for name, values, unit in ((f"ablated alone, costliest ({self.measure})", self.ablation, "+.3f"),
                                    ("importance (Michel et al. 2019), highest", self.importance, ".3f")):  # fmt: skip
             if values is not None:
                 top = np.argsort(-np.nan_to_num(values, nan=-np.inf), axis=None)[:3]
