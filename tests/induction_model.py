@@ -52,8 +52,29 @@ LENGTH = 40  # words per training sequence
 WIDTH = {"hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 8, "num_key_value_heads": 8}
 
 
-def train(path: Path, *, steps: int = 800, batch: int = 32, seed: int = 0) -> Path:
-    """Build and train the model into ``path`` (a Hugging Face directory); returns ``path``."""
+PERIOD = 4  # the positional model's word t is a fixed function of word t - PERIOD
+
+
+def _shift() -> dict[str, str]:
+    vocab = words()
+    image = random.Random(0).sample(vocab, len(vocab))
+    return dict(zip(vocab, image))
+
+
+def offset_sequence(rng: random.Random, length: int = 60) -> list[str]:
+    """PERIOD random words, then each word the image of the one PERIOD back under a fixed
+    permutation of the vocabulary: a head that always looks that far back predicts every word
+    (a positional head, Voita et al. 2019), and the words do not repeat as a pattern, so copying
+    an earlier continuation (induction) does not."""
+    shift, seq = _shift(), random_words(rng, PERIOD)
+    while len(seq) < length:
+        seq.append(shift[seq[-PERIOD]])
+    return seq
+
+
+def train(path: Path, *, steps: int = 800, batch: int = 32, seed: int = 0, sequence=None) -> Path:
+    """Build and train the model into ``path`` (a Hugging Face directory) on ``sequence(rng)``
+    (default: ``training_sequence``); returns ``path``."""
     import transformers as T
 
     tiny_hf.build("llama", path)  # its word-level tokenizer; the model wider than tiny_hf's
@@ -66,7 +87,7 @@ def train(path: Path, *, steps: int = 800, batch: int = 32, seed: int = 0) -> Pa
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     model.train()
     for _ in range(steps):
-        ids = torch.tensor([tok(" ".join(training_sequence(rng)))["input_ids"] for _ in range(batch)])
+        ids = torch.tensor([tok(" ".join((sequence or training_sequence)(rng)))["input_ids"] for _ in range(batch)])
         logits = model(ids).logits[:, :-1]
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
         opt.zero_grad()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import torch
 
 import attnkit
 import induction_model
@@ -76,3 +77,34 @@ def test_the_repeated_probe_for_the_models_tokenizer_finds_the_same_heads(copier
     found = {name: {(li, h) for n, li, h, _ in probed.flagged() if n == name} for name in ("induction", "retrieval")}
     expected = {(li, h) for n, li, h, _ in atlas.flagged() if n == "induction"}
     assert found["induction"] == expected and expected <= found["retrieval"]
+
+
+@pytest.mark.slow
+def test_a_model_that_reads_a_fixed_offset_grows_positional_heads(tmp_path):
+    """Trained on words each a fixed function of the word PERIOD back (about 9 s): the atlas flags
+    positional heads at offset -(PERIOD - 1) from the query (the word PERIOD back from the one it
+    predicts) and no induction head; removing them sends the loss past chance, removing as many
+    other heads does far less."""
+    path = induction_model.train(tmp_path / "offset", sequence=induction_model.offset_sequence, steps=300)
+    model = attnkit.load(str(path))
+    rng = random.Random(7)
+    texts = [" ".join(induction_model.offset_sequence(rng)) for _ in range(8)]
+    atlas = head_atlas(model.attention(texts, max_new_tokens=0), "decoder", ["positional", "induction"])
+    positional = sorted((li, h) for name, li, h, _ in atlas.flagged() if name == "positional")
+    assert positional and not any(name == "induction" for name, *_ in atlas.flagged())
+    assert atlas.offsets is not None and all(atlas.offsets[li, h] == 1 - induction_model.PERIOD for li, h in positional)
+    modules = attention_modules(model, model.prepare(["a b"], max_new_tokens=0)[0])
+    tok, lm = model.hf.tokenizer, model.hf.model
+
+    def loss(heads):  # on the words that follow from the one PERIOD back
+        draws = random.Random(1)
+        ids = torch.tensor([tok(" ".join(induction_model.offset_sequence(draws)))["input_ids"] for _ in range(32)])
+        with torch.no_grad(), gating(removing(modules, [("decoder", li, h) for li, h in heads])):
+            logits = lm(ids).logits[:, :-1]
+        each = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        return float(each[:, induction_model.PERIOD + 1 :].mean())
+
+    assert loss([]) < 0.2 and loss(positional) > CHANCE
+    rest = [(li, h) for li in range(2) for h in range(8) if (li, h) not in positional]
+    draws = random.Random(0)
+    assert max(loss(draws.sample(rest, min(len(rest), len(positional)))) for _ in range(5)) < loss(positional) - 1.0
