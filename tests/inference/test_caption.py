@@ -120,3 +120,22 @@ def test_attnkit_load_gives_a_captioner_whose_record_is_the_searchs_attention(ti
     assert model.caption(tmp_path / "noise.png") == own.output
     with pytest.raises(ValueError, match="is a captioner: it does not translate \\(it can: caption\\)"):
         model.translate("a b")
+
+
+def test_the_head_atlas_and_ablation_run_on_a_captioner(tiny_captioner, tmp_path, capsys):
+    from attnkit.cli import main
+    from attnkit.data.scenes import make_scenes
+
+    for i, scene in enumerate(make_scenes(2, held_out=True, seed=5)):
+        Image.fromarray(np.round(scene.image * 255).astype(np.uint8)).save(tmp_path / f"s{i}.png")
+    listed = tmp_path / "images.txt"
+    listed.write_text(f"{tmp_path / 's0.png'}\n{tmp_path / 's1.png'}\n")
+    table = tmp_path / "atlas.csv"
+    code = main(
+        ["heads", str(tiny_captioner), "-i", str(listed), "--detect", "all", "--ablate", "zero", "--table", str(table)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "loss (nats per output token) with every head" in out
+    assert "cross-attention: 1 layers x 2 heads over 2 input(s)" in out and "importance (Michel" in out
+    rows = table.read_text().splitlines()
+    assert rows[0].startswith("kind,layer,head,") and "ablation" in rows[0] and len(rows) > 1
