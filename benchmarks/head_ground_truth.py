@@ -26,13 +26,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-import induction_model as im  # noqa: E402  (the tests' models)
-from machine import cpu_name  # noqa: E402
-
 import attnkit  # noqa: E402
+import induction_model as im  # noqa: E402  (the tests' models)
 from attnkit.attention.intervene import gating  # noqa: E402
 from attnkit.heads.ablation import attention_modules, removing  # noqa: E402
 from attnkit.heads.atlas import head_atlas  # noqa: E402
+from machine import cpu_name  # noqa: E402
 
 HEADS = [(layer, head) for layer in range(2) for head in range(8)]
 
@@ -56,7 +55,9 @@ def study(name: str, model, sequence, role: str, first: int) -> None:
     roles = {}
     for n, li, h, s in atlas.flagged():
         roles.setdefault((li, h), []).append(f"{n} {s:.2f}")
-    print(f"## {name}: the atlas flags " + "; ".join(f"{li}.{h} " + ", ".join(r) for (li, h), r in sorted(roles.items())))
+    print(
+        f"## {name}: the atlas flags " + "; ".join(f"{li}.{h} " + ", ".join(r) for (li, h), r in sorted(roles.items()))
+    )
     base = losses(model, sequence, [], first)
     gone = losses(model, sequence, found, first)
     rest = [x for x in HEADS if x not in found]

@@ -38,6 +38,7 @@ INSTALLED = [
     'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --head 2 '
     "--query tree -o explain.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} -o heads.png",
+    f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} --detect all --ablate zero -o atlas.png",
     f'attribute multi30k-en-de "{SENTENCE}" -o attribution.png',
     f'attribute multi30k-en-de "{SENTENCE}" --rows encoder -o attribution_encoder.png',
     f'attribute multi30k-en-de-rnn "{SENTENCE}" -o attribution_rnn.png',

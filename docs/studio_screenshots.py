@@ -71,6 +71,12 @@ def main() -> None:
             shot("model")
             page.click("#tabs [data-tab=matrix]")
             shot("matrix")
+            page.click("#tabs [data-tab=atlas]")  # every cross-attention head, each removed in turn
+            page.select_option("#atlas-ablate", "zero")
+            page.wait_for_function("[...document.getElementById('atlas-by').options].some(o => o.value === 'ablation')")
+            page.select_option("#atlas-by", "ablation")
+            page.hover("#atlas-grid", position={"x": 64 + 165, "y": 36 + 385})  # layer 3, head 1 (110-pixel cells)
+            shot("atlas")
             page.click("#tabs [data-tab=attribution]")  # gradient-weighted attention over the output
             page.wait_for_selector("#attr-matrix")
             page.hover("#attr-matrix", position={"x": 200, "y": 140})

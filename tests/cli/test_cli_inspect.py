@@ -216,8 +216,6 @@ def test_heads_probe_draws_inputs_for_the_models_tokenizer(capsys, tmp_path):
 def test_heads_on_an_empty_input_file_is_one_line_and_writes_nothing(capsys, tmp_path):
     empty, table = tmp_path / "empty.txt", tmp_path / "atlas.json"
     empty.write_text("\n  \n")
-    code, _, err = run(
-        capsys, ["heads", "multi30k-en-de", "-i", str(empty), "--detect", "all", "--table", str(table)]
-    )
+    code, _, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(empty), "--detect", "all", "--table", str(table)])
     assert code == 1 and "holds no sentence" in err and len(err.strip().splitlines()) == 1
     assert not table.exists()

@@ -58,13 +58,19 @@ class Atlas:
         lines = [f"{LABELS[self.kind]}: {layers} layers x {heads} heads over {self.inputs} input(s); "
                  f"{len(roles)} head(s) flagged"]  # fmt: skip
         for (layer, head), found in sorted(roles.items()):
-            effect = f"; ablated: {self.measure} {self.ablation[layer, head]:+.3f}" if self.ablation is not None else ""
+            effect = (
+                f"; ablated: {self.measure} {_signed(self.ablation[layer, head])}" if self.ablation is not None else ""
+            )
             lines.append(f"  layer {layer:>2} head {head:>2}  " + ", ".join(found) + effect)
         for name, values, unit in ((f"ablated alone, costliest ({self.measure})", self.ablation, "+.3f"),
                                    ("importance (Michel et al. 2019), highest", self.importance, ".3f")):  # fmt: skip
             if values is not None:
                 top = np.argsort(-np.nan_to_num(values, nan=-np.inf), axis=None)[:3]
-                best = ", ".join(f"layer {i // heads} head {i % heads} {values.flat[i]:{unit}}" for i in top)
+                best = ", ".join(
+                    f"layer {i // heads} head {i % heads} "
+                    + (_signed(values.flat[i]) if unit.startswith("+") else f"{values.flat[i]:{unit}}")
+                    for i in top
+                )
                 lines.append(f"  {name}: {best}")
         for name in self.unscored:
             lines.append(f"  {_label(name)}: no query of these inputs takes it; it scores {DETECTORS[name].inputs}")
@@ -91,6 +97,11 @@ class Atlas:
                         row[name] = round(float(values[li, h]), 6)
                 out.append(row)
         return out
+
+
+def _signed(value: float, digits: int = 3) -> str:
+    """``value`` with its sign, 0 without one (no "-0.000")."""
+    return f"{value:+.{digits}f}" if round(float(value), digits) != 0 else f"{0:.{digits}f}"
 
 
 def _label(name: str) -> str:
