@@ -23,13 +23,16 @@ def test_each_detector_has_its_grid_and_the_flagged_heads_are_outlined():
     fig = atlas_figure([_atlas()], title="planted")
     grids = [ax for ax in fig.axes if ax.get_ylabel() == "layer"]
     titles = [ax.get_title().split("\n")[0] for ax in grids]
-    assert titles == ["induction", "positional", "distance", "each head ablated", "importance"]
+    assert titles == ["each head", "importance", "induction", "positional", "distance"]  # the causal proof first
     outlined = {t: [p.get_xy() for p in ax.patches if isinstance(p, Rectangle)] for t, ax in zip(titles, grids)}
     assert sorted(outlined["induction"]) == [(-0.5, 0.5), (0.5, 0.5)]  # heads 0 and 1 of layer 1 (>= 0.4)
     assert outlined["positional"] == [(-0.5, -0.5)] and not outlined["distance"]
-    positional = [t.get_text() for t in grids[1].texts]
-    assert "-1" in positional  # the flagged head's offset
-    ablated = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text() for t in grids[3].texts}
-    assert (1, 0) not in ablated and ablated[(0, 1)] == "+1.20"  # NaN: not measured, no number
+    positional = [t.get_text() for t in grids[3].texts]
+    assert "\u22121" in positional  # the flagged head's offset
+    ablated = {(round(t.get_position()[0]), round(t.get_position()[1])): t.get_text() for t in grids[0].texts}
+    assert (1, 0) not in ablated and ablated[(0, 1)] == "1.2" and ablated[(2, 0)] == "0"  # NaN: no number
+    small = Atlas("decoder", {"sink": np.zeros((2, 3))}, None, 1, np.array([[0.0123, -0.002, 0], [0, 0, 0]]))
+    cells = [t.get_text() for t in atlas_figure([small]).axes[0].texts]
+    assert cells[:3] == ["12", "\u22122", "0"]  # below 1: thousandths (the colour bar says so)
     width, _ = fig.get_size_inches() * 130
     assert round(width) == 1105  # a docs column at the dpi figures are saved at

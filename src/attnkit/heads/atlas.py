@@ -13,7 +13,7 @@ import numpy as np
 
 from ..atomic import write_text
 from ..inspection.capture import LABELS, AttentionRecord
-from .detectors import DETECTORS, Sums, detect_sums, frequencies
+from .detectors import DETECTORS, Sums, detect_sums, fitting, frequencies
 
 
 @dataclass
@@ -29,6 +29,7 @@ class Atlas:
     importance: np.ndarray | None = None  # Michel et al.'s importance of each head
     measure: str = "loss"  # what ``ablation`` measures, in a few words, larger worse: "loss", "BLEU drop"
     unscored: list[str] = field(default_factory=list)  # detectors asked for that no query of the inputs takes
+    applicable: list[str] = field(default_factory=list)  # the detectors that apply to this attention
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -135,7 +136,9 @@ def head_atlas(records: list[AttentionRecord], kind: str, names: list[str] | Non
     offsets = means.pop("positional_offset", None)
     empty = {n for p in pooled for n, c in p.counts.items() if not bool((c > 0).any())}
     order = [n for n in DETECTORS if n in means and n not in empty]
-    return Atlas(kind, {n: means[n] for n in order}, offsets, len(records), unscored=sorted(empty))
+    r = records[0]
+    fits = fitting(r.maps.call(kind, 0), r.queries(kind), r.keys(kind))
+    return Atlas(kind, {n: means[n] for n in order}, offsets, len(records), unscored=sorted(empty), applicable=fits)
 
 
 def write_atlas(atlases: list[Atlas], path: Path) -> None:
@@ -180,29 +183,48 @@ UNITS = {"positional": "share of queries", "retrieval": "share of answer tokens"
 
 
 def atlas_figure(atlases: list[Atlas], *, title: str = ""):
-    """Every kind's atlas as grids (``plots.heads.plot_atlas``): one layers x heads grid per
-    detector (the heads it flags outlined), then each head's ablation effect and importance."""
+    """Every kind's atlas as grids (``plots.heads.plot_atlas``): each head's ablation effect and
+    importance first (one scale each across the kinds), then one layers x heads grid per detector
+    (the heads it flags outlined). Under each kind's heading: the detectors it does not show, and
+    why."""
     from ..plots.heads import Grid, plot_atlas
 
+    def top(values: list[np.ndarray | None]) -> float | None:
+        found = [float(np.nanmax(np.abs(v))) for v in values if v is not None and np.isfinite(v).any()]
+        return max(found) if found else None
+
+    effect_top, importance_top = top([a.ablation for a in atlases]), top([a.importance for a in atlases])
     kinds = []
     for a in atlases:
         grids = []
+        if a.ablation is not None:
+            unit = {"loss": "loss rise, {k}nats"}.get(a.measure, a.measure)
+            grids.append(Grid("each head\nablated alone", a.ablation, "effect", None, unit, top=effect_top))
+        if a.importance is not None:
+            grids.append(Grid("importance\n(Michel et al. 2019)", a.importance, "importance", None,
+                              "{k}|\u2202loss/\u2202gate|", top=importance_top))  # fmt: skip
         for name, values in a.scores.items():
             d = DETECTORS[name]
             head = _label(name) + (f"\nflagged at \u2265 {d.threshold:g}" if d.threshold is not None else "\nranked")
-            scale = "tokens" if name == "distance" else "share"
             marks = None
             if name == "positional" and a.offsets is not None and d.threshold is not None:
-                marks = {
-                    (int(li), int(h)): f"{int(a.offsets[li, h]):+d}"
-                    for li, h in zip(*np.nonzero(values >= d.threshold))
-                }
+                flagged = zip(*np.nonzero(values >= d.threshold))
+                marks = {(int(li), int(h)): f"{int(a.offsets[li, h]):+d}".replace("-", "\u2212") for li, h in flagged}
+            scale = "tokens" if name == "distance" else "share"
             grids.append(Grid(head, values, scale, d.threshold, UNITS.get(name, "weight"), marks))
-        if a.ablation is not None:
-            grids.append(Grid("each head ablated\nalone", a.ablation, "effect", None, f"{a.measure} change"))
-        if a.importance is not None:
-            grids.append(
-                Grid("importance\n(Michel et al. 2019)", a.importance, "importance", None, "|d measure / d gate|")
-            )
-        kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers x {a.shape[1]} heads, {a.inputs} input(s)", grids))
+        inputs = f"{a.inputs} input" + ("s" if a.inputs != 1 else "")
+        kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads, {inputs}", _missing(a), grids))
     return plot_atlas(kinds, title=title)
+
+
+def _missing(a: Atlas) -> str:
+    """The detectors an atlas does not show, and why, in a few words."""
+    shown = set(a.scores)
+    unscored = [n for n in a.unscored if n not in shown]
+    other = [n for n in DETECTORS if n not in a.applicable] if a.applicable else []
+    parts = []
+    if other:
+        parts.append("not for this attention: " + ", ".join(_label(n) for n in other))
+    if unscored:
+        parts.append("no query of these inputs to score: " + ", ".join(_label(n) for n in unscored))
+    return "; ".join(parts)

@@ -108,6 +108,15 @@ def applicable(*, self_attention: bool, causal: bool) -> list[str]:
     return [n for n, d in DETECTORS.items() if d.applies(self_attention=self_attention, causal=causal)]
 
 
+def fitting(call: AttentionCall, queries: list[str], keys: list[str]) -> list[str]:
+    """The detectors that apply to ``call``, an attention whose query and key tokens are
+    ``queries`` and ``keys``: self-attention when the queries are the last keys, causal when its
+    mask is."""
+    t, s = len(queries), len(keys)
+    own = s >= t and list(keys[s - t :]) == list(queries)
+    return applicable(self_attention=own, causal=own and call.causal)
+
+
 def _token_ids(queries: list[str], keys: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     codes: dict[str, int] = {}
     ids = [codes.setdefault(t, len(codes)) for t in list(keys) + list(queries)]
@@ -188,9 +197,7 @@ def detect_sums(
     h, t, s = call.shape
     if len(queries) != t or len(keys) != s:
         raise ValueError(f"the call has {t} queries and {s} keys; got {len(queries)} and {len(keys)} tokens")
-    self_attention = s >= t and list(keys[s - t :]) == list(queries)
-    causal = self_attention and call.causal
-    fits = applicable(self_attention=self_attention, causal=causal)
+    fits = fitting(call, queries, keys)
     names = fits if names is None else names
     for n in names:
         if n not in DETECTORS:

@@ -1,5 +1,5 @@
-"""The head atlas as a figure: one layers x heads grid per detector, the heads it flags outlined,
-and each head's ablation effect and importance beside them."""
+"""The head atlas as a figure: per attention kind, each head's ablation effect and importance,
+then one layers x heads grid per detector with the heads it flags outlined."""
 
 from __future__ import annotations
 
@@ -11,55 +11,62 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-COLUMNS = 5  # panels a row
 WIDTH = 8.5  # inches: 1,100 pixels at the 130 dpi figures are saved at
+MINUS = "\u2212"
 
 
 @dataclass(frozen=True)
 class Grid:
-    """One panel: ``values`` (layers, heads) with its title. ``scale``: "share" (0 to 1, one
-    colour scale for every such panel), "tokens" (0 to its largest), "effect" (diverging about 0)
-    or "importance" (0 to its largest); ``threshold``: heads at or past it are outlined."""
+    """One panel: ``values`` (layers, heads) with its title. ``scale``: "share" (0 to 1),
+    "tokens" (0 to ``top``), "effect" (diverging about 0, -``top`` to ``top``) or "importance"
+    (0 to ``top``); ``top`` is shared by the grids it should compare (default: the grid's own
+    largest); ``threshold``: heads at or past it are outlined; ``marks``: text written in a cell
+    (a positional head's offset)."""
 
     title: str
     values: np.ndarray
     scale: str = "share"
     threshold: float | None = None
     unit: str = ""
-    marks: dict[tuple[int, int], str] | None = None  # text written in a flagged cell (an offset)
+    marks: dict[tuple[int, int], str] | None = None
+    top: float | None = None
 
 
-def plot_atlas(kinds: Sequence[tuple[str, list[Grid]]], *, title: str = "") -> Figure:
-    """One block of panels per attention kind (its label, its grids), ``COLUMNS`` panels a row.
-    Cells carry their values where the grid is small enough to read them."""
-    layout = [(label, grids, -(-len(grids) // COLUMNS)) for label, grids in kinds]
-    cols = min(COLUMNS, max(len(g) for _, g, _ in layout))
+def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "") -> Figure:
+    """One block of panels per attention kind (its heading, a note under it, its grids). Cells
+    carry their values where a cell is wide enough to read them: shares to two digits, tokens to
+    one decimal, effects and importance in thousandths when they are below 1."""
+    heads = max(g.values.shape[1] for _, _, grids in kinds for g in grids)
+    layers = max(g.values.shape[0] for _, _, grids in kinds for g in grids)
+    columns = 6 if heads <= 6 else 4
+    cols = min(columns, max(len(g) for _, _, g in kinds))
     panel_w = WIDTH / cols
-    layers, heads = layout[0][1][0].values.shape
-    panel_h = float(np.clip(panel_w * 0.8 * layers / heads, 1.0, 4.5)) + 0.9  # the grid, title and colour bar
-    heights = [rows * panel_h + 0.35 for _, _, rows in layout]
-    fig = Figure(figsize=(WIDTH, sum(heights) + (0.4 if title else 0)), layout="constrained")
-    subs = fig.subfigures(len(layout), 1, height_ratios=heights, squeeze=False)[:, 0]
-    for sub, (label, grids, rows) in zip(subs, layout):
-        sub.suptitle(label, fontsize=12, fontweight="bold", x=0.01, ha="left")
-        axes = sub.subplots(rows, cols, squeeze=False)
+    panel_h = float(np.clip(panel_w * 0.85 * layers / heads, 1.0, 4.5)) + 1.0  # the grid, title and colour bar
+    rows = [-(-len(grids) // cols) for _, _, grids in kinds]
+    heights = [r * panel_h + 0.55 for r in rows]
+    fig = Figure(figsize=(WIDTH, sum(heights) + (0.45 if title else 0)), layout="constrained")
+    subs = fig.subfigures(len(kinds), 1, height_ratios=heights, squeeze=False)[:, 0]
+    for sub, (label, note, grids), r in zip(subs, kinds, rows):
+        sub.suptitle(label + (f"\n{note}" if note else ""), fontsize=10.5, x=0.01, ha="left", fontweight="bold")
+        axes = sub.subplots(r, cols, squeeze=False)
         for ax in axes.flat[len(grids) :]:
             ax.set_visible(False)
         for ax, grid in zip(axes.flat, grids):
-            _panel(sub, ax, grid, numbers=panel_w / heads >= 0.4)
+            _panel(sub, ax, grid, numbers=panel_w / heads >= 0.3)
     if title:
-        fig.suptitle(title, fontsize=12)
+        fig.suptitle(title, fontsize=13, fontweight="bold")
     return fig
 
 
 def _limits(grid: Grid) -> tuple[str, float, float]:
     finite = grid.values[np.isfinite(grid.values)]
-    top = float(np.abs(finite).max()) if finite.size else 1.0
+    top = grid.top if grid.top is not None else float(np.abs(finite).max()) if finite.size else 1.0
+    top = top or 1.0
     if grid.scale == "share":
         return "viridis", 0.0, 1.0
     if grid.scale == "effect":
-        return "RdBu_r", -(top or 1.0), top or 1.0
-    return "magma", 0.0, top or 1.0
+        return "RdBu_r", -top, top
+    return "magma", 0.0, top
 
 
 def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
@@ -68,8 +75,7 @@ def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
     cmap, lo, hi = _limits(grid)
     im = ax.imshow(values, cmap=cmap, vmin=lo, vmax=hi, aspect="auto", interpolation="nearest")
     ax.set_title(grid.title, fontsize=10)
-    step = max(1, -(-heads // 8))
-    ax.set_xticks(range(0, heads, step))
+    ax.set_xticks(range(0, heads, max(1, -(-heads // 8))))
     ax.set_yticks(range(0, layers, max(1, -(-layers // 10))))
     ax.tick_params(labelsize=9, length=2)
     ax.set_xlabel("head", fontsize=9, labelpad=1)
@@ -77,30 +83,43 @@ def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
     if grid.threshold is not None:
         for li, h in zip(*np.nonzero(values >= grid.threshold)):
             ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor="#ff2d55", lw=2.0))
+    thousandths = grid.scale in ("effect", "importance") and hi < 1
     for li in range(layers):
         for h in range(heads):
             v = values[li, h]
-            text = (grid.marks or {}).get((li, h)) or (_short(v, grid.scale, hi) if numbers and np.isfinite(v) else "")
-            if text:
-                dark = (v - lo) / ((hi - lo) or 1.0)
-                light = dark < 0.55 if cmap != "RdBu_r" else abs(dark - 0.5) > 0.3
-                colour = "white" if light else "black"
-                ax.text(h, li, text, ha="center", va="center", fontsize=8 if len(text) < 5 else 7, color=colour)
+            text = (grid.marks or {}).get((li, h)) or (_cell(v, grid.scale, thousandths) if numbers else "")
+            if text and np.isfinite(v):
+                level = (v - lo) / (hi - lo)
+                light = abs(level - 0.5) > 0.3 if cmap == "RdBu_r" else level < 0.55
+                ax.text(h, li, text, ha="center", va="center", fontsize=8 if len(text) < 4 else 7,
+                        color="white" if light else "black")  # fmt: skip
     bar = fig.colorbar(im, ax=ax, orientation="horizontal", fraction=0.08, pad=0.02, aspect=18)
     if grid.scale == "share":
         bar.set_ticks([0, 0.5, 1])
     else:
         bar.ax.xaxis.set_major_locator(MaxNLocator(3, symmetric=grid.scale == "effect"))
+    if thousandths:
+        bar.ax.xaxis.set_major_formatter(
+            lambda x, _: _signed(round(x * 1000)) if grid.scale == "effect" else f"{x * 1000:.0f}"
+        )
     bar.ax.tick_params(labelsize=8)
     if grid.unit:
-        bar.set_label(grid.unit, fontsize=9)
+        bar.set_label(grid.unit.replace("{k}", "10\u207b\u00b3 " if thousandths else ""), fontsize=9)
 
 
-def _short(v: float, scale: str, top: float) -> str:
-    """A cell's value in at most five characters, the leading zero dropped."""
+def _signed(n: float) -> str:
+    """A rise as it is, a fall with a minus sign (the colours say which too)."""
+    return "0" if n == 0 else f"{n:g}" if n > 0 else f"{MINUS}{-n:g}"
+
+
+def _cell(v: float, scale: str, thousandths: bool) -> str:
+    """A cell's value in at most four characters."""
     if scale == "tokens":
         return f"{v:.0f}" if abs(v) >= 10 else f"{v:.1f}"
-    digits = 3 if top < 0.1 else 2
-    text = f"{v:+.{digits}f}" if scale == "effect" else f"{v:.{digits}f}"
-    text = text.replace("0.", ".", 1) if abs(v) < 1 else text
-    return "0" if float(text.replace("+", "") or 0) == 0 else text
+    if thousandths:
+        n = round(v * 1000)
+        return _signed(n) if scale == "effect" else f"{n}"
+    if scale == "effect":
+        return _signed(round(v, 1))
+    text = f"{v:.2f}"
+    return "0" if float(text) == 0 else text.replace("0.", ".", 1) if abs(v) < 1 else f"{v:.1f}"

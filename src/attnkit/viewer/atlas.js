@@ -27,10 +27,12 @@
     }));
     if (a.ablation) {
       const m = a.ablation;
-      out.push({ key: "ablation", label: `${m.mode}-ablated alone`, values: m.effect, threshold: null, unit: m.measure, scale: "effect",
-                 about: `each head ${m.mode}-ablated alone: the ${m.measure} less its ${m.base.toFixed(3)} with every head` });
-      out.push({ key: "importance", label: "importance", values: m.importance, threshold: null, unit: "|d measure / d gate|", scale: "top",
-                 about: "Michel et al. 2019: the measure's gradient on a gate on the head, in absolute value" });
+      out.push({ key: "ablation", label: `${m.mode}-ablated alone`, values: m.effect, threshold: null, unit: `change in the ${m.measure}`,
+                 scale: "effect", about: `each head ${m.mode}-ablated alone: the ${m.measure} with the head removed, minus ${m.base.toFixed(3)}, ` +
+                 "the measure with every head (red: the model needs the head)" });
+      out.push({ key: "importance", label: "importance", values: m.importance, threshold: null, unit: "|∂ measure / ∂ gate|", scale: "top",
+                 about: "Michel et al. 2019: the measure's gradient on a gate on the head's output, in absolute value (a first-order " +
+                 "estimate of what removing it costs)" });
     }
     return out;
   }
@@ -66,14 +68,15 @@
 
   function number(m, v, digits) {  // an effect signed (0 unsigned), a distance to 0.1, a share to 2 digits
     if (m.scale === "effect") { const t = Math.abs(v).toFixed(digits); return +t === 0 ? t : (v > 0 ? "+" : "−") + t; }
+    if (m.key === "importance") return v.toPrecision(digits === 3 ? 2 : 3);
     return v.toFixed(m.unit === "tokens" ? 1 : digits === 3 ? 2 : 3);
   }
 
-  function render(a, m, list) {
+  function render(a, m, list, hovered) {
     const L = a.layers, H = a.heads, room = area(), canvas = $("atlas-grid");
     const flat = m.values.flat().filter((v) => v !== null), top = Math.max(1e-12, ...flat.map(Math.abs));
     const left = 64, head = 36;
-    const cell = clamp(Math.floor(Math.min((room.w - left - 16) / H, (room.h - head - 170) / L)), 8, 110);
+    const cell = clamp(Math.floor(Math.min((room.w - left - 16) / H, (room.h - head - 170) / L)), 8, 140);
     const width = left + cell * H + 8, height = head + cell * L + 4;
     const ctx = setupCanvas(canvas, width, height);
     ctx.font = SMALL; ctx.fillStyle = "#1d2330"; ctx.textBaseline = "middle";
@@ -91,6 +94,10 @@
         if (m.threshold !== null && v !== null && v >= m.threshold) {
           ctx.strokeStyle = FLAG; ctx.lineWidth = Math.max(2, cell / 10);
           ctx.strokeRect(left + h * cell + 1, head + l * cell + 1, cell - 3, cell - 3);
+        }
+        if (hovered && hovered[0] === l && hovered[1] === h) {  // the head the readout describes
+          ctx.strokeStyle = "#111"; ctx.lineWidth = 3;
+          ctx.strokeRect(left + h * cell - 1, head + l * cell - 1, cell + 1, cell + 1);
         }
         if (cell >= 40 && v !== null) {  // room for the number
           const dark = m.scale === "effect" ? Math.abs(v) / top > 0.55 : (m.scale === "share" ? v : v / top) < 0.6;
@@ -113,17 +120,20 @@
     canvas.onmousemove = (e) => {
       const p = at(e);
       canvas.style.cursor = p ? "pointer" : "";
+      if (String(p) !== String(hovered)) { render(a, m, list, p); return; }
       if (!p) { $("readout").textContent = summary; return; }
       const [l, h] = p;
       const parts = list.map((x) => {
         const v = x.values[l][h];
-        const text = v === null ? "–" : number(x, v, 4);
+        const text = v === null ? "–" : number(x, v, 4) + (x.unit === "tokens" ? " tokens" : "");
         const off = x.key === "positional" && a.offsets ? ` at ${a.offsets[l][h] >= 0 ? "+" : ""}${a.offsets[l][h]}` : "";
         return `${x.label} ${text}${off}` + (x.threshold !== null && v >= x.threshold ? " ⚑" : "");
       });
       $("readout").textContent = `layer ${l}, head ${h}: ${parts.join(" · ")}`;
     };
-    canvas.onmouseleave = () => { $("readout").textContent = summary; };
+    canvas.onmouseleave = () => { if (hovered) render(a, m, list, null); else $("readout").textContent = summary; };
+    if (hovered) canvas.onmousemove({ clientX: canvas.getBoundingClientRect().left + left + (hovered[1] + 0.5) * cell,
+                                      clientY: canvas.getBoundingClientRect().top + head + (hovered[0] + 0.5) * cell });
     canvas.onclick = (e) => {
       const p = at(e);
       if (p) open(p[0], p[1]);
@@ -151,12 +161,13 @@
     const lo = m.scale === "effect" ? `−${top.toPrecision(2)}` : "0", hi = m.scale === "share" ? "1" : `${m.scale === "effect" ? "+" : ""}${top.toPrecision(2)}`;
     ctx.textAlign = "left"; ctx.fillText(lo, 10, 20);
     ctx.textAlign = "right"; ctx.fillText(hi, w + 10, 20);
+    if (m.scale === "effect") { ctx.textAlign = "center"; ctx.fillText("0", 10 + w / 2, 20); }
     if (m.threshold !== null) {
       const x = 10 + m.threshold * (w - 1);
       ctx.fillStyle = FLAG; ctx.fillRect(x - 1, 0, 2, 18);
     }
     ctx.textAlign = "left"; ctx.fillStyle = "#1d2330";
-    ctx.fillText(`${m.label} (${m.unit})` + (m.threshold !== null ? ": the red mark is the threshold" : ""), w + 22, 2);
+    ctx.fillText(`${m.label}: ${m.unit}` + (m.threshold !== null ? "; the red mark is the threshold" : ""), w + 22, 2);
     $("atlas-about").textContent = m.about;
   }
 

@@ -244,6 +244,7 @@
   // ---- tabs and drawing ----------------------------------------------------------------
   function selectTab(tab, redraw = true) {
     state.tab = tab;
+    document.body.classList.toggle("atlas", tab === "atlas");  // the layer, head and scale choices do not apply
     $("readout").textContent = "";
     for (const b of $("tabs").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.tab === tab);
     for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== `tab-${tab}`;
