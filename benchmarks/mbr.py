@@ -26,7 +26,7 @@ from sacrebleu.significance import PairedTest
 
 from attnkit.data import multi30k, read_lines
 from attnkit.evaluation import bleu, evaluate, moses_tokenize_lc
-from attnkit.inference.translate import translate
+from attnkit.inference.translate import Rerankers, translate
 from attnkit.loading.model_dir import load_translators
 from attnkit.loading.packaged import resolve_model
 from attnkit.search import SearchOptions, mbr_order
@@ -103,7 +103,7 @@ def print_test(
     print(f"\n{name}: test_2016_flickr, computed after the choice")
     print("| decoding | val cased | test tok-lc | test cased | chrF | seconds |\n|---|---|---|---|---|---|")
     for label, val, options in rows:
-        reranking = dict(reverse=reverse if options.rerank else None, r2l=r2l if options.rerank_r2l else None)
+        reranking = dict(rerankers=Rerankers(reverse if options.rerank else None, r2l if options.rerank_r2l else None))
         test = evaluate(decoder, tok, test_src, ref_raw, options, **reranking)
         tok_lc = bleu(moses_tokenize_lc(test.hypotheses, "de"), ref_tok, tokenize="none", lowercase=True).score
         print(

@@ -36,7 +36,7 @@ import torch
 from sacrebleu.metrics import BLEU
 
 from attnkit.data import multi30k, read_lines
-from attnkit.inference.translate import Reverse, RightToLeft, translate
+from attnkit.inference.translate import Rerankers, Reverse, RightToLeft, translate
 from attnkit.loading.model_dir import load_translators
 from attnkit.loading.packaged import resolve_model
 from attnkit.search import SearchOptions
@@ -118,7 +118,9 @@ def run(
         + (f", right-to-left weight {k[2]:g}" if k[2] else "")
     )
     if options(chosen).reranks:  # the library's reranking gives the same outputs as the grid's recombination
-        direct = [t.output for t in translate(decoder, tok, val_src, options(chosen), reverse=reverse, r2l=r2l)]
+        direct = [
+            t.output for t in translate(decoder, tok, val_src, options(chosen), rerankers=Rerankers(reverse, r2l))
+        ]
         same = sum(a == b for a, b in zip(direct, val[chosen]))
         print(f"\ntranslate({label(chosen)}) on val: {same}/{len(direct)} outputs as the grid's")
     baseline = (5, 0.0, 0.0)

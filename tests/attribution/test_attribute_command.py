@@ -5,17 +5,12 @@ import numpy as np
 import pytest
 
 import attnkit
-from attnkit.attribution import ALL_METHODS, attention_flow, attribute_model, rollout
+from attnkit.attribution import attention_flow, attribute_model, rollout
 from attnkit.cli import main
-from attnkit.cli.inspection import ATTRIBUTION_METHODS
 from attnkit.inspection import capture
 from attnkit.loading.model_dir import load_model
 
 pytestmark = pytest.mark.slow  # a trained toy model
-
-
-def test_the_commands_methods_are_the_librarys():
-    assert ATTRIBUTION_METHODS == ALL_METHODS
 
 
 def test_encoder_scores_are_each_method_on_the_captured_maps(trained_toys, tmp_path, capsys):

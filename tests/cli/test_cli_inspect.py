@@ -137,7 +137,7 @@ def test_heads_ablate_puts_each_heads_effect_beside_its_role(capsys, tmp_path):
 @pytest.mark.slow  # draws every scheme's figure
 def test_positions_every_scheme(capsys, tmp_path):
     code, out, err = run(
-        capsys, ["positions", "--scheme", "all", "--heads", "4", "--length", "60", "--out", str(tmp_path / "pe.png")]
+        capsys, ["positions", "--scheme", "all", "--heads", "4", "--length", "60", "-o", str(tmp_path / "pe.png")]
     )
     assert code == 0, err
     for scheme in ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi"):

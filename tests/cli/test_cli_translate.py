@@ -177,7 +177,7 @@ def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_di
     weight (the toy model reverses letters, so it is its own reverse model); evaluate scores them.
     Two reverse models score as an ensemble."""
     from attnkit.cli.flags import DEFAULT_RERANK_WEIGHT
-    from attnkit.inference.translate import Reverse, translate
+    from attnkit.inference.translate import Rerankers, Reverse, translate
     from attnkit.loading.model_dir import load_model
     from attnkit.search import SearchOptions
 
@@ -188,7 +188,7 @@ def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_di
     cases.append(([model_dir, "--rerank-weight", "3"], 3.0))  # a model ensembled with itself scores as it alone
     for flags, weight in cases:
         options = SearchOptions(beam=4, n_best=2, rerank=weight)
-        expected = translate(model, tok, sources, options, reverse=Reverse(model, tok))
+        expected = translate(model, tok, sources, options, rerankers=Rerankers(Reverse(model, tok)))
         command = ["translate", model_dir, "--beam", "4", "--n-best", "2", "--rerank", model_dir, *flags]
         code, out, err = run(capsys, monkeypatch, command, stdin)
         assert code == 0, err
@@ -204,6 +204,6 @@ def test_rerank_flags_reach_translate_and_evaluate(capsys, monkeypatch, model_di
     code, out, err = run(capsys, monkeypatch, [*command, "-o", str(out_file)], b"")
     assert code == 0, err
     options = SearchOptions(beam=4, rerank=DEFAULT_RERANK_WEIGHT)
-    expected = translate(model, tok, sources, options, reverse=Reverse(model, tok))
+    expected = translate(model, tok, sources, options, rerankers=Rerankers(Reverse(model, tok)))
     assert out_file.read_text().splitlines() == [t.output for t in expected]
     assert "BLEU" in out

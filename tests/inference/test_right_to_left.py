@@ -15,7 +15,7 @@ from attnkit.config import config_from_dict
 from attnkit.data import collate
 from attnkit.data.tokenizer import EOS_LABEL
 from attnkit.inference.score import score_pairs
-from attnkit.inference.translate import Reverse, RightToLeft, translate
+from attnkit.inference.translate import Rerankers, Reverse, RightToLeft, translate
 from attnkit.loading.model_dir import load_model, load_translators
 from attnkit.search import SearchOptions
 from attnkit.training.trainer import train
@@ -84,7 +84,7 @@ def test_reranking_adds_the_right_to_left_models_weighted_score(right_to_left, t
     backward = [score_pairs(reverse.model, reverse.tok, t, [b.source] * 5).per_token for b, t in zip(beam, texts)]
     for w_rev, w_r2l in ((0.0, 1.5), (0.7, 1.5)):
         options = SearchOptions(beam=5, n_best=5, rerank=w_rev, rerank_r2l=w_r2l)
-        listed = translate(net, tok, sources, options, reverse=reverse if w_rev else None, r2l=r2l)
+        listed = translate(net, tok, sources, options, rerankers=Rerankers(reverse if w_rev else None, r2l))
         changed = 0
         for b, t, o, back, n in zip(beam, texts, other_way, backward, listed):
             combined = [score + w_r2l * r + w_rev * k for (_, score), r, k in zip(b.nbest, o, back)]
@@ -124,7 +124,7 @@ def test_the_flags_reach_translate_and_evaluate(capsys, monkeypatch, right_to_le
         ),
     ]
     for flags, options in cases:
-        expected = translate(net, tok, sources, options, reverse=reverse if options.rerank else None, r2l=r2l)
+        expected = translate(net, tok, sources, options, rerankers=Rerankers(reverse if options.rerank else None, r2l))
         argv = ["translate", forward, "--beam", "4", "--n-best", "2", "--rerank-r2l", str(right_to_left), *flags]
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(("\n".join(sources) + "\n").encode())))
         code = main(argv)
@@ -141,5 +141,7 @@ def test_the_flags_reach_translate_and_evaluate(capsys, monkeypatch, right_to_le
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "BLEU" in out
-    expected = translate(net, tok, sources, SearchOptions(beam=4, rerank_r2l=DEFAULT_R2L_WEIGHT), r2l=r2l)
+    expected = translate(
+        net, tok, sources, SearchOptions(beam=4, rerank_r2l=DEFAULT_R2L_WEIGHT), rerankers=Rerankers(r2l=r2l)
+    )
     assert hyps.read_text().splitlines() == [t.output for t in expected]

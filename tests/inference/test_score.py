@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from attnkit.data import collate
 from attnkit.inference.score import score_pairs
-from attnkit.inference.translate import Reverse, translate
+from attnkit.inference.translate import Rerankers, Reverse, translate
 from attnkit.loading.model_dir import load_model
 from attnkit.search import SearchOptions
 
@@ -93,8 +93,8 @@ def test_reranking_picks_by_the_beam_score_plus_the_reverse_models(trained_toys,
     reverse = Reverse(*load_model(trained_toys["rnn"])[:2])
     beam = translate(net, tok, sources, SearchOptions(beam=5, n_best=5))
     weight = 2.0
-    reranked = translate(net, tok, sources, SearchOptions(beam=5, rerank=weight), reverse=reverse)
-    listed = translate(net, tok, sources, SearchOptions(beam=5, n_best=5, rerank=weight), reverse=reverse)
+    reranked = translate(net, tok, sources, SearchOptions(beam=5, rerank=weight), rerankers=Rerankers(reverse))
+    listed = translate(net, tok, sources, SearchOptions(beam=5, n_best=5, rerank=weight), rerankers=Rerankers(reverse))
     changed = 0
     for b, r, n in zip(beam, reranked, listed):
         texts = [text for text, _ in b.nbest]
@@ -107,7 +107,9 @@ def test_reranking_picks_by_the_beam_score_plus_the_reverse_models(trained_toys,
         assert [s for _, s in n.nbest] == sorted((s for _, s in n.nbest), reverse=True)
         changed += r.output != b.output
     assert changed > 0  # the reverse model changed some choices: the test sees reranking at work
-    aligned = translate(net, tok, sources[:6], SearchOptions(beam=5, rerank=weight), reverse=reverse, need_weights=True)
+    aligned = translate(
+        net, tok, sources[:6], SearchOptions(beam=5, rerank=weight), rerankers=Rerankers(reverse), need_weights=True
+    )
     for r, a in zip(reranked, aligned):
         assert a.output == r.output and a.alignment is not None
         assert a.alignment.shape[-2] == len(a.out_pieces)  # the chosen output's own attention

@@ -377,6 +377,47 @@ def test_the_studio_shows_a_vit_over_its_image(hf_models, photo):
         studio.run("translate", {"text": "x", "image": base64.b64encode(b"not an image").decode()})
 
 
+def _projection(model, call):
+    """The module that merges ``call``'s heads (its input: the heads side by side), found by name."""
+    names = dict(model.hf.model.named_modules())
+    owner = next(n for n, m in names.items() if m is call.module)
+    own = (getattr(call.module, a) for a in ("o_proj", "out_proj", "o", "out_lin", "c_proj") if hasattr(call.module, a))
+    return next(own, None) or names[owner.rsplit(".", 1)[0] + ".output.dense"]
+
+
+@pytest.mark.parametrize("family", list(SUPPORTED))
+def test_every_family_ablates_a_head_as_its_output_zeroed_by_hand(hf_models, family, photo):
+    """A head of the last attention call zero-ablated by attnkit's gate against the same head's
+    slice of the merging projection's input zeroed by a hook (1e-5); importance for every head."""
+    from attnkit.heads.ablation import ablation_effects, head_importance, measure
+
+    model = attnkit.load(hf_models[family], device="cpu")
+    text = str(photo) if family == "vit" else TEXT
+    prepared = model.prepare([text], **({"max_new_tokens": 2} if model.capabilities.writes == "continuation" else {}))
+    rec, _ = model._forward(prepared[0], vectors=True)
+    call = rec.calls[-1]
+    _, base, effects = ablation_effects(model, prepared, "zero", heads=[(call.kind, call.layer, 0)])
+    projection = _projection(model, call)
+    width = projection.weight.shape[0] if type(projection).__name__ == "Conv1D" else projection.in_features
+    d = width // call.heads
+    reference = measure(model, prepared)  # its clean sentence vector (an encoder's) taken here, no hook
+
+    def zero_head(module, args):
+        x = args[0].clone()
+        x[..., :d] = 0
+        return (x,)
+
+    handle = projection.register_forward_pre_hook(zero_head)
+    try:
+        with torch.no_grad():
+            by_hand = reference.mean()
+    finally:
+        handle.remove()
+    assert effects[call.kind][call.layer, 0] == pytest.approx(by_hand - base, abs=1e-5)
+    importance = head_importance(model, prepared)
+    assert all(np.isfinite(v).all() and (v >= 0).all() for v in importance.values())
+
+
 @pytest.mark.parametrize("family", list(SUPPORTED))
 def test_value_vectors_rebuild_each_familys_attention_output(hf_models, family, photo):
     """Value-norm's f^h(x_j) = v^h_j W_O^h, with each family's own output projection: the weighted sum
@@ -390,19 +431,7 @@ def test_value_vectors_rebuild_each_familys_attention_output(hf_models, family, 
     call = rec.calls[-1]  # the last attention call of the pass
     _, bias = model.hf.output_projection(call.module)
     outputs = []
-    names = dict(model.hf.model.named_modules())
-    owner = next(n for n, m in names.items() if m is call.module)
-    projection = (
-        next(
-            (
-                getattr(call.module, a)
-                for a in ("o_proj", "out_proj", "o", "out_lin", "c_proj")
-                if hasattr(call.module, a)
-            ),
-            None,
-        )
-        or names[owner.rsplit(".", 1)[0] + ".output.dense"]
-    )
+    projection = _projection(model, call)
     handle = projection.register_forward_hook(lambda mod, args, out: outputs.append(out.detach()))
     model._forward(prepared)
     handle.remove()

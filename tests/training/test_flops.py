@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from attnkit.config import ModelConfig
 from attnkit.data.tokenizer import PAD
 from attnkit.models import build_model
-from attnkit.training.flops import matmul_peak, rnn_flops, transformer_flops, update_flops
+from attnkit.training.flops import rnn_flops, transformer_flops, update_flops
 from attnkit.training.loss import projected_label_smoothed_loss
 
 VOCAB = 97
@@ -56,9 +56,13 @@ def test_padding_is_not_counted():
     assert update_flops(ModelConfig(arch="encoder"), [3], [3], VOCAB) is None
 
 
-def test_matmul_peak_is_a_rate():
-    peak = matmul_peak("cpu", n=256, reps=2)
-    assert 1e8 < peak < 1e14
+def test_matmul_peak_is_2n_cubed_over_the_fastest_product(monkeypatch):
+    """With the clock replaced by one whose products take 0.5 s, 0.25 s and 0.4 s: 2 n^3 / 0.25."""
+    import attnkit.training.flops as flops
+
+    ticks = iter([0.0, 0.5, 1.0, 1.25, 2.0, 2.4])
+    monkeypatch.setattr(flops.time, "perf_counter", lambda: next(ticks))
+    assert flops.matmul_peak.__wrapped__("cpu", n=64, reps=3) == 2 * 64**3 / 0.25
 
 
 def test_trainer_logs_mfu(trained_toys):

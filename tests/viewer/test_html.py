@@ -79,7 +79,9 @@ def test_rnn_local_attention_carries_p_t(toy_records):
 
 def test_write_checks_suffix_and_needs_records(tmp_path, toy_records):
     records, info = toy_records["rnn"]
-    assert write_html(tmp_path / "v.html", records, info).stat().st_size > 1000
+    data = _data(write_html(tmp_path / "v.html", records, info).read_text(encoding="utf-8"))
+    assert [ex["source"] for ex in data["examples"]] == [r.source for r in records]  # the page holds every sentence
+    assert [ex["src_tokens"] for ex in data["examples"]] == [r.src_tokens for r in records]
     with pytest.raises(ValueError, match=".html"):
         write_html(tmp_path / "v.png", records, info)
     with pytest.raises(ValueError, match="no sentences"):

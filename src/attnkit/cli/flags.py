@@ -260,7 +260,7 @@ def head_arg(value: str) -> int | str:
 def output(
     p: argparse.ArgumentParser, default: str | None, text: str, *, required: bool = False, kind: str | None = None
 ) -> None:
-    """-o/--output (``--out``: the former spelling, hidden)."""
+    """-o/--output."""
     named = {"figure": figure_path, "figure or .npz": figure_or_npz}
     convert = named.get(kind, _suffix_path(kind)) if kind else Path
     p.add_argument(
@@ -271,15 +271,13 @@ def output(
         help=text + (" (required)" if required else ""),
         metavar="FILE",
     )
-    p.add_argument("--out", dest="output", type=convert, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     if required:
         p.set_defaults(require_output=True)
 
 
 def out_dir(p: argparse.ArgumentParser, default: str | None, text: str) -> None:
-    """--out-dir (``--out``: the former spelling, hidden)."""
+    """--out-dir."""
     p.add_argument("--out-dir", type=Path, default=None if default is None else Path(default), help=text, metavar="DIR")
-    p.add_argument("--out", dest="out_dir", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
 
 def device_arg(p: argparse.ArgumentParser) -> None:

@@ -7,18 +7,10 @@ import argparse
 import os
 from pathlib import Path
 
+from ..attribution.methods import ALL_METHODS
 from . import flags as F
 
 # attnkit.attribution.ALL_METHODS, named here so that building the parser imports no torch
-ATTRIBUTION_METHODS = [
-    "attention",
-    "rollout",
-    "flow",
-    "value-norm",
-    "grad-attention",
-    "integrated-gradients",
-    "input-x-gradient",
-]
 
 
 def _figure(fig, args: argparse.Namespace) -> None:
@@ -272,14 +264,11 @@ def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
     """The head atlas of every attention kind the detectors apply to (with --ablate, each head's
     ablation effect and importance beside it)."""
     from ..heads.atlas import head_atlas, legend, write_atlas
-    from ..heads.detectors import DETECTORS, applicable
+    from ..heads.detectors import DETECTORS, fitting
     from ..inspection.capture import LABELS
 
-    r, fits = records[0], {}
-    for kind in r.kinds:  # what each kind's attention is: self-attention (causal or not) or over other tokens
-        keys, queries = r.keys(kind), r.queries(kind)
-        own = keys[len(keys) - len(queries) :] == queries
-        fits[kind] = applicable(self_attention=own, causal=own and r.maps.call(kind, 0).causal)
+    r = records[0]  # what each kind's attention is: self-attention (causal or not) or over other tokens
+    fits = {kind: fitting(r.maps.call(kind, 0), r.queries(kind), r.keys(kind)) for kind in r.kinds}
     detect = None if args.detect is False else args.detect
     atlases = []
     for kind, names in fits.items():
@@ -419,120 +408,144 @@ def cmd_attribute(args: argparse.Namespace) -> None:
 
 
 def add_commands(add) -> None:
-    for name, func, text in (
-        ("capture", cmd_capture, "save every attention map of a model on sentences to one .npz file"),
-        ("plot", cmd_plot, "attention heatmap(s) with the tokens on the axes"),
-        ("view", cmd_view, "write an interactive HTML attention viewer (self-contained, works offline)"),
-        ("heads", cmd_heads, "per-head attention entropy and concentration over sentences"),
+    """The commands that look inside a model, each with its flags."""
+    for add_one in (
+        _add_capture,
+        _add_plot,
+        _add_view,
+        _add_heads,
+        _add_attribute,
+        _add_serve,
+        _add_explain,
+        _add_embed,
+        _add_positions,
     ):
-        p = add(name, func, text)
-        F.source(p)
-        if name == "capture":
-            F.output(p, None, "output .npz", required=True, kind=".npz")
-        elif name == "plot":
-            F.attention_choice(p, default_layer=-1)
-            p.add_argument(
-                "--head",
-                type=F.head_arg,
-                default="mean",
-                help="head index, 'mean' or 'all' (grid of every layer and head)",
-            )
-            p.add_argument(
-                "--steps",
-                type=F.positive_int,
-                nargs="?",
-                const=6,
-                default=None,
-                metavar="N",
-                help="a run trained with train.attention_snapshots: N of its snapshots (default 6), "
-                "first to last, one column each",
-            )
-            F.output(
-                p, "attention.png", "figure (.png, .svg or .pdf); several sentences get _1, _2, ...", kind="figure"
-            )
-            F.dpi(p)
-        elif name == "view":
-            F.output(p, "attention.html", "output .html", kind=".html")
-            p.add_argument("--title", help="page title (default: from the source's name)")
-            p.add_argument(
-                "--layers",
-                type=F.layer_list,
-                default=None,
-                metavar="L[,L...]",
-                help="only these layers' maps in the page (negative from the top); past --page-mb, every "
-                "layer as overviews and these layers exact (default: every layer, or past --page-mb the last)",
-            )
-            p.add_argument(
-                "--page-mb",
-                type=F.positive_int,
-                default=100,
-                metavar="MB",
-                help="the page's size: every map in full where they fit, else every layer and head as "
-                "overviews as large as fit (at most 512 x 512 pixels) (default 100)",
-            )
-            p.add_argument(
-                "--max-steps",
-                type=F.positive_int,
-                default=24,
-                metavar="N",
-                help="a run's snapshots (no sentences given): at most N training steps on the slider",
-            )
-            p.add_argument(
-                "--screenshot",
-                type=F.figure_path,
-                metavar="PNG",
-                help="also save a picture of the page as chromium draws it (needs playwright)",
-            )
-        else:
-            F.output(p, None, "also plot the statistics to this figure", kind="figure")
-            F.dpi(p)
-            p.add_argument(
-                "--detect",
-                type=F.detector_list,
-                default=False,
-                metavar="NAMES",
-                help="what each head does: 'all' or some of previous-token, duplicate-token, induction, retrieval, "
-                "sink, positional, rare-word, delimiter, broad, distance (each by its paper's definition; those "
-                "that apply to each attention kind)",
-            )
-            p.add_argument(
-                "--probe",
-                choices=("repeated", "needle"),
-                help="score the heads on inputs built for the model's tokenizer from random words of its "
-                "vocabulary: 'repeated' (a random sequence, then again: induction heads) or 'needle' (a needle "
-                "in a haystack, then the needle again: retrieval heads; sentences given become the haystack)",
-            )
-            p.add_argument(
-                "--probe-tokens",
-                type=F.positive_int,
-                metavar="N",
-                help="each probe input's length in tokens (default 100 for repeated, 1024 for needle)",
-            )
-            p.add_argument(
-                "--probes", type=F.positive_int, default=8, metavar="N", help="how many probe inputs (default 8)"
-            )
-            p.add_argument(
-                "--ablate",
-                choices=("zero", "mean"),
-                help="also remove each head alone (its output replaced by 0, or by its mean over the inputs) "
-                "and report how much the loss of the output tokens rises (an encoder: how much of its "
-                "sentence vector is lost), beside each head's importance (Michel et al. 2019: the "
-                "gradient on a gate on the head)",
-            )
-            p.add_argument(
-                "--references",
-                type=F.existing_file,
-                metavar="FILE",
-                help="with --ablate on a translator: each head's effect is how far BLEU falls (its translations "
-                "of the sentences, --beam, against these references, one a line) instead of the loss",
-            )
-            p.add_argument(
-                "--table",
-                type=F.table_path,
-                metavar="FILE",
-                help="with --detect: every head's scores to this .json or .csv",
-            )
+        add_one(add)
 
+
+def _add_capture(add) -> None:
+    p = add("capture", cmd_capture, "save every attention map of a model on sentences to one .npz file")
+    F.source(p)
+    F.output(p, None, "output .npz", required=True, kind=".npz")
+
+
+def _add_plot(add) -> None:
+    p = add("plot", cmd_plot, "attention heatmap(s) with the tokens on the axes")
+    F.source(p)
+    F.attention_choice(p, default_layer=-1)
+    p.add_argument(
+        "--head",
+        type=F.head_arg,
+        default="mean",
+        help="head index, 'mean' or 'all' (grid of every layer and head)",
+    )
+    p.add_argument(
+        "--steps",
+        type=F.positive_int,
+        nargs="?",
+        const=6,
+        default=None,
+        metavar="N",
+        help="a run trained with train.attention_snapshots: N of its snapshots (default 6), "
+        "first to last, one column each",
+    )
+    F.output(p, "attention.png", "figure (.png, .svg or .pdf); several sentences get _1, _2, ...", kind="figure")
+    F.dpi(p)
+
+
+def _add_view(add) -> None:
+    p = add("view", cmd_view, "write an interactive HTML attention viewer (self-contained, works offline)")
+    F.source(p)
+    F.output(p, "attention.html", "output .html", kind=".html")
+    p.add_argument("--title", help="page title (default: from the source's name)")
+    p.add_argument(
+        "--layers",
+        type=F.layer_list,
+        default=None,
+        metavar="L[,L...]",
+        help="only these layers' maps in the page (negative from the top); past --page-mb, every "
+        "layer as overviews and these layers exact (default: every layer, or past --page-mb the last)",
+    )
+    p.add_argument(
+        "--page-mb",
+        type=F.positive_int,
+        default=100,
+        metavar="MB",
+        help="the page's size: every map in full where they fit, else every layer and head as "
+        "overviews as large as fit (at most 512 x 512 pixels) (default 100)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=F.positive_int,
+        default=24,
+        metavar="N",
+        help="a run's snapshots (no sentences given): at most N training steps on the slider",
+    )
+    p.add_argument(
+        "--screenshot",
+        type=F.figure_path,
+        metavar="PNG",
+        help="also save a picture of the page as chromium draws it (needs playwright)",
+    )
+
+
+def _add_heads(add) -> None:
+    p = add(
+        "heads",
+        cmd_heads,
+        "per-head entropy and concentration; --detect: which heads do what (published detectors); "
+        "--ablate: whether the model needs them",
+    )
+    F.source(p)
+    F.output(p, None, "also plot the statistics to this figure", kind="figure")
+    F.dpi(p)
+    p.add_argument(
+        "--detect",
+        type=F.detector_list,
+        default=False,
+        metavar="NAMES",
+        help="what each head does: 'all' or some of previous-token, duplicate-token, induction, retrieval, "
+        "sink, positional, rare-word, delimiter, broad, distance (each by its paper's definition; those "
+        "that apply to each attention kind)",
+    )
+    p.add_argument(
+        "--probe",
+        choices=("repeated", "needle"),
+        help="score the heads on inputs built for the model's tokenizer from random words of its "
+        "vocabulary: 'repeated' (a random sequence, then again: induction heads) or 'needle' (a needle "
+        "in a haystack, then the needle again: retrieval heads; sentences given become the haystack)",
+    )
+    p.add_argument(
+        "--probe-tokens",
+        type=F.positive_int,
+        metavar="N",
+        help="each probe input's length in tokens (default 100 for repeated, 1024 for needle)",
+    )
+    p.add_argument("--probes", type=F.positive_int, default=8, metavar="N", help="how many probe inputs (default 8)")
+    p.add_argument(
+        "--ablate",
+        choices=("zero", "mean"),
+        help="also remove each head alone (its output replaced by 0, or by its mean over the inputs) "
+        "and report how much the loss of the output tokens rises (an encoder: how much of its "
+        "sentence vector is lost), beside each head's importance (Michel et al. 2019: the "
+        "gradient on a gate on the head)",
+    )
+    p.add_argument(
+        "--references",
+        type=F.existing_file,
+        metavar="FILE",
+        help="with --ablate on a translator: each head's effect is how far BLEU falls (its translations "
+        "of the sentences, --beam, against these references, one a line) instead of the loss",
+    )
+    p.add_argument(
+        "--table",
+        type=F.table_path,
+        metavar="FILE",
+        help="with --detect: every head's scores to this .json or .csv",
+    )
+
+
+def _add_attribute(add) -> None:
     p = add(
         "attribute",
         cmd_attribute,
@@ -542,7 +555,7 @@ def add_commands(add) -> None:
     F.source(p)
     p.add_argument(
         "--method",
-        choices=[*ATTRIBUTION_METHODS, "all"],
+        choices=[*ALL_METHODS, "all"],
         default="all",
         help="attention: the last layer's, mean of heads; rollout and flow: through every layer, "
         "with the residual connections (Abnar & Zuidema 2020; an encoder-decoder's rollout follows "
@@ -568,6 +581,8 @@ def add_commands(add) -> None:
     )
     F.dpi(p)
 
+
+def _add_serve(add) -> None:
     p = add(
         "serve",
         cmd_serve,
@@ -605,6 +620,8 @@ def add_commands(add) -> None:
         )
     F.device_arg(p)
 
+
+def _add_explain(add) -> None:
     p = add("explain", cmd_explain, "Q/K/V walk-through of one query token of one head")
     F.source(p, many=False)
     p.add_argument("sentence", type=F.non_empty, help="the source sentence (a decoder-only model's prompt)")
@@ -624,6 +641,8 @@ def add_commands(add) -> None:
     F.output(p, None, "also draw the walk-through to this figure", kind="figure")
     F.dpi(p)
 
+
+def _add_embed(add) -> None:
     p = add("embed", cmd_embed, "contextual word vectors of a pretrained encoder: the same word in different contexts")
     p.add_argument(
         "model",
@@ -635,6 +654,8 @@ def add_commands(add) -> None:
     F.dpi(p, 120)
     F.device_arg(p)
 
+
+def _add_positions(add) -> None:
     p = add("positions", cmd_positions, "print and plot positional encodings and relative-position biases")
     p.add_argument(
         "--scheme",

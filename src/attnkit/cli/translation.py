@@ -16,7 +16,7 @@ def cmd_models(args: argparse.Namespace) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> None:
     """Translate stdin or --input, one output line per input line (or n-best lines)."""
-    from ..inference.translate import Reverse, RightToLeft, translate_file
+    from ..inference.translate import Rerankers, Reverse, RightToLeft, translate_file
     from ..loading.model_dir import load_translators
 
     options = F.search_options(args)
@@ -36,8 +36,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
         max_src_len=args.max_src_len or limit,
         workers=args.workers,
         interactive=args.input is None and sys.stdin.isatty(),
-        reverse=reverse,
-        r2l=r2l,
+        rerankers=Rerankers(reverse, r2l),
     )
 
 

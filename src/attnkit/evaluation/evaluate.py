@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS
 from ..data import Tokenizer
-from ..inference.translate import Reverse, RightToLeft, translate
+from ..inference.translate import Rerankers, Reverse, RightToLeft, translate
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
 from .metrics import Score, bleu, chrf
@@ -66,15 +66,14 @@ def evaluate(
     detokenize_lang: str | None = None,
     max_src_len: int | None = None,
     workers: int | None = None,
-    reverse: Reverse | None = None,
-    r2l: RightToLeft | None = None,
+    rerankers: Rerankers | None = None,
 ) -> Evaluation:
     """Translate ``sources`` and score against ``references`` (one per source).
 
     tokenize/lowercase are sacreBLEU's options: ``tokenize="none"`` for text that
     is already tokenized (Multi30k tok files, comparable to published figures),
     the default 13a for raw text. ``detokenize_lang`` Moses-detokenizes the outputs first.
-    ``options``, ``workers``, ``reverse`` and ``r2l``: see ``translate``. Every setting is checked before any
+    ``options``, ``workers`` and ``rerankers``: see ``translate``. Every setting is checked before any
     sentence is translated.
     """
     if tokenize not in BLEU_TOKENIZERS:
@@ -96,8 +95,7 @@ def evaluate(
         batch_tokens=batch_tokens,
         max_src_len=max_src_len,
         workers=workers,
-        reverse=reverse,
-        r2l=r2l,
+        rerankers=rerankers,
     )
     outputs = [t.output for t in found]
     seconds = time.perf_counter() - start
@@ -155,8 +153,7 @@ def evaluate_files(
         detokenize_lang=detokenize_lang,
         max_src_len=limit,
         workers=workers,
-        reverse=backward,
-        r2l=other_way,
+        rerankers=Rerankers(backward, other_way),
     )
     if output:
         write_text(output, "\n".join(result.hypotheses) + "\n")

@@ -103,6 +103,55 @@ class RightToLeft(Reranker):
             )
 
 
+@dataclass(frozen=True)
+class Rerankers:
+    """The models a search's outputs are reranked by: ``reverse`` weighed by
+    ``SearchOptions.rerank``, ``r2l`` by ``SearchOptions.rerank_r2l``. Each output's score is then
+    the beam's score + rerank x the reverse score + rerank_r2l x the right-to-left score."""
+
+    reverse: Reverse | None = None
+    r2l: RightToLeft | None = None
+
+    def check(self, options: SearchOptions) -> None:
+        if options.rerank and self.reverse is None:
+            raise ValueError("reranking needs a reverse model (target -> source language)")
+        if options.rerank_r2l and self.r2l is None:
+            raise ValueError("right-to-left reranking needs a right-to-left model (tokenizer.right_to_left)")
+
+    def rescore(
+        self, options: SearchOptions, sources: list[str], outputs: list[list[str]], scores: list[list[float]]
+    ) -> list[list[float]]:
+        """Each source's outputs' ``scores`` with the weighed rerankers' per-token scores added."""
+        for weight, reranker in ((options.rerank, self.reverse), (options.rerank_r2l, self.r2l)):
+            if weight and reranker is not None:
+                opinion = reranker.per_token(sources, outputs)
+                scores = [(np.array(s) + weight * b).tolist() for s, b in zip(scores, opinion)]
+        return scores
+
+
+def _order(options: SearchOptions, texts: list[str], score: list[float]) -> list[int]:
+    """The order a source's n-best outputs are returned in: MBR's consensus first, then by expected
+    BLEU; reranked by score (ties keep the beam's order); or the beam's own."""
+    if options.mbr:
+        return [j for j, _ in mbr_order(texts)][: options.n_best]
+    if options.reranks:
+        return sorted(range(len(texts)), key=lambda j: -score[j])[: options.n_best]
+    return list(range(len(texts)))
+
+
+def _workers(workers: int | None, device: torch.device, sentences: int) -> int:
+    """Decoding threads: ``workers`` checked, or by default one per intra-op thread on CPU with at
+    least ``MIN_SENTENCES_PER_WORKER`` sentences each."""
+    if workers is None:
+        workers = torch.get_num_threads() if device.type == "cpu" else 1
+        return max(1, min(workers, sentences // MIN_SENTENCES_PER_WORKER))
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if workers > 1 and device.type != "cpu":
+        raise ValueError(f"workers > 1 is for CPU decoding; the model is on {device}")
+    return workers
+
+
 @dataclass
 class Translation:
     """One output. ``alignment`` is (layers, heads, t, s) over ``out_pieces`` x ``src_pieces``
@@ -131,8 +180,7 @@ def translate(
     need_weights: bool = False,
     max_src_len: int | None = None,
     workers: int | None = None,
-    reverse: Reverse | None = None,
-    r2l: RightToLeft | None = None,
+    rerankers: Rerankers | None = None,
 ) -> list[Translation]:
     """Translate ``sentences`` with ``options`` (default ``SearchOptions()``: beam 5, fairseq's
     length penalty; beam 1 runs greedy search). ``model``: one model, or several sharing ``tok``
@@ -141,15 +189,11 @@ def translate(
     ``workers``: decoding threads on CPU (see the module docstring); None: one per
     intra-op thread (``torch.get_num_threads()``), given at least
     ``MIN_SENTENCES_PER_WORKER`` sentences each; 1: decode in the calling thread.
-    ``reverse``: the reverse model that ``options.rerank`` weighs, ``r2l`` the right-to-left
-    model that ``options.rerank_r2l`` weighs (then each output's ``score`` and its n-best scores
-    are the reranking's: the beam's score + rerank x the reverse score + rerank_r2l x the
-    right-to-left score)."""
+    ``rerankers``: the models ``options.rerank`` and ``options.rerank_r2l`` weigh (then each
+    output's ``score`` and its n-best scores are the reranking's: ``Rerankers``)."""
     options = options or SearchOptions()
-    if options.rerank and reverse is None:
-        raise ValueError("reranking needs a reverse model (target -> source language)")
-    if options.rerank_r2l and r2l is None:
-        raise ValueError("right-to-left reranking needs a right-to-left model (tokenizer.right_to_left)")
+    rerankers = rerankers or Rerankers()
+    rerankers.check(options)
     members = ensemble_members(model)
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
@@ -164,13 +208,7 @@ def translate(
     todo = [i for i, ids in enumerate(src_ids) if ids]
     for i in set(range(len(sentences))) - set(todo):
         results[i] = Translation(sentences[i], "", 0.0, [], [])
-    if workers is None:
-        workers = torch.get_num_threads() if device.type == "cpu" else 1
-        workers = max(1, min(workers, len(todo) // MIN_SENTENCES_PER_WORKER))
-    elif workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    elif workers > 1 and device.type != "cpu":
-        raise ValueError(f"workers > 1 is for CPU decoding; the model is on {device}")
+    workers = _workers(workers, device, len(todo))
 
     def decode(share: list[int]) -> None:  # sentences ``share``, in length-sorted batches
         for batch_idx in inference_batches([src_ids[i] for i in share], batch_tokens) if share else []:
@@ -182,18 +220,10 @@ def translate(
                 found = beam_search(members, batch.src, batch.src_mask, options, need_weights=need_weights)
             lists = [tok.decode_tgt([h.tokens for h in hyps]) for hyps in found.nbest]
             scores = [[h.score for h in hyps] for hyps in found.nbest]
-            for weight, reranker in ((options.rerank, reverse), (options.rerank_r2l, r2l)):
-                if weight and reranker is not None:  # the beam's score + weight x the reranker's
-                    opinion = reranker.per_token([sentences[i] for i in idx], lists)
-                    scores = [(np.array(s) + weight * b).tolist() for s, b in zip(scores, opinion)]
+            scores = rerankers.rescore(options, [sentences[i] for i in idx], lists, scores)
             for row, i in enumerate(idx):
                 hyps, texts, score = found.nbest[row], lists[row], scores[row]
-                if options.mbr:  # the consensus output first, then the rest by expected BLEU
-                    order = [j for j, _ in mbr_order(texts)][: options.n_best]
-                elif options.reranks:  # stable: ties keep the beam's order
-                    order = sorted(range(len(hyps)), key=lambda j: -score[j])[: options.n_best]
-                else:
-                    order = list(range(len(hyps)))
+                order = _order(options, texts, score)
                 hyps, texts, score = [hyps[j] for j in order], [texts[j] for j in order], [score[j] for j in order]
                 best = hyps[0]
                 out_pieces = tok.tgt_pieces(best.tokens) + ([EOS_LABEL] if best.finished else [])
@@ -250,16 +280,15 @@ def translate_file(
     max_src_len: int | None = None,
     workers: int | None = None,
     interactive: bool = False,
-    reverse: Reverse | None = None,
-    r2l: RightToLeft | None = None,
+    rerankers: Rerankers | None = None,
 ) -> None:
     """Translate a file (or stdin) to a file (written whole, or not at all) or stdout, one output
     line per input line; a warning on stderr for each input cut at ``max_src_len``.
     ``interactive``: read stdin line by line with a prompt and answer each at once.
-    ``reverse``, ``r2l``: see ``translate``."""
+    ``rerankers``: see ``translate``."""
     options = options or SearchOptions()
     common: dict[str, Any] = dict(
-        batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers, reverse=reverse, r2l=r2l
+        batch_tokens=batch_tokens, max_src_len=max_src_len, workers=workers, rerankers=rerankers
     )
     if interactive:
         print(f"attnkit translate: beam {options.beam}. One sentence per line; Ctrl-D ends.", file=sys.stderr)

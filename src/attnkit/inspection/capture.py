@@ -393,12 +393,3 @@ def prepare_pretrained(encoder, sentences: list[str]) -> list[Prepared]:
         batch = encoder.encode([s], max_length=encoder.positions)  # attention is shown as far as the positions go
         out.append(Prepared(s, batch.ids[0].tolist(), batch.tokens[0]))
     return out
-
-
-def capture_pretrained(encoder, sentences: list[str]) -> list[AttentionRecord]:
-    """Every self-attention map of a pretrained (BERT-style) encoder on each sentence."""
-    records = []
-    for p in prepare_pretrained(encoder, sentences):
-        maps, _ = capture_ids(encoder.model, p.src_ids)
-        records.append(AttentionRecord(p.source, p.src_tokens, maps))
-    return records

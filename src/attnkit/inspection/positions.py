@@ -5,6 +5,8 @@ taken from a trained model."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -61,12 +63,6 @@ def alibi_bias(heads: int, length: int) -> np.ndarray:
     return ALiBi(heads).score_bias(torch.zeros(1, heads, length, 1), pos, pos)[0].numpy()
 
 
-def t5_bias(module: T5RelativeBias, length: int) -> np.ndarray:
-    pos = torch.arange(length)
-    with torch.no_grad():
-        return module.score_bias(torch.zeros(1), pos, pos)[0].float().numpy()
-
-
 def t5_buckets(
     length: int, *, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True
 ) -> np.ndarray:
@@ -98,6 +94,31 @@ def rotary_views(
     return rope.angles(torch.arange(length)).numpy(), np.stack(rows)
 
 
+@dataclass(frozen=True)
+class Ask:
+    """What a positions figure is asked for: the sizes, and a trained model whose own table or
+    bias is drawn (``learned``, ``fourier``, ``t5``) instead of an untrained one."""
+
+    length: int
+    d_model: int
+    heads: int
+    model: Seq2SeqModel | EncoderModel | None = None
+    model_name: str = ""
+    columns: int = 4  # 2: a four-panel figure in two rows (a narrow page)
+
+
+Drawn = tuple[str, "Figure"]  # the text printed beside it, the figure
+FIGURES: dict[str, Callable[[Ask], Drawn]] = {}  # scheme -> what draws it
+
+
+def _draws(scheme: str) -> Callable[[Callable[[Ask], Drawn]], Callable[[Ask], Drawn]]:
+    def register(fn: Callable[[Ask], Drawn]) -> Callable[[Ask], Drawn]:
+        FIGURES[scheme] = fn
+        return fn
+
+    return register
+
+
 def position_figure(
     scheme: str,
     *,
@@ -107,128 +128,163 @@ def position_figure(
     model: Seq2SeqModel | EncoderModel | None = None,
     model_name: str = "",
     columns: int = 4,
-) -> tuple[str, Figure]:
+) -> Drawn:
     """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
-    bias a trained ``model`` learned (learned and t5). ``columns``: 2 lays a four-panel figure
-    out in two rows (for a narrow page)."""
+    bias a trained ``model`` learned (learned, fourier and t5). ``columns``: 2 lays a four-panel
+    figure out in two rows (for a narrow page)."""
+    if scheme not in FIGURES:
+        raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
+    np.set_printoptions(precision=3, suppress=True, linewidth=120)
+    return FIGURES[scheme](Ask(length, d_model, heads, model, model_name, columns))
+
+
+@_draws("sinusoidal")
+def _sinusoidal(a: Ask) -> Drawn:
     from .. import plots
 
-    np.set_printoptions(precision=3, suppress=True, linewidth=120)
-    n, d, h = length, d_model, heads
-    if scheme == "sinusoidal":
-        pe = sinusoidal_matrix(n, d)
-        lines = [
-            f"sinusoidal positional encoding, d_model={d}, positions 0..{n - 1}",
-            "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))",
-            "",
-        ]
-        lines += [f"PE({pos:>3})[:8] = {pe[pos, :8]}" for pos in (0, 1, 2, n - 1)]
-        sim = pe @ pe.T
-        lines += [
-            "",
-            "similarity PE(i) . PE(i + k) depends on the offset k, not on i:",
-            "   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40)),
-        ]
-        lines += [
-            f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40))
-            for k in (0, 1, 2, 5, 10, 20)
-            if k + 40 < n
-        ]
-        return "\n".join(lines), plots.plot_positional_encoding(
-            pe, title=f"sinusoidal PE, d_model={d}", columns=columns
-        )
-    if scheme == "learned":
-        module = find_scheme(model, LearnedPositionalEmbedding) if model is not None else None
-        if module is None:
-            table = LearnedPositionalEmbedding(d, n)(n).detach().numpy()
-            return (
-                "learned positions: a trained table (give --model with model.positions=learned); "
-                "showing the untrained table: random noise, no structure"
-            ), plots.plot_positional_encoding(
-                table, title="learned positions, untrained: random initial values", learned=True, columns=columns
-            )
-        table = module(min(n, module.max_len)).detach().float().cpu().numpy()
-        shown = f"positions 0..{len(table) - 1} of its {module.max_len}"
+    n, d = a.length, a.d_model
+    pe = sinusoidal_matrix(n, d)
+    lines = [
+        f"sinusoidal positional encoding, d_model={d}, positions 0..{n - 1}",
+        "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))",
+        "",
+    ]
+    lines += [f"PE({pos:>3})[:8] = {pe[pos, :8]}" for pos in (0, 1, 2, n - 1)]
+    sim = pe @ pe.T
+    lines += [
+        "",
+        "similarity PE(i) . PE(i + k) depends on the offset k, not on i:",
+        "   k   " + "  ".join(f"i={i:<6}" for i in (0, 10, 40)),
+    ]
+    lines += [
+        f"  {k:>3}  " + "  ".join(f"{sim[i, i + k]:8.3f}" for i in (0, 10, 40))
+        for k in (0, 1, 2, 5, 10, 20)
+        if k + 40 < n
+    ]
+    return "\n".join(lines), plots.plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={d}", columns=a.columns)
+
+
+@_draws("learned")
+def _learned(a: Ask) -> Drawn:
+    from .. import plots
+
+    module = find_scheme(a.model, LearnedPositionalEmbedding) if a.model is not None else None
+    if module is None:
+        table = LearnedPositionalEmbedding(a.d_model, a.length)(a.length).detach().numpy()
         return (
-            f"learned positions of {model_name}: {shown}, d_model {table.shape[1]}",
-            plots.plot_positional_encoding(
-                table, title=f"learned positions of {model_name} ({shown}), as trained", learned=True, columns=columns
-            ),
+            "learned positions: a trained table (give --model with model.positions=learned); "
+            "showing the untrained table: random noise, no structure"
+        ), plots.plot_positional_encoding(
+            table, title="learned positions, untrained: random initial values", learned=True, columns=a.columns
         )
-    if scheme == "fourier":
-        fourier = find_scheme(model, FourierPositions) if model is not None else None
-        trained = fourier is not None
-        if fourier is None:
-            with torch.random.fork_rng():  # a fixed draw, without touching the caller's generator
-                torch.manual_seed(0)
-                fourier = FourierPositions(d)
-        with torch.no_grad():
-            table = fourier(n).float().cpu().numpy()
-            wavelengths = (2 * math.pi / fourier.frequencies.abs().clamp_min(1e-9)).flatten().sort().values.numpy()
-        whose = f"of {model_name}" if trained else "untrained (W_r ~ N(0, 1/gamma^2))"
-        text = (
-            f"learnable Fourier features {whose}: {fourier.features} features, gamma = {fourier.gamma}\n"
-            "r_x = [cos(x W_r^T), sin(x W_r^T)] / sqrt(F);  PE_x = GELU(r_x W_1 + b_1) W_2 + b_2\n"
-            f"wavelengths 2 pi / |w| in positions: shortest {wavelengths[0]:.1f}, median "
-            f"{float(np.median(wavelengths)):.1f}, longest {wavelengths[-1]:.3g}"
+    table = module(min(a.length, module.max_len)).detach().float().cpu().numpy()
+    shown = f"positions 0..{len(table) - 1} of its {module.max_len}"
+    return (
+        f"learned positions of {a.model_name}: {shown}, d_model {table.shape[1]}",
+        plots.plot_positional_encoding(
+            table, title=f"learned positions of {a.model_name} ({shown}), as trained", learned=True, columns=a.columns
+        ),
+    )
+
+
+@_draws("fourier")
+def _fourier(a: Ask) -> Drawn:
+    from .. import plots
+
+    fourier = find_scheme(a.model, FourierPositions) if a.model is not None else None
+    trained = fourier is not None
+    if fourier is None:
+        with torch.random.fork_rng():  # a fixed draw, without touching the caller's generator
+            torch.manual_seed(0)
+            fourier = FourierPositions(a.d_model)
+    with torch.no_grad():
+        table = fourier(a.length).float().cpu().numpy()
+        wavelengths = (2 * math.pi / fourier.frequencies.abs().clamp_min(1e-9)).flatten().sort().values.numpy()
+    whose = f"of {a.model_name}" if trained else "untrained (W_r ~ N(0, 1/gamma^2))"
+    text = (
+        f"learnable Fourier features {whose}: {fourier.features} features, gamma = {fourier.gamma}\n"
+        "r_x = [cos(x W_r^T), sin(x W_r^T)] / sqrt(F);  PE_x = GELU(r_x W_1 + b_1) W_2 + b_2\n"
+        f"wavelengths 2 pi / |w| in positions: shortest {wavelengths[0]:.1f}, median "
+        f"{float(np.median(wavelengths)):.1f}, longest {wavelengths[-1]:.3g}"
+    )
+    title = (
+        f"learnable Fourier features of {a.model_name}"
+        if trained
+        else f"learnable Fourier features, untrained: random frequencies (gamma = {fourier.gamma}) through an MLP"
+    )
+    return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True, columns=a.columns)
+
+
+@_draws("alibi")
+def _alibi(a: Ask) -> Drawn:
+    from .. import plots
+
+    text = f"ALiBi, {a.heads} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(a.heads).numpy()}"
+    return text, plots.plot_score_bias(
+        alibi_bias(a.heads, min(a.length, 64)), title="ALiBi: a fixed linear distance penalty per head"
+    )
+
+
+@_draws("t5")
+def _t5(a: Ask) -> Drawn:
+    from .. import plots
+
+    n = a.length
+    t5 = find_scheme(a.model, T5RelativeBias) if a.model is not None else None
+    if t5 is not None:
+        scalars = t5.bias.weight.detach().float().cpu().numpy().T  # (heads, buckets)
+        buckets = t5_buckets(
+            n, num_buckets=t5.num_buckets, max_distance=t5.max_distance, bidirectional=t5.bidirectional
         )
-        title = (
-            f"learnable Fourier features of {model_name}"
-            if trained
-            else f"learnable Fourier features, untrained: random frequencies (gamma = {fourier.gamma}) through an MLP"
-        )
-        return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True, columns=columns)
-    if scheme == "alibi":
-        text = f"ALiBi, {h} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(h).numpy()}"
-        return text, plots.plot_score_bias(
-            alibi_bias(h, min(n, 64)), title="ALiBi: a fixed linear distance penalty per head"
-        )
-    if scheme == "t5":
-        t5 = find_scheme(model, T5RelativeBias) if model is not None else None
-        if t5 is not None:
-            scalars = t5.bias.weight.detach().float().cpu().numpy().T  # (heads, buckets)
-            buckets = t5_buckets(
-                n, num_buckets=t5.num_buckets, max_distance=t5.max_distance, bidirectional=t5.bidirectional
-            )
-            return (
-                f"T5 relative bias of {model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}; "
-                f"learned scalars from {scalars.min():.3f} to {scalars.max():.3f}",
-                plots.plot_relative_index(
-                    buckets,
-                    t5.max_distance,
-                    buckets=True,
-                    scalars=scalars,
-                    title=f"T5 relative-position bias of {model_name}: bias(i, j) = b[head, bucket(j − i)]\n"
-                    "(a bucket of offsets that training never reached keeps its random initial scalar)",
-                ),
-            )
-        buckets = t5_buckets(n)
-        offsets = [o for o in (-40, -20, -8, -4, -1, 0, 1, 4, 8, 20, 40) if 0 <= n // 2 + o < n]
-        text = "T5 buckets (32, max distance 128, bidirectional): offset -> bucket\n  " + "  ".join(
-            f"{o:+d}:{buckets[n // 2, n // 2 + o]}" for o in offsets
-        )
-        return text, plots.plot_relative_index(
-            buckets,
-            128,
-            buckets=True,
-            title="T5 relative-position buckets; each head learns one scalar per bucket (--model shows a trained model's)",
-        )
-    if scheme == "relative":
         return (
-            "Shaw et al. relative positions: a_ij = w[clip(j - i, -16, 16)] added to keys (and values)",
+            f"T5 relative bias of {a.model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}; "
+            f"learned scalars from {scalars.min():.3f} to {scalars.max():.3f}",
             plots.plot_relative_index(
-                shaw_index(min(n, 48), 16), 16, title="Shaw relative positions: which learned vector each pair uses"
+                buckets,
+                t5.max_distance,
+                buckets=True,
+                scalars=scalars,
+                title=f"T5 relative-position bias of {a.model_name}: bias(i, j) = b[head, bucket(j − i)]\n"
+                "(a bucket of offsets that training never reached keeps its random initial scalar)",
             ),
         )
-    if scheme == "rope":
-        angles, scores = rotary_views(d // h, n)
-        spread = float(np.abs(scores - scores[0]).max())
-        text = (
-            f"RoPE, head_dim={d // h}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
-            f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}"
-        )
-        return text, plots.plot_rotary(angles, scores, title="rotary position embedding")
-    raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
+    buckets = t5_buckets(n)
+    offsets = [o for o in (-40, -20, -8, -4, -1, 0, 1, 4, 8, 20, 40) if 0 <= n // 2 + o < n]
+    text = "T5 buckets (32, max distance 128, bidirectional): offset -> bucket\n  " + "  ".join(
+        f"{o:+d}:{buckets[n // 2, n // 2 + o]}" for o in offsets
+    )
+    return text, plots.plot_relative_index(
+        buckets,
+        128,
+        buckets=True,
+        title="T5 relative-position buckets; each head learns one scalar per bucket (--model shows a trained model's)",
+    )
+
+
+@_draws("relative")
+def _relative(a: Ask) -> Drawn:
+    from .. import plots
+
+    return (
+        "Shaw et al. relative positions: a_ij = w[clip(j - i, -16, 16)] added to keys (and values)",
+        plots.plot_relative_index(
+            shaw_index(min(a.length, 48), 16), 16, title="Shaw relative positions: which learned vector each pair uses"
+        ),
+    )
+
+
+@_draws("rope")
+def _rope(a: Ask) -> Drawn:
+    from .. import plots
+
+    head_dim = a.d_model // a.heads
+    angles, scores = rotary_views(head_dim, a.length)
+    spread = float(np.abs(scores - scores[0]).max())
+    text = (
+        f"RoPE, head_dim={head_dim}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
+        f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}"
+    )
+    return text, plots.plot_rotary(angles, scores, title="rotary position embedding")
 
 
 def draw_positions(

@@ -48,54 +48,11 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         axes["qk"].set_title("1. the decoder state h_t and the encoder states h̄_s")
 
     x = np.arange(s)
-    finite = np.isfinite(w.scaled)
-    ax = axes["scores"]
-    if w.recurrent:
-        ax.bar(x[finite], w.raw[finite], width=0.6, label=f"score {w.score}", color="#2563eb")
-        if (~finite).any():
-            ax.bar(x[~finite], w.raw[~finite], width=0.6, label="outside the window", color="#d1d5db")
-        ax.set(title="3. scores")
-    else:
-        ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
-        ax.bar(
-            x[finite] + 0.2,
-            w.scaled[finite],
-            width=0.4,
-            label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""),
-            color="#2563eb",
-        )
-        ax.set(title="3. scores, raw and scaled")
-    ax.axhline(0, color="black", lw=0.5)
-    ax.set_xticks(x, labels, **slant, **ticks)
-    ax.set(ylabel="score")
-    ax.legend(fontsize=8)
-
-    ax = axes["softmax"]
-    if w.recurrent:
-        ax.bar(
-            x,
-            w.weights,
-            width=0.6,
-            color="#2563eb",
-            label="softmax in the window × Gaussian" if w.gauss is not None else "softmax: the attention weights",
-        )
-        if w.gauss is not None:
-            ax.plot(x, w.gauss, color="#dc2626", marker=".", lw=1, label=f"Gaussian around p_t = {w.p_t:.2f}")
-    else:
-        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
-        ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
-    ax.set_xticks(x, labels, **slant, **ticks)
+    _scores_panel(axes["scores"], w, x, labels, dict(slant, **ticks))
+    _softmax_panel(axes["softmax"], w, x, labels, dict(slant, **ticks))
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
-        for panel in (axes["scores"], axes["softmax"]):
-            lo, hi = max(w.p_t - w.window, -0.5), min(w.p_t + w.window, s - 0.5)
-            panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
-                          label=f"window p_t ± D (p_t = {w.p_t:.2f}, D = {w.window})")  # fmt: skip
-            panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1)
-            panel.set_xlim(-0.5, s - 0.5)
-        axes["scores"].legend(fontsize=8)
-    # headroom above 1 for the legend, so that it never covers a bar
-    ax.set(ylim=(0, 1.38), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
-    ax.legend(fontsize=8, loc="upper center", ncol=1)
+        _window(axes, w, s)
+    axes["softmax"].legend(fontsize=8, loc="upper center", ncol=1)
 
     weighted = w.weights[:, None] * w.v[:, :shown]
     value, total = ("h̄_s", "c_t = Σ a_s h̄_s") if w.recurrent else ("v", "z = Σ a_j v_j")
@@ -118,6 +75,62 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     where = "RNN decoder (Luong)" if w.recurrent else f"layer {w.layer}, head {w.head}"
     fig.suptitle(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query}", fontsize=11)
     return fig
+
+
+def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
+    """3. the scores: an RNN's (those outside a local window grey), or raw and scaled beside each other."""
+    finite = np.isfinite(w.scaled)
+    d_k = w.k.shape[1]
+    if w.recurrent:
+        ax.bar(x[finite], w.raw[finite], width=0.6, label=f"score {w.score}", color="#2563eb")
+        if (~finite).any():
+            ax.bar(x[~finite], w.raw[~finite], width=0.6, label="outside the window", color="#d1d5db")
+        ax.set(title="3. scores")
+    else:
+        ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
+        ax.bar(
+            x[finite] + 0.2,
+            w.scaled[finite],
+            width=0.4,
+            label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""),
+            color="#2563eb",
+        )
+        ax.set(title="3. scores, raw and scaled")
+    ax.axhline(0, color="black", lw=0.5)
+    ax.set_xticks(x, labels, **ticks)
+    ax.set(ylabel="score")
+    ax.legend(fontsize=8)
+
+
+def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
+    """4. the weights: an RNN's (local-p's Gaussian beside them), or with and without the scaling."""
+    if w.recurrent:
+        ax.bar(
+            x,
+            w.weights,
+            width=0.6,
+            color="#2563eb",
+            label="softmax in the window × Gaussian" if w.gauss is not None else "softmax: the attention weights",
+        )
+        if w.gauss is not None:
+            ax.plot(x, w.gauss, color="#dc2626", marker=".", lw=1, label=f"Gaussian around p_t = {w.p_t:.2f}")
+    else:
+        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
+        ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
+    ax.set_xticks(x, labels, **ticks)
+    # headroom above 1 for the legend, so that it never covers a bar
+    ax.set(ylim=(0, 1.38), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
+
+
+def _window(axes, w, s: int) -> None:
+    """Local attention's window p_t ± D shaded on the scores and the weights."""
+    for panel in (axes["scores"], axes["softmax"]):
+        lo, hi = max(w.p_t - w.window, -0.5), min(w.p_t + w.window, s - 0.5)
+        panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
+                      label=f"window p_t ± D (p_t = {w.p_t:.2f}, D = {w.window})")  # fmt: skip
+        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1)
+        panel.set_xlim(-0.5, s - 0.5)
+    axes["scores"].legend(fontsize=8)
 
 
 def plot_head_statistics(panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *, title: str = "") -> Figure:

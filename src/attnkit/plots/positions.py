@@ -11,11 +11,6 @@ from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 
-def position_similarity(pe: np.ndarray) -> np.ndarray:
-    """(t, t) dot products PE(i) . PE(j)."""
-    return pe @ pe.T
-
-
 def plot_positional_encoding(
     pe: np.ndarray,
     *,

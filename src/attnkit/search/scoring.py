@@ -5,9 +5,7 @@ Neither search needs a full log-softmax: a token's log-probability is its logit
 minus the row's log-sum-exp, and only the best few tokens per row are ever
 looked at. So the (rows, V) logits, the largest tensor decoding makes (1,280
 rows x 8,000 words = 41 MB per beam step), are read twice (top-k, then one exp
-pass in place) and never copied. Computing them a block of rows at a time, to
-keep each block in cache through the three passes, was measured and is slower
-(BENCHMARKS.md, "Tried, not adopted").
+pass in place) and never copied.
 
 The logits can be written into a buffer the caller keeps across steps. On CPU
 a fresh (1,280, 8,000) tensor is 41 MB, above glibc's largest mmap threshold:
