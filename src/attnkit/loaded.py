@@ -891,6 +891,12 @@ class TransformersImage(TransformersModel):
         assert p.image is not None  # prepared by prepare_image
         return {"pixels": self.hf.pixels(p.image)}
 
+    def scorer(self, prepared: Prepared) -> Scorer:
+        """Its image vector (the mean of its top layer), for ablation; no gradient method here."""
+        from .attribution.scorers import transformers_image_scorer
+
+        return transformers_image_scorer(self.hf, prepared)
+
 
 TRANSFORMERS_TYPES: dict[str, type[TransformersModel]] = {
     "encoder": TransformersEncoder,

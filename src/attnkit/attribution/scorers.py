@@ -110,6 +110,23 @@ def transformers_encoder_scorer(hf: Any, prepared: Prepared) -> Scorer:
     return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward, pooled=True)
 
 
+def transformers_image_scorer(hf: Any, prepared: Prepared) -> Scorer:
+    """An image encoder run by transformers (ViT): its image vector (the mean of its top layer)
+    over [CLS] and the patches: what ablation measures on it (``heads.ablation``)."""
+    if prepared.image is None:
+        raise ValueError("an image encoder's input is an image: prepare it with prepare_image")
+    pixels = hf.pixels(prepared.image)
+    with torch.no_grad():
+        _, clean = hf.forward(pixels=pixels)
+    direction = clean.last_hidden_state.float().mean(1)[0]
+
+    def forward(copies: int) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(None, pixels=pixels, copies=copies)
+        return _sentence_score(out.last_hidden_state, direction), [(c.kind, c.graph or []) for c in rec.calls]
+
+    return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward, pooled=True)
+
+
 def transformers_decoder_scorer(hf: Any, prepared: Prepared) -> Scorer:
     """A decoder-only model run by transformers: each next token over the tokens before it."""
     seq = _output_side(prepared)[0]

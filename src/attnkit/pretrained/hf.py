@@ -380,11 +380,19 @@ class HFModel:
         return self._run(ids, decoder_ids, pixels=pixels, vectors=vectors, dtype=dtype)
 
     def forward_graph(
-        self, ids: list[int], decoder_ids: list[int] | None = None, *, copies: int = 1
+        self,
+        ids: list[int] | None,
+        decoder_ids: list[int] | None = None,
+        *,
+        pixels: Tensor | None = None,
+        copies: int = 1,
     ) -> tuple[record.Recorder, Any]:
-        """A forward pass with gradients over ``copies`` rows of the same input, the attention
-        weights kept in the graph (``AttentionCall.graph``): what gradient attributions differentiate."""
-        return self._run(ids, decoder_ids, graph=True, copies=copies)
+        """A forward pass with gradients over ``copies`` rows of the same input (token ids, or an
+        image's ``pixels``), the attention weights kept in the graph (``AttentionCall.graph``):
+        what gradient attributions differentiate."""
+        if pixels is not None:
+            pixels = pixels.expand(copies, *pixels.shape[1:])
+        return self._run(ids, decoder_ids, pixels=pixels, graph=True, copies=copies)
 
     def _run(
         self,
