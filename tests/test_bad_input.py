@@ -182,7 +182,12 @@ CASES = [
     (["plot", "{m}", "a b", "-o", "x.gif"], "must end in one of .png, .svg, .pdf"),
     (["plot", "{m}", "a b", "--kind", "self"], "--kind: invalid choice: 'self'"),
     (["plot", "{m}", "a b", "--dpi", "0"], "--dpi: expected an integer >= 1"),
-    (["plot", "corrupt.npz"], "is not a readable attnkit attention file"),
+    (["plot", "corrupt.npz"], "corrupt.npz is not an .npz file"),
+    (
+        ["view", "existing.txt"],
+        "existing.txt is a file: give a model directory, an installed model's name, or a saved .npz",
+    ),
+    (["heads", "corrupt.npz", "--detect", "all"], "corrupt.npz is not an .npz file"),
     (["plot", "missing.npz"], "no attention file at missing.npz"),
     (["view", "{m}", "a b", "-o", "x.txt"], "'x.txt' must end in .html"),
     (["view", "{m}", "a b", "--screenshot", "x.gif"], "must end in one of .png, .svg, .pdf"),

@@ -946,6 +946,11 @@ def load(
 
     dev = resolve_device(device) if isinstance(device, str) else device
     path = Path(str(name_or_dir))
+    if path.is_file():
+        raise ValueError(
+            f"{path} is a file: give a model directory, an installed model's name, or a saved .npz of attention maps"
+        )
+    missing: Exception | None = None
     try:
         attnkit_dir: Path | None = resolve_model(name_or_dir)
     except FileNotFoundError as err:
@@ -972,7 +977,8 @@ def load(
             raise FileNotFoundError(
                 f"{path} is not a model directory (no config.yaml from `attnkit train`, no Hugging Face config.json)"
             ) from None
-        raise FileNotFoundError(f"{missing}; attnkit reads only local directories and downloads nothing") from None
+        found = missing or f"no model named {name_or_dir}"
+        raise FileNotFoundError(f"{found}; attnkit reads only local directories and downloads nothing") from None
     if checkpoint_name != "best" or average_last:
         raise ValueError(
             f"--checkpoint and --average-last apply to directories made by `attnkit train`, not to {name_or_dir}"

@@ -344,6 +344,8 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no attention file at {path}")
+    if not zipfile.is_zipfile(path):  # an .npz is a zip archive; anything else is not one
+        raise ValueError(f"{path} is not an .npz file (an attnkit attention file is one: attnkit capture writes it)")
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {name: z[name] for name in z.files}
