@@ -107,7 +107,7 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
     async def no_icon(request: Request) -> Response:
         return Response(status_code=204)
 
-    document = openapi()
+    document = openapi({n: m.model.capabilities for n, m in studio.models.items()}, studio.limits)
 
     async def api_document(request: Request) -> Response:
         return JSONResponse(document, headers=HEADERS)

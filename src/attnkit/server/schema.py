@@ -11,23 +11,43 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError, model_validator
 
 from .. import __version__
 
 Kind = Literal["encoder", "decoder", "cross"]
 
 
-class Request(BaseModel):
-    """Keys a request does not use are ignored; every key it uses has one type."""
+Text = Annotated[StrictStr, Field(min_length=1, pattern=r"\S")]  # something besides spaces
+
+
+def _integral(value: Any) -> Any:
+    """JSON Schema's integers as Python's: a number with no fractional part (1.0) is an int."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
+class Body(BaseModel):
+    """A request body: keys it does not use are ignored; every key it uses has one type, an
+    integer as JSON Schema has it (1.0 is one)."""
 
     model_config = ConfigDict(extra="ignore")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _integers(cls, data: Any) -> Any:
+        return {k: _integral(v) for k, v in data.items()} if isinstance(data, dict) else data
+
+
+class Request(Body):
     model: StrictStr | None = Field(None, description="a served model's name; optional when one model is served")
 
 
 class TextRequest(Request):
-    text: StrictStr = Field(description="the sentence (at most StudioLimits.max_chars characters)")
+    text: Text = Field(description="the sentence (at most StudioLimits.max_chars characters)")
 
 
 class TranslateRequest(TextRequest):
@@ -69,7 +89,9 @@ Side = Literal["output", "encoder", "sentence"]
 
 
 class AttributeRequest(TextRequest):
-    method: Method = Field("grad-attention", description="one of attnkit attribute's methods")
+    method: Method | None = Field(
+        None, description="one of attnkit attribute's methods; default grad-attention where the model takes it"
+    )
     side: Side | None = Field(
         None,
         description="rows: the output tokens (the default where the model has an output), the encoder's "
@@ -84,10 +106,8 @@ class CaptionRequest(Request):
     scene: Annotated[StrictInt, Field(ge=0, le=2**31 - 1, description="seed of a new held-out digit scene")] = 0
 
 
-class MapRequest(BaseModel):
+class MapRequest(Body):
     """One map of a record the server holds (``record`` from /api/translate)."""
-
-    model_config = ConfigDict(extra="ignore")
 
     record: StrictStr = Field(description="the record's id, as /api/translate answered it")
     kind: Kind
@@ -119,9 +139,7 @@ class TopRequest(MapRequest):
     k: Annotated[StrictInt, Field(ge=1, le=64, description="strongest keys per query")] = 8
 
 
-class HeadsRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class HeadsRequest(Body):
     record: StrictStr = Field(description="the record's id, as /api/translate answered it")
     kind: Kind
     layer: Annotated[StrictInt, Field(ge=-4096, le=4095)] | None = Field(
@@ -442,6 +460,8 @@ def _message(e: Any) -> str:
             if key == "image"
             else f"'{key}' must be a string"
         )
+    if kind in ("string_too_short", "string_pattern_mismatch"):
+        return f"'{key}' is empty"
     if kind in ("int_type", "int_from_float", "int_parsing"):
         return f"'{key}' must be an integer"
     if kind == "greater_than_equal":
@@ -453,8 +473,11 @@ def _message(e: Any) -> str:
     return f"'{key}': {e['msg']}"
 
 
-def openapi() -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the studio's routes, from the models above."""
+def openapi(served: dict[str, Any] | None = None, limits: Any = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the studio's routes, from the models above; with ``served``
+    (name -> ``Capabilities``) and ``limits`` (``StudioLimits``), this server's own contract:
+    each route's ``model`` one of the served models that can take it (a route none can take is
+    left out), and the limits an operator set as the fields' bounds (``served_document``)."""
     from pydantic.json_schema import models_json_schema
 
     models: list[type[BaseModel]] = [*REQUESTS.values(), *ANSWERS.values(), Models, Error]
@@ -482,7 +505,7 @@ def openapi() -> dict[str, Any]:
             }
         }  # fmt: skip
 
-    return {
+    document = {
         "openapi": "3.1.0",
         "info": {"title": "attnkit studio", "version": __version__},
         "paths": {
@@ -512,3 +535,60 @@ def openapi() -> dict[str, Any]:
         },
         "components": {"schemas": defs["$defs"]},
     }  # fmt: skip
+    return document if served is None else served_document(document, served, limits)
+
+
+# what a served model must be able to do for each request that names one (Capabilities -> bool)
+TAKES: dict[str, Any] = {
+    "TranslateRequest": lambda c: True,
+    "ExplainRequest": lambda c: c.walkthrough,
+    "EmbedRequest": lambda c: c.contextual,
+    "AttributeRequest": lambda c: bool(c.attributions),
+    "CaptionRequest": lambda c: "caption" in c.verbs,
+    "AtlasRequest": lambda c: True,
+}
+
+
+def served_document(document: dict[str, Any], served: dict[str, Any], limits: Any) -> dict[str, Any]:
+    """``document`` narrowed to one server (see ``openapi``)."""
+    schemas = document["components"]["schemas"]
+    for name, takes in TAKES.items():
+        can = {n: c for n, c in served.items() if takes(c)}
+        props = schemas[name]["properties"]
+        one = [{"type": "null"}] if len(served) == 1 and can else []  # the one model, unnamed
+        props["model"] = {"anyOf": [{"enum": sorted(can)}, *one], "description": "a served model that can take it"}
+        if not can:
+            document["paths"] = {k: v for k, v in document["paths"].items() if _request_of(v) != name}
+        for key in ("text", "target"):
+            if key in props:
+                _bound(props[key], "maxLength", limits.max_chars)
+        if name == "TranslateRequest":
+            _bound(props["beam"], "maximum", limits.max_beam)
+            _bound(props["nbest"], "maximum", limits.max_nbest)
+        if name == "AttributeRequest" and can:
+            methods = set.intersection(*(set(c.attributions) for c in can.values()))
+            props["method"] = {"anyOf": [{"enum": sorted(methods)}, {"type": "null"}]}
+            sides = set.intersection(*(_sides(c) for c in can.values()))
+            props["side"] = {"anyOf": [{"enum": sorted(sides)}, {"type": "null"}]}
+        if name == "ExplainRequest" and can:  # a kind every model that explains has (or its own default)
+            kinds = set.intersection(*(set(c.kinds) for c in can.values()))
+            props["kind"] = {"anyOf": [*([{"enum": sorted(kinds)}] if kinds else []), {"type": "null"}]}
+        if name == "AtlasRequest":  # the record's kinds: some served model's
+            props["kind"] = {"enum": sorted(set().union(*(set(c.kinds) for c in served.values())))}
+    return document
+
+
+def _request_of(path: dict[str, Any]) -> str | None:
+    body = path.get("post", {}).get("requestBody", {}).get("content", {}).get("application/json", {})
+    return body.get("schema", {}).get("$ref", "").rsplit("/", 1)[-1] or None
+
+
+def _bound(prop: dict[str, Any], key: str, value: int) -> None:
+    target = next((a for a in prop.get("anyOf", []) if a.get("type") in ("string", "integer")), prop)
+    target[key] = value
+
+
+def _sides(c: Any) -> set[str]:
+    """The rows ``attribute`` explains on a model: its output, its encoder, or an encoder's sentence."""
+    out = {"output"} if c.writes is not None else {"sentence"}
+    return out | ({"encoder"} if "encoder" in c.kinds else set())

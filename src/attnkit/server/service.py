@@ -282,7 +282,8 @@ class Studio:
 
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
-        method = request["method"]
+        can = m.model.capabilities.attributions
+        method = request["method"] or ("grad-attention" if "grad-attention" in can else can[0] if can else "attention")
         prepared = self._prepare(m, text, None, SearchOptions(), request.get("max_new_tokens"), request.get("image"))
         try:
             found = attribute_model(m.model, prepared, [method], side=request.get("side"))
