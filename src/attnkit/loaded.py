@@ -367,13 +367,14 @@ class AttnkitTranslator(AttnkitModel):
     @property
     def capabilities(self) -> Capabilities:
         kinds = self._kinds()
-        maps = MAP_METHODS if "encoder" in kinds else ("attention",)  # an RNN: no self-attention to roll out
+        # an RNN: no self-attention to roll out, and Luong's attention mixes states, not value vectors
+        maps = (*MAP_METHODS, "value-norm") if "encoder" in kinds else ("attention",)
         return Capabilities(
             "text",
             "translation",
             kinds,
             verbs=("translate",),
-            attributions=(*maps, "value-norm", *GRADIENT_NAMES),
+            attributions=(*maps, *GRADIENT_NAMES),
             positions=bool(self.model.position_schemes()),
         )
 

@@ -71,7 +71,10 @@ def test_a_figure_per_sentence_and_one_line_for_what_a_model_cannot_take(trained
     for argv, message in (
         ([rnn, "a b", "--rows", "encoder"], "no encoder self-attention"),
         ([rnn, "a b", "--method", "rollout"], "one attention over its source"),
-        ([rnn, "a b", "--method", "value-norm"], "value vectors of multi-head attention"),
+        (
+            [rnn, "a b", "--method", "value-norm"],
+            "value-norm is not run on an encoder-decoder (it takes: attention, grad",
+        ),
         ([transformer, "a b", "--method", "flow"], "flow follows a stack of self-attention layers"),
         ([transformer, "a b", "--rows", "encoder", "--method", "grad-attention"], "explains an output (a token"),
         ([transformer, "", "--method", "grad-attention"], "expected a non-empty sentence"),

@@ -109,11 +109,11 @@ def test_walkthrough_json_is_the_library_walkthrough(studio, names):
 @pytest.mark.parametrize(
     "body,status,message",
     [
-        ({"text": "a " * 150}, 413, "max_chars"),
+        ({"text": "a " * 150}, 422, "max_chars"),  # the document declares it: a bad request
         ({"text": "a " * 60}, 413, "max_tokens"),
         ({"text": "a b", "target": "b " * 60}, 413, "max_tokens"),
-        ({"text": "a b", "beam": 99}, 413, "the limit is 8 (max_beam)"),
-        ({"text": "a b", "beam": 2, "nbest": 3}, 413, "max_nbest"),
+        ({"text": "a b", "beam": 99}, 422, "the limit is 8 (max_beam)"),
+        ({"text": "a b", "beam": 8, "nbest": 5}, 422, "the limit is 4 (max_nbest)"),
         ({"text": "a b", "beam": 0}, 422, "'beam' must be >= 1"),
         ({"text": "a b", "beam": "5"}, 422, "'beam' must be an integer"),
         ({"text": "a b", "beam": True}, 422, "'beam' must be an integer"),
@@ -128,6 +128,11 @@ def test_walkthrough_json_is_the_library_walkthrough(studio, names):
 def test_bad_requests_get_a_4xx_naming_the_problem(client, names, body, status, message):
     r = client.post("/api/translate", json={"model": names["transformer"], **body})
     assert r.status_code == status and message in r.json()["error"], r.text
+
+
+def test_more_outputs_than_the_beam_holds_are_the_beam(client, names):
+    r = client.post("/api/translate", json={"model": names["transformer"], "text": "a b c", "beam": 2, "nbest": 3})
+    assert r.status_code == 200 and len(r.json()["nbest"]) == 2
 
 
 def test_malformed_requests(client, names):

@@ -52,12 +52,18 @@ def test_the_document_covers_every_route_and_resolves_its_references(client, stu
 
     walk(doc)
     assert refs and all(r.startswith("#/components/schemas/") and r.split("/")[-1] in schemas for r in refs)
-    beam = schemas["TranslateRequest"]["properties"]["beam"]
+    translate = schemas["TranslateRequest"]["oneOf"]  # one variant per served model
+    assert [v["properties"]["model"]["const"] for v in translate] == sorted(names.values())
+    beam = translate[0]["properties"]["beam"]
     assert beam["minimum"] == 1 and beam["default"] == 5 and beam["maximum"] == studio.limits.max_beam
-    text = schemas["TranslateRequest"]["properties"]["text"]
+    text = translate[0]["properties"]["text"]
     assert text["minLength"] == 1 and text["pattern"] == "\\S" and text["maxLength"] == studio.limits.max_chars
-    model = schemas["ExplainRequest"]["properties"]["model"]["anyOf"][0]
-    assert model["enum"] == sorted(names.values())  # both served models explain
+    assert all(v["properties"]["max_new_tokens"] == {"type": "null"} for v in translate)  # translators generate none
+    by_model = {v["oneOf"][0]["properties"]["model"]["const"]: v for v in schemas["AttributeRequest"]["oneOf"]}
+    rnn_sides = [s["properties"]["side"] for s in by_model[names["rnn"]]["oneOf"]]
+    assert rnn_sides == [{"anyOf": [{"const": "output"}, {"type": "null"}]}]  # no encoder self-attention
+    rnn_methods = by_model[names["rnn"]]["oneOf"][0]["properties"]["method"]["anyOf"][0]["enum"]
+    assert rnn_methods[0] == "grad-attention" and "value-norm" not in rnn_methods and "rollout" not in rnn_methods
     # an integer as JSON Schema has it: 3.0 is one
     assert client.post("/api/translate", json={"model": names["rnn"], "text": "a b", "beam": 3.0}).status_code == 200
 

@@ -22,7 +22,7 @@ Three sides can be explained:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -93,20 +93,31 @@ def decoder_only(record: AttentionRecord) -> bool:
 
 def sides(record: AttentionRecord) -> list[str]:
     """The sides ``record``'s model can explain, the default first."""
-    if "cross" in record.maps or decoder_only(record):
-        return ["output"] + (["encoder"] if "encoder" in record.maps else [])
-    return ["encoder", "sentence"] if "encoder" in record.maps else []
+    return sides_of(record.kinds, decoder_only=decoder_only(record))
+
+
+def sides_of(kinds: Sequence[str], *, decoder_only: bool = False) -> list[str]:
+    """The sides a model whose attention ``kinds`` are these can explain, the default first
+    (``decoder_only``: a language model, whose decoder self-attention is over its own output)."""
+    if "cross" in kinds or decoder_only:
+        return ["output"] + (["encoder"] if "encoder" in kinds else [])
+    return ["encoder", "sentence"] if "encoder" in kinds else []
 
 
 def applicable(record: AttentionRecord, side: str, *, with_model: bool) -> list[str]:
     """Every method that explains ``side`` of ``record``'s model (``with_model``: the model is at
     hand, not only its saved maps): what ``all`` runs."""
+    return applicable_to(record.kinds, side, with_model=with_model, decoder_only=decoder_only(record))
+
+
+def applicable_to(kinds: Sequence[str], side: str, *, with_model: bool, decoder_only: bool = False) -> list[str]:
+    """``applicable`` for a model whose attention ``kinds`` are these."""
     if side == "encoder":
         return [*METHODS, "value-norm"] if with_model else list(METHODS)
     if side == "sentence":
         return [*METHODS, "value-norm", *GRADIENT_METHODS] if with_model else list(METHODS)
-    stacked = decoder_only(record) or "encoder" in record.maps  # layers of multi-head attention
-    out = ["attention"] + (["rollout"] if stacked else []) + (["flow"] if decoder_only(record) else [])
+    stacked = decoder_only or "encoder" in kinds  # layers of multi-head attention
+    out = ["attention"] + (["rollout"] if stacked else []) + (["flow"] if decoder_only else [])
     if with_model:
         out += (["value-norm"] if stacked else []) + list(GRADIENT_METHODS)
     return out

@@ -52,7 +52,10 @@ class TextRequest(Request):
 
 class TranslateRequest(TextRequest):
     beam: Annotated[StrictInt, Field(ge=1, description="beam size (at most StudioLimits.max_beam)")] = 5
-    nbest: Annotated[StrictInt, Field(ge=1, description="translations to return (at most the beam)")] = 1
+    nbest: Annotated[
+        StrictInt,
+        Field(ge=1, description="translations to return (at most StudioLimits.max_nbest); a beam holds at most beam"),
+    ] = 1
     target: StrictStr | None = Field(None, description="score and show this translation instead of searching")
     max_new_tokens: (
         Annotated[
@@ -491,8 +494,8 @@ def openapi(served: dict[str, Any] | None = None, limits: Any = None) -> dict[st
         for code, text in (
             (400, "the body is not JSON"),
             (404, "no such model"),
-            (413, "over a server limit (the limit is named)"),
-            (422, "a value the request or the model cannot take"),
+            (413, "over a limit this document cannot declare: tokens, memory (the limit is named)"),
+            (422, "a value the request, this server's limits or the model cannot take"),
         )
     }
 
@@ -545,37 +548,82 @@ TAKES: dict[str, Any] = {
     "EmbedRequest": lambda c: c.contextual,
     "AttributeRequest": lambda c: bool(c.attributions),
     "CaptionRequest": lambda c: "caption" in c.verbs,
-    "AtlasRequest": lambda c: True,
 }
 
 
 def served_document(document: dict[str, Any], served: dict[str, Any], limits: Any) -> dict[str, Any]:
-    """``document`` narrowed to one server (see ``openapi``)."""
+    """``document`` narrowed to one server (see ``openapi``): each request that names a model is one
+    of a variant per served model that can take it, holding only the fields that model takes."""
     schemas = document["components"]["schemas"]
     for name, takes in TAKES.items():
         can = {n: c for n, c in served.items() if takes(c)}
-        props = schemas[name]["properties"]
-        one = [{"type": "null"}] if len(served) == 1 and can else []  # the one model, unnamed
-        props["model"] = {"anyOf": [{"enum": sorted(can)}, *one], "description": "a served model that can take it"}
         if not can:
             document["paths"] = {k: v for k, v in document["paths"].items() if _request_of(v) != name}
+            continue
+        base = schemas[name]
         for key in ("text", "target"):
-            if key in props:
-                _bound(props[key], "maxLength", limits.max_chars)
+            if key in base["properties"]:
+                _bound(base["properties"][key], "maxLength", limits.max_chars)
         if name == "TranslateRequest":
-            _bound(props["beam"], "maximum", limits.max_beam)
-            _bound(props["nbest"], "maximum", limits.max_nbest)
-        if name == "AttributeRequest" and can:
-            methods = set.intersection(*(set(c.attributions) for c in can.values()))
-            props["method"] = {"anyOf": [{"enum": sorted(methods)}, {"type": "null"}]}
-            sides = set.intersection(*(_sides(c) for c in can.values()))
-            props["side"] = {"anyOf": [{"enum": sorted(sides)}, {"type": "null"}]}
-        if name == "ExplainRequest" and can:  # a kind every model that explains has (or its own default)
-            kinds = set.intersection(*(set(c.kinds) for c in can.values()))
-            props["kind"] = {"anyOf": [*([{"enum": sorted(kinds)}] if kinds else []), {"type": "null"}]}
-        if name == "AtlasRequest":  # the record's kinds: some served model's
-            props["kind"] = {"enum": sorted(set().union(*(set(c.kinds) for c in served.values())))}
+            _bound(base["properties"]["beam"], "maximum", limits.max_beam)
+            _bound(base["properties"]["nbest"], "maximum", limits.max_nbest)
+        unnamed = len(served) == 1  # the one model may go unnamed
+        variants = [_variant(base, model, c, unnamed) for model, c in sorted(can.items())]
+        schemas[name] = {"title": base.get("title", name), "oneOf": variants}
     return document
+
+
+def _variant(base: dict[str, Any], model: str, c: Any, unnamed: bool) -> dict[str, Any]:
+    """``base`` for one served model: its name, and only the values it takes."""
+    props = {k: dict(v) for k, v in base["properties"].items()}
+    none = {"type": "null"}
+    props["model"] = {"anyOf": [{"const": model}, none]} if unnamed else {"const": model}
+    if "target" in props and not c.forced:
+        props["target"] = none  # it has no output side to force
+    if "max_new_tokens" in props and c.writes != "continuation":
+        props["max_new_tokens"] = none
+    if "image" in props and c.reads != "image":
+        props["image"] = none
+    if "kind" in props and "query" in props:  # explain: one of its kinds
+        props["kind"] = {"anyOf": [{"enum": list(c.kinds)}, none]}
+    required = list(base.get("required", [])) + ([] if unnamed else ["model"])
+    if "method" in props:  # attribute: one variant per side it has, with the methods that side takes
+        return {"oneOf": [_side(props, required, c, side, first) for first, side in _first(attribution_sides(c))]}
+    return {"type": "object", "properties": props, "required": required}
+
+
+def _first(items: list[str]) -> list[tuple[bool, str]]:
+    return [(i == 0, x) for i, x in enumerate(items)]
+
+
+def _side(props: dict[str, Any], required: list[str], c: Any, side: str, default: bool) -> dict[str, Any]:
+    """attribute's request for one side of a model: the side (left out: the model's first side) and
+    the methods that explain it."""
+    methods = attribution_methods(c, side)
+    one = {"const": side}
+    return {
+        "type": "object",
+        "properties": {**props, "side": {"anyOf": [one, {"type": "null"}]} if default else one,
+                       "method": {"anyOf": [{"enum": methods}, {"type": "null"}]}},
+        "required": required if default else [*required, "side"],
+    }  # fmt: skip
+
+
+def attribution_sides(c: Any) -> list[str]:
+    """The sides ``attribute`` explains on a model of capabilities ``c``, its default first."""
+    from ..attribution.methods import sides_of
+
+    return sides_of(c.kinds, decoder_only=c.writes == "continuation")
+
+
+def attribution_methods(c: Any, side: str) -> list[str]:
+    """The methods of a model of capabilities ``c`` that explain ``side``; the default (gradient-
+    weighted attention where it applies) first."""
+    from ..attribution.methods import applicable_to
+
+    found = [m for m in applicable_to(c.kinds, side, with_model=True, decoder_only=c.writes == "continuation")
+             if m in c.attributions]  # fmt: skip
+    return sorted(found, key=lambda m: m != "grad-attention")
 
 
 def _request_of(path: dict[str, Any]) -> str | None:
@@ -586,9 +634,3 @@ def _request_of(path: dict[str, Any]) -> str | None:
 def _bound(prop: dict[str, Any], key: str, value: int) -> None:
     target = next((a for a in prop.get("anyOf", []) if a.get("type") in ("string", "integer")), prop)
     target[key] = value
-
-
-def _sides(c: Any) -> set[str]:
-    """The rows ``attribute`` explains on a model: its output, its encoder, or an encoder's sentence."""
-    out = {"output"} if c.writes is not None else {"sentence"}
-    return out | ({"encoder"} if "encoder" in c.kinds else set())

@@ -32,7 +32,7 @@ from ..inspection.explain import Walkthrough
 from ..loaded import Captioner, LoadedModel, load
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json, page_example
-from .schema import parse_request
+from .schema import attribution_methods, attribution_sides, parse_request
 
 VIEWS = ("overview", "tile", "top", "heads")  # calls on a held record
 ANSWERS_KEPT = 4096  # overviews and layers' head summaries kept for a repeated request
@@ -185,9 +185,7 @@ class Studio:
         text = self._text(request, "text", required=True)
         target = self._text(request, "target")
         beam = self._int(request, "beam", 5, 1, self.limits.max_beam)
-        nbest = self._int(
-            request, "nbest", 1, 1, min(beam, self.limits.max_nbest), limit_name="max_nbest (and the beam)"
-        )
+        nbest = min(beam, self._int(request, "nbest", 1, 1, self.limits.max_nbest))  # a beam holds at most beam outputs
         can = m.model.capabilities
         if target and not can.forced:
             raise RequestError(f"{can.a.capitalize()} has no target side: leave 'target' out")
@@ -282,8 +280,9 @@ class Studio:
 
         start = time.perf_counter()
         text = self._text(request, "text", required=True)
-        can = m.model.capabilities.attributions
-        method = request["method"] or ("grad-attention" if "grad-attention" in can else can[0] if can else "attention")
+        sides = attribution_sides(m.model.capabilities)
+        methods = attribution_methods(m.model.capabilities, request.get("side") or (sides[0] if sides else "output"))
+        method = request["method"] or (methods[0] if methods else "attention")  # a bad side is said below
         prepared = self._prepare(m, text, None, SearchOptions(), request.get("max_new_tokens"), request.get("image"))
         try:
             found = attribute_model(m.model, prepared, [method], side=request.get("side"))
@@ -555,8 +554,8 @@ class Studio:
             raise RequestError(f"'{key}' must be a string")
         if not value.strip():
             raise RequestError(f"'{key}' is empty")
-        if len(value) > self.limits.max_chars:
-            raise LimitError(f"'{key}' has {len(value)} characters; the limit is {self.limits.max_chars} (max_chars)")
+        if len(value) > self.limits.max_chars:  # the document declares it (maxLength): a bad request, 422
+            raise RequestError(f"'{key}' has {len(value)} characters; the limit is {self.limits.max_chars} (max_chars)")
         return value.strip()
 
     def _int(self, request: dict, key: str, default: int, low: int, high: int, *, limit_name: str | None = None) -> int:
@@ -565,8 +564,8 @@ class Studio:
             raise RequestError(f"'{key}' must be an integer")
         if value < low:
             raise RequestError(f"'{key}' must be >= {low}, got {value}")
-        if value > high:
-            raise LimitError(f"'{key}' is {value}; the limit is {high} ({limit_name or 'max_' + key})")
+        if value > high:  # the document declares it (maximum): a bad request, 422
+            raise RequestError(f"'{key}' is {value}; the limit is {high} ({limit_name or 'max_' + key})")
         return value
 
     def _check_tokens(self, n: int, key: str) -> None:
