@@ -58,14 +58,51 @@ def _sharded(args: argparse.Namespace, work, inputs=None, *, everywhere: bool = 
         for i in range(0, len(sentences), size)
     ]
 
+    bar = _progress(-(-len(sentences) // int(os.environ.get("WORLD_SIZE", "1"))), "sentence")
+
     def run(chunk):
         found = model.prepare(
             chunk[0], targets=chunk[1], options=F.search_options(args), max_new_tokens=args.max_new_tokens
         )
-        return [work(model, p) for p in found]
+        done = []
+        for p in found:
+            done.append(work(model, p))
+            bar.update(1)
+        return done
 
-    parts = map_sharded(chunks, run, device=device, everywhere=everywhere, keep=everywhere)
+    try:
+        parts = map_sharded(chunks, run, device=device, everywhere=everywhere, keep=everywhere)
+    finally:
+        bar.close()
     return (None if parts is None else [x for part in parts for x in part]), model
+
+
+def _progress(total: int, unit: str):
+    """A progress bar on stderr for this process's share of the work: on a terminal, and on the
+    first process only (torchrun's others work quietly)."""
+    from tqdm.auto import tqdm
+
+    first = os.environ.get("RANK", "0") == "0"
+    return tqdm(total=total, unit=unit, dynamic_ncols=True, leave=False, disable=None if first else True)
+
+
+def _counted(mapper, unit: str):
+    """``mapper`` (items, fn) with a progress bar over this process's share of the items."""
+
+    def run(items, fn):
+        bar = _progress(-(-len(items) // int(os.environ.get("WORLD_SIZE", "1"))), unit)
+
+        def step(x):
+            out = fn(x)
+            bar.update(1)
+            return out
+
+        try:
+            return mapper(items, step)
+        finally:
+            bar.close()
+
+    return run
 
 
 def cmd_capture(args: argparse.Namespace) -> None:
@@ -246,7 +283,7 @@ def _ablate(model, prepared: list, args: argparse.Namespace):
     from ..heads.ablation import ablation_effects, bleu_drops, head_importance
     from ..training.distributed import map_sharded
 
-    shared = partial(map_sharded, keep=True)
+    shared = _counted(partial(map_sharded, keep=True), "head")
     if args.references:
         refs = [line.strip() for line in read_lines(args.references)]
         drops = bleu_drops(model, prepared, refs, args.ablate, beam=args.beam, mapper=shared)
@@ -254,7 +291,9 @@ def _ablate(model, prepared: list, args: argparse.Namespace):
     else:
         effects = ablation_effects(model, prepared, args.ablate, mapper=shared)
         got = None if effects is None else (effects[0].name, effects[0].short, *effects[1:])
-    importance = head_importance(model, prepared, mapper=map_sharded)  # the last: the process group closes
+    importance = head_importance(
+        model, prepared, mapper=_counted(map_sharded, "gradient")
+    )  # the last: it closes the group
     if got is None or importance is None:
         return None
     return (*got, importance)
