@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+WIDTH = 8.5  # inches: 1,100 pixels at the 130 dpi figures are saved at
+
 
 def plot_methods(
     panels: Sequence[tuple[str, np.ndarray]],
@@ -26,15 +28,16 @@ def plot_methods(
         if scores.shape != (rows, cols):
             raise ValueError(f"{name}: a {scores.shape} matrix for {rows} x {cols} tokens")
     side = max(2.6, min(5.0, 0.2 * max(rows, cols) + 1.2))
-    ncols = len(panels) if len(panels) <= 4 else (len(panels) + 1) // 2  # more than four: two rows
+    ncols = max(1, min(len(panels), int((WIDTH - 1.4) // 2.6)))  # as many as fit a docs column, then more rows
+    side = min(side, (WIDTH - 1.4) / ncols)
     nrows = -(-len(panels) // ncols)
-    row_height = max(2.2, side * min(1.0, rows / cols) + 1.3)  # a one-row panel still leaves the bar room
+    row_height = max(2.2, side * min(1.0, rows / cols) + 1.0)  # a one-row panel still leaves the bar room
     fig = Figure(figsize=(1.4 + side * ncols, row_height * nrows + 0.6), layout="constrained")
     grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
     for ax in grid[len(panels) :]:
         ax.set_visible(False)
     axes = grid[: len(panels)]
-    fs = 9 if max(rows, cols) <= 20 else 7 if max(rows, cols) <= 40 else 5
+    fs = 10 if max(rows, cols) <= 20 else 8 if max(rows, cols) <= 40 else 6
     top = max(1e-9, max(float(scores.max()) for _, scores in panels))
     im = None
     for ax, (name, scores) in zip(axes, panels):
