@@ -151,7 +151,7 @@ def test_a_planted_previous_token_head_and_sink_head_are_flagged():
 def test_a_detector_the_attention_cannot_take_is_one_line():
     call, _ = _recorded(t=9, s=17, causal=False)  # cross-attention: other tokens
     keys, queries = [f"k{x}" for x in range(17)], [f"q{x}" for x in range(9)]
-    assert set(detect(call, queries, keys)) == {"sink", "delimiter", "broad", "distance"}
+    assert set(detect(call, queries, keys)) == {"sink", "delimiter", "broad"}
     with pytest.raises(ValueError, match="induction detector needs causal self-attention"):
         detect(call, queries, keys, ["induction"])
     with pytest.raises(ValueError, match="unknown detector 'copying'"):

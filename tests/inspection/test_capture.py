@@ -169,7 +169,7 @@ def test_bad_files_and_arguments(trained_toys, tmp_path):
     with pytest.raises(FileNotFoundError):
         load_records(tmp_path / "missing.npz")
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(ValueError, match="not a readable attnkit attention file"):
+    with pytest.raises(ValueError, match="junk.npz is not an .npz file"):
         load_records(tmp_path / "junk.npz")
     np.savez(tmp_path / "other.npz", meta=np.array('{"format": "something else"}'))
     with pytest.raises(ValueError, match="not an attnkit attention file"):

@@ -83,7 +83,7 @@ def test_type_translate_and_explore(browser, server, trained_toys):
     page.wait_for_selector("#attr-matrix")
     page.hover("#attr-matrix", position={"x": 60, "y": 30})
     page.hover("#attr-matrix")
-    assert "value-norm ‖Σ_h a f(x)‖, last layer: position" in page.inner_text("#readout")
+    assert "value-norm ‖Σₕ a f(x)‖ (Kobayashi et al. 2020), last layer: position" in page.inner_text("#readout")
     page.select_option("#attr-method", "grad-attention")  # not on the encoder side: the one line shows
     page.wait_for_selector("#attribution .error")
     assert "explains an output (a token" in page.inner_text("#attribution")
@@ -92,7 +92,7 @@ def test_type_translate_and_explore(browser, server, trained_toys):
     page.click("#tabs [data-tab=atlas]")  # every head by each detector; then each head ablated
     page.wait_for_function("document.getElementById('atlas-by').options.length > 0")
     choices = page.eval_on_selector_all("#atlas-by option", "os => os.map(o => o.value)")
-    assert choices == ["sink", "delimiter", "broad", "distance"]  # what applies to cross-attention
+    assert choices == ["sink", "delimiter", "broad"]  # what applies to cross-attention
     assert "1 layer(s) × 2 head(s)" in page.inner_text("#readout")
     page.select_option("#atlas-ablate", "zero")
     page.wait_for_function("[...document.getElementById('atlas-by').options].some(o => o.value === 'ablation')")

@@ -58,7 +58,7 @@ METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
 }
 # methods that need the model itself, not only its maps
 MODEL_METHODS = {
-    "value-norm": "value-norm ‖Σ_h a f(x)‖, last layer",
+    "value-norm": "value-norm ‖Σₕ a f(x)‖ (Kobayashi et al. 2020), last layer",
     **{name: label for name, (_, label) in GRADIENT_METHODS.items()},
 }
 ALL_METHODS = [*METHODS, *MODEL_METHODS]
@@ -75,11 +75,17 @@ class Attribution:
     cols: list[str]  # the input tokens (or image regions)
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     heads: int = 0  # heads of the attention that raw attention reads (0: not said)
+    layers: int = 0  # and its layers
 
     def label(self, method: str) -> str:
-        """What a figure calls ``method``'s scores: one head's attention is no mean of heads."""
+        """What a figure calls ``method``'s scores: one head's attention is no mean of heads, and
+        one attention layer no last layer."""
         if method == "attention" and self.heads == 1:
-            return "raw attention, last layer (one head)"
+            return (
+                "raw attention (the one attention, one head)"
+                if self.layers == 1
+                else "raw attention, last layer (one head)"
+            )
         return LABELS[method]
 
     @property
@@ -242,7 +248,8 @@ def attribute(
     side = check(record, methods, side)
     rows, cols = axes(record, side)
     read = "encoder" if side != "output" else "decoder" if decoder_only(record) else "cross"
-    out = Attribution(side, rows, cols, heads=record.maps.shape(read)[1] if read in record.maps else 0)
+    shape = record.maps.shape(read) if read in record.maps else (0, 0)
+    out = Attribution(side, rows, cols, heads=shape[1], layers=shape[0])
     for m in methods:
         if m == "value-norm" and value_norms is None:
             raise ValueError("value-norm needs the model's value vectors: give a model, not a saved .npz")

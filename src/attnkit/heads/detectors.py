@@ -37,7 +37,8 @@ delimiter        Clark et al. 2019: the weight on delimiter tokens ([SEP], [CLS]
                  sink score); their BERT heads put over half of it on [SEP]
 broad            Clark et al. 2019: the entropy of a query's weights over log(keys it may
                  see): 1 = uniform (a bag-of-words head), 0 = one key
-distance         sum_j w_ij |i' - j|: how far a query looks, in tokens (Vig and Belinkov 2019)
+distance         sum_j w_ij |i' - j|: how far a query looks, in tokens (Vig and Belinkov 2019); self-
+                 attention only (a target position and a source position are not one scale)
 
 Which detectors apply depends on the attention: a query and key sequence that are the same
 (self-attention) for the token detectors, a causal one for induction.
@@ -98,7 +99,7 @@ DETECTORS = {
         Detector("rare_word", True, False, None, "Voita et al. 2019", "share of queries whose top key is the rarest"),
         Detector("delimiter", False, False, 0.5, "Clark et al. 2019", "weight on delimiters after the first token"),
         Detector("broad", False, False, None, "Clark et al. 2019", "entropy over log(keys): 1 = uniform"),
-        Detector("distance", False, False, None, "Vig and Belinkov 2019", "mean distance attended, in tokens"),
+        Detector("distance", True, False, None, "Vig and Belinkov 2019", "mean distance attended, in tokens"),
     )
 }
 

@@ -96,8 +96,10 @@ def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
     bar = fig.colorbar(im, ax=ax, orientation="horizontal", fraction=0.08, pad=0.02, aspect=18)
     if grid.scale == "share":
         bar.set_ticks([0, 0.5, 1])
+    elif grid.scale in ("effect", "importance"):  # the ends of the scale, so its largest value is read off
+        bar.set_ticks([lo, 0, hi] if grid.scale == "effect" else [0, hi / 2, hi])
     else:
-        bar.ax.xaxis.set_major_locator(MaxNLocator(3, symmetric=grid.scale == "effect"))
+        bar.ax.xaxis.set_major_locator(MaxNLocator(3))
     if thousandths:
         bar.ax.xaxis.set_major_formatter(
             lambda x, _: _signed(round(x * 1000)) if grid.scale == "effect" else f"{x * 1000:.0f}"
