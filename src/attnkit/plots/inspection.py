@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+WIDTH = 8.5  # inches: 1,100 pixels at the 130 dpi figures are saved at
 
 
 def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
@@ -16,10 +19,14 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     weighted into z. Every heatmap has its colour bar."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
-    fig = Figure(figsize=(17, 3.6 + 0.45 * s), layout="constrained")
-    axes = fig.subplot_mosaic([["qk", "prod", "scores"], ["softmax", "values", "values"]])
+    rows = 1.4 + 0.22 * s  # inches a row of heatmaps needs: a line a key, its title and colour bar
+    bars = 3.4 if s <= 20 else 4.0  # the scores and the weights, their keys below
+    fig = Figure(figsize=(WIDTH, 2 * rows + bars + 0.7), layout="constrained")  # a docs column wide
+    axes = fig.subplot_mosaic(
+        [["qk", "prod"], ["scores", "softmax"], ["values", "values"]], height_ratios=[rows, bars, rows]
+    )
     labels = list(w.key_tokens)
-    ticks: dict[str, Any] = dict(fontsize=8 if s <= 20 else 6)
+    ticks: dict[str, Any] = dict(fontsize=9 if s <= 20 else 7)
     # a long input's key labels stand upright side by side; a short one's lean, easier to read
     slant: dict[str, Any] = (
         dict(rotation=60, ha="right", rotation_mode="anchor") if s <= 20 else dict(rotation=90, ha="center")
@@ -31,7 +38,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         lim = float(np.abs(rows).max()) or 1.0
         im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
         fig.colorbar(im, ax=ax, shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
-        ax.set(xlabel=xlabel, title=title)
+        ax.set(xlabel=xlabel, title=textwrap.fill(title, 44))
 
     qk = np.vstack([w.q[None, :shown], w.k[:, :shown]])
     heatmap(axes["qk"], qk, "1. the query and the keys of this head", "value")
@@ -45,7 +52,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     axes["prod"].set_ylabel("key")
     if w.recurrent:
         axes["qk"].set_yticks(range(s + 1), [f"h_t: {w.query_token}"] + [f"h̄_s: {t}" for t in labels], **ticks)
-        axes["qk"].set_title("1. the decoder state h_t and the encoder states h̄_s")
+        axes["qk"].set_title(textwrap.fill("1. the decoder state h_t and the encoder states h̄_s", 44))
 
     x = np.arange(s)
     _scores_panel(axes["scores"], w, x, labels, dict(slant, **ticks))
@@ -73,7 +80,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         ax.title.set_fontsize(10)
     query = getattr(w, "query_label", f"query {w.query_token!r}")
     where = "RNN decoder (Luong)" if w.recurrent else f"layer {w.layer}, head {w.head}"
-    fig.suptitle(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query}", fontsize=11)
+    fig.suptitle(textwrap.fill(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query}", 90), fontsize=11)
     return fig
 
 
