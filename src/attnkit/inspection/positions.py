@@ -104,7 +104,7 @@ class Ask:
     heads: int
     model: Seq2SeqModel | EncoderModel | None = None
     model_name: str = ""
-    columns: int = 4  # 2: a four-panel figure in two rows (a narrow page)
+    columns: int = 2  # a four-panel figure in two rows (a docs column); 4: in one row
 
 
 Drawn = tuple[str, "Figure"]  # the text printed beside it, the figure
@@ -127,11 +127,11 @@ def position_figure(
     heads: int,
     model: Seq2SeqModel | EncoderModel | None = None,
     model_name: str = "",
-    columns: int = 4,
+    columns: int = 2,
 ) -> Drawn:
     """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
     bias a trained ``model`` learned (learned, fourier and t5). ``columns``: 2 lays a four-panel
-    figure out in two rows (for a narrow page)."""
+    figure out in two rows (a docs column), 4 in one row."""
     if scheme not in FIGURES:
         raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
     np.set_printoptions(precision=3, suppress=True, linewidth=120)

@@ -18,11 +18,12 @@ def plot_positional_encoding(
     title: str = "",
     learned: bool = False,
     centre: bool = False,
-    columns: int = 4,
+    columns: int = 2,
 ) -> Figure:
     """Four panels: the (t, d) matrix, a few dimensions over positions (one curve each, stacked so
     none hides another), the cosine similarity of every pair of positions, and that similarity
-    seen from position 0 and from the middle one; in one row (``columns`` 4) or two rows of two (2). ``learned``: a trained table,
+    seen from position 0 and from the middle one; in two rows of two (``columns`` 2: a docs
+    column's width) or one row (4). ``learned``: a trained table,
     described as such (no claims of the sinusoids' properties). ``centre``: each dimension minus
     its mean over the positions (for an encoding with large constant parts, such as an MLP's
     output), said in the figure."""
@@ -39,7 +40,7 @@ def plot_positional_encoding(
         ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
     else:
         # wider gaps: a colour bar's label apart from the next panel's
-        fig = Figure(figsize=(10, 8.4), layout=ConstrainedLayoutEngine(wspace=0.12))
+        fig = Figure(figsize=(8.5, 7.6), layout=ConstrainedLayoutEngine(wspace=0.12))
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
     # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
