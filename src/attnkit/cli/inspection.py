@@ -222,7 +222,7 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from ..inspection import head_statistics
     from ..inspection.diagnostics import head_statistics_figure
 
-    model = prepared = None
+    ablated = None
     if str(args.source).endswith(".npz"):
         for flag, given in (("--ablate", args.ablate), ("--probe", args.probe)):
             if given:
@@ -238,11 +238,10 @@ def cmd_heads(args: argparse.Namespace) -> None:
             ablated = _ablate(model, prepared, args)
             if ablated is None:
                 return
-            args.ablated = ablated
     if args.references and not args.ablate:
         raise ValueError("--references scores each head's removal by BLEU: add --ablate zero (or mean)")
     if args.detect is not False or args.ablate:
-        _atlas(records, args, model, prepared)
+        _atlas(records, args, ablated)
         return
     if args.table:
         raise ValueError("--table writes the detectors' scores: add --detect all (or some detectors)")
@@ -284,24 +283,25 @@ def _ablate(model, prepared: list, args: argparse.Namespace):
     from ..training.distributed import map_sharded
 
     shared = _counted(partial(map_sharded, keep=True), "head")
+    measured = None  # the model's measure, built once for the ablation and the gradients
     if args.references:
         refs = [line.strip() for line in read_lines(args.references)]
         drops = bleu_drops(model, prepared, refs, args.ablate, beam=args.beam, mapper=shared)
         got = None if drops is None else ("BLEU (sacrebleu 13a, cased)", "BLEU drop", *drops)
     else:
         effects = ablation_effects(model, prepared, args.ablate, mapper=shared)
+        measured = None if effects is None else effects[0]
         got = None if effects is None else (effects[0].name, effects[0].short, *effects[1:])
-    importance = head_importance(
-        model, prepared, mapper=_counted(map_sharded, "gradient")
-    )  # the last: it closes the group
+    gradients = _counted(map_sharded, "gradient")  # the last: it closes the process group
+    importance = head_importance(model, prepared, mapper=gradients, measured=measured)
     if got is None or importance is None:
         return None
     return (*got, importance)
 
 
-def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
+def _atlas(records: list, args: argparse.Namespace, ablated: tuple | None) -> None:
     """The head atlas of every attention kind the detectors apply to (with --ablate, each head's
-    ablation effect and importance beside it)."""
+    ablation effect and importance beside it: ``ablated``, as ``_ablate`` gives it)."""
     from ..heads.atlas import head_atlas, legend, write_atlas
     from ..heads.detectors import DETECTORS, fitting
     from ..inspection.capture import LABELS
@@ -318,8 +318,8 @@ def _atlas(records: list, args: argparse.Namespace, model, prepared) -> None:
         if atlases and all(name in a.unscored for a in atlases if name in fits[a.kind]):
             raise ValueError(f"the {name.replace('_', '-')} detector scores {DETECTORS[name].inputs}; these have none")
     atlases = [a for a in atlases if a.scores]
-    if args.ablate:
-        name, short, base, effects, importance = args.ablated
+    if ablated is not None:
+        name, short, base, effects, importance = ablated
         for a in atlases:
             a.ablation, a.importance, a.measure = effects.get(a.kind), importance.get(a.kind), short
         print(f"{name} with every head: {base:.3f}; each head {args.ablate}-ablated alone below\n")

@@ -121,13 +121,13 @@ def output_loss(model: Any, prepared: list[Prepared], gates: dict | None = None,
         return measure(model, prepared).mean()
 
 
-def head_means(model: Any, prepared: list[Prepared]) -> dict[Any, torch.Tensor]:
-    """Every attention module's mean head outputs (h, d) over every query of ``prepared``."""
+def head_means(model: Any, prepared: list[Prepared], measured: Measure | None = None) -> dict[Any, torch.Tensor]:
+    """Every attention module's mean head outputs (h, d) over every query of ``prepared`` (run
+    through ``measured``, the model's measure on them, when it is at hand)."""
     modules = {id(m): m for m, _ in attention_modules(model, prepared[0]).values()}
-    scorers = [model.scorer(p) for p in prepared]
     with torch.no_grad(), collecting() as c:
-        for s in scorers:
-            s.forward(1)
+        for term in (measured or measure(model, prepared)).terms:
+            term()
     return {modules[k]: v for k, v in c.means().items() if k in modules}
 
 
@@ -150,8 +150,8 @@ def ablation_effects(
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
     modules = attention_modules(model, prepared[0])
-    means = head_means(model, prepared) if mode == "mean" else None
     measured = measure(model, prepared)
+    means = head_means(model, prepared, measured) if mode == "mean" else None
     with torch.no_grad():
         base = measured.mean()
     chosen = heads if heads is not None else [(k, li, h) for (k, li), (_, n) in modules.items() for h in range(n)]
@@ -171,16 +171,18 @@ def ablation_effects(
     return measured, base, out
 
 
-def head_importance(model: Any, prepared: list[Prepared], *, mapper: Mapper = _each) -> dict[str, np.ndarray] | None:
+def head_importance(
+    model: Any, prepared: list[Prepared], *, mapper: Mapper = _each, measured: Measure | None = None
+) -> dict[str, np.ndarray] | None:
     """Michel et al.'s importance of every head, I_h = mean over the inputs x of | d L(x) / d xi_h |
     at xi = 1, L(x) the model's measure on x (``measure``: the mean negative log-likelihood of its
     output tokens, or the share of an encoder's sentence vector lost); per kind (layers, heads).
     The model's own parameters get no gradient. ``mapper`` runs the inputs (as in
-    ``ablation_effects``)."""
+    ``ablation_effects``); ``measured``: the model's measure on them, when it is at hand."""
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
     modules = attention_modules(model, prepared[0])
-    measured = measure(model, prepared)
+    measured = measured or measure(model, prepared)
 
     def gradients(index: int) -> dict[tuple[str, int], np.ndarray]:
         gates = {m: torch.ones(n, requires_grad=True) for m, n in modules.values()}

@@ -515,9 +515,11 @@ class Studio:
             out["offsets"] = None if atlas.offsets is None else atlas.offsets.astype(int).tolist()
             if ablate:
                 assert source is not None
-                got, importance = ablation_effects(m.model, [source[1]], ablate), head_importance(m.model, [source[1]])
-                assert got is not None and importance is not None  # one process: every result here
+                got = ablation_effects(m.model, [source[1]], ablate)
+                assert got is not None  # one process: every result here
                 measured, base, effects = got
+                importance = head_importance(m.model, [source[1]], measured=measured)
+                assert importance is not None
                 out["ablation"] = {"mode": ablate, "measure": measured.name, "base": round(base, DIGITS),
                                    "effect": _grid(effects[kind]), "importance": _grid(importance[kind])}  # fmt: skip
             return out
