@@ -87,13 +87,13 @@ def heads_out(module: Any, context: Tensor, *, head_dim: int = 1) -> Tensor:
     g = _gates.get()
     if g is None or id(module) not in g.gates:
         return context
-    gate = g.gates[id(module)].to(context.dtype)
+    gate = g.gates[id(module)].to(context.device, context.dtype)  # differentiable: a gate's grad reaches it
     shape = [1] * context.dim()
     shape[head_dim] = gate.shape[0]
     out = context * gate.view(shape)
     mean = g.means.get(id(module))
     if mean is not None:
-        m = mean.to(context.dtype)
+        m = mean.to(context.device, context.dtype)
         m = m[None, :, None, :] if head_dim == 1 else m[None, None, :, :]
         out = out + (1 - gate.view(shape)) * m
     return out

@@ -16,7 +16,7 @@ keeps its weights densely instead (``weights``); an RNN's maps are small.
 ``MapView`` answers, for one head (or the mean of heads) of one call: an exact block, the
 whole map, an overview pooled to a given size (max or mean of the cells each pixel
 covers), each query's strongest keys, and per-query statistics. Each is computed block
-by block: at most ``BLOCK`` scores are in flight, so memory grows with t, not t x s.
+by block: at most ``block_size`` scores are in flight, so memory grows with t, not t x s.
 
 Shapes: ``h`` query heads, ``h_kv`` key/value heads (grouped-query attention: query head
 i reads key head i // (h / h_kv)), ``t`` queries, ``s`` keys, ``d`` per-head size.
@@ -37,7 +37,13 @@ from torch import Tensor
 
 from .masks import causal_mask
 
-BLOCK = 1 << 22  # scores computed at once by a view (16 MB in float32)
+BLOCK = 1 << 22  # scores computed at once by a view on the CPU (16 MB in float32)
+ON_ACCELERATOR = 16  # times more on a GPU (256 MB): fewer, larger kernels; small blocks spend the time launching
+
+
+def block_size(device: torch.device) -> int:
+    """How many scores a view computes at once on ``device``."""
+    return BLOCK if device.type == "cpu" else BLOCK * ON_ACCELERATOR
 
 
 @dataclass
@@ -212,10 +218,10 @@ class MapView:
         return max(1, min(self.keys, rows.stop + self.keys - self.queries))
 
     def row_blocks(self, rows: slice | None = None) -> Iterator[tuple[slice, Tensor]]:
-        """(rows, weights (r, k)) over all queries, at most BLOCK scores each; past ``k`` every
+        """(rows, weights (r, k)) over all queries, at most ``block_size`` scores each; past ``k`` every
         weight of those rows is 0 (a causal map's upper triangle is never computed)."""
         rows = rows or slice(0, self.queries)
-        step = max(1, BLOCK // self.keys)
+        step = max(1, block_size(_device(self.call)) // self.keys)
         for a in range(rows.start, rows.stop, step):
             r = slice(a, min(rows.stop, a + step))
             yield r, self._block(r, slice(0, self._visible(r)))
@@ -239,7 +245,7 @@ class MapView:
         col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
         out = torch.zeros(ph, pw, device=device)
         pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))  # each row's pixel row, from the region's first
-        step = max(1, BLOCK // nc)
+        step = max(1, block_size(device) // nc)
         for a in range(r.start, r.stop, step):  # a block of map rows at a time, whatever pixels it spans
             block = slice(a, min(r.stop, a + step))
             seen = min(self._visible(block), c.stop) - c.start
@@ -342,13 +348,13 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
 
 def head_block(call: AttentionCall) -> Iterator[tuple[slice, Tensor, Tensor, Tensor]]:
     """Blocks of rows of every head's exact weights at once: (rows, w (h, r, c), valid (h, r),
-    keys (h, r)), at most ``BLOCK`` scores each. c: the keys any of these queries may see (past
+    keys (h, r)), at most ``block_size`` scores each. c: the keys any of these queries may see (past
     them a causal map is exactly 0); valid: the query sees a key; keys: how many it may see
     (formed weights: how many it gives any weight)."""
     h, t, s = call.shape
     device = _device(call)
     dense = call.weights is not None
-    step = max(1, BLOCK // max(1, s * h))
+    step = max(1, block_size(device) // max(1, s * h))
     for a in range(0, t, step):
         rows = slice(a, min(t, a + step))
         seen = s if not call.causal or dense else max(1, min(s, rows.stop + s - t))
@@ -592,11 +598,11 @@ def additive_term(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype =
 
 
 def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: Tensor | None) -> Tensor:
-    """log sum_j exp(s_ij) (b, h, t) in float32, at most BLOCK scores per (b, h) at once."""
+    """log sum_j exp(s_ij) (b, h, t) in float32, at most ``block_size`` scores per (b, h) at once."""
     b, h, t, _ = q.shape
     s = k.shape[-2]
     out = torch.empty(b, h, t, device=q.device)
-    step = max(1, BLOCK // s)
+    step = max(1, block_size(q.device) // s)
     for a in range(0, t, step):
         z = min(t, a + step)
         sc = torch.matmul(q[..., a:z, :].float(), k.float().transpose(-1, -2)) * scale
@@ -617,7 +623,7 @@ def lse_of(call: AttentionCall) -> Tensor:
     q = _req(call.q).float()
     k = groups(_req(call.k).float()[None], h)[0]  # (h, s, d)
     out = torch.empty(h, t, device=q.device)
-    step = max(1, BLOCK // (s * h))
+    step = max(1, block_size(q.device) // (s * h))
     per_head = call.mask is not None and call.mask.shape[0] > 1
     for a in range(0, t, step):
         rows = slice(a, min(t, a + step))
@@ -644,6 +650,29 @@ def _no_key(lse: Tensor, additive: Tensor | None) -> Tensor:
     return lse.masked_fill(dead, float("-inf")) if bool(dead.any()) else lse
 
 
+def _kernel_mask(q: Tensor, k: Tensor, causal: bool, additive: Tensor | None) -> tuple[bool, Tensor | None]:
+    """(is_causal, the additive mask) as PyTorch's kernels take them: they align a causal mask
+    top-left, so a causal call with more keys than queries gets its mask as a term instead."""
+    t, s = q.shape[-2], k.shape[-2]
+    is_causal = causal and t == s
+    if not causal or is_causal:
+        return is_causal, additive
+    floor = additive_term(causal_mask(t, s, device=q.device), None, q.dtype)
+    assert floor is not None  # a mask was given
+    return False, floor if additive is None else additive + floor
+
+
+def fused(
+    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
+) -> Tensor:
+    """softmax(scale q k^T + additive) v by PyTorch's fused kernels, gradients included, no weight
+    kept: (b, h, t, d_v). q (b, h, t, d); k, v (b, h, s, d), heads already repeated for grouped
+    queries, so that the flash and memory-efficient kernels take them."""
+    is_causal, extra = _kernel_mask(q, k, causal, additive)
+    mask = None if extra is None else extra.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+
+
 def fused_with_lse(
     q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
 ) -> tuple[Tensor, Tensor]:
@@ -652,13 +681,8 @@ def fused_with_lse(
     already repeated for grouped queries. The log-sum-exp comes from the kernel where it
     returns one (PyTorch's CPU flash attention; CUDA's memory-efficient kernel), else from
     one blockwise pass over the scores."""
-    t, s = q.shape[-2], k.shape[-2]
-    is_causal = causal and t == s  # the kernels align causal masks top-left: equal only when square
-    extra = additive
-    if causal and not is_causal:
-        floor = additive_term(causal_mask(t, s, device=q.device), None, q.dtype)
-        assert floor is not None  # a mask was given
-        extra = floor if extra is None else extra + floor
+    t = q.shape[-2]
+    is_causal, extra = _kernel_mask(q, k, causal, additive)
     if q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
         out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
             q, k, v, 0.0, is_causal, attn_mask=None if extra is None else extra.to(q.dtype), scale=scale
@@ -708,7 +732,9 @@ __all__ = [
     "Recorder",
     "Tap",
     "active",
+    "block_size",
     "explicit",
+    "fused",
     "fused_with_lse",
     "groups",
     "head_stats",

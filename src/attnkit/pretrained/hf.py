@@ -88,13 +88,15 @@ def supported_list() -> str:
 def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask, **kwargs):
     """Every family's attention, handed to the open recorder (``attnkit.attention.record``).
 
-    With no recorder open (generation, hidden states) transformers' own SDPA function runs.
+    With no recorder open (generation, hidden states, ablation) PyTorch's fused kernel runs
+    with the key and value heads repeated (transformers' grouped-query SDPA can fall to the math
+    kernel on CUDA, which forms every map); while training, transformers' own SDPA function.
     While recording, the fused kernel runs and keeps each query's log-sum-exp: the recorder
     gets q and k after positions, the scale, the mask as a rule (causal) or a boolean tensor
     and T5's position bias, so any weight is exact later. A ``graph`` recording forms the
     weights in the autograd graph instead, for gradient methods."""
     rec = record.active()
-    if rec is None or module.training:
+    if module.training:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
@@ -115,6 +117,9 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     additive = record.additive_term(mask, bias)
     heads = query.shape[1]
     k_all, v_all = record.groups(key, heads), record.groups(value, heads)
+    if rec is None:  # no recording: the fused kernel alone
+        out = record.fused(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
+        return intervene.heads_out(module, out).transpose(1, 2).contiguous(), None
     kind = rec.kind_of(module)
     if rec.graph:
         out, weights = record.explicit(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
