@@ -81,7 +81,7 @@ def demos(work: Path) -> None:
     """Train the demos in ``work`` and draw their figures."""
     attnkit("demo --out-dir runs/demo", work)
     (DOCS / "demo_attention.png").write_bytes((work / "runs/demo/attention.png").read_bytes())
-    attnkit(f"plot runs/demo --steps 6 -o {IMAGES / 'forming.png'}", work)
+    attnkit(f"plot runs/demo --steps 4 -o {IMAGES / 'forming.png'}", work)
     # the same dates with T5's relative-position bias: its learned scalars
     attnkit("train runs/demo/config.yaml out_dir=runs/demo_t5 model.positions=t5 train.attention_snapshots=0", work)
     attnkit(f"positions --scheme t5 --model runs/demo_t5 -o {IMAGES / 'positions_t5.png'}", work)
@@ -104,7 +104,7 @@ def demos(work: Path) -> None:
             "train.warmup=1000",
             work,
         )
-        attnkit(f"plot runs/snap_m30k --steps 5 -o {IMAGES / 'forming_multi30k.png'}", work)
+        attnkit(f"plot runs/snap_m30k --steps 4 -o {IMAGES / 'forming_multi30k.png'}", work)
     else:
         print("forming_multi30k.png: set ATTNKIT_MULTI30K to the Multi30k folder to draw it", flush=True)
 

@@ -62,6 +62,23 @@ def test_imports_between_parts_run_one_way():
     assert not edges.get("plots", set()) & {"inspection", "attribution"}  # plots take arrays
 
 
+def test_the_modules_of_models_import_each_other_one_way():
+    """Within models/, no two modules import each other, type hints included: a captioner's
+    encoders stand in for a translator's through the protocols of models/interface.py."""
+    edges: dict[str, set[str]] = {}
+    for path in (PACKAGE / "models").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+                edges.setdefault(path.stem, set()).add(node.module.split(".")[0])
+
+    def reaches(a: str, b: str, seen: set[str]) -> bool:
+        return any(n == b or (n not in seen and (seen.add(n) or reaches(n, b, seen))) for n in edges.get(a, ()))
+
+    assert edges["image"] >= {"rnn", "transformer"}  # the captioners are built on both
+    cycles = sorted((a, b) for a in edges for b in edges[a] if reaches(b, a, set()))
+    assert cycles == [], f"modules of models/ that import each other: {cycles}"
+
+
 # a model's own submodules, or an attention module's parameters, reached from outside
 PRIVATE = re.compile(
     r"\bmodel\.(decoder_layers|encoder|decoder_norm|src_embed|tgt_embed|embed|output|attention|rnn)\b"

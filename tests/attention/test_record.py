@@ -59,6 +59,7 @@ CASES = {
     "bidirectional": {},
     "a mask and a bias": {"mask": True, "bias": True},
     "cross (t != s)": {"t": 9, "s": 31},
+    "causal with a bias": {"causal": True, "bias": True},
 }
 
 

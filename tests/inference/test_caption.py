@@ -139,3 +139,30 @@ def test_the_head_atlas_and_ablation_run_on_a_captioner(tiny_captioner, tmp_path
     assert "cross-attention: 1 layers x 2 heads over 2 input(s)" in out and "importance (Michel" in out
     rows = table.read_text().splitlines()
     assert rows[0].startswith("kind,layer,head,") and "ablation" in rows[0] and len(rows) > 1
+
+
+def test_an_images_truth_beside_it_gives_each_correctly_named_word_its_box(tmp_path):
+    """The demo writes each example scene's words and boxes beside its image; `attnkit caption`
+    outlines a word's true box where the word is the true one in its place, in either figure."""
+    from matplotlib.patches import Rectangle
+
+    from attnkit.data.scenes import read_truth, write_truth
+    from attnkit.evaluation.captioning import truth_boxes
+    from attnkit.plots.images import plot_caption_methods
+    from attnkit.plots.layout import WIDTH
+
+    scene, caption = _scene_and_caption(["3", "5"], ["3", "6"])
+    image = tmp_path / "scene.png"
+    assert truth_boxes(image, caption) == (None, None)  # no truth beside it: no boxes
+    write_truth(scene, image)
+    assert read_truth(image, scene.image).boxes == scene.boxes
+    boxes, inside = truth_boxes(image, caption)
+    assert boxes == [Box(0, 0, 8, 8), None] and inside == [1.0, None]  # "6" is not the scene's second digit
+    maps = caption.attention.reshape(2, 2, 2)
+    fig = plot_caption_methods(caption.image, caption.words, [("a", maps), ("b", maps)], boxes=boxes)
+    outlined = [ax for ax in fig.axes if any(isinstance(p, Rectangle) for p in ax.patches)]
+    assert len(outlined) == 2  # the first word's panel in each method's row
+    assert fig.get_figwidth() <= WIDTH
+    (tmp_path / "scene.json").write_text('{"words": ["3"], "boxes": [[0, 0, 8]]}')
+    with pytest.raises(ValueError, match="not a truth file"):
+        truth_boxes(image, caption)

@@ -60,14 +60,15 @@ class Scorer:
     cols: the input tokens (or image regions) they are attributed to;
     structure: how its attention layers stack ("self", "seq2seq" or "recurrent");
     embedding: the module whose first output in a forward pass is the input vectors;
-    forward(copies): the model on ``copies`` rows of the input -> ((copies, rows) log-probabilities
-    of the output tokens, or another score per row, the attention calls in the order they ran)."""
+    forward(copies, maps=True): the model on ``copies`` rows of the input -> ((copies, rows)
+    log-probabilities of the output tokens, or another score per row, the attention calls in the
+    order they ran; ``maps`` false: none, nothing recorded, the fused kernels alone)."""
 
     rows: list[str]
     cols: list[str]
     structure: str
     embedding: nn.Module
-    forward: Callable[[int], tuple[Tensor, Calls]]
+    forward: Callable[..., tuple[Tensor, Calls]]
     pooled: bool = False  # one row for a pooled output (an encoder's sentence vector): every query's mean
 
     def __post_init__(self) -> None:

@@ -297,7 +297,9 @@ def attribute_caption(
         if m == "attention":
             with torch.no_grad():
                 _, calls = scorer.forward(1)
-            cross = [taps for kind, taps in calls if kind == "cross"][-1]
+            layers = [taps for kind, taps in calls if kind == "cross"]
+            cross = layers[-1]
+            out.layers = len(layers)
             full = torch.cat([t.spread(t.weights) for t in cross], dim=-2)
             weights = full[0] if full.dim() == 3 else full[0].mean(0)  # (t, s): one head, or the heads' mean
             out.heads = 1 if full.dim() == 3 else int(full.shape[1])

@@ -30,9 +30,12 @@ def _log_probs(logits: Tensor, targets: list[int]) -> Tensor:
     return logits.float().log_softmax(-1).gather(-1, index)[..., 0]
 
 
-def _traced(sites: list[AttentionSite], run: Callable[[], Out]) -> tuple[Out, Calls]:
+def _traced(sites: list[AttentionSite], run: Callable[[], Out], maps: bool = True) -> tuple[Out, Calls]:
     """``run()`` (a forward pass) recorded with every attention call's weights kept in the graph:
-    (its result, the calls in the order they ran, an RNN's steps under its one call)."""
+    (its result, the calls in the order they ran, an RNN's steps under its one call); ``maps``
+    false: run alone, nothing recorded (no call's weights formed), no calls."""
+    if not maps:
+        return run(), []
     with record.recording(graph=True, kinds={id(site.module): site.kind for site in sites}) as rec:
         out = run()
     return out, [(c.kind, c.graph or []) for c in rec.calls]
@@ -49,10 +52,12 @@ def seq2seq_scorer(model: Seq2SeqModel, prepared: Prepared, *, source: Tensor | 
     tgt = torch.tensor([prepared.tgt_in_ids], device=device)
     sites = model.attention_sites()
 
-    def forward(copies: int) -> tuple[Tensor, Calls]:
+    def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
         expand = (copies,) + (-1,) * (src.dim() - 1)
         model.eval()
-        out, calls = _traced(sites, lambda: model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1)))
+        out, calls = _traced(
+            sites, lambda: model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1)), maps
+        )
         assert out.logits is not None  # projected
         return _log_probs(out.logits, prepared.tgt_out_ids or []), calls
 
@@ -88,9 +93,9 @@ def encoder_scorer(model: EncoderModel, prepared: Prepared) -> Scorer:
     with torch.no_grad():
         direction = model.encode(src, mask).memory.float().mean(1)[0]
 
-    def forward(copies: int) -> tuple[Tensor, Calls]:
+    def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
         model.eval()
-        out, calls = _traced(sites, lambda: model.encode(src.expand(copies, -1), mask.expand(copies, -1)))
+        out, calls = _traced(sites, lambda: model.encode(src.expand(copies, -1), mask.expand(copies, -1)), maps)
         return _sentence_score(out.memory, direction), calls
 
     return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", model.input_embedding(), forward, pooled=True)
@@ -103,8 +108,8 @@ def transformers_encoder_scorer(hf: Any, prepared: Prepared) -> Scorer:
         _, clean = hf.forward(prepared.src_ids)
     direction = clean.last_hidden_state.float().mean(1)[0]
 
-    def forward(copies: int) -> tuple[Tensor, Calls]:
-        rec, out = hf.forward_graph(prepared.src_ids, copies=copies)
+    def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(prepared.src_ids, copies=copies, maps=maps)
         return _sentence_score(out.last_hidden_state, direction), [(c.kind, c.graph or []) for c in rec.calls]
 
     return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward, pooled=True)
@@ -120,8 +125,8 @@ def transformers_image_scorer(hf: Any, prepared: Prepared) -> Scorer:
         _, clean = hf.forward(pixels=pixels)
     direction = clean.last_hidden_state.float().mean(1)[0]
 
-    def forward(copies: int) -> tuple[Tensor, Calls]:
-        rec, out = hf.forward_graph(None, pixels=pixels, copies=copies)
+    def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(None, pixels=pixels, copies=copies, maps=maps)
         return _sentence_score(out.last_hidden_state, direction), [(c.kind, c.graph or []) for c in rec.calls]
 
     return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", hf.source_embedding(), forward, pooled=True)
@@ -133,8 +138,8 @@ def transformers_decoder_scorer(hf: Any, prepared: Prepared) -> Scorer:
     if len(seq) < 2:
         raise ValueError("a decoder-only model's attribution explains each next token: give at least two tokens")
 
-    def forward(copies: int) -> tuple[Tensor, Calls]:
-        rec, out = hf.forward_graph(seq, copies=copies)
+    def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(seq, copies=copies, maps=maps)
         return _log_probs(out.logits[:, :-1], seq[1:]), [(c.kind, c.graph or []) for c in rec.calls]
 
     return Scorer(prepared.tgt_in_tokens[1:], prepared.tgt_in_tokens, "self", hf.source_embedding(), forward)
@@ -144,8 +149,8 @@ def transformers_seq2seq_scorer(hf: Any, prepared: Prepared) -> Scorer:
     """An encoder-decoder run by transformers: its target tokens over its source."""
     seq, out_ids = _output_side(prepared)
 
-    def forward(copies: int) -> tuple[Tensor, Calls]:
-        rec, out = hf.forward_graph(prepared.src_ids, seq, copies=copies)
+    def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
+        rec, out = hf.forward_graph(prepared.src_ids, seq, copies=copies, maps=maps)
         return _log_probs(out.logits, out_ids), [(c.kind, c.graph or []) for c in rec.calls]
 
     return Scorer(prepared.tgt_out_tokens, prepared.src_tokens, "seq2seq", hf.source_embedding(), forward)

@@ -46,16 +46,29 @@ def cmd_caption(args: argparse.Namespace) -> None:
 
     if args.attribute and args.output is None:
         raise ValueError("--attribute draws a figure: give -o FIGURE")
-    captions = caption_files(
-        args.model,
-        args.images,
-        F.search_options(args),
-        weights=F.weights(args),
-        output=None if args.attribute else args.output,
-        dpi=args.dpi,
-    )
+    captions = caption_files(args.model, args.images, F.search_options(args), weights=F.weights(args))
     if args.attribute:
         _draw_caption_attributions(args, captions)
+    elif args.output is not None:
+        _draw_captions(args, captions)
+
+
+def _draw_captions(args: argparse.Namespace, captions) -> None:
+    """Each caption's words over the image's regions (name_1.png, ... for several images), with
+    the true boxes of an image whose truth lies beside it (NAME.json, as the demo writes)."""
+    from ..atomic import numbered, save_figure
+    from ..evaluation.captioning import truth_boxes
+    from ..plots.images import plot_caption
+
+    for i, (path, cap) in enumerate(zip(args.images, captions)):
+        if not cap.words:
+            continue
+        boxes, inside = truth_boxes(path, cap)
+        title = f"{path.name}: “{' '.join(cap.words)}”" + (" (dashed: each word's true box)" if boxes else "")
+        fig = plot_caption(cap.image, cap.words, cap.attention, boxes=boxes, inside=inside, title=title)
+        target = numbered(args.output, i, len(args.images))
+        save_figure(fig, target, dpi=args.dpi)
+        print(f"figure: {target}")
 
 
 def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
@@ -64,11 +77,14 @@ def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
     from ..attribution import attribute_caption
     from ..attribution.methods import CAPTION_METHODS
     from ..data.images import greyscale
+    from ..evaluation.captioning import truth_boxes
+    from ..inspection.capture import model_info, model_label
     from ..loading.model_dir import load_model
     from ..models.image import region_maps
     from ..plots.images import plot_caption_methods
 
-    model, vocab, _ = load_model(args.model, task="caption", **F.weights(args))
+    model, vocab, cfg = load_model(args.model, task="caption", **F.weights(args))
+    name = model_label(model_info(model, cfg))
     methods = CAPTION_METHODS if args.attribute == "all" else [args.attribute]
     found = [
         attribute_caption(model, greyscale(c.image), c.words, vocab.encode_tgt([" ".join(c.words)])[0], methods)
@@ -79,7 +95,9 @@ def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
             continue
         grid = cap.attention.shape[1:]
         panels = [(a.label(m), region_maps(a.scores[m][:-1], grid)) for m in methods]  # the end of the caption left out
-        fig = plot_caption_methods(cap.image, cap.words, panels, title=f"{path.name}: “{' '.join(cap.words)}”")
+        boxes, _ = truth_boxes(path, cap)
+        title = f"{name}: {path.name}, “{' '.join(cap.words)}”" + (" (dashed: each word's true box)" if boxes else "")
+        fig = plot_caption_methods(cap.image, cap.words, panels, boxes=boxes, title=title)
         target = numbered(args.output, i, len(args.images))
         save_figure(fig, target, dpi=args.dpi)
         print(f"figure: {target}")

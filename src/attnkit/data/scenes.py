@@ -14,7 +14,9 @@ scikit-learn is an optional dependency: ``pip install 'attnkit[images]'``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -108,3 +110,36 @@ def make_scenes(
     rng = np.random.default_rng([seed, int(held_out)])
     pool = test if held_out else train
     return [make_scene(scans, labels, pool, rng, size=size, count=count, noise=noise) for _ in range(n)]
+
+
+def truth_path(image: Path) -> Path:
+    """Where an image file's truth lies: beside it, NAME.json."""
+    return image.with_suffix(".json")
+
+
+def write_truth(scene: Scene, image: Path) -> Path:
+    """The scene's words and each one's box beside its image file (``truth_path``), for
+    ``attnkit caption`` to draw: {"words": [...], "boxes": [[top, left, height, width], ...]}."""
+    from ..atomic import write_text
+
+    boxes = [[b.top, b.left, b.height, b.width] for b in scene.boxes]
+    return write_text(truth_path(image), json.dumps({"words": scene.words, "boxes": boxes}))
+
+
+def read_truth(image: Path, pixels: np.ndarray) -> Scene | None:
+    """The scene of an image file whose truth lies beside it (``write_truth``), its pixels
+    ``pixels``; None without one. A truth file that is not such JSON is one clear error."""
+    path = truth_path(image)
+    if not path.is_file():
+        return None
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+        words = [str(w) for w in got["words"]]
+        boxes = [Box(*(int(x) for x in b)) for b in got["boxes"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(
+            f'{path}: not a truth file ({{"words": [...], "boxes": [[top, left, height, width], ...]}}): {e}'
+        ) from None
+    if len(words) != len(boxes):
+        raise ValueError(f"{path}: {len(words)} words but {len(boxes)} boxes")
+    return Scene(pixels, words, boxes)

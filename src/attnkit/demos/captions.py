@@ -13,7 +13,7 @@ import numpy as np
 
 from ..atomic import atomic_directory, save_figure, write_text
 from ..config import config_from_dict, save_config
-from ..data.scenes import make_scenes, max_caption_words
+from ..data.scenes import make_scenes, max_caption_words, write_truth
 from ..evaluation.captioning import evaluate_captions, named_boxes
 from ..loading.model_dir import load_model
 from ..plots.images import plot_caption
@@ -22,7 +22,7 @@ from ..viewer.captions import write_caption_html
 from . import MARKER, check_demo_directory
 
 TEST_SCENES = 1000
-EXAMPLE_FILES = 4  # scene_N.png written for `attnkit caption`
+EXAMPLE_FILES = 4  # scene_N.png (and its truth, scene_N.json) written for `attnkit caption`
 
 
 def caption_demo_config(out_dir: Path, arch: str, max_steps: int) -> dict[str, Any]:
@@ -141,6 +141,7 @@ def _build(out: Path, *, arch: str, max_steps: int, seed: int) -> dict[str, Any]
     )
     for i, s in enumerate(scenes[:EXAMPLE_FILES]):
         Image.fromarray(np.round(s.image * 255).astype(np.uint8)).save(out / f"scene_{i + 1}.png")
+        write_truth(s, out / f"scene_{i + 1}.png")  # its words and boxes, which `attnkit caption` draws
     result = {
         "exact": scores.exact,
         "bleu": scores.bleu,

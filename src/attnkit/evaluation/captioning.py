@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..data.images import Box
-from ..data.scenes import CAPTION_SLACK, Scene
+from ..data.scenes import CAPTION_SLACK, Scene, read_truth
 from ..data.vocabulary import WordVocabulary
 from ..inference.caption import Caption, caption_images
 from ..models.interface import ImageCaptioner
@@ -45,6 +46,14 @@ def named_boxes(caption: Caption, scene: Scene) -> tuple[list[Box | None], list[
         for i, b in enumerate(boxes)
     ]
     return boxes, inside
+
+
+def truth_boxes(path: Path, caption: Caption) -> tuple[list[Box | None] | None, list[float | None] | None]:
+    """For an image file with its truth beside it (``data.scenes.write_truth``): each word's box
+    (None where the word is not the true one in its place) and the share of its attention inside
+    that box; (None, None) without one."""
+    scene = read_truth(path, caption.image)
+    return (None, None) if scene is None else named_boxes(caption, scene)
 
 
 def score_captions(captions: Sequence[Caption], scenes: Sequence[Scene]) -> CaptionScores:

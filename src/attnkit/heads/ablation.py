@@ -101,17 +101,17 @@ def measure(model: Any, prepared: list[Prepared]) -> Measure:
     if not scorers[0].pooled:
         return Measure(LOSS, "loss", [partial(_token_loss, s) for s in scorers])
     with torch.no_grad():
-        clean = [float(s.forward(1)[0].reshape(())) for s in scorers]
+        clean = [float(s.forward(1, maps=False)[0].reshape(())) for s in scorers]
     return Measure(LOST, "vector lost", [partial(_vector_lost, s, c) for s, c in zip(scorers, clean)])
 
 
 def _token_loss(scorer: Any) -> tuple[torch.Tensor, int]:
-    log_probs, _ = scorer.forward(1)
+    log_probs, _ = scorer.forward(1, maps=False)  # no map formed: memory grows with the tokens, not their square
     return -log_probs.sum(), log_probs.numel()
 
 
 def _vector_lost(scorer: Any, clean: float) -> tuple[torch.Tensor, int]:
-    score, _ = scorer.forward(1)  # <v', v> / |v|: the vector along the clean one
+    score, _ = scorer.forward(1, maps=False)  # <v', v> / |v|: the vector along the clean one
     return 1 - score.reshape(()) / clean, 1
 
 

@@ -82,14 +82,9 @@ def caption_files(
     options: SearchOptions | None = None,
     *,
     weights: dict | None = None,
-    output: Path | None = None,
-    dpi: int = 130,
 ) -> list[Caption]:
-    """`attnkit caption`: caption image files, print one line per image, and draw each caption's
-    attention overlay to ``output`` (name_1.png, name_2.png, ... for several images)."""
-    from ..atomic import numbered, save_figure
+    """`attnkit caption`: caption image files and print one line per image."""
     from ..loading.model_dir import load_model
-    from ..plots.images import plot_caption
 
     model, vocab, cfg = load_model(model_dir, task="caption", **(weights or {}))
     size = cfg.data.image_size
@@ -97,12 +92,4 @@ def caption_files(
     captions = caption_images(model, vocab, images, options, max_words=max_caption_words(cfg.data.digits))
     for path, cap in zip(paths, captions):
         print(f"{path}\t{' '.join(cap.words)}")
-    if output is not None:
-        for i, (path, cap) in enumerate(zip(paths, captions)):
-            if not cap.words:
-                continue
-            fig = plot_caption(cap.image, cap.words, cap.attention, title=f"{path.name}: “{' '.join(cap.words)}”")
-            target = numbered(output, i, len(paths))
-            save_figure(fig, target, dpi=dpi)
-            print(f"figure: {target}")
     return captions

@@ -132,20 +132,25 @@ def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
             info.update(window=m.window)
     else:
         info.update(arch=m.arch, d_model=m.d_model, heads=m.heads, positions=m.positions)
+    if cfg.data.task == "caption":  # what reads the image
+        info.update(image_encoder=m.image_encoder)
     return info
 
 
 def model_label(info: dict) -> str:
     """A model as a figure's title names it, from ``model_info``: its name when it has one
     (an installed or pretrained model), else what it is: "Transformer (d_model 128, 4 heads,
-    sinusoidal positions)", "LSTM 256 with Luong local-p attention (general score, D = 6)"."""
+    sinusoidal positions)", "LSTM 256 with Luong local-p attention (general score, D = 6)"; a
+    captioner's image encoder first ("CNN + LSTM 128 ...")."""
     if info.get("name"):
         return str(info["name"])
+    encoder = f"{info['image_encoder'].upper()} + " if "image_encoder" in info else ""
     if info.get("arch") == "rnn":
         window = f", D = {info['window']}" if "window" in info else ""
-        return f"{info['cell'].upper()} {info['hidden']} with Luong {info['attention']} attention ({info['score']} score{window})"
+        attention = f"Luong {info['attention']} attention ({info['score']} score{window})"
+        return f"{encoder}{info['cell'].upper()} {info['hidden']} with {attention}"
     if info.get("arch") == "transformer":
-        return f"Transformer (d_model {info['d_model']}, {info['heads']} heads, {info['positions']} positions)"
+        return f"{encoder}Transformer (d_model {info['d_model']}, {info['heads']} heads, {info['positions']} positions)"
     return str(info.get("name") or info.get("class") or "the model")
 
 

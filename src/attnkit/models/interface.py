@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -60,6 +60,31 @@ def find_site(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> Atte
             f"layer {layer} out of range: the {KIND_LABELS[kind]} has {len(sites)} layer(s) (0..{len(sites) - 1})"
         )
     return sites[layer]
+
+
+class SourceEncoder(Protocol):
+    """What a recurrent encoder-decoder reads its source with (``rnn.RNNEncoder``; a captioner's
+    ``image.ImageRNNEncoder``): its layers, (memory (b, s, h), the final states) of a source, and
+    the module its input enters by."""
+
+    layers: int
+
+    def __call__(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, Any]: ...
+
+    def input_module(self) -> nn.Module: ...
+
+
+class SourceEmbedding(Protocol):
+    """What a Transformer embeds its source with (``transformer.TokenEmbedding``; a captioner's
+    ``image.RegionEmbedding``): (b, s, d_model) vectors of a source, its positional scheme, and
+    the module its input enters by."""
+
+    @property
+    def positions(self) -> nn.Module | None: ...
+
+    def __call__(self, src: Tensor) -> Tensor: ...
+
+    def input_module(self) -> nn.Module: ...
 
 
 @runtime_checkable

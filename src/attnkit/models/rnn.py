@@ -10,7 +10,7 @@ step t: h_t = RNN([emb(y_{t-1}); h̃_{t-1}], h_{t-1})      (input feeding, sec. 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -20,11 +20,8 @@ from ..attention import GlobalAttention, LocalAttention, record
 from ..config import INIT_HIDDEN
 from ..errors import unknown_choice
 from .dropout import Dropout
-from .interface import AttentionSite
+from .interface import AttentionSite, SourceEncoder
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
-
-if TYPE_CHECKING:  # the captioner's encoder (image.py imports this module)
-    from .image import ImageRNNEncoder
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}  # config.RNN_CELLS
 Hidden = Tensor | tuple[Tensor, Tensor]
@@ -102,7 +99,7 @@ class RNNSeq2Seq(nn.Module):
     def __init__(
         self,
         *,
-        encoder: RNNEncoder | ImageRNNEncoder,
+        encoder: SourceEncoder,
         tgt_embedding: nn.Embedding,
         attention: GlobalAttention | LocalAttention,
         cell: str,

@@ -22,12 +22,11 @@ from torch import Tensor, nn
 from ..attention import KVCache, MultiHeadAttention
 from ..positions import AbsolutePositions, AttentionPositions
 from .dropout import Dropout
-from .interface import AttentionSite
+from .interface import AttentionSite, SourceEmbedding
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
-if TYPE_CHECKING:  # the image and BERT embeddings stand in for TokenEmbedding (image.py imports this module)
+if TYPE_CHECKING:  # BERT's embedding stands in for TokenEmbedding in an encoder
     from .bert import BertEmbedding
-    from .image import RegionEmbedding
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -257,7 +256,7 @@ class TransformerSeq2Seq(nn.Module):
     def __init__(
         self,
         *,
-        src_embed: TokenEmbedding | RegionEmbedding,
+        src_embed: SourceEmbedding,
         tgt_embed: TokenEmbedding,
         encoder: TransformerEncoder,
         decoder_layers: list[DecoderLayer],

@@ -11,6 +11,7 @@ from matplotlib import patheffects
 from matplotlib.figure import Figure
 
 from ..data.tokenizer import SPACE
+from .layout import WIDTH, upright_spaces
 
 WINDOW_COLOUR = "#ff9f1c"  # local attention's window: orange reads on every viridis colour and on white
 
@@ -34,13 +35,14 @@ def plot_alignment(
     t, s = weights.shape
     if len(src_tokens) != s or len(tgt_tokens) != t:
         raise ValueError(f"weights are {t}x{s} but got {len(tgt_tokens)} target and {len(src_tokens)} source tokens")
-    cell = 0.42
-    fig = Figure(figsize=(max(4.0, 1.8 + cell * s), max(3.0, 1.4 + cell * t)), layout="constrained")
+    cell = min(0.42, (WIDTH - 2.4) / max(s, 1))  # square cells, the figure at most a docs column wide
+    label = 0.075 * max(map(len, [*src_tokens, *tgt_tokens]), default=1)  # inches for the token labels
+    fig = Figure(figsize=(max(4.0, 1.2 + label + cell * s), max(3.0, 1.3 + label + cell * t)), layout="constrained")
     ax = fig.subplots()
     top = max(1e-9, float(weights.max())) if vmax is None else vmax
     im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=top, aspect="equal", interpolation="nearest")
-    fs = _fontsize(max(t, s))
-    short = max(map(len, src_tokens), default=0) <= 3  # short labels stay upright: a rotated ␣ reads as a glyph
+    fs = min(10.0, max(6.0, cell * 72 * 0.55))  # a label's height about half its cell
+    short = max(map(len, src_tokens), default=0) <= 3  # short labels stay upright
     ax.set_xticks(
         range(s),
         list(src_tokens),
@@ -49,6 +51,7 @@ def plot_alignment(
         rotation_mode="anchor",
         fontsize=fs,
     )
+    upright_spaces(ax)
     ax.set_yticks(range(t), list(tgt_tokens), fontsize=fs)
     if SPACE in src_tokens or SPACE in tgt_tokens:
         xlabel += f"   ({SPACE}: a space of its own, before the next word)"
@@ -114,7 +117,7 @@ def plot_attention_grid(
     if len(query_tokens) != t or len(key_tokens) != s:
         raise ValueError(f"maps are {t}x{s} but got {len(query_tokens)} query and {len(key_tokens)} key tokens")
     cols = heads + (1 if with_mean and heads > 1 else 0)
-    size = max(1.6, min(3.2, 0.13 * max(t, s)))
+    size = min(max(1.6, min(3.2, 0.13 * max(t, s))), (WIDTH - 1.6) / cols)  # at most a docs column wide
     fig = Figure(figsize=(1.6 + cols * size, 0.9 + layers * size), layout="constrained")
     axes = np.atleast_2d(fig.subplots(layers, cols, squeeze=False))
     fs = _fontsize(max(t, s))
@@ -133,6 +136,7 @@ def plot_attention_grid(
                     ax.set_yticks(range(t), list(query_tokens), fontsize=fs)
             if li == layers - 1 and cols * s <= 160:
                 ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs)
+                upright_spaces(ax)
     fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight (one scale, 0 to 1, for every panel)")
     if title:
         fig.suptitle(title, fontsize=11)
@@ -148,16 +152,17 @@ def plot_attention_steps(
 ) -> Figure:
     """Attention as training proceeds: one row per sentence, (query tokens, key tokens,
     [(step, (t, s) matrix), ...]); one column per step, every panel on one 0..1 scale. A step
-    given as a string is the panel's title as it is (a step and its dev scores, say)."""
+    given as a string is the panel's title as it is (a step and its dev scores, say). The figure
+    is a docs column wide: four steps or fewer keep their token labels readable."""
     if not rows or not rows[0][2]:
         raise ValueError("no snapshots to draw")
     cols = len(rows[0][2])
     longest = max(max(len(q), len(k)) for q, k, _ in rows)
-    size = max(1.8, min(3.0, 0.16 * longest))
+    size = min(max(1.8, min(3.0, 0.16 * longest)), (WIDTH - 1.8) / cols)  # at most a docs column wide
     label = 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under each row for its rotated key labels
     fig = Figure(figsize=(1.8 + cols * size, 1.2 + len(rows) * (size + 0.6 + label)), layout="constrained")
     axes = fig.subplots(len(rows), cols, squeeze=False)
-    fs = _fontsize(longest)
+    fs = min(9.0, max(6.0, size / longest * 72 * 0.7))  # a label about 0.7 of its cell
     for r, (q, k, panels) in enumerate(rows):
         for c, (step, w) in enumerate(panels):
             ax = axes[r, c]
@@ -165,6 +170,7 @@ def plot_attention_steps(
                 raise ValueError(f"a {w.shape} map for {len(q)} query and {len(k)} key tokens")
             im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
             ax.set_xticks(range(len(k)), list(k), rotation=90, fontsize=fs)
+            upright_spaces(ax)
             ax.set_yticks(range(len(q)), list(q) if c == 0 else [], fontsize=fs)
             ax.set_title(step if isinstance(step, str) else f"step {step}", fontsize=8 if isinstance(step, str) else 9)
             if c == 0:

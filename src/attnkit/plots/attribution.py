@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-WIDTH = 8.5  # inches: 1,100 pixels at the 130 dpi figures are saved at
+from .layout import WIDTH, upright_spaces
 
 
 def plot_methods(
@@ -43,6 +43,7 @@ def plot_methods(
     for ax, (name, scores) in zip(axes, panels):
         im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
         ax.set_xticks(range(cols), list(col_tokens), rotation=90, fontsize=fs)
+        upright_spaces(ax)
         ax.set_yticks(range(rows), list(row_tokens), fontsize=fs)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(col_label, fontsize=9)

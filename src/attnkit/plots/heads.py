@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
-WIDTH = 8.5  # inches: 1,100 pixels at the 130 dpi figures are saved at
+from .layout import WIDTH
+
 MINUS = "\u2212"
 
 

@@ -18,9 +18,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..data.images import Box, greyscale
+from .layout import WIDTH
 
 CMAP = "viridis"  # dark for no weight, so a low weight stays visible against a high one
 BOX_COLOUR = "#ff5a5a"  # where the word's object is: red reads on every viridis colour
+PER_ROW = 4  # panels a row of a caption's figure: image and words
 
 
 def upsample(weights: np.ndarray, image_shape: tuple[int, int]) -> np.ndarray:
@@ -54,25 +56,15 @@ def plot_caption(
     if not vmax > 0:
         raise ValueError(f"vmax must be > 0, got {vmax}")
     n = len(words) + 1
-    fig = Figure(figsize=(1.75 * n + 1.0, 2.5), layout="constrained")
-    axes = fig.subplots(1, n, squeeze=False)[0]
+    columns = min(n, PER_ROW)  # a docs column wide: more words, more rows
+    rows = -(-n // columns)
+    fig = Figure(figsize=(WIDTH if n > 3 else 2.0 * n + 1.0, 2.0 * rows + 0.5), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
     heat = None
     for i, (ax, word) in enumerate(zip(axes[1:], words)):
         heat = _heat(ax, image, attention[i], vmax)
         label = f"“{word}”"
-        box = boxes[i] if boxes is not None else None
-        if box is not None:
-            ax.add_patch(
-                Rectangle(
-                    (box.left - 0.5, box.top - 0.5),
-                    box.width,
-                    box.height,
-                    fill=False,
-                    edgecolor=BOX_COLOUR,
-                    lw=1.4,
-                    ls="--",
-                )
-            )
+        _box(ax, boxes[i] if boxes is not None else None)
         share = inside[i] if inside is not None else None
         if share is not None:
             label += f"  {100 * share:.0f}% in box"
@@ -81,12 +73,30 @@ def plot_caption(
     for ax in axes:
         ax.set_xticks([])
         ax.set_yticks([])
+    for ax in axes[n:]:
+        ax.set_visible(False)
     if heat is not None:
-        bar = fig.colorbar(heat, ax=list(axes[1:]), shrink=0.85)
-        bar.set_label(f"attention weight (0-{vmax:g})", fontsize=8)
+        bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
+        bar.set_label(f"attention weight (0-{vmax:g})", fontsize=9)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
     return fig
+
+
+def _box(ax, box: Box | None) -> None:
+    """Where the word's object really is: a dashed outline."""
+    if box is not None:
+        ax.add_patch(
+            Rectangle(
+                (box.left - 0.5, box.top - 0.5),
+                box.width,
+                box.height,
+                fill=False,
+                edgecolor=BOX_COLOUR,
+                lw=1.4,
+                ls="--",
+            )
+        )
 
 
 def _extent(shape: tuple[int, ...]) -> tuple[float, float, float, float]:
@@ -114,10 +124,16 @@ def _heat(ax, image: np.ndarray, weights: np.ndarray, vmax: float):
 
 
 def plot_caption_methods(
-    image: np.ndarray, words: Sequence[str], panels: Sequence[tuple[str, np.ndarray]], *, title: str = ""
+    image: np.ndarray,
+    words: Sequence[str],
+    panels: Sequence[tuple[str, np.ndarray]],
+    *,
+    boxes: Sequence[Box | None] | None = None,
+    title: str = "",
 ) -> Figure:
     """One row per attribution method ((label, (words, gh, gw)) each row's words summing to 1), the
-    image first, then each word's map, every panel on one scale (0 to the largest share)."""
+    image first, then each word's map, every panel on one scale (0 to the largest share);
+    ``boxes``: where each word's object really is (outlined)."""
     if not panels:
         raise ValueError("no method to draw")
     for label, maps in panels:
@@ -125,23 +141,25 @@ def plot_caption_methods(
             raise ValueError(f"{label}: maps must be (words, rows, columns) for {len(words)} word(s), got {maps.shape}")
     top = max(1e-9, max(float(maps.max()) for _, maps in panels))
     n = len(words) + 1
-    fig = Figure(figsize=(1.6 * n + 1.2, 1.75 * len(panels) + 0.6), layout="constrained")
+    side = min(1.6, (WIDTH - 1.2) / n)  # a docs column wide
+    fig = Figure(figsize=(1.2 + side * n, (side + 0.45) * len(panels) + 0.6), layout="constrained")
     axes = fig.subplots(len(panels), n, squeeze=False)
     heat = None
     for row, (label, maps) in zip(axes, panels):
         _image(row[0], image)
-        row[0].set_title(textwrap.fill(label, 24), fontsize=8)  # the method names its row
-        for ax, word, weights in zip(row[1:], words, maps):
+        row[0].set_title(textwrap.fill(label, int(side * 14)), fontsize=8)  # the method names its row
+        for i, (ax, word, weights) in enumerate(zip(row[1:], words, maps)):
             heat = _heat(ax, image, weights, top)
+            _box(ax, boxes[i] if boxes is not None else None)
             ax.set_title(f"“{word}”", fontsize=9)
         for ax in row:
             ax.set_xticks([])
             ax.set_yticks([])
     assert heat is not None  # panels and words are not empty
     bar = fig.colorbar(heat, ax=list(axes[:, 1:].ravel()), shrink=0.85)
-    bar.set_label(f"share of the word (one scale: 0 to {top:.2f})", fontsize=8)
+    bar.set_label(f"share of the word (one scale: 0 to {top:.2f})", fontsize=9)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
     return fig
 
 
@@ -164,9 +182,9 @@ def plot_patch_attention(
         raise ValueError(f"vmax must be > 0, got {top}")
     shape = image.shape[:2]
     n = len(panels) + 1
-    columns = min(n, 7)
+    columns = min(n, 4)  # a docs column wide: more panels, more rows
     rows = -(-n // columns)
-    fig = Figure(figsize=(1.9 * columns + 1.0, 2.1 * rows + 0.5), layout="constrained")
+    fig = Figure(figsize=(min(WIDTH, 1.9 * columns + 1.0), 2.1 * rows + 0.5), layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     extent = (-0.5, shape[1] - 0.5, shape[0] - 0.5, -0.5)
     axes[0].imshow(image, extent=extent, interpolation="nearest")
@@ -191,7 +209,5 @@ def plot_patch_attention(
                 1.5, uniform, f" uniform {uniform:.3g}", transform=bar.ax.get_yaxis_transform(), fontsize=7, va="center"
             )
     if title:
-        import textwrap
-
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 13)), fontsize=10)
     return fig

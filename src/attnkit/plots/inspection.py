@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-WIDTH = 8.5  # inches: 1,100 pixels at the 130 dpi figures are saved at
+from .layout import WIDTH, upright_spaces
 
 
 def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
@@ -105,6 +105,7 @@ def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]
         ax.set(title="3. scores, raw and scaled")
     ax.axhline(0, color="black", lw=0.5)
     ax.set_xticks(x, labels, **ticks)
+    upright_spaces(ax)
     ax.set(ylabel="score")
     ax.legend(fontsize=8)
 
@@ -125,6 +126,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
     ax.set_xticks(x, labels, **ticks)
+    upright_spaces(ax)
     # headroom above 1 for the legend, so that it never covers a bar
     ax.set(ylim=(0, 1.38), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
 
@@ -197,6 +199,7 @@ def plot_contextual(
     for ax, (name, sim) in zip(np.atleast_1d(axes), similarities):
         im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1, interpolation="nearest")
         ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
+        upright_spaces(ax)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
     top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity (one scale, -0.2 to 1, both panels)")

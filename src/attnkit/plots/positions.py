@@ -10,6 +10,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
+from .layout import WIDTH
+
 
 def plot_positional_encoding(
     pe: np.ndarray,
@@ -40,7 +42,7 @@ def plot_positional_encoding(
         ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
     else:
         # wider gaps: a colour bar's label apart from the next panel's
-        fig = Figure(figsize=(8.5, 7.6), layout=ConstrainedLayoutEngine(wspace=0.12))
+        fig = Figure(figsize=(WIDTH, 7.6), layout=ConstrainedLayoutEngine(wspace=0.12))
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
     # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
@@ -101,9 +103,11 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     shown = list(range(min(heads, max_heads)))
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
-    fig = Figure(figsize=(2.9 * cols + 5.6, 2.7 * rows + 0.6), layout="constrained")
-    left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[2.9 * cols + 0.6, 5.0]))  # 1 x 2: an array
-    axes = np.atleast_1d(left.subplots(rows, cols, squeeze=False)).ravel()
+    side = (WIDTH - 1.3) / cols  # the heads' grid above, a docs column wide; the offsets below
+    fig = Figure(figsize=(WIDTH, side * rows + 3.6 + (0.3 if title else 0)), layout="constrained")
+    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side * rows + 0.5, 3.1]))  # 2 x 1: an array
+    grid = top.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+    axes = np.atleast_1d(grid).ravel()
     low, high = float(bias[shown].min()), float(bias[shown].max())
     if low >= 0 or high <= 0:  # one sign (ALiBi: a penalty): a sequential scale from 0
         cmap, vmin, vmax = ("viridis", low, 0.0) if high <= 0 else ("viridis", 0.0, high)
@@ -111,26 +115,28 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
         lim = max(-low, high)
         cmap, vmin, vmax = "RdBu_r", -lim, lim
     im = None
-    for ax, h in zip(axes, shown):
+    for n, (ax, h) in enumerate(zip(axes, shown)):
         im = ax.imshow(bias[h], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
-        ax.set_title(f"head {h}", fontsize=9)
-        ax.set_xlabel("key j", fontsize=8)
-        ax.set_ylabel("query i", fontsize=8)
-        ax.tick_params(labelsize=7)
+        ax.set_title(f"head {h}", fontsize=10)
+        if n // cols == rows - 1 or n + cols >= len(shown):  # axis names on the outer panels only
+            ax.set_xlabel("key j", fontsize=9)
+        if n % cols == 0:
+            ax.set_ylabel("query i", fontsize=9)
+        ax.tick_params(labelsize=8)
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
-    bar = left.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.8)
-    bar.set_label(f"bias added to the score ({vmin:.3g} to {vmax:.3g}, every head)", fontsize=8)
-    left.suptitle("score bias per head (one scale, every panel)", fontsize=9)
-    ax_l = right.subplots()
+    bar = top.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.9)
+    bar.set_label(f"bias added to the score\n({vmin:.3g} to {vmax:.3g}, every head)", fontsize=9)
+    top.suptitle("the score bias of each head (one scale, every panel)", fontsize=10)
+    ax_l = bottom.subplots()
     mid = t // 2
     offsets = np.arange(t) - mid
     for h in range(heads):
-        ax_l.plot(offsets, bias[h, mid], lw=1.2, label=f"head {h}")
-    ax_l.set(xlabel="offset j − i", ylabel="bias added to the score", title=f"bias seen from query i = {mid}")
-    ax_l.title.set_fontsize(9)
+        ax_l.plot(offsets, bias[h, mid], lw=1.4, label=f"head {h}")
+    ax_l.set(xlabel="offset j − i", ylabel="bias added to the score")
+    ax_l.set_title(f"each head's bias seen from query i = {mid}", fontsize=10)
     if heads <= 8:
-        ax_l.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+        ax_l.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

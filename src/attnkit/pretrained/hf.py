@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -391,13 +392,15 @@ class HFModel:
         *,
         pixels: Tensor | None = None,
         copies: int = 1,
+        maps: bool = True,
     ) -> tuple[record.Recorder, Any]:
         """A forward pass with gradients over ``copies`` rows of the same input (token ids, or an
         image's ``pixels``), the attention weights kept in the graph (``AttentionCall.graph``):
-        what gradient attributions differentiate."""
+        what gradient attributions differentiate. ``maps`` false: no call recorded, no weight
+        formed (the fused kernel alone: what ablation and head importance need)."""
         if pixels is not None:
             pixels = pixels.expand(copies, *pixels.shape[1:])
-        return self._run(ids, decoder_ids, pixels=pixels, graph=True, copies=copies)
+        return self._run(ids, decoder_ids, pixels=pixels, graph=True, copies=copies, calls=maps)
 
     def _run(
         self,
@@ -409,9 +412,11 @@ class HFModel:
         graph: bool = False,
         dtype: torch.dtype = torch.float32,
         copies: int = 1,
+        calls: bool = True,
     ) -> tuple[record.Recorder, Any]:
         self.model.eval()
-        with record.recording(kinds=self.kinds, values=vectors, graph=graph, dtype=dtype) as rec:
+        recording = record.recording(kinds=self.kinds, values=vectors, graph=graph, dtype=dtype)
+        with recording if calls else nullcontext(record.Recorder()) as rec:
             if pixels is not None:
                 out = self.model(pixel_values=pixels.to(self.device))
             else:
