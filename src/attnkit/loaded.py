@@ -176,6 +176,11 @@ class LoadedModel(ABC):
         for a model run by transformers."""
         return None
 
+    def network(self) -> torch.nn.Module:
+        """The torch module that runs, attnkit's or transformers': what memory estimates read."""
+        assert self.module is not None, "a model run by transformers gives its own network"
+        return cast(torch.nn.Module, self.module)
+
     @abstractmethod
     def parameters(self) -> int: ...
 
@@ -656,6 +661,9 @@ class TransformersModel(LoadedModel):
 
     def parameters(self) -> int:
         return sum(p.numel() for p in self.hf.model.parameters())
+
+    def network(self) -> torch.nn.Module:
+        return self.hf.model
 
     def token_count(self, text: str) -> int:
         return len(self.hf.encode_text(text))

@@ -228,3 +228,23 @@ def test_a_translators_bleu_drop_is_sacrebleu_with_the_head_removed_by_hand():
     assert drops["cross"][3, 3] == pytest.approx(base - by_hand, abs=1e-9) and np.isnan(drops["cross"][0, 0])
     with pytest.raises(ValueError, match="3 sentences but 2 references"):
         bleu_drops(model, prepared, refs[:2])
+
+
+def test_the_measure_forms_no_map_and_refuses_a_gradient_that_would_not_fit(llama, monkeypatch):
+    """What ablation and importance run records nothing (no layer's T x T weights are formed) and
+    gives the same scores as the recorded pass (1e-5); an importance gradient larger than the free
+    memory is one line before any work."""
+    from attnkit import memory
+    from attnkit.heads import ablation
+
+    model, prepared = llama
+    scorer = model.scorer(prepared[0])
+    recorded, calls = scorer.forward(1)
+    alone, none = scorer.forward(1, maps=False)
+    assert calls and none == []
+    np.testing.assert_allclose(alone.detach().numpy(), recorded.detach().numpy(), atol=1e-5)
+    need = ablation.gradient_bytes(model.network(), 20)
+    assert need > 4 * 20 * model.network().get_input_embeddings().weight.shape[0]  # the scores at least
+    monkeypatch.setattr(memory, "available_bytes", lambda: need)  # less than the headroom allows
+    with pytest.raises(ValueError, match="importance gradient of an input of .* tokens needs"):
+        head_importance(model, prepared)

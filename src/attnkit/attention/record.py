@@ -671,6 +671,7 @@ def fused(
     is_causal, extra = _kernel_mask(q, k, causal, additive)
     if is_causal and extra is not None:  # the kernel takes a causal rule or a mask, not both (T5's decoder)
         floor = additive_term(causal_mask(q.shape[-2], k.shape[-2], device=q.device), None, q.dtype)
+        assert floor is not None  # a mask was given
         is_causal, extra = False, extra + floor
     mask = None if extra is None else extra.to(q.dtype)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)

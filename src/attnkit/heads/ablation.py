@@ -31,6 +31,7 @@ import torch
 
 from ..attention.intervene import collecting, gating
 from ..inspection.capture import Prepared
+from ..memory import check_fits
 
 MODES = ("zero", "mean")
 Head = tuple[str, int, int]  # kind, layer, head
@@ -171,6 +172,21 @@ def ablation_effects(
     return measured, base, out
 
 
+def gradient_bytes(network: torch.nn.Module, tokens: int) -> int:
+    """About the memory one input's gradient pass holds, from the model's shape alone: per token,
+    its output scores three times over (scores, log-softmax, their gradient: 3 V for a table of V
+    tokens of width d) and about 24 activations of width d a layer, a layer holding about 12 d^2
+    parameters: 2 P / d for the P parameters outside the table (float32). On a model of
+    SmolLM2-135M's shape it is 2.07 MB a token; the pass took 2.0 (benchmarks/atlas_scale.py)."""
+    tables = [p for p in network.parameters() if p.dim() == 2]
+    if not tables:
+        return 0
+    table = max(tables, key=lambda p: p.numel())
+    vocab, width = max(table.shape), min(table.shape)
+    rest = sum(p.numel() for p in network.parameters()) - table.numel()
+    return 4 * tokens * (3 * vocab + 2 * rest // max(1, width))
+
+
 def head_importance(
     model: Any, prepared: list[Prepared], *, mapper: Mapper = _each, measured: Measure | None = None
 ) -> dict[str, np.ndarray] | None:
@@ -181,6 +197,12 @@ def head_importance(
     ``ablation_effects``); ``measured``: the model's measure on them, when it is at hand."""
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
+    longest = max(len(p.src_ids) + len(p.tgt_in_ids or []) for p in prepared)
+    check_fits(
+        gradient_bytes(model.network(), longest),
+        f"the importance gradient of an input of {longest:,} tokens",
+        "give shorter inputs (--probe-tokens), or fewer at once",
+    )
     modules = attention_modules(model, prepared[0])
     measured = measured or measure(model, prepared)
 
