@@ -22,7 +22,7 @@ def record_figure(
             return region_figure(record, layer=layer, head=head, model=model)
         return patch_figure(record, head=head, model=model)
     q, k = record.queries(kind), record.keys(kind)
-    source = record.source if len(record.source) <= 70 else record.source[:69] + "…"
+    source = record.source if len(record.source) <= 150 else record.source[:149] + "…"  # wrapped to the figure
     name = f"{model}\n{LABELS[kind]}: {source}" if model else f"{LABELS[kind]}: {source}"
     if head == "all":
         return plot_attention_grid(record.get(kind), q, k, title=name)

@@ -143,34 +143,34 @@ def _window(axes, w, s: int) -> None:
 
 
 def plot_head_statistics(panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *, title: str = "") -> Figure:
-    """One column per attention kind: (label, normalised entropy (L, h), mean largest weight (L, h))."""
-    fig = Figure(figsize=(4.2 * len(panels), 6.0), layout="constrained")
-    axes = fig.subplots(2, len(panels), squeeze=False)
-    for ci, (label, normalised, max_weight) in enumerate(panels):
-        for ri, (values, name, cmap) in enumerate(
-            ((normalised, "normalised entropy (1 = uniform)", "magma"), (max_weight, "mean largest weight", "viridis"))
-        ):
+    """One row per attention kind (label, normalised entropy (L, h), mean largest weight (L, h)):
+    its entropy beside its largest weight, each measure on one scale down its column."""
+    rows = len(panels)
+    fig = Figure(figsize=(WIDTH, 2.2 * rows + 1.4 + (0.3 if title else 0)), layout="constrained")
+    axes = fig.subplots(rows, 2, squeeze=False)
+    measures = (("normalised entropy (1 = uniform)", "magma"), ("mean largest weight", "viridis"))
+    images: list[Any] = [None, None]
+    for ri, (label, normalised, max_weight) in enumerate(panels):
+        for ci, (values, (name, cmap)) in enumerate(zip((normalised, max_weight), measures)):
             ax = axes[ri, ci]
-            im = ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+            images[ci] = ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
             layers, heads = values.shape
             for li in range(layers):
                 for h in range(heads):
-                    ax.text(
-                        h,
-                        li,
-                        f"{values[li, h]:.2f}",
-                        ha="center",
-                        va="center",
-                        fontsize=8,
-                        color="white" if values[li, h] < 0.6 else "black",
-                    )
+                    colour = "white" if values[li, h] < 0.6 else "black"
+                    ax.text(h, li, f"{values[li, h]:.2f}", ha="center", va="center", fontsize=8, color=colour)
             ax.set_xticks(range(heads))
             ax.set_yticks(range(layers))
-            ax.set(xlabel="head", ylabel="layer", title=f"{label}\n{name}")
-            ax.title.set_fontsize(9)
-            fig.colorbar(im, ax=ax, shrink=0.8, label=name)
+            ax.tick_params(labelsize=8)
+            ax.set_ylabel(f"{label}\nlayer" if ci == 0 else "layer", fontsize=9)
+            if ri == rows - 1:
+                ax.set_xlabel("head", fontsize=9)
+            if ri == 0:
+                ax.set_title(name, fontsize=10)
+    for ci, (name, _) in enumerate(measures):
+        fig.colorbar(images[ci], ax=list(axes[:, ci]), location="bottom", shrink=0.8, aspect=30, label=name)
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(textwrap.fill(title, int(WIDTH * 12)), fontsize=11)
     return fig
 
 
@@ -189,12 +189,12 @@ def plot_contextual(
     token vectors, one per depth; ``marked`` maps a token index to its sentence (its colour,
     named by ``sentences``); tokens drawn at the same place share one label."""
     n = len(labels)
-    cols = min(4, len(projections))
+    cols = min(3, len(projections))
     rows = -(-len(projections) // cols)
-    side = max(4.6, 0.2 * n + 1.6)  # a similarity panel, inches
-    fig = Figure(figsize=(max(2 * side + 1.6, 3.2 * cols), side + 0.6 + 2.9 * rows), layout="constrained")
-    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side + 0.6, 2.9 * rows]))
-    fs = 8 if n <= 30 else 6
+    side = (WIDTH - 2.5) / 2  # a similarity panel, inches: two and their colour bar a docs column wide
+    fig = Figure(figsize=(WIDTH, side + 1.3 + 2.6 * rows), layout="constrained")
+    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side + 1.3, 2.6 * rows]))
+    fs = min(8.0, max(5.0, side / n * 72 * 0.6))  # a label about 0.6 of its row
     axes = top.subplots(1, len(similarities))
     for ax, (name, sim) in zip(np.atleast_1d(axes), similarities):
         im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1, interpolation="nearest")
@@ -202,7 +202,7 @@ def plot_contextual(
         upright_spaces(ax)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
-    top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity (one scale, -0.2 to 1, both panels)")
+    top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity\n(one scale, -0.2 to 1, both panels)")
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
     grid = bottom.subplots(rows, cols, squeeze=False)
     for ax, (name, xy) in zip(grid.flat, projections):
@@ -233,15 +233,15 @@ def plot_contextual(
         for k, name in enumerate(sentences)
         if k in set(marked.values())
     ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
-    bottom.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+    bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8, frameon=False)
     bottom.suptitle(
-        "Where each token's vector lies: 2-D PCA, fitted at each depth separately (compare groupings within a "
+        "Where each token's vector lies: 2-D PCA, fitted at each depth separately\n(compare groupings within a "
         "panel, not places across panels)",
         fontsize=9,
     )
     top.suptitle(
-        "Static vectors are one and the same for a word wherever it stands; after self-attention each occurrence "
-        "carries its context.\nA token is named by its sentence (A, B, ...) and its position in it ([CLS] = 0).",
+        "Static vectors are one and the same for a word wherever it stands;\nafter self-attention each occurrence "
+        "carries its context. A token is named by its sentence\n(A, B, ...) and its position in it ([CLS] = 0).",
         fontsize=9,
     )
     if title:
