@@ -120,28 +120,13 @@ def with_caption_demo(tmp_path_factory):
     return work
 
 
-@pytest.fixture(scope="module")
-def with_hf_model(tmp_path_factory):
-    """A working directory holding a (tiny, untrained) GPT-2 in the Hugging Face layout at
-    multi30k-gpt2, for the examples that use the docs' GPT-2 (docs/example_gpt2.py trains the real one)."""
-    pytest.importorskip("transformers")
-    sys.path.insert(0, str(REPO / "tests"))
-    from tiny_hf import build
-
-    work = tmp_path_factory.mktemp("docs_hf")
-    build("gpt2", work / "multi30k-gpt2")
-    return work
-
-
 @pytest.mark.parametrize(
     "doc,command,transcript",
     [c for c in COMMANDS if not LONG.search(c[1])],
     ids=lambda x: x if isinstance(x, str) and "/" not in x and not x.endswith(".md") else None,
 )
 def test_documented_command_runs(doc, command, transcript, tmp_path, request):
-    if "multi30k-gpt2" in command:  # a Hugging Face model directory
-        tmp_path = request.getfixturevalue("with_hf_model")
-    elif "runs/demo_caption" in command:  # the caption demo's model and scenes
+    if "runs/demo_caption" in command:  # the caption demo's model and scenes
         tmp_path = request.getfixturevalue("with_caption_demo")
     elif "runs/demo" in command:  # the demo's model: made once for these examples
         tmp_path = request.getfixturevalue("with_demo")
