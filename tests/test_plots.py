@@ -17,7 +17,7 @@ from attnkit.plots.inspection import (
 )
 
 RNG = np.random.default_rng(0)
-SRC = ["▁a", "b", "␣", "longer", "</s>"]
+SRC = ["▁a", "b", "▁", "longer", "</s>"]
 TGT = ["x", "y", "z", "</s>"]
 
 
@@ -36,7 +36,7 @@ def _walkthrough():
         layer=0,
         head=1,
         query=2,
-        query_token="␣",
+        query_token="▁",
         key_tokens=SRC,
         x=q,
         q=q,

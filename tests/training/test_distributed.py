@@ -75,8 +75,7 @@ def test_with_subword_sampling_every_rank_cuts_rank_0s_draw(tmp_path):
     import numpy as np
 
     from attnkit.data import BucketBatcher
-    from attnkit.training.distributed import World
-    from attnkit.training.trainer import epoch_batches
+    from attnkit.training.distributed import World, epoch_batches
 
     rng = np.random.default_rng(0)
     src = [list(rng.integers(4, 50, rng.integers(1, 30))) for _ in range(300)]

@@ -138,8 +138,9 @@ def plot_attention_grid(
                 ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs)
                 upright_spaces(ax)
     fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight (one scale, 0 to 1, for every panel)")
-    if title:
-        fig.suptitle(title, fontsize=11)
+    if title:  # wrapped to the figure's width
+        width = int(fig.get_figwidth() * 11)
+        fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=11)
     return fig
 
 
@@ -178,6 +179,7 @@ def plot_attention_steps(
             if r == len(rows) - 1:
                 ax.set_xlabel(xlabel, fontsize=9)
     fig.colorbar(im, ax=axes, shrink=0.7, label="attention weight (one scale, 0 to 1, for every panel)")
-    if title:
-        fig.suptitle(title, fontsize=11)
+    if title:  # wrapped to the figure's width
+        width = int(fig.get_figwidth() * 11)
+        fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=11)
     return fig

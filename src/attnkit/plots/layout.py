@@ -8,7 +8,7 @@ WIDTH = 8.5  # inches: 1,105 pixels at the 130 dpi figures are saved at
 
 
 def upright_spaces(ax) -> None:
-    """Draw a bare word boundary (␣) upright among turned key labels: turned, it reads as ⊐."""
+    """Draw a bare word boundary (▁) upright among turned key labels: turned, it reads as a bar."""
     for label in ax.get_xticklabels():
         if label.get_text() == SPACE:
             label.set(rotation=0, ha="center", va="top", rotation_mode="default")

@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention import intervene, record
+from ..data.tokenizer import SPACE
 
 ATTN = "attnkit"  # the attention implementation's name in transformers' registry
 
@@ -416,7 +416,7 @@ class HFModel:
     ) -> tuple[record.Recorder, Any]:
         self.model.eval()
         recording = record.recording(kinds=self.kinds, values=vectors, graph=graph, dtype=dtype)
-        with recording if calls else nullcontext(record.Recorder()) as rec:
+        with recording if calls else contextlib.nullcontext(record.Recorder()) as rec:
             if pixels is not None:
                 out = self.model(pixel_values=pixels.to(self.device))
             else:
@@ -448,7 +448,7 @@ def _setting(config: Any, *names: str) -> int:
 
 def _readable_token(t: str) -> str:
     if t in ("Ġ", "▁"):
-        return "␣"
+        return SPACE
     if t.startswith(("Ġ", "▁")):
         return t[1:]
     if t == "Ċ":

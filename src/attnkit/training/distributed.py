@@ -25,10 +25,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
+import numpy as np
 import torch
 import torch.distributed as dist
+
+from ..data import BucketBatcher
+
+if TYPE_CHECKING:
+    from ..data import ImageBatcher
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -138,3 +144,18 @@ def wrap(model: torch.nn.Module, world: World, device: torch.device) -> torch.nn
 
     ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=ids, output_device=ids[0] if ids else None)
+
+
+def sampling(batcher: BucketBatcher | ImageBatcher) -> BucketBatcher | None:
+    """``batcher`` when it segments each epoch afresh (subword sampling), else None."""
+    return batcher if isinstance(batcher, BucketBatcher) and batcher.samples else None
+
+
+def epoch_batches(batcher: BucketBatcher | ImageBatcher, world: World, epoch: int) -> list[np.ndarray]:
+    """The batches of ``epoch`` on this rank. With subword sampling rank 0 draws the epoch's
+    segmentation and the other ranks read its draw back: every rank must cut the same batches."""
+    if sampling(batcher) is None or not world.distributed:
+        return batcher.epoch(epoch)
+    batches = batcher.epoch(epoch) if world.main else []
+    world.barrier()
+    return batches if world.main else batcher.epoch(epoch)

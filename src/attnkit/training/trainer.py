@@ -7,7 +7,9 @@ and the search interface used for validation, nor about the data: the task
 model and dev scores. Resuming restores the model,
 optimizer, schedule, RNG states and the data position (epoch, batch), so a run
 killed at any moment and resumed ends with the same parameters as one that
-never stopped.
+never stopped. Beside it: ``runlog`` (the log, where the run is, stop signals),
+``start`` (train.init_from and the teacher), ``distributed`` (processes and each
+rank's batches).
 """
 
 from __future__ import annotations
@@ -15,13 +17,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
-import json
 import math
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -29,200 +29,25 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..atomic import remove_stale, write_text
-from ..config import Config, TokenizerConfig, check_config, config_from_dict, ignored_keys, resume_changes, save_config
+from ..atomic import remove_stale
+from ..config import Config, check_config, config_from_dict, resume_changes, save_config
 from ..data import Batch, BucketBatcher
-from ..data.tokenizer import PAD, Tokenizer
-from ..data.vocabulary import WordVocabulary
-from ..loading.model_dir import ModelDir, load_checkpoint, load_model, resolve_device, save_atomic
+from ..data.tokenizer import PAD
+from ..loading.model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
 from ..search import greedy_search
 from . import distributed
-from .distillation import TABLE, Teacher, TeacherWords, load_teacher, teacher_words
+from .distillation import TABLE, TeacherWords, load_teacher, teacher_words
 from .flops import device_peak, update_flops
 from .loss import LossSums, projected_label_smoothed_loss, rdrop_loss
+from .runlog import Progress, RunLog, StopRequest, Window
 from .schedule import build_optimizer, build_scheduler
+from .start import starting_point, teacher_for
 from .tasks import TranslationTask, make_task
 
 if TYPE_CHECKING:
     from torch.nn.parallel import DistributedDataParallel
 
     from ..data import ImageBatcher
-
-
-class RunLog:
-    """Machine-readable log (JSON lines, always) plus TensorBoard (optional).
-
-    ``resume_at``: the step a resumed run continues from. Entries past it (logged by the
-    killed run after its last checkpoint) and the killed run's "end" entry are dropped,
-    so the log reads as one run."""
-
-    def __init__(self, path: Path, tensorboard_dir: Path | None, *, resume_at: int | None = None) -> None:
-        if resume_at is not None and path.is_file():
-            kept = [
-                line
-                for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-                if _log_entry_before(line, resume_at)
-            ]
-            write_text(path, "".join(kept))
-        self.file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (held open for the run, closed in close())
-        self.tb = None
-        if tensorboard_dir is not None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise ValueError(
-                    "train.tensorboard=true needs the tensorboard package: pip install tensorboard"
-                ) from None
-            self.tb = SummaryWriter(str(tensorboard_dir))
-
-    def write(self, kind: str, step: int, **values: Any) -> None:
-        record = {"kind": kind, "step": step, "time": round(time.time(), 3), **values}
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
-        if self.tb is not None:
-            for k, v in values.items():
-                if isinstance(v, (int, float)):
-                    self.tb.add_scalar(f"{kind}/{k}", v, step)
-
-    def close(self) -> None:
-        self.file.close()
-        if self.tb is not None:
-            self.tb.close()
-
-
-def _log_entry_before(line: str, step: int) -> bool:
-    """Whether a log line belongs to the run up to ``step`` (a torn last line does not)."""
-    try:
-        entry = json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return entry.get("kind") != "end" and entry.get("step", step + 1) <= step
-
-
-@dataclass
-class Progress:
-    """Where training is: saved in every full checkpoint."""
-
-    step: int = 0
-    epoch: int = 0
-    batch: int = 0  # next batch index within the epoch
-    best: float | None = None
-    bad_evals: int = 0
-    train_seconds: float = 0.0
-    history: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass
-class _Window:
-    """Training figures summed since the last log line."""
-
-    loss: Tensor | float = 0.0
-    nll: Tensor | float = 0.0
-    tokens: int = 0
-    flops: float = 0.0  # model FLOPs of the updates (training.flops), of all ranks
-    start: float = field(default_factory=time.perf_counter)
-
-    def add(self, loss: Tensor | float, nll: Tensor | float, tokens: int, flops: float) -> None:
-        self.loss, self.nll, self.tokens = self.loss + loss, self.nll + nll, self.tokens + tokens
-        self.flops += flops
-
-    def reset(self) -> None:
-        self.loss = self.nll = 0.0
-        self.tokens = 0
-        self.flops = 0.0
-        self.start = time.perf_counter()
-
-
-class _StopRequest:
-    """SIGINT/SIGTERM ask the loop to stop after the current update and save."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.signal = 0  # the signal that asked (0: none yet)
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> _StopRequest:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread
-                self._old[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.requested:  # a second signal: stop now
-            raise KeyboardInterrupt
-        self.requested, self.signal = True, signum
-
-    def __exit__(self, *exc: Any) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
-@dataclass
-class StartingPoint:
-    """What ``train.init_from`` gives a new run: a trained model's vocabulary and weights."""
-
-    tokenizer: TokenizerConfig
-    vocabulary: Tokenizer | WordVocabulary
-    weights: dict[str, Tensor]
-
-
-# settings that do not shape the weights: a run may change them from the model it starts from
-_FREE_MODEL_KEYS = ("dropout", "attention_dropout", "activation_dropout")
-
-
-def starting_point(cfg: Config) -> StartingPoint:
-    """The model ``cfg.train.init_from`` names, checked against ``cfg``: same task, same
-    architecture and sizes (dropout may differ)."""
-    source = cfg.train.init_from
-    try:
-        model, vocabulary, saved = load_model(source, checkpoint_name="best", task=None)
-    except (FileNotFoundError, ValueError) as err:
-        raise ValueError(f"train.init_from={source}: {err}") from None
-    if saved.data.task != cfg.data.task:
-        raise ValueError(
-            f"train.init_from={source} is a {saved.data.task} model; this run is data.task={cfg.data.task}"
-        )
-    ours, theirs = dataclasses.asdict(cfg.model), dataclasses.asdict(saved.model)
-    unread = {key.removeprefix("model.") for key in ignored_keys(cfg)}  # keys this architecture does not read
-    differ = [k for k in ours if k not in _FREE_MODEL_KEYS and k not in unread and ours[k] != theirs[k]]
-    if differ:
-        k = differ[0]
-        more = f" (and {', '.join('model.' + d for d in differ[1:])})" if len(differ) > 1 else ""
-        raise ValueError(
-            f"train.init_from={source} has model.{k}={theirs[k]!r}, this config {ours[k]!r}{more}: "
-            "a run starts only from weights of its own shape"
-        )
-    return StartingPoint(saved.tokenizer, vocabulary, model.state_dict())
-
-
-def teacher_for(cfg: Config, start: StartingPoint | None, kept: bool) -> Teacher | None:
-    """The models ``cfg.train.teacher`` names, checked against the run (None: no teacher, or a
-    resumed run that ``kept`` its teacher's words)."""
-    if not cfg.train.teacher or kept:
-        return None
-    teacher = load_teacher(cfg.train.teacher)
-    shared = start is None or (isinstance(start.vocabulary, Tokenizer) and start.vocabulary.same_as(teacher.tokenizer))
-    if not shared:
-        raise ValueError(
-            f"train.teacher={cfg.train.teacher} and train.init_from={cfg.train.init_from} have different "
-            "vocabularies: the student learns the teacher's words, so they need one"
-        )
-    return teacher
-
-
-def sampling(batcher: BucketBatcher | ImageBatcher) -> BucketBatcher | None:
-    """``batcher`` when it segments each epoch afresh (subword sampling), else None."""
-    return batcher if isinstance(batcher, BucketBatcher) and batcher.samples else None
-
-
-def epoch_batches(batcher: BucketBatcher | ImageBatcher, world: distributed.World, epoch: int) -> list[np.ndarray]:
-    """The batches of ``epoch`` on this rank. With subword sampling rank 0 draws the epoch's
-    segmentation and the other ranks read its draw back: every rank must cut the same batches."""
-    if sampling(batcher) is None or not world.distributed:
-        return batcher.epoch(epoch)
-    batches = batcher.epoch(epoch) if world.main else []
-    world.barrier()
-    return batches if world.main else batcher.epoch(epoch)
 
 
 class Trainer:
@@ -305,7 +130,7 @@ class Trainer:
             self.task.load_vocabulary(self.md.path)
         self.batcher: BucketBatcher | ImageBatcher
         self.batcher, described = self.task.batcher()
-        if (sampled := sampling(self.batcher)) is not None:
+        if (sampled := distributed.sampling(self.batcher)) is not None:
             sampled.draws = self.md.path / "subwords"  # each epoch's sampled segmentation
         self.say(described)
         if cfg.train.teacher:
@@ -331,7 +156,7 @@ class Trainer:
                     if step > self.state.step:
                         path.unlink()
             kept = ""
-            if (sampled := sampling(self.batcher)) is not None:
+            if (sampled := distributed.sampling(self.batcher)) is not None:
                 draw = sampled.kept_draw(self.state.epoch)
                 kept = f"; its subword draw read back from {draw}" if draw else "; its subwords drawn anew"
             self.say(
@@ -381,7 +206,7 @@ class Trainer:
             "config": self.cfg.to_dict(),
         }
         save_atomic(full, self.md.last)
-        if (sampled := sampling(self.batcher)) is not None:  # a resumed run starts in this epoch
+        if (sampled := distributed.sampling(self.batcher)) is not None:  # a resumed run starts in this epoch
             sampled.prune_draws(s.epoch)
 
     def _save_step(self, improved: bool) -> None:
@@ -549,18 +374,18 @@ class Trainer:
 
             self._bar = tqdm(total=tc.max_steps, initial=s.step, unit="step", dynamic_ncols=True, smoothing=0.1)
         self.model.train()
-        window = _Window()
+        window = Window()
         started = self._started = time.perf_counter() - s.train_seconds
         stop_reason = "max_steps"
-        batches = epoch_batches(self.batcher, world, s.epoch)
+        batches = distributed.epoch_batches(self.batcher, world, s.epoch)
         early = self.early_snapshot_steps() if world.main else set()
         if s.step == 0 and 0 in early:
             self._snapshot(self.validate(bleu=False))
-        with _StopRequest() as stop:
+        with StopRequest() as stop:
             while s.step < tc.max_steps:
                 if len(batches) - s.batch < world.size:  # every rank needs a batch
                     s.epoch, s.batch = s.epoch + 1, 0
-                    batches = epoch_batches(self.batcher, world, s.epoch)
+                    batches = distributed.epoch_batches(self.batcher, world, s.epoch)
                 update = batches[s.batch : s.batch + tc.accumulate * world.size]
                 window.add(*self._update(update))
                 s.step += 1
@@ -637,7 +462,7 @@ class Trainer:
         passes = 2 if self.cfg.train.rdrop > 0 else 1  # R-Drop runs every batch twice
         return passes * (update_flops(self.cfg.model, batcher.src_len[idx], batcher.tgt_len[idx], vocab) or 0.0)
 
-    def _log_window(self, window: _Window, log: RunLog | None, started: float) -> None:
+    def _log_window(self, window: Window, log: RunLog | None, started: float) -> None:
         """Log the steps since the last log line (loss, perplexity, lr, speed) and start a new window."""
         s, tc = self.state, self.cfg.train
         elapsed = time.perf_counter() - window.start
