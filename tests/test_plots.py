@@ -153,8 +153,10 @@ def test_figures_are_labelled_and_fit_their_canvas(name):
 def test_attention_maps_show_their_tokens(name):
     fig = FIGURES[name]()
     FigureCanvasAgg(fig).draw()
-    labels = {t.get_text() for ax in fig.get_axes() for t in ax.get_xticklabels() + ax.get_yticklabels()}
+    labels = {t.get_text() for ax in fig.get_axes() for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts}
     assert set(SRC) <= labels and set(TGT) <= labels
+    for ax in fig.get_axes():  # a bare word boundary reads upright on every axis
+        assert all(t.get_rotation() == 0 for t in ax.texts if t.get_text() == "▁")
 
 
 def test_projection_labels_neither_overlap_nor_leave_their_panel():

@@ -166,3 +166,18 @@ def test_an_images_truth_beside_it_gives_each_correctly_named_word_its_box(tmp_p
     (tmp_path / "scene.json").write_text('{"words": ["3"], "boxes": [[0, 0, 8]]}')
     with pytest.raises(ValueError, match="not a truth file"):
         truth_boxes(image, caption)
+
+
+def test_caption_attributions_draw_the_true_boxes_beside_the_image(tiny_captioner, tmp_path, capsys):
+    """`attnkit caption --attribute all` on a scene whose truth lies beside it names the model in
+    its title and outlines the boxes of the words it names rightly."""
+    from attnkit.cli import main
+    from attnkit.data.scenes import make_scenes, write_truth
+
+    (scene,) = make_scenes(1, held_out=True, seed=5)
+    image = tmp_path / "scene.png"
+    Image.fromarray(np.round(scene.image * 255).astype(np.uint8)).save(image)
+    write_truth(scene, image)
+    out = tmp_path / "methods.png"
+    assert main(["caption", str(tiny_captioner), str(image), "--attribute", "all", "-o", str(out)]) == 0
+    assert out.stat().st_size > 10_000
