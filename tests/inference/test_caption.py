@@ -158,6 +158,8 @@ def test_an_images_truth_beside_it_gives_each_correctly_named_word_its_box(tmp_p
     assert read_truth(image, scene.image).boxes == scene.boxes
     boxes, inside = truth_boxes(image, caption)
     assert boxes == [Box(0, 0, 8, 8), None] and inside == [1.0, None]  # "6" is not the scene's second digit
+    coloured = Caption(np.stack([caption.image] * 3, -1), caption.words, 0.0, caption.attention, 8)
+    assert truth_boxes(image, coloured) == (boxes, inside)  # a colour file's truth reads the same
     maps = caption.attention.reshape(2, 2, 2)
     fig = plot_caption_methods(caption.image, caption.words, [("a", maps), ("b", maps)], boxes=boxes)
     outlined = [ax for ax in fig.axes if any(isinstance(p, Rectangle) for p in ax.patches)]
@@ -176,7 +178,8 @@ def test_caption_attributions_draw_the_true_boxes_beside_the_image(tiny_captione
 
     (scene,) = make_scenes(1, held_out=True, seed=5)
     image = tmp_path / "scene.png"
-    Image.fromarray(np.round(scene.image * 255).astype(np.uint8)).save(image)
+    grey = np.round(scene.image * 255).astype(np.uint8)
+    Image.fromarray(np.stack([grey] * 3, -1)).save(image)  # a colour file, as images usually are
     write_truth(scene, image)
     out = tmp_path / "methods.png"
     assert main(["caption", str(tiny_captioner), str(image), "--attribute", "all", "-o", str(out)]) == 0

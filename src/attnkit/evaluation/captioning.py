@@ -42,7 +42,7 @@ def named_boxes(caption: Caption, scene: Scene) -> tuple[list[Box | None], list[
         scene.boxes[i] if i < len(scene.words) and scene.words[i] == w else None for i, w in enumerate(caption.words)
     ]
     inside = [
-        None if b is None else attention_in_box(caption.attention[i], b, caption.image.shape)
+        None if b is None else attention_in_box(caption.attention[i], b, caption.image.shape[:2])
         for i, b in enumerate(boxes)
     ]
     return boxes, inside
