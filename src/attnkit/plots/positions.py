@@ -155,10 +155,13 @@ def plot_relative_index(
     log-spaced bucket; that index against the offset; and, with ``scalars`` (heads, buckets),
     the learned scalar each head adds for each bucket."""
     t = index.shape[0]
-    panels = 3 if scalars is not None else 2
-    fig = Figure(figsize=(4.8 * panels, 3.8), layout="constrained")
-    axes = fig.subplots(1, panels)
-    ax_m, ax_l = axes[0], axes[1]
+    if scalars is None:
+        fig = Figure(figsize=(WIDTH, 3.6), layout=ConstrainedLayoutEngine(wspace=0.12))  # a colour bar apart
+        ax_m, ax_l = fig.subplots(1, 2)
+    else:  # the learned scalars below, a docs column wide
+        fig = Figure(figsize=(WIDTH, 6.8), layout="constrained")
+        grid = fig.subplot_mosaic([["index", "offset"], ["scalars", "scalars"]])
+        ax_m, ax_l = grid["index"], grid["offset"]
     if buckets:
         im = ax_m.imshow(index, cmap="viridis", interpolation="nearest")
         fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"bucket (0 to {int(index.max())})")
@@ -183,7 +186,7 @@ def plot_relative_index(
     )
     ax_l.title.set_fontsize(9)
     if scalars is not None:
-        ax_b = axes[2]
+        ax_b = grid["scalars"]
         lim = float(np.abs(scalars).max()) or 1.0
         im = ax_b.imshow(scalars, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
         fig.colorbar(im, ax=ax_b, shrink=0.85, label=f"scalar added to the score (±{lim:.2g})")
