@@ -37,12 +37,17 @@ def _rss_mib() -> float:
 
 
 def run(path: str, length: int, heads: int) -> dict:
-    from attnkit.config import ModelConfig
+    from attnkit.config import ModelConfig, TransformerConfig
     from attnkit.models import build_model
 
     torch.manual_seed(0)
     cfg = ModelConfig(
-        arch="encoder", d_model=128, heads=heads, ffn=256, layers=4, dropout=0.1, max_positions=length + 1
+        arch="encoder",
+        d_model=128,
+        layers=4,
+        dropout=0.1,
+        max_positions=length + 1,
+        transformer=TransformerConfig(heads=heads, ffn=256),
     )
     model = build_model(cfg, src_vocab=8000, tgt_vocab=8000, pad_id=0, shared_vocab=True).train()
     need = path == "explicit"

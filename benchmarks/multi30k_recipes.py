@@ -44,7 +44,7 @@ RNN_COSINE = ["train.eval_every=500", *TIME]
 TUNE = ["train.accumulate=1", "train.warmup=300", "train.eval_every=200", *TIME]
 BASE = [  # a wider, deeper teacher: 6+6 layers, d_model 256, FFN 1024
     "model.d_model=256",
-    "model.ffn=1024",
+    "model.transformer.ffn=1024",
     "model.encoder_layers=6",
     "model.decoder_layers=6",
     "train.accumulate=2",
@@ -62,8 +62,8 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     # attnkit's time-budgeted schedule: one 4,096-token batch an update, cosine to the budget's end
     "tiny-cosine": (TINY, TINY_COSINE),
     "base-cosine": (TINY, BASE),
-    "rnn-global": (RNN, [*RNN_COSINE, "model.attention=global"]),
-    "rnn-local-p": (RNN, [*RNN_COSINE, "model.attention=local-p"]),
+    "rnn-global": (RNN, [*RNN_COSINE, "model.rnn.attention=global"]),
+    "rnn-local-p": (RNN, [*RNN_COSINE, "model.rnn.attention=local-p"]),
     # students on a teacher's translations (--kd)
     "tiny-kd": (TINY, TINY_COSINE),
     "tiny-kd-mix": (TINY, TINY_COSINE),
@@ -71,11 +71,11 @@ RECIPES: dict[str, tuple[str, list[str]]] = {
     "tiny-bpedrop-kd-mix": (TINY, [*TINY_COSINE, "tokenizer.sampling=0.1"]),
     # the widest student that keeps the installed models within 25 MB together: d_model 160, FFN 320
     # (6.7 MB in float16)
-    "small-kd-mix": (TINY, [*TINY_COSINE, "model.d_model=160", "model.ffn=320"]),
+    "small-kd-mix": (TINY, [*TINY_COSINE, "model.d_model=160", "model.transformer.ffn=320"]),
     # 4,096-token batches: on a GPU an RNN update takes about as long at 4,096 tokens as at 1,024
-    "rnn-global-kd": (RNN, [*RNN_COSINE, "model.attention=global", "train.batch_tokens=4096"]),
-    "rnn-local-p-kd": (RNN, [*RNN_COSINE, "model.attention=local-p", "train.batch_tokens=4096"]),
-    "rnn-global-kd-mix": (RNN, [*RNN_COSINE, "model.attention=global", "train.batch_tokens=4096"]),
+    "rnn-global-kd": (RNN, [*RNN_COSINE, "model.rnn.attention=global", "train.batch_tokens=4096"]),
+    "rnn-local-p-kd": (RNN, [*RNN_COSINE, "model.rnn.attention=local-p", "train.batch_tokens=4096"]),
+    "rnn-global-kd-mix": (RNN, [*RNN_COSINE, "model.rnn.attention=global", "train.batch_tokens=4096"]),
     # a trained student's second stage (--set train.init_from=MODEL): a short warm-up to a lower
     # peak than the first stage's 0.004, then cosine to the budget's end
     "tiny-tune1-kd-mix": (TINY, [*TUNE, "train.lr=0.001"]),

@@ -135,7 +135,7 @@ def main() -> None:
     )
     variant = cfg.data.multi30k_variant
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
-    arch = {"transformer": "Transformer", "rnn": f"RNN encoder-decoder with Luong {cfg.model.attention} attention"}
+    arch = {"transformer": "Transformer", "rnn": f"RNN encoder-decoder with Luong {cfg.model.rnn.attention} attention"}
     info = {
         "architecture": arch.get(cfg.model.arch, cfg.model.arch)
         + f" ({cfg.model.encoder_layers}+{cfg.model.decoder_layers} layers, "

@@ -174,7 +174,7 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
     plain = variant in ("baseline", "rnn_baseline")  # full logits + nn.CrossEntropyLoss
     criterion = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=cfg.train.label_smoothing, reduction="sum")
     if variant == "baseline":
-        model = _Baseline(tok.src_vocab, m.d_model, m.heads, m.ffn, m.encoder_layers, m.dropout)
+        model = _Baseline(tok.src_vocab, m.d_model, m.transformer.heads, m.transformer.ffn, m.encoder_layers, m.dropout)
         rng = random.Random(0)
         order = list(range(len(src)))
         rng.shuffle(order)

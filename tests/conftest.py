@@ -8,12 +8,12 @@ import torch
 # toy models that learn to reverse a letter sequence in a few seconds: (model section, lr, steps)
 TOY_MODELS = {
     "transformer": (
-        {"arch": "transformer", "d_model": 32, "ffn": 64, "heads": 2, "layers": 1, "dropout": 0.0},
+        {"arch": "transformer", "d_model": 32, "layers": 1, "dropout": 0.0, "transformer": {"ffn": 64, "heads": 2}},
         0.01,
         400,
     ),
     "rnn": (
-        {"arch": "rnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0, "tie_embeddings": False},
+        {"arch": "rnn", "d_model": 32, "layers": 1, "dropout": 0.0, "tie_embeddings": False, "rnn": {"hidden": 64}},
         0.005,
         600,
     ),
@@ -109,7 +109,13 @@ def tiny_captioner(tmp_path_factory) -> Path:
     cfg = {
         "out_dir": str(out),
         "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
-        "model": {"arch": "transformer", "image_encoder": "vit", "d_model": 16, "heads": 2, "ffn": 16, "layers": 1},
+        "model": {
+            "arch": "transformer",
+            "d_model": 16,
+            "layers": 1,
+            "image": {"encoder": "vit"},
+            "transformer": {"heads": 2, "ffn": 16},
+        },
         "train": {"max_steps": 3, "eval_every": 3, "batch_tokens": 60, "warmup": 1},
     }
     summary = train(config_from_dict(cfg), quiet=True)

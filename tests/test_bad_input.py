@@ -38,7 +38,7 @@ def workdir(tmp_path_factory) -> Path:
             "dev_tgt": str(d / "ref.txt"),
         },
         "tokenizer": {"vocab_size": 20},
-        "model": {"arch": "transformer", "d_model": 16, "ffn": 16, "heads": 2, "layers": 1},
+        "model": {"arch": "transformer", "d_model": 16, "layers": 1, "transformer": {"ffn": 16, "heads": 2}},
         "train": {"max_steps": 2, "eval_every": 1, "batch_tokens": 200, "warmup": 1, "bleu_every": 0},
     }
     train(config_from_dict(cfg), quiet=True)
@@ -53,7 +53,7 @@ def workdir(tmp_path_factory) -> Path:
         caption = {
             "out_dir": str(d / "captioner"),
             "data": {"task": "caption", "train_scenes": 100, "dev_scenes": 4},
-            "model": {"arch": "rnn", "hidden": 16, "d_model": 16, "layers": 1},
+            "model": {"arch": "rnn", "d_model": 16, "layers": 1, "rnn": {"hidden": 16}},
             "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 100, "warmup": 1},
         }
         train(config_from_dict(caption), quiet=True)
@@ -81,12 +81,15 @@ CASES = [
     (["train", "none.yaml"], "config file not found: none.yaml"),
     (["train", "bad.yaml"], "is not valid YAML at line"),
     (["train", "list.yaml"], "must hold a mapping of sections"),
-    (["train", "cfg.yaml", "model.heads=0"], "model.heads=0 is out of range: it must be >= 1"),
+    (["train", "cfg.yaml", "model.transformer.heads=0"], "model.transformer.heads=0 is out of range: it must be >= 1"),
     (["train", "cfg.yaml", "model.d_model=-32"], "model.d_model=-32 is out of range"),
     (["train", "cfg.yaml", "model.layers=-2"], "model.layers=-2 is out of range"),
     (["train", "cfg.yaml", "tokenizer.sampling=1"], "tokenizer.sampling=1.0 is out of range: it must be >= 0 and < 1"),
-    (["train", "cfg.yaml", "model.ffn=0"], "model.ffn=0 is out of range"),
-    (["train", "cfg.yaml", "model.heads=3"], "model.d_model=16 is not divisible by model.heads=3"),
+    (["train", "cfg.yaml", "model.transformer.ffn=0"], "model.transformer.ffn=0 is out of range"),
+    (
+        ["train", "cfg.yaml", "model.transformer.heads=3"],
+        "model.d_model=16 is not divisible by model.transformer.heads=3",
+    ),
     (["train", "cfg.yaml", "train.max_minutes=-1"], "train.max_minutes=-1.0 is out of range: it must be >= 0"),
     (["train", "cfg.yaml", "model.arch=encoder"], "model.arch=encoder has no decoder"),
     (["train", "cfg.yaml", "model.arch=lstm"], "unknown model.arch 'lstm'"),
@@ -100,7 +103,10 @@ CASES = [
     (["train", "cfg.yaml", "model.layers"], "override 'model.layers' must look like section.key=value"),
     (["train", "cfg.yaml", "data.max_len=0"], "data.max_len=0 is out of range"),
     (["train", "cfg.yaml", "train.init_from=nothing"], "train.init_from=nothing: model directory not found"),
-    (["train", "cfg.yaml", "train.init_from=model", "model.heads=4"], "has model.heads=2, this config 4"),
+    (
+        ["train", "cfg.yaml", "train.init_from=model", "model.transformer.heads=4"],
+        "has model.transformer.heads=2, this config 4",
+    ),
     (["train", "cfg.yaml", "train.init_from=in.txt"], "train.init_from=in.txt:"),
     (["train", "cfg.yaml", "train.teacher=nothing"], "train.teacher=nothing: model directory not found"),
     (["train", "cfg.yaml", "train.teacher=,"], "train.teacher=',' names no model"),
@@ -225,13 +231,13 @@ CASES = [
     (["train", "cfg.yaml", "data.task=paint"], "unknown data.task 'paint'"),
     (["train", "cfg.yaml", "data.task=caption", "model.positions=rope"], "model.positions=rope acts inside text"),
     (["train", "cfg.yaml", "data.task=caption", "data.digits=[3, 12]"], "12 digits do not fit a 32-pixel canvas"),
-    (["train", "cfg.yaml", "data.task=caption", "model.region=5"], "does not tile into model.region=5"),
+    (["train", "cfg.yaml", "data.task=caption", "model.image.region=5"], "does not tile into model.image.region=5"),
     (
-        ["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.image_encoder=vit"],
-        "model.image_encoder=vit is a Transformer encoder",
+        ["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.image.encoder=vit"],
+        "model.image.encoder=vit is a Transformer encoder",
     ),
     (
-        ["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.attention=local-p"],
+        ["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.rnn.attention=local-p"],
         "attention over image regions is global",
     ),
     (["caption", "{m}", "scene.png"], "is a translation model: translate text with `attnkit translate MODEL`"),

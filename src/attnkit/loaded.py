@@ -386,7 +386,7 @@ class AttnkitTranslator(AttnkitModel):
     @property
     def window(self) -> int | None:
         m = self.cfg.model
-        return m.window if m.arch == "rnn" and m.attention.startswith("local") else None
+        return m.rnn.window if m.arch == "rnn" and m.rnn.attention.startswith("local") else None
 
     def target_count(self, text: str) -> int:
         return len(self.tok.encode_tgt([text])[0]) + 1
@@ -504,9 +504,9 @@ class Captioner(LoadedModel):
         m, d = cfg.model, cfg.data
         self.info = {
             **model_info(model, cfg),
-            "image_encoder": m.image_encoder,
+            "image_encoder": m.image.encoder,
             "image_size": d.image_size,
-            "region": m.region,
+            "region": m.image.region,
         }
 
     @property

@@ -26,7 +26,7 @@ from attnkit.attribution import (
 )
 from attnkit.attribution.gradients import normalise_rows
 from attnkit.attribution.scorers import seq2seq_scorer
-from attnkit.config import ModelConfig
+from attnkit.config import ImageConfig, ModelConfig, RNNConfig, TransformerConfig
 from attnkit.inspection import Prepared
 from attnkit.models import build_model
 from tiny_hf import build
@@ -92,7 +92,9 @@ def test_recurrent_taps_rebuild_the_context_gradient(attention):
     """Σ_j A_ij ∂y/∂A_ij = ∂y/∂c_i · c_i for the context c_i = Σ_j A_ij v_j: the tapped, spread and
     concatenated weights of every decoder step against the context's own gradient."""
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="rnn", d_model=16, hidden=16, layers=1, attention=attention, window=2, dropout=0.0)
+    cfg = ModelConfig(
+        arch="rnn", d_model=16, layers=1, dropout=0.0, rnn=RNNConfig(hidden=16, attention=attention, window=2)
+    )
     model = build_model(cfg, src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True).eval()
     src, tgt = [5, 6, 7, 8, 9, 10, 2], [1, 11, 12, 13, 14]
     p = Prepared("x", src, [str(i) for i in src], tgt_in_ids=tgt, tgt_in_tokens=[str(i) for i in tgt])
@@ -188,7 +190,14 @@ def test_integrated_gradients_are_complete():
     from captum.attr import IntegratedGradients
 
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="transformer", d_model=16, heads=2, ffn=32, layers=2, dropout=0.0, max_positions=32)
+    cfg = ModelConfig(
+        arch="transformer",
+        d_model=16,
+        layers=2,
+        dropout=0.0,
+        max_positions=32,
+        transformer=TransformerConfig(heads=2, ffn=32),
+    )
     model = build_model(cfg, src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True).eval()
     src, tgt = [5, 6, 7, 8, 2], [1, 11, 12]
     p = Prepared("x", src, [str(i) for i in src], tgt_in_ids=tgt, tgt_in_tokens=[str(i) for i in tgt])
@@ -283,7 +292,13 @@ def test_a_captioners_words_over_its_regions(arch, encoder):
     from attnkit.models.factory import build_captioner
 
     cfg = ModelConfig(
-        arch=arch, image_encoder=encoder, d_model=32, hidden=32, heads=4, ffn=64, layers=1, dropout=0.0, region=4
+        arch=arch,
+        d_model=32,
+        layers=1,
+        dropout=0.0,
+        image=ImageConfig(encoder=encoder, region=4),
+        rnn=RNNConfig(hidden=32),
+        transformer=TransformerConfig(heads=4, ffn=64),
     )
     torch.manual_seed(0)
     model = build_captioner(cfg, vocab=14, pad_id=0, image_size=16).eval()

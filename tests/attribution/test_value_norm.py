@@ -7,7 +7,7 @@ import torch
 
 from attnkit import MultiHeadAttention
 from attnkit.attribution import encoder_value_norms, layer_value_norms, value_norm_scores
-from attnkit.config import ModelConfig
+from attnkit.config import ModelConfig, TransformerConfig
 from attnkit.inspection import Prepared
 from attnkit.models import build_model
 
@@ -46,7 +46,14 @@ def test_layer_norms_equal_an_explicit_loop():
 
 def test_an_encoders_value_norms_use_each_layers_own_input():
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="encoder", d_model=16, heads=4, ffn=32, layers=2, dropout=0.0, max_positions=16)
+    cfg = ModelConfig(
+        arch="encoder",
+        d_model=16,
+        layers=2,
+        dropout=0.0,
+        max_positions=16,
+        transformer=TransformerConfig(heads=4, ffn=32),
+    )
     model = build_model(cfg, src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True).eval()
     ids = [5, 6, 7, 8, 2]
     norms = encoder_value_norms(model, Prepared("x", ids, [str(i) for i in ids]))

@@ -20,7 +20,7 @@ def corpus(tmp_path, src: bytes, tgt: bytes):
             "dev_tgt": str(tmp_path / "a.tgt"),
         },
         "tokenizer": {"vocab_size": 20},
-        "model": {"arch": "transformer", "d_model": 16, "ffn": 16, "heads": 2, "layers": 1},
+        "model": {"arch": "transformer", "d_model": 16, "layers": 1, "transformer": {"ffn": 16, "heads": 2}},
         "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 200, "warmup": 1},
     }
     path = tmp_path / "cfg.yaml"
@@ -61,11 +61,17 @@ def test_missing_file_and_config_errors(tmp_path, capsys):
         capsys, ["train", str(cfg), "model.layrs=2"], r"unknown config key 'model.layrs'; did you mean 'model.layers'"
     )
     one_line_error(capsys, ["train", str(cfg), "model.arch=lstm"], r"unknown model.arch 'lstm'")
-    one_line_error(capsys, ["train", str(cfg), "model.score=dott"], r"unknown model.score 'dott'; did you mean 'dot'")
+    one_line_error(
+        capsys, ["train", str(cfg), "model.rnn.score=dott"], r"unknown model.rnn.score 'dott'; did you mean 'dot'"
+    )
     one_line_error(
         capsys, ["train", str(cfg), "train.keep_last=0"], r"train.keep_last=0 is out of range: it must be >= 1"
     )
-    one_line_error(capsys, ["train", str(cfg), "model.heads=0"], r"model.heads=0 is out of range: it must be >= 1")
+    one_line_error(
+        capsys,
+        ["train", str(cfg), "model.transformer.heads=0"],
+        r"model.transformer.heads=0 is out of range: it must be >= 1",
+    )
     one_line_error(capsys, ["train", str(cfg), "model.arch=encoder"], r"model.arch=encoder has no decoder")
     (tmp_path / "a_file").write_text("x")
     one_line_error(

@@ -62,9 +62,13 @@ def test_teacher_forced_maps_equal_the_decoders_own(trained_toys, arch):
 
 def test_forced_target_and_local_p_centres(trained_toys):
     model, tok, cfg = _fresh(
-        trained_toys["rnn"], arch="rnn", d_model=16, hidden=32, attention="local-p", window=2, tie_embeddings=False
+        trained_toys["rnn"],
+        arch="rnn",
+        d_model=16,
+        tie_embeddings=False,
+        rnn={"hidden": 32, "attention": "local-p", "window": 2},
     )
-    [r] = capture(model, tok, ["a b c d e f"], targets=["f e d"], window=cfg.model.window)
+    [r] = capture(model, tok, ["a b c d e f"], targets=["f e d"], window=cfg.model.rnn.window)
     assert r.output == "f e d" and r.tgt_out_tokens[-1] == "</s>"
     assert r.p_t is not None and r.p_t.shape == (len(r.tgt_in_tokens),) and r.window == 2
     assert np.all((r.p_t >= 0) & (r.p_t <= len(r.src_tokens) - 1))
@@ -75,7 +79,9 @@ def test_forced_target_and_local_p_centres(trained_toys):
 
 
 def test_encoder_only_model(trained_toys):
-    model, tok, _ = _fresh(trained_toys["transformer"], arch="encoder", d_model=16, heads=2, layers=3, ffn=32)
+    model, tok, _ = _fresh(
+        trained_toys["transformer"], arch="encoder", d_model=16, layers=3, transformer={"heads": 2, "ffn": 32}
+    )
     [r] = capture(model, tok, ["a b c"])
     assert set(r.maps) == {"encoder"} and r.maps["encoder"].shape[:2] == (3, 2)
     assert r.output == "" and r.tgt_in_tokens == []
@@ -86,7 +92,7 @@ def test_save_load_round_trip(trained_toys, tmp_path):
     records = capture(model, tok, SENTENCES)
     path = save_records(tmp_path / "maps.npz", records, model_info(model, cfg))
     back, info = load_records(path)
-    assert info["arch"] == "transformer" and info["heads"] == cfg.model.heads
+    assert info["arch"] == "transformer" and info["heads"] == cfg.model.transformer.heads
     for a, b in zip(records, back):
         assert dataclasses.replace(a, maps={}) == dataclasses.replace(b, maps={})
         for kind in a.maps:
@@ -100,10 +106,10 @@ def test_save_load_round_trip(trained_toys, tmp_path):
 @pytest.mark.parametrize(
     "model",
     [
-        {"arch": "transformer", "positions": scheme, "d_model": 16, "heads": 2, "layers": 2, "ffn": 32}
+        {"arch": "transformer", "positions": scheme, "d_model": 16, "layers": 2, "transformer": {"heads": 2, "ffn": 32}}
         for scheme in ("sinusoidal", "rope", "alibi", "t5", "relative")
     ]
-    + [{"arch": "encoder", "d_model": 16, "heads": 4, "layers": 2, "ffn": 32, "positions": "alibi"}],
+    + [{"arch": "encoder", "d_model": 16, "layers": 2, "positions": "alibi", "transformer": {"heads": 4, "ffn": 32}}],
     ids=["sinusoidal", "rope", "alibi", "t5", "relative", "encoder-alibi"],
 )
 def test_the_record_equals_the_models_own_weights(trained_toys, model):
@@ -203,4 +209,4 @@ def test_model_info_claims_only_what_the_model_has(trained_toys):
     model, _, cfg = load_model(trained_toys["rnn"])
     info = model_info(model, cfg)
     assert info["arch"] == "rnn" and "heads" not in info and "positions" not in info
-    assert info["attention"] == cfg.model.attention and info["cell"] == cfg.model.cell
+    assert info["attention"] == cfg.model.rnn.attention and info["cell"] == cfg.model.rnn.cell

@@ -11,9 +11,18 @@ from attnkit.models import build_model
 
 
 def _fresh(toy_dir, **model):
+    """A fresh pre-norm Transformer shaped like the toy model (``model``: keys of the model section)."""
     tok = Tokenizer.load(toy_dir)
     cfg = config_from_dict(
-        {"model": {"arch": "transformer", "d_model": 32, "heads": 4, "layers": 2, "ffn": 32, **model}}
+        {
+            "model": {
+                "arch": "transformer",
+                "d_model": 32,
+                "layers": 2,
+                **model,
+                "transformer": {"heads": 4, "ffn": 32, "norm_first": True},
+            }
+        }
     )
     net = build_model(cfg.model, src_vocab=tok.src_vocab, tgt_vocab=tok.tgt_vocab, pad_id=PAD, shared_vocab=tok.joint)
     return net.eval(), tok
@@ -38,7 +47,7 @@ def test_walkthrough_reproduces_the_trained_model(trained_toys, kind):
 
 @pytest.mark.parametrize("positions", ["rope", "alibi", "t5", "relative", "learned", "fourier", "none"])
 def test_walkthrough_with_every_positional_scheme(trained_toys, positions):
-    model, tok = _fresh(trained_toys["transformer"], positions=positions, norm_first=True)
+    model, tok = _fresh(trained_toys["transformer"], positions=positions)
     [p] = prepare(model, tok, ["a b c d e f"], targets=["f e d c"])
     for kind in ("encoder", "decoder", "cross"):
         w = explain(model, p, kind=kind, layer=-1, head=3, query=2)
@@ -86,12 +95,8 @@ def test_recurrent_walkthrough_reproduces_luong_attention(trained_toys, attentio
             "model": {
                 "arch": "rnn",
                 "d_model": 32,
-                "hidden": 32,
                 "layers": 1,
-                "attention": attention,
-                "score": score,
-                "window": 2,
-                "input_feeding": feeding,
+                "rnn": {"hidden": 32, "attention": attention, "score": score, "window": 2, "input_feeding": feeding},
             }
         }
     )

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnkit.config import ModelConfig
+from attnkit.config import ImageConfig, ModelConfig, RNNConfig, TransformerConfig
 from attnkit.models import DecodingState, ImageCaptioner, Seq2SeqModel
 from attnkit.models.factory import build_captioner
 from attnkit.models.image import ConvRegions, PatchRegions, region_maps
@@ -22,18 +22,28 @@ from attnkit.search import SearchOptions, beam_search, greedy_search
 V = 14
 SIZE = 16
 VARIANTS = {
-    "cnn-rnn-sinusoidal": dict(arch="rnn", image_encoder="cnn", positions="sinusoidal"),
-    "cnn-rnn-gru-fourier": dict(arch="rnn", image_encoder="cnn", cell="gru", positions="fourier"),
-    "cnn-rnn-none-no-feeding": dict(arch="rnn", image_encoder="cnn", input_feeding=False, positions="none"),
-    "vit-transformer-learned": dict(arch="transformer", image_encoder="vit", positions="learned"),
-    "vit-transformer-fourier": dict(arch="transformer", image_encoder="vit", positions="fourier"),
-    "cnn-transformer-sinusoidal": dict(arch="transformer", image_encoder="cnn", positions="sinusoidal"),
+    "cnn-rnn-sinusoidal": dict(arch="rnn", positions="sinusoidal", image={"encoder": "cnn"}),
+    "cnn-rnn-gru-fourier": dict(arch="rnn", positions="fourier", image={"encoder": "cnn"}, rnn={"cell": "gru"}),
+    "cnn-rnn-none-no-feeding": dict(
+        arch="rnn", positions="none", image={"encoder": "cnn"}, rnn={"input_feeding": False}
+    ),
+    "vit-transformer-learned": dict(arch="transformer", positions="learned", image={"encoder": "vit"}),
+    "vit-transformer-fourier": dict(arch="transformer", positions="fourier", image={"encoder": "vit"}),
+    "cnn-transformer-sinusoidal": dict(arch="transformer", positions="sinusoidal", image={"encoder": "cnn"}),
 }
 
 
-def make(name, **extra):
+def make(name):
+    v = VARIANTS[name]
+    shared = {k: x for k, x in v.items() if k not in ("rnn", "transformer", "image")}
     cfg = ModelConfig(
-        d_model=32, hidden=32, heads=4, ffn=64, layers=1, dropout=0.0, region=4, **{**VARIANTS[name], **extra}
+        d_model=32,
+        layers=1,
+        dropout=0.0,
+        **shared,
+        rnn=RNNConfig(hidden=32, **v.get("rnn", {})),
+        transformer=TransformerConfig(heads=4, ffn=64),
+        image=ImageConfig(region=4, **v.get("image", {})),
     )
     torch.manual_seed(0)
     return build_captioner(cfg, vocab=V, pad_id=0, image_size=SIZE).eval()

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from attnkit.attention import GlobalAttention, LocalAttention, MultiHeadAttention
-from attnkit.config import ModelConfig
+from attnkit.config import ModelConfig, RNNConfig, TransformerConfig
 from attnkit.models import (
     AttentionSite,
     DecodingState,
@@ -17,21 +17,29 @@ from attnkit.models import (
 V = 40
 VARIANTS = {
     "transformer-sinusoidal": dict(arch="transformer", positions="sinusoidal"),
-    "transformer-learned-prenorm": dict(arch="transformer", positions="learned", norm_first=True),
+    "transformer-learned-prenorm": dict(arch="transformer", positions="learned", transformer=dict(norm_first=True)),
     "transformer-rope": dict(arch="transformer", positions="rope"),
     "transformer-alibi": dict(arch="transformer", positions="alibi"),
     "transformer-fourier": dict(arch="transformer", positions="fourier"),
     "transformer-t5": dict(arch="transformer", positions="t5"),
     "transformer-relative": dict(arch="transformer", positions="relative"),
-    "rnn-global-lstm": dict(arch="rnn", attention="global", score="general"),
-    "rnn-local-m-gru": dict(arch="rnn", attention="local-m", cell="gru", score="dot", window=2),
-    "rnn-local-p-concat": dict(arch="rnn", attention="local-p", score="concat", window=2),
-    "rnn-no-feeding": dict(arch="rnn", input_feeding=False, score="additive"),
+    "rnn-global-lstm": dict(arch="rnn", rnn=dict(attention="global", score="general")),
+    "rnn-local-m-gru": dict(arch="rnn", rnn=dict(attention="local-m", cell="gru", score="dot", window=2)),
+    "rnn-local-p-concat": dict(arch="rnn", rnn=dict(attention="local-p", score="concat", window=2)),
+    "rnn-no-feeding": dict(arch="rnn", rnn=dict(input_feeding=False, score="additive")),
 }
 
 
 def make(name):
-    cfg = ModelConfig(d_model=32, hidden=32, heads=4, ffn=64, layers=2, dropout=0.0, **VARIANTS[name])
+    shared = {k: v for k, v in VARIANTS[name].items() if k not in ("rnn", "transformer")}
+    cfg = ModelConfig(
+        d_model=32,
+        layers=2,
+        dropout=0.0,
+        **shared,
+        rnn=RNNConfig(hidden=32, **VARIANTS[name].get("rnn", {})),
+        transformer=TransformerConfig(heads=4, ffn=64, **VARIANTS[name].get("transformer", {})),
+    )
     torch.manual_seed(0)
     return build_model(cfg, src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=True).eval()
 
@@ -115,7 +123,7 @@ def test_state_expand_gives_each_hypothesis_the_sentence_state(name):
 
 def test_encoder_only_and_factory_errors():
     enc = build_model(
-        ModelConfig(arch="encoder", d_model=32, heads=4, layers=2),
+        ModelConfig(arch="encoder", d_model=32, layers=2, transformer=TransformerConfig(heads=4)),
         src_vocab=V,
         tgt_vocab=V,
         pad_id=0,
@@ -202,7 +210,7 @@ def test_every_seq2seq_model_satisfies_the_protocol(name):
 def test_encoder_models_satisfy_the_protocol():
     """The BERT-style encoder built by the factory; the pretrained loader builds the same class."""
     enc = build_model(
-        ModelConfig(arch="encoder", d_model=32, heads=4, layers=2),
+        ModelConfig(arch="encoder", d_model=32, layers=2, transformer=TransformerConfig(heads=4)),
         src_vocab=V,
         tgt_vocab=V,
         pad_id=0,

@@ -57,12 +57,17 @@ def test_decoder_layer_matches_torch(norm_first):
 
 def test_activation_dropout_only_where_asked():
     """The paper and fairseq drop sublayer outputs, not the FFN's hidden units: off unless configured."""
-    from attnkit.config import ModelConfig
+    from attnkit.config import ModelConfig, TransformerConfig
     from attnkit.models.factory import build_model
 
-    def ffn_rates(**kw):
+    def ffn_rates(dropout, activation_dropout=0.0):
         model = build_model(
-            ModelConfig(d_model=D, heads=H, ffn=F, layers=2, **kw),
+            ModelConfig(
+                d_model=D,
+                layers=2,
+                dropout=dropout,
+                transformer=TransformerConfig(heads=H, ffn=F, activation_dropout=activation_dropout),
+            ),
             src_vocab=20,
             tgt_vocab=20,
             pad_id=0,

@@ -4,7 +4,7 @@ errors, training signal, and the scheme wired into a Transformer by name."""
 import pytest
 import torch
 
-from attnkit.config import ModelConfig
+from attnkit.config import ModelConfig, TransformerConfig
 from attnkit.models import build_model
 from attnkit.positions import FourierPositions, build_positions
 
@@ -67,7 +67,14 @@ def test_a_transformer_with_fourier_positions_learns_and_moves_its_frequencies()
     """A few dozen Adam steps on one fixed batch: the loss falls by more than half, and the
     gradient reaches the Fourier frequencies, which move."""
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="transformer", d_model=16, layers=1, heads=2, ffn=32, dropout=0.0, positions="fourier")
+    cfg = ModelConfig(
+        arch="transformer",
+        d_model=16,
+        layers=1,
+        dropout=0.0,
+        positions="fourier",
+        transformer=TransformerConfig(heads=2, ffn=32),
+    )
     model = build_model(cfg, src_vocab=20, tgt_vocab=20, pad_id=0, shared_vocab=True)
     schemes = [m for m in model.position_schemes() if isinstance(m, FourierPositions)]
     before = [m.frequencies.detach().clone() for m in schemes]

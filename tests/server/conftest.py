@@ -1,6 +1,6 @@
 import pytest
 
-from attnkit.config import StudioLimits
+from attnkit.server.limits import StudioLimits
 from attnkit.server.service import Studio
 
 

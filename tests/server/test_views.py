@@ -8,8 +8,8 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
-from attnkit.config import StudioLimits
 from attnkit.server.app import create_app
+from attnkit.server.limits import StudioLimits
 from attnkit.server.schema import Atlas, Heads, Overview, Tile, Top, Translation
 from attnkit.server.service import Studio
 from tiny_hf import WORDS, build

@@ -21,7 +21,14 @@ def config(out, **train_keys):
         {
             "out_dir": str(out),
             "data": {"task": "caption", "train_scenes": 4000, "dev_scenes": 100, "digits": [1, 2]},
-            "model": {"arch": "rnn", "image_encoder": "cnn", "d_model": 32, "hidden": 64, "layers": 1, "dropout": 0.0},
+            "model": {
+                "arch": "rnn",
+                "d_model": 32,
+                "layers": 1,
+                "dropout": 0.0,
+                "image": {"encoder": "cnn"},
+                "rnn": {"hidden": 64},
+            },
             "train": {
                 "max_steps": 400,
                 "batch_tokens": 300,

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnkit.config import ModelConfig
+from attnkit.config import ModelConfig, RNNConfig, TransformerConfig
 from attnkit.data.tokenizer import PAD
 from attnkit.models import build_model
 from attnkit.training.flops import rnn_flops, transformer_flops, update_flops
@@ -32,7 +32,13 @@ def _counted_step(m: ModelConfig, batch: int, src_len: int, tgt_len: int) -> int
 
 @pytest.mark.parametrize("layers,d,ffn,heads", [(2, 32, 64, 4), (1, 48, 96, 3)])
 def test_transformer_formula_equals_pytorch_count(layers, d, ffn, heads):
-    m = ModelConfig(arch="transformer", d_model=d, encoder_layers=layers, decoder_layers=layers, ffn=ffn, heads=heads)
+    m = ModelConfig(
+        arch="transformer",
+        d_model=d,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        transformer=TransformerConfig(ffn=ffn, heads=heads),
+    )
     batch, s, t = 3, 7, 5
     counted = _counted_step(m, batch, s, t)
     assert transformer_flops(m, [s] * batch, [t] * batch, VOCAB) == pytest.approx(counted, rel=1e-9)
@@ -41,7 +47,7 @@ def test_transformer_formula_equals_pytorch_count(layers, d, ffn, heads):
 def test_rnn_formula_equals_pytorch_count_without_the_lstm_cells():
     """PyTorch's counter sees the attention, the attentional layer and the output layer but not
     the fused LSTM kernels: the formula less its gate FLOPs equals the count."""
-    m = ModelConfig(arch="rnn", d_model=16, hidden=24, encoder_layers=1, decoder_layers=1, dropout=0.0)
+    m = ModelConfig(arch="rnn", d_model=16, encoder_layers=1, decoder_layers=1, dropout=0.0, rnn=RNNConfig(hidden=24))
     batch, s, t = 2, 9, 4
     counted = _counted_step(m, batch, s, t)
     gates = 3 * 2 * (2 * 4 * 12 * (16 + 12) * batch * s + 4 * 24 * (16 + 24 + 24) * batch * t)
@@ -49,7 +55,13 @@ def test_rnn_formula_equals_pytorch_count_without_the_lstm_cells():
 
 
 def test_padding_is_not_counted():
-    m = ModelConfig(arch="transformer", d_model=32, encoder_layers=1, decoder_layers=1, ffn=64, heads=4)
+    m = ModelConfig(
+        arch="transformer",
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        transformer=TransformerConfig(ffn=64, heads=4),
+    )
     whole = transformer_flops(m, [9, 9], [7, 7], VOCAB)
     assert transformer_flops(m, [9, 3], [7, 2], VOCAB) < whole
     assert transformer_flops(m, [9], [7], VOCAB) * 2 == pytest.approx(whole)

@@ -49,8 +49,8 @@ def test_training_from_a_trained_model_goes_on_from_its_loss(trained_toys, rever
 
 def test_a_model_of_another_shape_is_refused_before_anything_is_written(trained_toys, reversal, toy_config, tmp_path):
     cfg = _starting_from(toy_config, reversal, tmp_path / "tuned", trained_toys["transformer"])
-    cfg["model"] = {**cfg["model"], "d_model": 64, "heads": 4}
-    with pytest.raises(ValueError, match=r"has model\.d_model=32, this config 64 \(and model\.heads\)"):
+    cfg["model"] = {**cfg["model"], "d_model": 64, "transformer": {**cfg["model"]["transformer"], "heads": 4}}
+    with pytest.raises(ValueError, match=r"has model\.d_model=32, this config 64 \(and model\.transformer\.heads\)"):
         train(config_from_dict(cfg), quiet=True)
     assert not (tmp_path / "tuned").exists()
 
@@ -107,6 +107,6 @@ def test_a_translation_model_is_no_start_for_a_captioner(trained_toys, tiny_capt
 def test_keys_the_architecture_does_not_read_may_differ(trained_toys, reversal, toy_config, tmp_path):
     """An RNN key in a Transformer config is ignored by the model, so it is no difference of shape."""
     cfg = _starting_from(toy_config, reversal, tmp_path / "tuned", trained_toys["transformer"], max_steps=1)
-    cfg["model"] = {**cfg["model"], "hidden": 999}
+    cfg["model"] = {**cfg["model"], "rnn": {"hidden": 999}}
     train(config_from_dict(cfg), quiet=True)
     assert (tmp_path / "tuned" / "checkpoints" / "last.pt").is_file()

@@ -36,12 +36,11 @@ def test_a_captioner_without_dropout_trains_as_the_plain_run(tmp_path):
             "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
             "model": {
                 "arch": "transformer",
-                "image_encoder": "vit",
                 "d_model": 16,
-                "heads": 2,
-                "ffn": 16,
                 "layers": 1,
                 "dropout": 0.0,
+                "image": {"encoder": "vit"},
+                "transformer": {"heads": 2, "ffn": 16},
             },
             "train": {"max_steps": 3, "eval_every": 3, "batch_tokens": 60, "warmup": 1, "rdrop": rdrop},
         }

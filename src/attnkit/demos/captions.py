@@ -30,28 +30,23 @@ def caption_demo_config(out_dir: Path, arch: str, max_steps: int) -> dict[str, A
     model = (
         {
             "arch": "rnn",
-            "image_encoder": "cnn",
-            "cell": "lstm",
             "d_model": 64,
-            "hidden": 128,
             "layers": 1,
-            "attention": "global",
-            "score": "general",
             "dropout": 0.1,
             "positions": "sinusoidal",
+            "rnn": {"cell": "lstm", "hidden": 128, "attention": "global", "score": "general"},
+            "image": {"encoder": "cnn"},
         }
         if arch == "rnn"
         else {
             "arch": "transformer",
-            "image_encoder": "vit",
             "d_model": 128,
-            "heads": 4,
-            "ffn": 256,
             "encoder_layers": 2,
             "decoder_layers": 2,
             "dropout": 0.1,
             "positions": "sinusoidal",
-            "norm_first": True,
+            "transformer": {"heads": 4, "ffn": 256, "norm_first": True},
+            "image": {"encoder": "vit"},
         }
     )
     return {

@@ -14,6 +14,7 @@ from ..data import readable
 from ..data.dates import date_pairs
 from ..inference.translate import translate
 from ..inspection import capture, model_info
+from ..inspection.figures import layer_name
 from ..loading.model_dir import load_model
 from ..models import RNNSeq2Seq, TransformerSeq2Seq
 from ..plots import plot_alignment
@@ -30,26 +31,27 @@ def demo_config(out_dir: Path, arch: str, max_steps: int, attention: str = "glob
     model = (
         {
             "arch": "rnn",
-            "cell": "lstm",
             "d_model": 128,
-            "hidden": 128,
             "encoder_layers": 1,
             "decoder_layers": 1,
-            "attention": attention,
-            "score": "general",
-            "window": 3,
             "dropout": 0.1,
-            "init_hidden": "zero",
+            "rnn": {
+                "cell": "lstm",
+                "hidden": 128,
+                "attention": attention,
+                "score": "general",
+                "window": 3,
+                "init_hidden": "zero",
+            },
         }
         if arch == "rnn"
         else {
             "arch": "transformer",
             "d_model": 64,
-            "ffn": 128,
-            "heads": 4,
             "encoder_layers": 2,
             "decoder_layers": 2,
             "dropout": 0.1,
+            "transformer": {"ffn": 128, "heads": 4},
         }
     )
     return {
@@ -141,13 +143,15 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
     print(f"\nexact match on {len(dev_tgt)} held-out dates: {accuracy:.1%}   (wall time {seconds:.0f} s)")
     first = examples[0]
     assert first.alignment is not None  # translated with need_weights
-    weights = first.alignment.mean(axis=(0, 1))  # average over layers and heads
+    weights = first.alignment[-1].mean(axis=0)  # the last layer, the mean of its heads
     local = first.p_t is not None
+    m = cfg.model
+    window = m.rnn.window if local else None
     layers, heads = first.alignment.shape[:2]
     kind = (
         f"RNN, Luong {attention} attention"
         if arch == "rnn"
-        else f"Transformer cross-attention, mean of {layers} layers x {heads} heads"
+        else f"Transformer cross-attention, {layer_name(-1, layers)}, mean of its {heads} heads"
     )
     fig = plot_alignment(
         weights,
@@ -155,10 +159,10 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
         readable(first.out_pieces),
         title=f"{kind}\n'{first.source}' -> '{first.output}'",
         p_t=first.p_t,
-        window=cfg.model.window if local else None,
+        window=window,
     )
-    save_figure(fig, out / "attention.png", dpi=120)
-    records = capture(model, tok, EXAMPLES, options=SearchOptions(beam=1), window=cfg.model.window if local else None)
+    save_figure(fig, out / "attention.png")
+    records = capture(model, tok, EXAMPLES, options=SearchOptions(beam=1), window=window)
     write_html(out / "attention.html", records, model_info(model, cfg), title=f"attnkit demo: {arch} on dates")
     result = {
         "accuracy": accuracy,

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# languages with Moses detokenization rules (sacremoses' nonbreaking-prefix lists)
-
 
 @dataclass
 class Score:

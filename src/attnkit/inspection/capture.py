@@ -127,13 +127,13 @@ def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
         return info
     m = cfg.model
     if m.arch == "rnn":  # one attention over the source, positions from the recurrence: no heads, no scheme
-        info.update(arch=m.arch, cell=m.cell, hidden=m.hidden, attention=m.attention, score=m.score)
-        if m.attention.startswith("local"):
-            info.update(window=m.window)
+        info.update(arch=m.arch, cell=m.rnn.cell, hidden=m.rnn.hidden, attention=m.rnn.attention, score=m.rnn.score)
+        if m.rnn.attention.startswith("local"):
+            info.update(window=m.rnn.window)
     else:
-        info.update(arch=m.arch, d_model=m.d_model, heads=m.heads, positions=m.positions)
+        info.update(arch=m.arch, d_model=m.d_model, heads=m.transformer.heads, positions=m.positions)
     if cfg.data.task == "caption":  # what reads the image
-        info.update(image_encoder=m.image_encoder)
+        info.update(image_encoder=m.image.encoder)
     return info
 
 

@@ -28,19 +28,25 @@ def record_figure(
         return plot_attention_grid(record.get(kind), q, k, title=name)
     w = record.select(kind, layer, head)
     layers, heads = record.get(kind).shape[:2]
-    which = f"head {head}" if head != "mean" else "average of its heads" if heads > 1 else "one attention (no heads)"
+    which = f"head {head}" if head != "mean" else "mean of its heads" if heads > 1 else "one attention (no heads)"
     cross = kind == "cross"
     show_pt = cross and record.p_t is not None
     return plot_alignment(
         w,
         k,
         q,
-        title=f"{name}\nlayer {layer % layers}, {which}",
+        title=f"{name}\n{layer_name(layer, layers)}, {which}",
         p_t=record.p_t if show_pt else None,
         window=record.window if show_pt else None,
         xlabel="source" if cross else "key",
         ylabel="output" if cross else "query",
     )
+
+
+def layer_name(layer: int, layers: int) -> str:
+    """``layer`` (negative: from the end) of ``layers`` as a title names it: "layer 3 (the last)"."""
+    index = layer % layers
+    return f"layer {index}" + (" (the last)" if layers > 1 and index == layers - 1 else "")
 
 
 def patch_figure(record: AttentionRecord, *, head: int | str = "mean", model: str = ""):
@@ -75,5 +81,5 @@ def region_figure(record: AttentionRecord, *, layer: int = -1, head: int | str =
     weights = record.select("cross", layer, head)[: len(words)].reshape(len(words), *record.grid)
     layers, heads = record.maps.shape("cross")[:2]
     which = f"head {head}" if head != "mean" else "mean of heads" if heads > 1 else "one attention (no heads)"
-    title = f"{model + ': ' if model else ''}“{record.output}” (layer {layer % layers}, {which})"
+    title = f"{model + ': ' if model else ''}“{record.output}” ({layer_name(layer, layers)}, {which})"
     return plot_caption(record.image, words, weights, title=title)

@@ -39,7 +39,7 @@ def _embedding(vocab: int, dim: int, pad_id: int) -> nn.Embedding:
 
 def _positions(cfg: ModelConfig, *, causal: bool) -> AbsolutePositions | AttentionPositions | None:
     return build_positions(
-        cfg.positions, d_model=cfg.d_model, num_heads=cfg.heads, max_len=cfg.max_positions, causal=causal
+        cfg.positions, d_model=cfg.d_model, num_heads=cfg.transformer.heads, max_len=cfg.max_positions, causal=causal
     )
 
 
@@ -58,17 +58,17 @@ def _encoder(cfg: ModelConfig) -> TransformerEncoder:
     layers = [
         EncoderLayer(
             cfg.d_model,
-            cfg.heads,
-            cfg.ffn,
+            cfg.transformer.heads,
+            cfg.transformer.ffn,
             dropout=cfg.dropout,
-            attention_dropout=cfg.attention_dropout,
-            activation_dropout=cfg.activation_dropout,
-            norm_first=cfg.norm_first,
+            attention_dropout=cfg.transformer.attention_dropout,
+            activation_dropout=cfg.transformer.activation_dropout,
+            norm_first=cfg.transformer.norm_first,
             positions=p,
         )
         for p in _attention_positions(cfg, cfg.encoder_layers, causal=False)
     ]
-    return TransformerEncoder(layers, d_model=cfg.d_model, norm_first=cfg.norm_first)
+    return TransformerEncoder(layers, d_model=cfg.d_model, norm_first=cfg.transformer.norm_first)
 
 
 def _token_embedding(cfg: ModelConfig, embedding: nn.Embedding, *, causal: bool) -> TokenEmbedding:
@@ -93,12 +93,12 @@ def build_model(
         decoder_layers = [
             DecoderLayer(
                 cfg.d_model,
-                cfg.heads,
-                cfg.ffn,
+                cfg.transformer.heads,
+                cfg.transformer.ffn,
                 dropout=cfg.dropout,
-                attention_dropout=cfg.attention_dropout,
-                activation_dropout=cfg.activation_dropout,
-                norm_first=cfg.norm_first,
+                attention_dropout=cfg.transformer.attention_dropout,
+                activation_dropout=cfg.transformer.activation_dropout,
+                norm_first=cfg.transformer.norm_first,
                 positions=p,
             )
             for p in _attention_positions(cfg, cfg.decoder_layers, causal=True)
@@ -110,7 +110,7 @@ def build_model(
             decoder_layers=decoder_layers,
             d_model=cfg.d_model,
             vocab_size=tgt_vocab,
-            norm_first=cfg.norm_first,
+            norm_first=cfg.transformer.norm_first,
             tie_output=cfg.tie_embeddings,
         )
 
@@ -118,7 +118,9 @@ def build_model(
     tgt_emb = src_emb if cfg.tie_embeddings else _embedding(tgt_vocab, cfg.d_model, pad_id)
     decoder = _rnn_decoder(cfg, tgt_emb, tgt_vocab)  # before the encoder: the order parameters are drawn in
     return RNNSeq2Seq(
-        encoder=RNNEncoder(src_emb, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.encoder_layers, dropout=cfg.dropout),
+        encoder=RNNEncoder(
+            src_emb, cell=cfg.rnn.cell, hidden=cfg.rnn.hidden, layers=cfg.encoder_layers, dropout=cfg.dropout
+        ),
         **decoder,
     )
 
@@ -126,39 +128,41 @@ def build_model(
 def _rnn_decoder(cfg: ModelConfig, tgt_emb: nn.Embedding, vocab: int) -> dict:
     """The RNN decoder's keyword arguments (``RNNSeq2Seq`` and ``RNNCaptioner``): Luong attention and the cell."""
     attention = build_recurrent_attention(
-        cfg.attention,
-        query_dim=cfg.hidden,
-        key_dim=cfg.hidden,
-        score=cfg.score,
-        window=cfg.window,
-        dropout=cfg.attention_dropout,
+        cfg.rnn.attention,
+        query_dim=cfg.rnn.hidden,
+        key_dim=cfg.rnn.hidden,
+        score=cfg.rnn.score,
+        window=cfg.rnn.window,
+        dropout=cfg.transformer.attention_dropout,
     )
     return dict(
         tgt_embedding=tgt_emb,
         attention=attention,
-        cell=cfg.cell,
-        hidden=cfg.hidden,
+        cell=cfg.rnn.cell,
+        hidden=cfg.rnn.hidden,
         layers=cfg.decoder_layers,
         vocab_size=vocab,
         dropout=cfg.dropout,
-        input_feeding=cfg.input_feeding,
-        init_hidden=cfg.init_hidden,
-        tie_output=cfg.tie_embeddings and cfg.d_model == cfg.hidden,
+        input_feeding=cfg.rnn.input_feeding,
+        init_hidden=cfg.rnn.init_hidden,
+        tie_output=cfg.tie_embeddings and cfg.d_model == cfg.rnn.hidden,
     )
 
 
 def _region_embedding(cfg: ModelConfig, width: int, image_size: int) -> RegionEmbedding:
     regions = (
-        ConvRegions(width, region=cfg.region) if cfg.image_encoder == "cnn" else PatchRegions(width, region=cfg.region)
+        ConvRegions(width, region=cfg.image.region)
+        if cfg.image.encoder == "cnn"
+        else PatchRegions(width, region=cfg.image.region)
     )
-    positions = build_grid_positions(cfg.positions, d_model=width, max_grid=image_size // cfg.region)
+    positions = build_grid_positions(cfg.positions, d_model=width, max_grid=image_size // cfg.image.region)
     return RegionEmbedding(regions, positions=positions, dropout=cfg.dropout)
 
 
 def build_captioner(
     cfg: ModelConfig, *, vocab: int, pad_id: int, image_size: int
 ) -> RNNCaptioner | TransformerCaptioner:
-    """An image encoder (``cfg.image_encoder``) with the decoder of ``cfg.arch``, for
+    """An image encoder (``cfg.image.encoder``) with the decoder of ``cfg.arch``, for
     square images of ``image_size`` pixels; ``model.positions`` is the regions' 2-D scheme
     (and the Transformer decoder's 1-D one)."""
     check_model(cfg)
@@ -168,8 +172,8 @@ def build_captioner(
         embed = _region_embedding(cfg, cfg.d_model, image_size)
         encoder = (
             _encoder(cfg)
-            if cfg.image_encoder == "vit"
-            else TransformerEncoder([], d_model=cfg.d_model, norm_first=cfg.norm_first)
+            if cfg.image.encoder == "vit"
+            else TransformerEncoder([], d_model=cfg.d_model, norm_first=cfg.transformer.norm_first)
         )
         return TransformerCaptioner(
             src_embed=embed,
@@ -178,22 +182,22 @@ def build_captioner(
             decoder_layers=[
                 DecoderLayer(
                     cfg.d_model,
-                    cfg.heads,
-                    cfg.ffn,
+                    cfg.transformer.heads,
+                    cfg.transformer.ffn,
                     dropout=cfg.dropout,
-                    attention_dropout=cfg.attention_dropout,
-                    activation_dropout=cfg.activation_dropout,
-                    norm_first=cfg.norm_first,
+                    attention_dropout=cfg.transformer.attention_dropout,
+                    activation_dropout=cfg.transformer.activation_dropout,
+                    norm_first=cfg.transformer.norm_first,
                 )
                 for _ in range(cfg.decoder_layers)
             ],
             d_model=cfg.d_model,
             vocab_size=vocab,
-            norm_first=cfg.norm_first,
+            norm_first=cfg.transformer.norm_first,
             tie_output=cfg.tie_embeddings,
         )
-    embed = _region_embedding(cfg, cfg.hidden, image_size)
+    embed = _region_embedding(cfg, cfg.rnn.hidden, image_size)
     return RNNCaptioner(
-        encoder=ImageRNNEncoder(embed, cell=cfg.cell, hidden=cfg.hidden, layers=cfg.decoder_layers),
+        encoder=ImageRNNEncoder(embed, cell=cfg.rnn.cell, hidden=cfg.rnn.hidden, layers=cfg.decoder_layers),
         **_rnn_decoder(cfg, tgt_emb, vocab),
     )

@@ -43,7 +43,7 @@ class ConvRegions(nn.Module):
         halvings = int(math.log2(region))
         if region < 1 or 2**halvings != region:
             raise ValueError(
-                f"the CNN halves the resolution per stage: model.region must be a power of 2, got {region}"
+                f"the CNN halves the resolution per stage: model.image.region must be a power of 2, got {region}"
             )
         stages, width = [], 1
         for i in range(halvings):
@@ -67,7 +67,7 @@ class PatchRegions(nn.Module):
     def __init__(self, d_model: int, *, region: int) -> None:
         super().__init__()
         if region < 1:
-            raise ValueError(f"model.region must be >= 1, got {region}")
+            raise ValueError(f"model.image.region must be >= 1, got {region}")
         self.proj = nn.Conv2d(1, d_model, region, stride=region)
         self.norm = nn.LayerNorm(d_model)
         self.region = region

@@ -113,7 +113,7 @@ class RNNSeq2Seq(nn.Module):
     ) -> None:
         super().__init__()
         if init_hidden not in INIT_HIDDEN:
-            raise unknown_choice("model.init_hidden", init_hidden, INIT_HIDDEN)
+            raise unknown_choice("model.rnn.init_hidden", init_hidden, INIT_HIDDEN)
         self.init_hidden = init_hidden
         if encoder.layers != layers:
             raise ValueError(

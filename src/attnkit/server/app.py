@@ -38,9 +38,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from ..config import StudioLimits
 from ..viewer.captions import caption_page
 from ..viewer.html import page_html
+from .limits import StudioLimits
 from .schema import openapi
 from .service import VIEWS, RequestError, Studio, default_models
 

@@ -25,13 +25,13 @@ from typing import Literal, cast, overload
 import numpy as np
 
 from ..attention.record import MapView
-from ..config import StudioLimits
 from ..data.scenes import max_caption_words
 from ..inspection.capture import AttentionRecord, Prepared
 from ..inspection.explain import Walkthrough
 from ..loaded import Captioner, LoadedModel, load
 from ..search import SearchOptions
 from ..viewer.html import DIGITS, example_json, page_example
+from .limits import StudioLimits
 from .schema import attribution_methods, attribution_sides, parse_request
 
 VIEWS = ("overview", "tile", "top", "heads")  # calls on a held record
@@ -303,7 +303,7 @@ class Studio:
     def _embed(self, request: dict, m: StudioModel) -> dict:
         """Contextual vectors of a pretrained encoder: the cosine similarity of every pair of tokens
         at each depth (static table, embeddings, each layer), and the repeated words."""
-        from ..inspection.contextual import cosine_matrix, token_vectors
+        from ..inspection.contextual import cosine_matrix, depth_names, token_vectors
 
         if not m.model.capabilities.contextual:
             raise RequestError(f"{m.name} is {m.model.capabilities.a}: contextual vectors are shown for text encoders")
@@ -313,9 +313,7 @@ class Studio:
             v = token_vectors(m.model.contextual_encoder, [text])
         except ValueError as err:
             raise RequestError(str(err)) from None
-        depths = [("static", v.static)] + [
-            ("embeddings" if k == 0 else f"after layer {k - 1}", v.layers[k]) for k in range(v.layers.shape[0])
-        ]
+        depths = [("static", v.static)] + list(zip(depth_names(v.layers.shape[0]), v.layers))
         return {
             "model": m.name,
             "tokens": [t for _, _, t in v.labels],

@@ -26,7 +26,7 @@ def transformer_flops(m: ModelConfig, src_lens: Sequence[int], tgt_lens: Sequenc
     matmuls per pair of positions (causal self-attention counted whole, as computed), the
     cross-attention's K, V on the source, and the output layer on every target token."""
     s, t = np.asarray(src_lens, dtype=np.float64), np.asarray(tgt_lens, dtype=np.float64)
-    d, f = m.d_model, m.ffn
+    d, f = m.d_model, m.transformer.ffn
     enc = m.encoder_layers * (s.sum() * (4 * d * d + 2 * d * f) + 2 * (s * s).sum() * d)
     dec = m.decoder_layers * (
         t.sum() * (4 * d * d + 2 * d * d + 2 * d * f)  # self Q, K, V, O; cross Q, O; FFN
@@ -43,16 +43,16 @@ def rnn_flops(m: ModelConfig, src_lens: Sequence[int], tgt_lens: Sequence[int], 
     the score's projections, scores and context over the source (the
     window's 2D+1 positions for local attention), the attentional layer W_c and the output layer."""
     s, t = np.asarray(src_lens, dtype=np.float64), np.asarray(tgt_lens, dtype=np.float64)
-    e, h = m.d_model, m.hidden
-    gates = 4 if m.cell == "lstm" else 3
+    e, h = m.d_model, m.rnn.hidden
+    gates = 4 if m.rnn.cell == "lstm" else 3
     enc = sum(2 * gates * (h // 2) * ((e if i == 0 else h) + h // 2) for i in range(m.encoder_layers)) * s.sum()
-    first = e + h if m.input_feeding else e
+    first = e + h if m.rnn.input_feeding else e
     dec = sum(gates * h * ((first if i == 0 else h) + h) for i in range(m.decoder_layers)) * t.sum()
     # "general" projects each query (W_a^T h_t), concat and additive project queries and keys
     projections = {"general": t.sum(), "concat": t.sum() + s.sum(), "additive": t.sum() + s.sum()}
-    span = s if m.attention == "global" else np.minimum(s, 2 * m.window + 1)
-    predict = t.sum() * h * h if m.attention == "local-p" else 0.0  # p_t = S sigmoid(v_p^T tanh(W_p h_t))
-    att = projections.get(m.score, 0.0) * h * h + predict + 2 * (t * span).sum() * h + t.sum() * 2 * h * h
+    span = s if m.rnn.attention == "global" else np.minimum(s, 2 * m.rnn.window + 1)
+    predict = t.sum() * h * h if m.rnn.attention == "local-p" else 0.0  # p_t = S sigmoid(v_p^T tanh(W_p h_t))
+    att = projections.get(m.rnn.score, 0.0) * h * h + predict + 2 * (t * span).sum() * h + t.sum() * 2 * h * h
     return 3 * 2 * float(enc + dec + att + t.sum() * h * vocab)
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from ..config import Config, TokenizerConfig, ignored_keys
+from ..config import Config, TokenizerConfig, unread
+from ..config.files import flat
 from ..data.tokenizer import Tokenizer
 from ..data.vocabulary import WordVocabulary
 from ..loading.model_dir import load_model
@@ -40,14 +41,20 @@ def starting_point(cfg: Config) -> StartingPoint:
         raise ValueError(
             f"train.init_from={source} is a {saved.data.task} model; this run is data.task={cfg.data.task}"
         )
-    ours, theirs = dataclasses.asdict(cfg.model), dataclasses.asdict(saved.model)
-    unread = {key.removeprefix("model.") for key in ignored_keys(cfg)}  # keys this architecture does not read
-    differ = [k for k in ours if k not in _FREE_MODEL_KEYS and k not in unread and ours[k] != theirs[k]]
+    ours, theirs = (flat(dataclasses.asdict(c.model), "model.") for c in (cfg, saved))
+    skipped = unread(cfg)  # sections and keys this architecture does not read
+    differ = [
+        k
+        for k in ours
+        if k.rsplit(".", 1)[-1] not in _FREE_MODEL_KEYS
+        and not any(k == s or k.startswith(f"{s}.") for s in skipped)
+        and ours[k] != theirs[k]
+    ]
     if differ:
         k = differ[0]
-        more = f" (and {', '.join('model.' + d for d in differ[1:])})" if len(differ) > 1 else ""
+        more = f" (and {', '.join(differ[1:])})" if len(differ) > 1 else ""
         raise ValueError(
-            f"train.init_from={source} has model.{k}={theirs[k]!r}, this config {ours[k]!r}{more}: "
+            f"train.init_from={source} has {k}={theirs[k]!r}, this config {ours[k]!r}{more}: "
             "a run starts only from weights of its own shape"
         )
     return StartingPoint(saved.tokenizer, vocabulary, model.state_dict())

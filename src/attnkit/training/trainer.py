@@ -264,7 +264,7 @@ class Trainer:
         from ..inspection.capture import capture, model_info, save_records
 
         n, m = self.cfg.train.attention_snapshots, self.cfg.model
-        window = m.window if m.arch == "rnn" and m.attention.startswith("local") else None
+        window = m.rnn.window if m.arch == "rnn" and m.rnn.attention.startswith("local") else None
         was_training = self.model.training
         try:
             task = self.task
