@@ -10,7 +10,16 @@ import torch
 
 from attnkit.attention import record
 from attnkit.attention.record import AttentionCall, Recorder, groups
-from attnkit.heads.detectors import DELIMITERS, DETECTORS, NEEDLE, OFFSETS, applicable, copied_span, detect
+from attnkit.heads.detectors import (
+    DELIMITERS,
+    DETECTORS,
+    NEEDLE,
+    OFFSETS,
+    SINK_KEYS,
+    applicable,
+    copied_span,
+    detect,
+)
 
 ATOL = 1e-5
 
@@ -74,7 +83,8 @@ def _dense(w, queries, keys):
     out["duplicate_token"] = mean((w * same).sum(-1), same.any(-1))
     after = np.array([[1 <= j < ip[i] and keys[j - 1] == queries[i] for j in range(s)] for i in range(t)])
     out["induction"] = mean((w * after).sum(-1), after.any(-1))
-    out["sink"] = mean(w[..., 0], np.ones(t, bool))
+    causal = bool(np.all(np.triu(w, s - t + 1) == 0)) and t > 1
+    out["sink"] = mean(w[..., 0], ip + 1 >= SINK_KEYS if causal else np.ones(t, bool))
     top = w.argmax(-1)  # (h, t)
     needle = _needle(keys)
     if needle is not None:
@@ -91,7 +101,6 @@ def _dense(w, queries, keys):
         )
         out["retrieval"] = mean(copies.astype(float), answer)
     count = {k: keys.count(k) for k in keys}
-    causal = bool(np.all(np.triu(w, s - t + 1) == 0)) and t > 1
     seen = [range(ip[i] + 1) if causal else range(s) for i in range(t)]
     rarest = np.array([min(count[keys[j]] for j in seen[i]) for i in range(t)])
     hits = np.array([[count[keys[top[x, i]]] == rarest[i] for i in range(t)] for x in range(h)])
@@ -146,6 +155,21 @@ def test_a_planted_previous_token_head_and_sink_head_are_flagged():
     assert got["sink"][1] > DETECTORS["sink"].threshold > got["sink"][0]
     assert got["positional"][0] > 0.9 and got["positional_offset"][0] == -1
     assert got["broad"][2] == pytest.approx(39 / 40) and got["broad"][0] < 0.1  # query 0 sees one key: 0
+
+
+def test_an_even_causal_head_on_a_short_input_is_no_sink():
+    """Eight tokens, weights spread evenly: the first queries see the first token among few keys
+    (query 0 among one), so over every query the first token gets 0.34, past the threshold. Over
+    the queries that see SINK_KEYS keys or more it gets their mean 1 / (i + 1): 0.18."""
+    t = 8
+    w = torch.ones(1, t, t).tril()
+    w = w / w.sum(-1, keepdim=True)
+    tokens = [f"w{x}" for x in range(t)]
+    got = detect(AttentionCall("decoder", 0, weights=w, causal=True), tokens, tokens, ["sink"])
+    every_query = float(w[0, :, 0].mean())
+    assert every_query > DETECTORS["sink"].threshold
+    assert got["sink"][0] == pytest.approx(np.mean([1 / (i + 1) for i in range(SINK_KEYS - 1, t)]))
+    assert got["sink"][0] < DETECTORS["sink"].threshold
 
 
 def test_a_detector_the_attention_cannot_take_is_one_line():
@@ -209,7 +233,7 @@ def test_streamed_scores_equal_the_dense_ones_at_4096_tokens(monkeypatch):
     found = detect(call, tokens, tokens, ["previous_token", "duplicate_token", "induction", "sink", "distance"])
     expected = {
         "previous_token": w[:, torch.arange(1, t), torch.arange(t - 1)].mean(-1),
-        "sink": w[..., 0].mean(-1),
+        "sink": w[:, SINK_KEYS - 1 :, 0].mean(-1),
         "distance": (w * (i - j).abs()).sum(-1).mean(-1),
     }
     same = (ids[None, :] == ids[:, None]) & (j < i) & (ids[:, None] >= 0)

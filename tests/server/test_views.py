@@ -8,6 +8,7 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
+from attnkit.heads.detectors import SINK_KEYS
 from attnkit.server.app import create_app
 from attnkit.server.limits import StudioLimits
 from attnkit.server.schema import Atlas, Heads, Overview, Tile, Top, Translation
@@ -123,7 +124,8 @@ def test_the_atlas_scores_the_eager_maps_and_ablates_each_head(served):
     assert {"previous_token", "induction", "sink", "positional", "broad"} <= set(scores)
     t = eager.shape[2]
     w = eager.astype(np.float64)  # (layers, h, t, t), causal
-    np.testing.assert_allclose(scores["sink"], w[..., 0].mean(-1), atol=1e-5)
+    # causal: the sink counts the queries that see SINK_KEYS keys or more
+    np.testing.assert_allclose(scores["sink"], w[..., SINK_KEYS - 1 :, 0].mean(-1), atol=1e-5)
     np.testing.assert_allclose(scores["previous_token"], w[..., np.arange(1, t), np.arange(t - 1)].mean(-1), atol=1e-5)
     assert atlas.ablation is not None and atlas.ablation.measure.startswith("loss")
     effect = np.array(atlas.ablation.effect, dtype=float)

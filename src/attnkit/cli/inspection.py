@@ -227,13 +227,14 @@ def cmd_heads(args: argparse.Namespace) -> None:
         for flag, given in (("--ablate", args.ablate), ("--probe", args.probe)):
             if given:
                 raise ValueError(f"{flag} runs the model: give the model, not a saved .npz")
-        records, _ = _records(args)
+        records, info = _records(args)
     else:
         inputs = _probe(args) if args.probe else None
         shared, model = _sharded(args, lambda model, p: (model.capture(p), p), inputs, everywhere=bool(args.ablate))
         if shared is None:  # another process than the first: the first reports
             return
         records, prepared = [r for r, _ in shared], [p for _, p in shared]
+        info = model.info
         if args.ablate:  # every process ablates its share of the heads, and scores its share of the inputs
             ablated = _ablate(model, prepared, args)
             if ablated is None:
@@ -249,7 +250,13 @@ def cmd_heads(args: argparse.Namespace) -> None:
     print("\n\n".join(st.report() for st in stats))
     if args.output:
         name = Path(str(args.source)).name
-        title = f"{name}: how each head spreads its attention, averaged over {len(records)} sentence(s)"
+        from ..inspection.capture import model_label
+
+        n, what = len(records), model_label({k: v for k, v in info.items() if k != "name"})
+        title = (
+            f"{name}" + (f", {what}" if what != name else "") + ": how each head spreads its attention, "
+            f"mean over {n} {'sentence' if n == 1 else 'sentences'}"
+        )
         _figure(head_statistics_figure(stats, title=title), args)
 
 

@@ -194,6 +194,7 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         return max(found) if found else None
 
     effect_top, importance_top = top([a.ablation for a in atlases]), top([a.importance for a in atlases])
+    distance_top = top([a.scores.get("distance") for a in atlases])  # one scale of tokens for every kind
     kinds = []
     for a in atlases:
         grids = []
@@ -211,7 +212,7 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
                 flagged = zip(*np.nonzero(values >= d.threshold))
                 marks = {(int(li), int(h)): f"{int(a.offsets[li, h]):+d}".replace("-", "\u2212") for li, h in flagged}
             scale = "tokens" if name == "distance" else "share"
-            grids.append(Grid(head, values, scale, d.threshold, UNITS.get(name, "weight"), marks))
+            grids.append(Grid(head, values, scale, d.threshold, UNITS.get(name, "weight"), marks, top=distance_top))
         inputs = f"{a.inputs} input" + ("s" if a.inputs != 1 else "")
         kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads, {inputs}", _missing(a), grids))
     return plot_atlas(kinds, title=title)

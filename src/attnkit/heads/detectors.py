@@ -25,7 +25,10 @@ retrieval        Wu et al. 2024: copy-paste from a needle. Where the tokens end 
                  The share of those queries that copy; Wu et al. call a head a retrieval head
                  past 0.1
 sink             Xiao et al. 2023, Gu et al. 2024: w[i, 0], the weight on the first token; Gu et
-                 al. count a head as a sink head when it exceeds 0.3
+                 al. count a head as a sink head when it exceeds 0.3. In causal attention, queries
+                 that see at least SINK_KEYS keys: a query that sees three or fewer gives the first
+                 token 0.3 or more when it spreads its weight evenly, so its weight there says
+                 nothing of a sink (on short inputs those queries flagged every causal head)
 positional       Voita et al. 2019: the share of queries whose strongest key is at one offset
                  o = j - i' (|o| <= 8), for the offset where that share is largest; Voita et
                  al. call a head positional when it is at least 0.9
@@ -55,6 +58,7 @@ from ..attention.record import AttentionCall, head_block
 
 OFFSETS = 8  # the positional detector's offsets: -OFFSETS..OFFSETS
 NEEDLE = 4  # the retrieval detector's shortest needle, in tokens
+SINK_KEYS = 4  # causal queries the sink detector counts: those that see this many keys or more
 DELIMITERS = frozenset(
     {"[SEP]", "[CLS]", "<s>", "</s>", "<eos>", "<bos>", "<|endoftext|>", ".", ",", ";", ":", "!", "?"}
 )
@@ -279,7 +283,7 @@ def _block_scores(
     if "retrieval" in names:
         out["retrieval"] = _retrieval(w, i, ctx)
     if "sink" in names:
-        out["sink"] = (w[..., 0], None)
+        out["sink"] = (w[..., 0], i + 1 >= SINK_KEYS if ctx.causal else None)
     if "rare_word" in names:
         out["rare_word"] = _rare_word(w, i, ctx)
     if "delimiter" in names:

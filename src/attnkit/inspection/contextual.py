@@ -113,15 +113,22 @@ def pca_2d(x: np.ndarray) -> np.ndarray:
     return centred @ vt[:2].T
 
 
+def depth_names(depth: int) -> list[str]:
+    """Names of the ``depth`` stacked vectors of ``TokenVectors.layers``: the embeddings, then after
+    each layer, counted from 0 as everywhere in attnkit, the last one named so."""
+    names = ["embeddings (+ positions)"] + [f"after layer {k}" for k in range(depth - 1)]
+    if depth > 1:
+        names[-1] += " (the last)"
+    return names
+
+
 def contextual_figure(v: TokenVectors, words: list[str], *, title: str = ""):
     """The figure of ``plots.plot_contextual`` for ``v``: similarities of the static vectors and
     of the last layer's; one PCA projection per depth; the occurrences of ``words`` marked."""
     from ..plots.inspection import plot_contextual
 
     depth = v.layers.shape[0]
-    panels = [("static (token table)", v.static)] + [
-        ("embeddings (+ positions)" if k == 0 else f"after layer {k - 1}", v.layers[k]) for k in range(depth)
-    ]
+    panels = [("static (token table)", v.static)] + list(zip(depth_names(depth), v.layers))
     return plot_contextual(
         [f"{t} {sentence_name(s)}{p}" for s, p, t in v.labels],
         [(name, cosine_matrix(x)) for name, x in (panels[0], panels[-1])],

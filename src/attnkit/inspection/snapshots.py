@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.tokenizer import CONTINUES, SPACE
 from ..loading.model_dir import ModelDir
 from .capture import LABELS, AttentionRecord, load_records, model_label
+from .figures import layer_name
 
 
 def has_snapshots(path: str | Path) -> bool:
@@ -66,6 +68,17 @@ def _panel_title(step: int, info: dict) -> str:
     return f"step {step}" + (f"\n{', '.join(scores)}" if scores else "")
 
 
+def _bleu_every(run_dir: str | Path) -> int | None:
+    """The run's train.bleu_every, when its config says it (more than every validation)."""
+    from ..config import load_config
+
+    try:
+        every = load_config(Path(run_dir) / "config.yaml").train.bleu_every
+    except (FileNotFoundError, ValueError):
+        return None
+    return every if every > 1 else None
+
+
 def steps_figure(
     run_dir: str | Path,
     *,
@@ -98,13 +111,28 @@ def steps_figure(
             )
         )
     layers, heads = first.get(kind).shape[:2]
-    which = f"head {head}" if head != "mean" else "average of heads" if heads > 1 else "one attention (no heads)"
+    which = f"head {head}" if head != "mean" else "mean of heads" if heads > 1 else "one attention (no heads)"
     cross = kind == "cross"
+    tokens = {t for q, k, _ in rows for t in (*q, *k)}
+    every_nth = _bleu_every(run_dir)
+    note = [
+        "Rows: dev sentences, each with its reference output forced. Dev loss: label-smoothed cross-entropy, "
+        "above 0 even for perfect outputs. BLEU: greedy, on the dev set, at "
+        + (
+            f"every {every_nth}th validation from the first, and the last (train.bleu_every)"
+            if every_nth
+            else "every validation"
+        )
+        + "; the other steps have the loss alone."
+    ]
+    marks = [f"{mark} {what}" for mark, what in ((SPACE, "a word boundary on its own"),) if mark in tokens]
+    marks += [f"{CONTINUES}x a piece that continues a word"] if any(t.startswith(CONTINUES) for t in tokens) else []
+    if marks:
+        note.append("Tokens: " + "; ".join(marks) + ".")
     return plot_attention_steps(
         rows,
-        title=f"{LABELS[kind]} forming during training: {model_label(snaps[-1][2])}\n"
-        f"layer {layer % layers}, {which}; dev sentences with their reference outputs "
-        "(dev loss: label-smoothed cross-entropy, above 0 even for perfect outputs)",
+        title=f"{LABELS[kind]} forming during training\n{model_label(snaps[-1][2])}: {layer_name(layer, layers)}, {which}",
+        note="\n".join(note),
         xlabel="source" if cross else "key",
         ylabel="reference output" if cross else "query",
     )

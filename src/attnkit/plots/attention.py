@@ -59,7 +59,7 @@ def plot_alignment(
     ax.set_ylabel(ylabel)
     if p_t is not None:
         _draw_local_window(ax, np.asarray(p_t, dtype=float), window, s)
-        fig.legend(loc="outside lower center", ncol=3, fontsize=8, frameon=False)  # below the figure: covers no cell
+        fig.legend(loc="outside lower center", ncol=3, fontsize=9, frameon=False)  # below the figure: covers no cell
     ax.set_xlim(-0.5, s - 0.5)
     ax.set_ylim(t - 0.5, -0.5)
     scale = "fixed 0-1" if vmax == 1.0 else f"0-{top:.2g}, this figure's largest" if vmax is None else f"0-{top:g}"
@@ -78,25 +78,26 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
     if window is not None:
         for row, centre in enumerate(p_t):
             lo, hi = centre - window, centre + window
+            y = row + 0.36  # along the row's lower edge: the bar leaves the row's cells in view
             ax.plot(
                 [max(lo, -0.5), min(hi, edge)],
-                [row, row],
+                [y, y],
                 color=WINDOW_COLOUR,
-                lw=1.6,
+                lw=1.3,
                 solid_capstyle="butt",
-                path_effects=[patheffects.withStroke(linewidth=3.0, foreground="black")],
-                label="window p_t ± D" if row == 0 else None,
+                path_effects=[patheffects.withStroke(linewidth=2.4, foreground="black")],
+                label=f"window $p_t \\pm D$ (D = {window})" if row == 0 else None,
                 zorder=2,
             )
             ends = [x for x in (lo, hi) if -0.5 < x < edge]
-            ax.plot(ends, [row] * len(ends), ls="none", marker="|", ms=9, mew=2.0, color=WINDOW_COLOUR, zorder=2)
+            ax.plot(ends, [y] * len(ends), ls="none", marker="|", ms=6, mew=1.8, color=WINDOW_COLOUR, zorder=2)
     inside = p_t <= edge
     # each output step has its own centre: marks per row, never a line joining rows
     ax.plot(p_t[inside], rows[inside], ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8,
-            label="p_t", zorder=3)  # fmt: skip
+            label="$p_t$, the predicted centre", zorder=3)  # fmt: skip
     if (~inside).any():
         ax.plot(np.full((~inside).sum(), edge), rows[~inside], ls="none", color="white", marker=">", ms=7,
-                mec="black", mew=0.8, label="p_t past the last key", zorder=3, clip_on=False)  # fmt: skip
+                mec="black", mew=0.8, label="$p_t$ past the last key", zorder=3, clip_on=False)  # fmt: skip
 
 
 def _fontsize(n: int) -> float:
@@ -117,9 +118,17 @@ def plot_attention_grid(
     if len(query_tokens) != t or len(key_tokens) != s:
         raise ValueError(f"maps are {t}x{s} but got {len(query_tokens)} query and {len(key_tokens)} key tokens")
     cols = heads + (1 if with_mean and heads > 1 else 0)
-    size = min(max(1.6, min(3.2, 0.13 * max(t, s))), (WIDTH - 1.6) / cols)  # at most a docs column wide
-    fig = Figure(figsize=(1.6 + cols * size, 0.9 + layers * size), layout="constrained")
-    axes = np.atleast_2d(fig.subplots(layers, cols, squeeze=False))
+    gap = 0.25 if cols > heads else 0.0  # the mean column set apart from the heads
+    size = min(max(1.6, min(3.2, 0.13 * max(t, s))), (WIDTH - 1.6) / (cols + gap))  # at most a docs column wide
+    fig = Figure(figsize=(1.6 + (cols + gap) * size, 0.9 + layers * size), layout="constrained")
+    ratios = [1.0] * heads + ([gap, 1.0] if gap else [])
+    grid = np.atleast_2d(fig.subplots(layers, len(ratios), squeeze=False, width_ratios=ratios))
+    if gap:
+        for ax in grid[:, heads]:
+            ax.set_visible(False)
+        axes = np.concatenate([grid[:, :heads], grid[:, heads + 1 :]], axis=1)
+    else:
+        axes = grid
     fs = _fontsize(max(t, s))
     for li in range(layers):
         for ci in range(cols):
@@ -129,7 +138,7 @@ def plot_attention_grid(
             ax.set_xticks([])
             ax.set_yticks([])
             if li == 0:
-                ax.set_title("mean" if ci >= heads else f"head {ci}", fontsize=9)
+                ax.set_title("mean of heads" if ci >= heads else f"head {ci}", fontsize=9)
             if ci == 0:
                 ax.set_ylabel(f"layer {li}", fontsize=9)
                 if layers * t <= 60:  # token labels only where they can be read
@@ -137,7 +146,7 @@ def plot_attention_grid(
             if li == layers - 1 and cols * s <= 160:
                 ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs)
                 upright_spaces(ax)
-    fig.colorbar(im, ax=axes, shrink=0.6, label="attention weight (one scale, 0 to 1, for every panel)")
+    fig.colorbar(im, ax=grid, shrink=0.6, label="attention weight (one scale, 0 to 1, for every panel)")
     if title:  # wrapped to the figure's width
         width = int(fig.get_figwidth() * 11)
         fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=11)
@@ -148,20 +157,25 @@ def plot_attention_steps(
     rows: Sequence[tuple[Sequence[str], Sequence[str], Sequence[tuple[int | str, np.ndarray]]]],
     *,
     title: str = "",
+    note: str = "",
     xlabel: str = "source",
     ylabel: str = "output",
 ) -> Figure:
     """Attention as training proceeds: one row per sentence, (query tokens, key tokens,
     [(step, (t, s) matrix), ...]); one column per step, every panel on one 0..1 scale. A step
-    given as a string is the panel's title as it is (a step and its dev scores, say). The figure
-    is a docs column wide: four steps or fewer keep their token labels readable."""
+    given as a string is the panel's title as it is (a step and its dev scores, say); ``note``:
+    what the figure's reader needs to know, in small type under the panels. The figure is a docs
+    column wide: four steps or fewer keep their token labels readable."""
     if not rows or not rows[0][2]:
         raise ValueError("no snapshots to draw")
     cols = len(rows[0][2])
     longest = max(max(len(q), len(k)) for q, k, _ in rows)
     size = min(max(1.8, min(3.0, 0.16 * longest)), (WIDTH - 1.8) / cols)  # at most a docs column wide
     label = 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under each row for its rotated key labels
-    fig = Figure(figsize=(1.8 + cols * size, 1.2 + len(rows) * (size + 0.6 + label)), layout="constrained")
+    width = 1.8 + cols * size
+    note = "\n".join(textwrap.fill(line, int(width * 14)) for line in note.split("\n")) if note else ""
+    height = 1.2 + len(rows) * (size + 0.6 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
+    fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(len(rows), cols, squeeze=False)
     fs = min(9.0, max(6.0, size / longest * 72 * 0.7))  # a label about 0.7 of its cell
     for r, (q, k, panels) in enumerate(rows):
@@ -180,6 +194,8 @@ def plot_attention_steps(
                 ax.set_xlabel(xlabel, fontsize=9)
     fig.colorbar(im, ax=axes, shrink=0.7, label="attention weight (one scale, 0 to 1, for every panel)")
     if title:  # wrapped to the figure's width
-        width = int(fig.get_figwidth() * 11)
-        fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=11)
+        chars = int(width * 11)
+        fig.suptitle("\n".join(textwrap.fill(line, chars) for line in title.split("\n")), fontsize=11)
+    if note:
+        fig.supxlabel(note, fontsize=8.5, ha="left", x=0.01, color="#374151")
     return fig

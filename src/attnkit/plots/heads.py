@@ -3,6 +3,7 @@ then one layers x heads grid per detector with the heads it flags outlined."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from matplotlib.ticker import MaxNLocator
 from .layout import WIDTH
 
 MINUS = "\u2212"
+NOTE_CHARS = round(WIDTH * 11)  # characters of a 10.5 pt bold line across the figure
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,12 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "")
     panel_w = WIDTH / cols
     panel_h = float(np.clip(panel_w * 0.85 * layers / heads, 1.0, 4.5)) + 1.0  # the grid, title and colour bar
     rows = [-(-len(grids) // cols) for _, _, grids in kinds]
-    heights = [r * panel_h + 0.55 for r in rows]
+    notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") for _, n, _ in kinds]
+    heights = [r * panel_h + 0.55 + 0.2 * extra for r, extra in zip(rows, notes)]
     fig = Figure(figsize=(WIDTH, sum(heights) + (0.45 if title else 0)), layout="constrained")
     subs = fig.subfigures(len(kinds), 1, height_ratios=heights, squeeze=False)[:, 0]
     for sub, (label, note, grids), r in zip(subs, kinds, rows):
+        note = textwrap.fill(note, NOTE_CHARS, break_on_hyphens=False)  # a long note wraps within the page
         sub.suptitle(label + (f"\n{note}" if note else ""), fontsize=10.5, x=0.01, ha="left", fontweight="bold")
         axes = sub.subplots(r, cols, squeeze=False)
         for ax in axes.flat[len(grids) :]:

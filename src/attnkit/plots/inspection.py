@@ -20,13 +20,16 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     s, d_k = w.k.shape
     shown = min(d_k, dims)
     rows = 1.4 + 0.22 * s  # inches a row of heatmaps needs: a line a key, its title and colour bar
-    bars = 3.4 if s <= 20 else 4.0  # the scores and the weights, their keys below
-    fig = Figure(figsize=(WIDTH, 2 * rows + bars + 0.7), layout="constrained")  # a docs column wide
-    axes = fig.subplot_mosaic(
-        [["qk", "prod"], ["scores", "softmax"], ["values", "values"]], height_ratios=[rows, bars, rows]
-    )
+    bars = 3.4  # the scores and the weights, their keys below
+    wide = s > 20  # a long input's scores and weights each take the figure's width, for their key labels
+    layout: list[Any] = [["qk", "prod"], ["scores", "scores"], ["softmax", "softmax"], ["values", "values"]]
+    if not wide:
+        layout = [["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
+    heights = [rows, bars, bars, rows] if wide else [rows, bars, rows]
+    fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout="constrained")  # a docs column wide
+    axes = fig.subplot_mosaic(layout, height_ratios=heights)
     labels = list(w.key_tokens)
-    ticks: dict[str, Any] = dict(fontsize=9 if s <= 20 else 7)
+    ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
     # a long input's key labels stand upright side by side; a short one's lean, easier to read
     slant: dict[str, Any] = (
         dict(rotation=60, ha="right", rotation_mode="anchor") if s <= 20 else dict(rotation=90, ha="center")
@@ -59,7 +62,15 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     _softmax_panel(axes["softmax"], w, x, labels, dict(slant, **ticks))
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
         _window(axes, w, s)
-    axes["softmax"].legend(fontsize=8, loc="upper center", ncol=1)
+    if wide:  # between the panel's title and the panel: a legend covers no bar
+        for name in ("scores", "softmax"):
+            axes[name].set_title(axes[name].get_title(), pad=34)
+            axes[name].legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False,
+                              borderaxespad=0.2)  # fmt: skip
+    else:  # in the headroom above the weights, and where the scores leave room
+        axes["softmax"].set_ylim(0, 1.38)
+        axes["softmax"].legend(fontsize=8, loc="upper center", ncol=1)
+        axes["scores"].legend(fontsize=8)
 
     weighted = w.weights[:, None] * w.v[:, :shown]
     value, total = ("h̄_s", "c_t = Σ a_s h̄_s") if w.recurrent else ("v", "z = Σ a_j v_j")
@@ -107,7 +118,6 @@ def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]
     ax.set_xticks(x, labels, **ticks)
     upright_spaces(ax)
     ax.set(ylabel="score")
-    ax.legend(fontsize=8)
 
 
 def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
@@ -127,8 +137,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
     ax.set_xticks(x, labels, **ticks)
     upright_spaces(ax)
-    # headroom above 1 for the legend, so that it never covers a bar
-    ax.set(ylim=(0, 1.38), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
+    ax.set(ylim=(0, 1.05), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
 
 
 def _window(axes, w, s: int) -> None:
@@ -139,14 +148,13 @@ def _window(axes, w, s: int) -> None:
                       label=f"window p_t ± D (p_t = {w.p_t:.2f}, D = {w.window})")  # fmt: skip
         panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1)
         panel.set_xlim(-0.5, s - 0.5)
-    axes["scores"].legend(fontsize=8)
 
 
 def plot_head_statistics(panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *, title: str = "") -> Figure:
     """One row per attention kind (label, normalised entropy (L, h), mean largest weight (L, h)):
     its entropy beside its largest weight, each measure on one scale down its column."""
     rows = len(panels)
-    fig = Figure(figsize=(WIDTH, 2.2 * rows + 1.4 + (0.3 if title else 0)), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 2.2 * rows + 1.0 + (0.3 if title else 0)), layout="constrained")
     axes = fig.subplots(rows, 2, squeeze=False)
     measures = (("normalised entropy (1 = uniform)", "magma"), ("mean largest weight", "viridis"))
     images: list[Any] = [None, None]
@@ -168,7 +176,7 @@ def plot_head_statistics(panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *
             if ri == 0:
                 ax.set_title(name, fontsize=10)
     for ci, (name, _) in enumerate(measures):
-        fig.colorbar(images[ci], ax=list(axes[:, ci]), location="bottom", shrink=0.8, aspect=30, label=name)
+        fig.colorbar(images[ci], ax=list(axes[:, ci]), location="bottom", shrink=0.8, aspect=30, pad=0.01, label=name)
     if title:
         fig.suptitle(textwrap.fill(title, int(WIDTH * 12)), fontsize=11)
     return fig
@@ -210,8 +218,14 @@ def plot_contextual(
         places: dict[tuple[int, int], list[int]] = {}
         unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
         for i in sorted(marked):
-            ax.scatter(xy[i, 0], xy[i, 1], s=30, color=colours[marked[i] % len(colours)], zorder=3)
             places.setdefault(tuple(np.round(unit[i] * 12).astype(int)), []).append(i)
+        for members in places.values():  # tokens at one place: one ring per sentence, the largest below
+            shown = list(dict.fromkeys(marked[i] for i in members))
+            for rank, k in enumerate(shown):
+                first = next(i for i in members if marked[i] == k)
+                size = 30 * (1 + 1.2 * (len(shown) - 1 - rank))
+                ax.scatter(xy[first, 0], xy[first, 1], s=size, color=colours[k % len(colours)], zorder=3 + rank,
+                           edgecolors="white", linewidths=0.6)  # fmt: skip
         _place_labels(
             ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places.values()]
         )
@@ -252,24 +266,44 @@ def plot_contextual(
 def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
     """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``, moving a
     label down (with a thin leader line) when it would overlap one already placed, and to the
-    point's left when it would leave the panel."""
+    point's left (its right end beside the point) when it would leave the panel. A label lies on a
+    white ground: a point behind it does not cross its letters."""
     placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
+    marks = {i: (0.05 + unit[i]) / 1.1 for i, _ in items}  # the labelled points (matplotlib's 5 % margins)
+
+    def clash(left: float, ty: float, width: float) -> bool:
+        return any(abs(ty - py) < height and left < px + pw and px < left + width for px, py, pw in placed)
+
+    def covers(left: float, ty: float, width: float, own: int) -> bool:  # another labelled point
+        return any(j != own and left - 0.01 < px < left + width + 0.01 and ty - 0.01 < py < ty + height
+                   for j, (px, py) in marks.items())  # fmt: skip
+
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
-        x, y = (0.05 + unit[i]) / 1.1  # matplotlib's default 5 % data margins
+        x, y = marks[i]
         width = 0.022 * len(text)
         right = x + 0.02 + width > 1.0
         left = x - 0.02 - width if right else x + 0.02
         ty = min(y + 0.02, 0.92)  # inside the panel: a label never crosses its top
-        while any(abs(ty - py) < height and left < px + pw and px < left + width for px, py, pw in placed):
+        first = None  # the first place free of labels, if none is free of labelled points too
+        for _ in range(12):
+            if not clash(left, ty, width):
+                first = ty if first is None else first
+                if not covers(left, ty, width, i):
+                    break
             ty -= height
+        else:
+            ty = first if first is not None else ty
         placed.append((left, ty, width))
         moved = abs(ty - (y + 0.02)) > 0.03
         ax.annotate(
             text,
             xy[i],
-            xytext=(left, ty),
+            xytext=(x - 0.02, ty) if right else (left, ty),  # anchored by its right end: its width is estimated
             textcoords="axes fraction",
             fontsize=7,
             va="bottom",
+            ha="right" if right else "left",
+            bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.75},
+            zorder=6,
             arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280"} if moved else None,
         )

@@ -114,10 +114,11 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     else:  # both signs (a learned bias): a diverging scale centred on 0
         lim = max(-low, high)
         cmap, vmin, vmax = "RdBu_r", -lim, lim
+    slopes = _linear_slopes(bias)
     im = None
     for n, (ax, h) in enumerate(zip(axes, shown)):
         im = ax.imshow(bias[h], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
-        ax.set_title(f"head {h}", fontsize=10)
+        ax.set_title(f"head {h}" + (f": m = {slopes[h]}" if slopes else ""), fontsize=10)
         if n // cols == rows - 1 or n + cols >= len(shown):  # axis names on the outer panels only
             ax.set_xlabel("key j", fontsize=9)
         if n % cols == 0:
@@ -132,14 +133,33 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     mid = t // 2
     offsets = np.arange(t) - mid
     for h in range(heads):
-        ax_l.plot(offsets, bias[h, mid], lw=1.4, label=f"head {h}")
+        ax_l.plot(offsets, bias[h, mid], lw=1.4, label=f"head {h}" + (f": −{slopes[h]} |j − i|" if slopes else ""))
     ax_l.set(xlabel="offset j − i", ylabel="bias added to the score")
-    ax_l.set_title(f"each head's bias seen from query i = {mid}", fontsize=10)
+    seen = f"each head's bias seen from query i = {mid}"
+    if slopes:  # the gentlest slopes look flat on the steepest's scale
+        seen += "\nm halves from head to head, so the last heads' lines lie close to 0"
+    ax_l.set_title(seen, fontsize=10)
     if heads <= 8:
         ax_l.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _linear_slopes(bias: np.ndarray) -> list[str]:
+    """Each head's m, written as a fraction where it is one over a power of two, when every head's
+    bias is exactly -m |j - i| (ALiBi); else none."""
+    t = bias.shape[-1]
+    distance = np.abs(np.arange(t)[:, None] - np.arange(t)[None, :])
+    m = -bias[:, 0, 1] if t > 1 else np.zeros(len(bias))
+    if t < 2 or not np.allclose(bias, -m[:, None, None] * distance, rtol=1e-5, atol=1e-6):
+        return []
+    out = []
+    for value in m:
+        power = np.log2(1 / value) if value > 0 else np.nan
+        exact = np.isfinite(power) and abs(power - round(power)) < 1e-6
+        out.append(f"1/{2 ** round(power)}" if exact and power >= 1 else f"{value:.3g}")
+    return out
 
 
 def plot_relative_index(
