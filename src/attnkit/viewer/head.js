@@ -10,6 +10,7 @@
     const box = $("head-chips"); box.innerHTML = "";
     const h = heads(), nk = keys(example(), state.kind).length;
     if (nk > LONG) html("span", { class: "mode", id: "long-note" }, box, `a long input (${nk} keys): each query's ${LINES_PER_QUERY} strongest keys are drawn`);
+    minimumControl(box);
     if (h === 1) return;
     const apart = html("button", { type: "button", id: "apart", title: "show the chosen heads apart, each in its colour" }, box,
                        state.apart ? "heads apart" : "average");
@@ -47,16 +48,41 @@
       : state.head === "mean" ? `the average of ${h} heads; click a head to see it alone` : `head ${state.head} alone; click it again for the average`);
   }
 
+  function minimumControl(box) {  // lines weaker than this are not drawn
+    const label = html("label", { class: "mode", id: "min-weight-label", title: "lines of a smaller weight are not drawn" }, box,
+                       "hide lines under ");
+    const range = html("input", { type: "range", id: "min-weight", min: "0", max: "0.3", step: "0.01", value: String(state.minWeight) }, label);
+    const value = html("span", {}, label, state.minWeight.toFixed(2));
+    range.addEventListener("input", () => { state.minWeight = +range.value; value.textContent = state.minWeight.toFixed(2); drawLines(); });
+  }
+
+  function drawKey() {  // what a line's width and strength say, under the lines
+    const svg = $("lines-key"), x = 8, y = 13, font = "12px";
+    svg.innerHTML = "";
+    const g = el("g", { class: "key" }, svg);
+    const label = el("text", { x: x, y: y, "font-size": font, fill: "#667085", "dominant-baseline": "middle" }, g);
+    label.textContent = state.scale === "row" ? "line: weight ÷ its query's largest" : "line: weight";
+    let at = x + textWidth([label.textContent], `${font} ${FAMILY}`) + 14;
+    for (const o of [0.1, 0.25, 0.5, 1]) {
+      el("line", { x1: at, y1: y, x2: at + 44, y2: y, stroke: ONE_COLOUR, "stroke-width": (1 + 4 * o).toFixed(2),
+                   "stroke-opacity": lineOpacity(o, 1).toFixed(3) }, g);
+      const t = el("text", { x: at + 50, y: y, "font-size": font, fill: "#667085", "dominant-baseline": "middle" }, g);
+      t.textContent = String(o);
+      at += 50 + textWidth([t.textContent], `${font} ${FAMILY}`) + 18;
+    }
+  }
+  const lineOpacity = (o, heads) => Math.min(1, 0.2 + (heads > 1 ? 0.72 : 0.8) * o);  // the faintest line drawn stays visible
+
   function drawLines() {
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k);
     const svg = $("lines"); svg.innerHTML = "";
     const room = area(), n = Math.max(rows.length, cols.length);
-    const row = clamp(Math.floor((room.h - 90) / n), 16, 32), top = 10;
-    const size = clamp(Math.round(row * 0.62), 11, 16), font = `${size}px ${FAMILY}`;
+    const row = clamp(Math.floor((room.h - 160) / n), 16, 48), top = 10;  // the rows share the pane's height
+    const size = clamp(Math.round(row * 0.5), 11, 18), font = `${size}px ${FAMILY}`;
     const wq = textWidth(rows.map((i) => q[i]), font) + 18, wk = textWidth(cols.map((j) => k[j]), font) + 18;
-    const gap = clamp(room.w - wq - wk - 8, 160, 720);
-    svg.setAttribute("width", wq + gap + wk);
+    const gap = clamp(room.w - wq - wk - 8, 160, 1200);
+    svg.setAttribute("width", Math.max(wq + gap + wk, 420));
     svg.setAttribute("height", top * 2 + row * n);
     svg.style.fontSize = `${size}px`;
     const yq = (r) => top + row * (r + 0.5), yk = (c) => top + row * (c + 0.5);
@@ -76,14 +102,15 @@
         if (cols.length > LONG) { for (const j of drawn) held += W[i][j]; for (const j of cols) total += W[i][j]; }
         drawn.forEach((j) => {
         const c = colIndex.get(j), o = W[i][j] / div[r];
-        if (o < 0.03) return;
-        const opacity = Math.min(1, 0.12 + (layers.length > 1 ? 0.8 : 0.95) * o);
+        if (o < state.minWeight || o <= 0) return;
+        const opacity = lineOpacity(o, layers.length);
         el("line", { x1: wq, y1: yq(r) + dy, x2: wq + gap, y2: yk(c) + dy, stroke: stroke, "stroke-width": (1 + 4 * o).toFixed(2),
                      "stroke-opacity": opacity.toFixed(3), "data-q": i, "data-k": j, "data-h": h,
                      "data-o": opacity.toFixed(3) }, g);
         });
       });
     }
+    drawKey();
     // Labels: every token's, or for a long input only those near the visible part of the pane (drawn
     // again as it scrolls), so that the page lays out a few hundred labels, not thousands.
     const byToken = new Map();  // "q3" / "k5" -> its lines, where its label goes, and the label once drawn
@@ -124,7 +151,7 @@
       if (state.tab === "head" && svg.band && svg.band[0] !== -Infinity) { drawLabels(); svg.focus = null; applyFocus(); }
     };
     svg.byToken = byToken; svg.focus = null;
-    const target = (e) => (e.target.tagName === "text" ? { side: e.target.dataset.side, i: +e.target.dataset.i } : null);
+    const target = (e) => (e.target.tagName === "text" && e.target.dataset.side ? { side: e.target.dataset.side, i: +e.target.dataset.i } : null);
     svg.onmouseover = (e) => { const t = target(e); if (t) { state.hover = t; applyFocus(); } };
     svg.onmouseout = (e) => { if (target(e)) { state.hover = null; applyFocus(); } };
     svg.onclick = (e) => {

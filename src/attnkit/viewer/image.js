@@ -23,7 +23,7 @@
     }
     const row = matrixOf(state.layer, state.head)[query], patches = Array.from(row).slice(first);
     const top = Math.max(1e-9, ...patches), room = area();
-    const side = clamp(Math.floor(Math.min((room.w - 80) / 2, room.h - 160)), 160, 520);
+    const side = clamp(Math.floor(Math.min((room.w - 80) / 2, room.h - 160)), 160, 900);
     const wrap = html("div", { class: "image-pair" }, box);
     const img = html("img", { src: ex.image, alt: "the image as the model saw it", width: side, height: side }, wrap);
     img.style.imageRendering = "pixelated";

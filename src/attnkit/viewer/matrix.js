@@ -13,14 +13,14 @@
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
     const room = area(), sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
     const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
-    const full = Math.min((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 90) / rows.length);
+    const full = Math.min((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 150) / rows.length);  // room for the key and hint below
     const view = state.zoom && state.zoom.rows === rows.length && state.zoom.cols === cols.length ? state.zoom
       : { r: 0, c: 0, nr: rows.length, nc: cols.length, rows: rows.length, cols: cols.length };
     state.zoom = view.nr === rows.length && view.nc === cols.length ? null : view;
-    const base = Math.min(44, Math.max(full, Math.min(6, 640 / Math.max(rows.length, cols.length))));
+    const base = Math.min(80, Math.max(full, Math.min(6, 640 / Math.max(rows.length, cols.length))));  // the pane filled
     const cell = base * Math.min(rows.length / view.nr, cols.length / view.nc);  // px per cell, zoom included
     const labelled = cell >= 7;
-    const font = cell >= 14 ? `${Math.min(14, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
+    const font = cell >= 14 ? `${Math.min(16, Math.round(cell * 0.3) + 6)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;

@@ -8,7 +8,7 @@
   function strip(values, lim, px, dims, what) {  // the chosen dims of one vector as coloured cells (blue < 0 < red)
     const c = document.createElement("canvas");
     c.width = dims.length; c.height = 1;
-    c.style.width = `${dims.length * px}px`; c.style.height = "14px";
+    c.style.width = `${dims.length * px}px`; c.style.height = `${stripHeight}px`;
     const ctx = c.getContext("2d");
     dims.forEach((d, x) => { ctx.fillStyle = diverging(values[d] / lim); ctx.fillRect(x, 0, 1, 1); });
     c.addEventListener("mousemove", (e) => {
@@ -19,6 +19,7 @@
     return c;
   }
   const TOP_DIMS = 32;  // at most this many dimensions of a vector are shown, unless all are asked for
+  let stripHeight = 14;  // a vector's cells, px high: set from the pane's height for each walk-through
   function topDims(rows, d) {  // indices of the d dims with the largest sum of |value| over rows, in index order
     const all = [...Array(rows[0].length).keys()];
     if (state.allDims || all.length <= d) return all;
@@ -61,10 +62,15 @@
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 4 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
-    const strips = w.recurrent ? 2 : 3, room = area().w - (w.recurrent ? 700 : 560);
+    // the table's rows share the pane's height (a row 22 to 40 px, its text and strips growing with it)
+    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (w.key_tokens.length + 2)), 22, 40);
+    const fontPx = clamp(Math.round(rowH * 0.5), 12, 16);
+    stripHeight = rowH - 8;
+    box.style.setProperty("--neuron-font", `${fontPx}px`);
+    const strips = w.recurrent ? 2 : 3, room = pane.w - (w.recurrent ? 58 : 36) * fontPx;  // less the numeric columns
     const fit = clamp(Math.floor(room / strips / 4), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
-    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 12);
+    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
     if (w.d_k > kd.length || state.allDims) {
       const bar = html("div", { class: "dims" }, box);
       html("span", {}, bar, kd.length < w.d_k
@@ -109,7 +115,7 @@
         html("td", {}, r, w.allowed[j] ? "" : "masked (−∞)");
       }
       const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
-      bar.style.width = `${Math.round(60 * w.weights[j])}px`;
+      bar.style.width = `${Math.round(5 * fontPx * w.weights[j])}px`;
       cell.appendChild(document.createTextNode(fmt(w.weights[j])));
       if (!w.recurrent) html("td", {}, r).appendChild(strip(w.v[j].map((v) => v * w.weights[j]), vLim, px, vd, `a_j v_j of “${tok}”`));
     });

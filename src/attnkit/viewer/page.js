@@ -14,7 +14,8 @@
   const SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const $ = (id) => document.getElementById(id);
   const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), apart: false, scale: "abs",
-                  hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false, zoom: null };
+                  hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false, zoom: null,
+                  minWeight: 0.03 };  // the head view's faintest line
   const ONE_COLOUR = "#2563eb";  // lines of one head, or of the average: per-head colours only when heads are apart
   let examples = DATA.examples || [];
   let modelInfo = DATA.model || {};
@@ -245,6 +246,7 @@
   function selectTab(tab, redraw = true) {
     state.tab = tab;
     document.body.classList.toggle("atlas", tab === "atlas");  // the layer, head and scale choices do not apply
+    document.body.classList.toggle("attribution", tab === "attribution");  // nor the scale: each method has its own
     $("readout").textContent = "";
     for (const b of $("tabs").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.tab === tab);
     for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== `tab-${tab}`;
