@@ -4,6 +4,7 @@ would need more (a run is never ended by the operating system's out-of-memory ki
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 HEADROOM = 0.8  # of the memory available, what one step may plan to take
 
@@ -19,8 +20,20 @@ def available_bytes() -> int:
     return 1 << 62
 
 
-def check_fits(need: int, what: str, hint: str) -> None:
-    """A ValueError saying how much ``what`` needs and what reduces it, when that exceeds what is free."""
-    free = available_bytes()
+def device_bytes(device: Any) -> int:
+    """Memory free on an accelerator (CUDA's own count); the system's for the CPU."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return available_bytes()
+
+
+def check_fits(need: int, what: str, hint: str, device: Any = None) -> None:
+    """A ValueError saying how much ``what`` needs and what reduces it, when that exceeds what is
+    free: on ``device`` when it is an accelerator, else in the system's memory."""
+    on_gpu = device is not None and str(device).startswith("cuda")
+    free = device_bytes(device) if on_gpu else available_bytes()
     if need > HEADROOM * free:
         raise ValueError(f"{what} needs {need / 1e9:.1f} GB and {free / 1e9:.1f} GB is free: {hint}")

@@ -248,3 +248,9 @@ def test_the_measure_forms_no_map_and_refuses_a_gradient_that_would_not_fit(llam
     monkeypatch.setattr(memory, "available_bytes", lambda: need)  # less than the headroom allows
     with pytest.raises(ValueError, match="importance gradient of an input of .* tokens needs"):
         head_importance(model, prepared)
+    # the ablation's forward is estimated too: the scores and their log-softmax at least
+    forward = ablation.forward_bytes(model.network(), 20)
+    assert 2 * 4 * 20 * model.network().get_input_embeddings().weight.shape[0] < forward < need
+    monkeypatch.setattr(memory, "available_bytes", lambda: forward)
+    with pytest.raises(ValueError, match="model's forward over an input of .* tokens needs"):
+        ablation.ablation_effects(model, prepared)

@@ -150,6 +150,14 @@ def ablation_effects(
         raise ValueError(f"ablation is 'zero' or 'mean', not {mode!r}")
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
+    network = model.network()
+    longest = max(len(p.src_ids) + len(p.tgt_in_ids or []) for p in prepared)
+    check_fits(
+        forward_bytes(network, longest),
+        f"the model's forward over an input of {longest:,} tokens",
+        "give shorter inputs (--probe-tokens)",
+        _device(network),
+    )
     modules = attention_modules(model, prepared[0])
     measured = measure(model, prepared)
     means = head_means(model, prepared, measured) if mode == "mean" else None
@@ -172,18 +180,38 @@ def ablation_effects(
     return measured, base, out
 
 
+def _table(network: torch.nn.Module) -> tuple[int, int, int]:
+    """The model's largest matrix, its token table: (its rows V, its width d, the parameters outside it)."""
+    tables = [p for p in network.parameters() if p.dim() == 2]
+    if not tables:
+        return 0, 0, 0
+    table = max(tables, key=lambda p: p.numel())
+    rest = sum(p.numel() for p in network.parameters()) - table.numel()
+    return max(table.shape), min(table.shape), rest
+
+
+def _device(network: torch.nn.Module) -> torch.device:
+    return next(network.parameters()).device
+
+
+def forward_bytes(network: torch.nn.Module, tokens: int) -> int:
+    """About the memory one input's forward without gradients holds, from the model's shape: per
+    token its output scores and their log-softmax (2 V, float32) and the widest activations one
+    layer holds at a time (about 16 d: queries, keys, values, the feed-forward's 4 d and its
+    gates); no layer's activations outlive the next layer. The ablation measure runs this
+    forward once per head. On a model of SmolLM2-135M's shape it is 430 kB a token; a head's
+    ablation peaked at 393 (benchmarks/atlas_scale.py, 4,033 tokens)."""
+    vocab, width, _ = _table(network)
+    return 4 * tokens * (2 * vocab + 16 * width)
+
+
 def gradient_bytes(network: torch.nn.Module, tokens: int) -> int:
     """About the memory one input's gradient pass holds, from the model's shape alone: per token,
     its output scores three times over (scores, log-softmax, their gradient: 3 V for a table of V
     tokens of width d) and about 24 activations of width d a layer, a layer holding about 12 d^2
     parameters: 2 P / d for the P parameters outside the table (float32). On a model of
     SmolLM2-135M's shape it is 2.07 MB a token; the pass took 2.0 (benchmarks/atlas_scale.py)."""
-    tables = [p for p in network.parameters() if p.dim() == 2]
-    if not tables:
-        return 0
-    table = max(tables, key=lambda p: p.numel())
-    vocab, width = max(table.shape), min(table.shape)
-    rest = sum(p.numel() for p in network.parameters()) - table.numel()
+    vocab, width, rest = _table(network)
     return 4 * tokens * (3 * vocab + 2 * rest // max(1, width))
 
 
@@ -202,6 +230,7 @@ def head_importance(
         gradient_bytes(model.network(), longest),
         f"the importance gradient of an input of {longest:,} tokens",
         "give shorter inputs (--probe-tokens), or fewer at once",
+        _device(model.network()),
     )
     modules = attention_modules(model, prepared[0])
     measured = measured or measure(model, prepared)
