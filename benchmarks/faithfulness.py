@@ -288,41 +288,50 @@ def deletion_insertion(name: str, sources: list[str], refs: list[str], seed: int
     results["tau"] = {m: float(np.mean(v)) for m, v in results["tau"].items()}
     results["tvd"] = float(np.mean(results["tvd"]))
     results["seconds_per_sentence"] = {m: t / len(sources) for m, t in timing.items()}
+    results["sentences"] = len(sources)
     return results
 
 
 def plot_curves(all_results: dict[str, dict], path: Path) -> None:
+    """One row per model: the deletion and insertion curves, and beside them each method's AOPC
+    (deletion / insertion) in its curve's colour, so that no legend lies over a curve."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 3.6 * len(all_results)), layout="constrained")
-    axes = fig.subplots(len(all_results), 2, squeeze=False)
+    from attnkit.plots.layout import WIDTH
+
+    fig = Figure(figsize=(WIDTH, 2.6 * len(all_results) + 0.7), layout="constrained")
+    axes = fig.subplots(len(all_results), 3, squeeze=False, width_ratios=[1, 1, 0.72])
     x = np.linspace(0, 100, 11)
     colours = {m: f"C{i}" for i, m in enumerate(["attention", "rollout", "value-norm", *GRADIENT])}
+    colours["random"] = "0.4"
     for row, (name, res) in zip(axes, all_results.items()):
-        for ax, key, what in (
-            (row[0], "curves_del", "deletion (most important first)"),
-            (row[1], "curves_ins", "insertion into an empty source"),
-        ):
+        for ax, key, what in ((row[0], "curves_del", "deletion"), (row[1], "curves_ins", "insertion")):
             for m, curve in res[key].items():
-                style = {"color": "0.4", "linestyle": "--"} if m == "random" else {"color": colours[m]}
-                aopc = res["aopc_del" if key == "curves_del" else "aopc_ins"][m]
-                ax.plot(x, curve, marker="o", markersize=3, label=f"{LABELS.get(m, m)} ({aopc:.2f})", **style)
-            ax.set_title(f"{name}: {what}", fontsize=10)
-            ax.set_xlabel("% of the source's tokens (</s> stays)")
-            ax.set_ylabel("change in the reference's\nmean log-probability per token")
+                ax.plot(x, curve, marker="o", markersize=2.5, lw=1.3, color=colours[m],
+                        linestyle="--" if m == "random" else "-")  # fmt: skip
+            ax.set_title(f"{name}: {what}", fontsize=9.5)
+            ax.set_xlabel("% of source tokens " + ("deleted" if key == "curves_del" else "inserted"), fontsize=9)
+            ax.tick_params(labelsize=8.5)
             ax.grid(alpha=0.3)
-            ax.legend(
-                fontsize=7,
-                title="method (AOPC)",
-                title_fontsize=7,
-                loc="lower left" if key == "curves_del" else "lower right",
-            )
+        row[0].set_ylabel("change in the reference's\nmean log-prob. per token", fontsize=9)
+        table = row[2]
+        table.axis("off")
+        table.set_title("AOPC, deletion / insertion", fontsize=9.5)
+        methods = sorted(res["aopc_del"], key=lambda m: -res["aopc_del"][m])
+        for k, m in enumerate(methods):
+            y = 0.92 - k * 0.13
+            table.text(0.0, y, LABELS.get(m, m), color=colours[m], fontsize=9, transform=table.transAxes, va="top")
+            table.text(1.0, y, f"{res['aopc_del'][m]:.2f} / {res['aopc_ins'][m]:.2f}", color=colours[m],
+                       fontsize=9, ha="right", transform=table.transAxes, va="top")  # fmt: skip
+    first = next(iter(all_results.values()))
+    mean_of = f" Mean of {first['sentences']} sentences." if "sentences" in first else ""
     fig.suptitle(
-        "AOPC (in the legend): the mean change over the curve, the drop for deletion and the rise for insertion; "
-        "higher is better. Mean of 100 sentences.",
-        fontsize=9,
+        "Deleting (or inserting) source tokens most important first, by each method: the reference's\n"
+        "log-probability falls (rises) faster for a faithful method. AOPC: the mean change over the curve, "
+        f"higher is better; dashed: a random order.{mean_of}",
+        fontsize=9.5,
     )
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=130)
 
 
 def main() -> None:
@@ -337,7 +346,8 @@ def main() -> None:
     ap.add_argument("--replot", action="store_true", help="only redraw aopc.png from results.json")
     args = ap.parse_args()
     if args.replot:
-        plot_curves(json.loads((args.out / "results.json").read_text())["multi30k"], args.out / "aopc.png")
+        saved = json.loads((args.out / "results.json").read_text())["multi30k"]
+        plot_curves({n: {"sentences": args.sentences, **r} for n, r in saved.items()}, args.out / "aopc.png")
         return
     if args.data is None:
         ap.error("give --data (the Multi30k directory) or set ATTNKIT_MULTI30K")
@@ -371,6 +381,7 @@ def main() -> None:
     for name in args.models if "multi30k" in args.parts else ():
         start = time.perf_counter()
         results["multi30k"][name] = deletion_insertion(name, sources, refs, seed=0)
+        saved.write_text(json.dumps(results, indent=1))  # each model's results kept as they come
         print(f"{name}: {time.perf_counter() - start:.0f} s")
         print(json.dumps({k: v for k, v in results["multi30k"][name].items() if not k.startswith("curves")}, indent=1))
     saved.write_text(json.dumps(results, indent=1))

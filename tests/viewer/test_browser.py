@@ -164,13 +164,15 @@ def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser,
     page.goto(path.resolve().as_uri())
     assert page.is_hidden("#live")  # a static file has no server to ask
 
-    def pixel(x, y):  # image pixel (x, y) of the 10x zoomed canvas, at its centre
+    def pixel(x, y):  # image pixel (x, y) of the zoomed canvas, at its centre
+        zoom = page.evaluate("document.getElementById('view').width") // image.shape[1]
         return page.evaluate(
             f"Array.from(document.getElementById('view').getContext('2d')"
-            f".getImageData({x * 10 + 5}, {y * 10 + 5}, 1, 1).data.slice(0, 3))"
+            f".getImageData({x * zoom + zoom // 2}, {y * zoom + zoom // 2}, 1, 1).data.slice(0, 3))"
         )
 
     page.hover(".word >> nth=0")
+    assert page.evaluate("document.getElementById('view').width") >= 10 * image.shape[1]  # the window's room
     assert pixel(5, 9) != pixel(12, 1)  # inside the attended region: lit; elsewhere: the image
     assert pixel(12, 1) == pixel(0, 15)
     text = page.inner_text("#readout")

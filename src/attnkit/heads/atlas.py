@@ -13,7 +13,7 @@ import numpy as np
 
 from ..atomic import write_text
 from ..inspection.capture import LABELS, AttentionRecord
-from .detectors import DETECTORS, Sums, detect_sums, fitting, frequencies
+from .detectors import DETECTORS, SINK_KEYS, Sums, detect_sums, fitting, frequencies
 
 
 @dataclass
@@ -215,7 +215,12 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
             grids.append(Grid(head, values, scale, d.threshold, UNITS.get(name, "weight"), marks, top=distance_top))
         inputs = f"{a.inputs} input" + ("s" if a.inputs != 1 else "")
         kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads, {inputs}", _missing(a), grids))
-    return plot_atlas(kinds, title=title)
+    note = (
+        "Outlined in red: a head at or past its paper's threshold (\u2265 in the panel's title); ranked: the paper "
+        "gives no threshold. The ablation and importance scales are shared by every kind. Sink: the weight on the "
+        f"first token, in causal attention over the queries that see {SINK_KEYS} keys or more."
+    )
+    return plot_atlas(kinds, title=title, note=note)
 
 
 def _missing(a: Atlas) -> str:

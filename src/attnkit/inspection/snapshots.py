@@ -68,6 +68,12 @@ def _panel_title(step: int, info: dict) -> str:
     return f"step {step}" + (f"\n{', '.join(scores)}" if scores else "")
 
 
+def _ordinal(n: int) -> str:
+    """2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def _bleu_every(run_dir: str | Path) -> int | None:
     """The run's train.bleu_every, when its config says it (more than every validation)."""
     from ..config import load_config
@@ -119,7 +125,7 @@ def steps_figure(
         "Rows: dev sentences, each with its reference output forced. Dev loss: label-smoothed cross-entropy, "
         "above 0 even for perfect outputs. BLEU: greedy, on the dev set, at "
         + (
-            f"every {every_nth}th validation from the first, and the last (train.bleu_every)"
+            f"every {_ordinal(every_nth)} validation from the first, and the last (train.bleu_every)"
             if every_nth
             else "every validation"
         )

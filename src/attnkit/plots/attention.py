@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib import patheffects
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 from ..data.tokenizer import SPACE
 from .layout import WIDTH, upright_spaces
@@ -72,29 +73,30 @@ def plot_alignment(
 
 def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
     """p_t per output row (a white dot; a white triangle at the edge when it lies past the last
-    key) and the window [p_t - D, p_t + D] as an orange bar with end ticks where it ends inside."""
+    key) and the window [p_t - D, p_t + D] as an orange outline round the row's cells in it."""
     edge = s - 0.5
     rows = np.arange(len(p_t))
     if window is not None:
         for row, centre in enumerate(p_t):
-            lo, hi = centre - window, centre + window
-            y = row + 0.36  # along the row's lower edge: the bar leaves the row's cells in view
-            ax.plot(
-                [max(lo, -0.5), min(hi, edge)],
-                [y, y],
-                color=WINDOW_COLOUR,
-                lw=1.3,
-                solid_capstyle="butt",
-                path_effects=[patheffects.withStroke(linewidth=2.4, foreground="black")],
-                label=f"window $p_t \\pm D$ (D = {window})" if row == 0 else None,
-                zorder=2,
+            lo, hi = max(centre - window, -0.5), min(centre + window, edge)
+            # an outline round the row's window: it belongs to its row and leaves the cells in view
+            ax.add_patch(
+                Rectangle(
+                    (lo, row - 0.42),
+                    hi - lo,
+                    0.84,
+                    fill=False,
+                    edgecolor=WINDOW_COLOUR,
+                    lw=1.2,
+                    path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
+                    label=f"window $p_t \\pm D$ (D = {window})" if row == 0 else None,
+                    zorder=2,
+                )
             )
-            ends = [x for x in (lo, hi) if -0.5 < x < edge]
-            ax.plot(ends, [y] * len(ends), ls="none", marker="|", ms=6, mew=1.8, color=WINDOW_COLOUR, zorder=2)
     inside = p_t <= edge
     # each output step has its own centre: marks per row, never a line joining rows
     ax.plot(p_t[inside], rows[inside], ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8,
-            label="$p_t$, the predicted centre", zorder=3)  # fmt: skip
+            label="$p_t$, the predicted centre", zorder=3, clip_on=False)  # fmt: skip
     if (~inside).any():
         ax.plot(np.full((~inside).sum(), edge), rows[~inside], ls="none", color="white", marker=">", ms=7,
                 mec="black", mew=0.8, label="$p_t$ past the last key", zorder=3, clip_on=False)  # fmt: skip

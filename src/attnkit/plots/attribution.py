@@ -3,6 +3,7 @@ score of any panel, said on the colour bar), so the methods compare."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,16 +32,20 @@ def plot_methods(
     ncols = max(1, min(len(panels), int((WIDTH - 1.4) // 2.6)))  # as many as fit a docs column, then more rows
     side = min(side, (WIDTH - 1.4) / ncols)
     nrows = -(-len(panels) // ncols)
-    row_height = max(2.2, side * min(1.0, rows / cols) + 1.0)  # a one-row panel still leaves the bar room
+    fs = 10 if max(rows, cols) <= 20 else 8 if max(rows, cols) <= 40 else 6
+    turned = fs / 72 * 0.62 * max(map(len, col_tokens), default=1)  # inches of the turned key labels
+    titles = [textwrap.fill(name, max(12, int(side * 12))) for name, _ in panels]  # each within its panel
+    lines = max(t.count("\n") + 1 for t in titles)
+    # a panel's map, its turned labels, axis name and title: a row no taller than what it holds
+    row_height = max(2.2, (side - 0.3) * min(1.0, rows / cols) + turned + 0.45 + 0.2 * lines)  # less the labels' width
     fig = Figure(figsize=(1.4 + side * ncols, row_height * nrows + 0.6), layout="constrained")
     grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
     for ax in grid[len(panels) :]:
         ax.set_visible(False)
     axes = grid[: len(panels)]
-    fs = 10 if max(rows, cols) <= 20 else 8 if max(rows, cols) <= 40 else 6
     top = max(1e-9, max(float(scores.max()) for _, scores in panels))
     im = None
-    for ax, (name, scores) in zip(axes, panels):
+    for ax, name, (_, scores) in zip(axes, titles, panels):
         im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
         ax.set_xticks(range(cols), list(col_tokens), rotation=90, fontsize=fs)
         upright_spaces(ax)

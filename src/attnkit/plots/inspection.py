@@ -25,7 +25,11 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     layout: list[Any] = [["qk", "prod"], ["scores", "scores"], ["softmax", "softmax"], ["values", "values"]]
     if not wide:
         layout = [["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
-    heights = [rows, bars, bars, rows] if wide else [rows, bars, rows]
+    if wide:
+        kept_rows = int((w.weights >= 0.005).sum())
+        heights = [rows, bars, bars, 1.4 + 0.22 * (kept_rows + 1)]
+    else:
+        heights = [rows, bars, rows]
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout="constrained")  # a docs column wide
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     labels = list(w.key_tokens)
@@ -62,30 +66,33 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     _softmax_panel(axes["softmax"], w, x, labels, dict(slant, **ticks))
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
         _window(axes, w, s)
-    if wide:  # between the panel's title and the panel: a legend covers no bar
-        for name in ("scores", "softmax"):
-            axes[name].set_title(axes[name].get_title(), pad=34)
-            axes[name].legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False,
-                              borderaxespad=0.2)  # fmt: skip
-    else:  # in the headroom above the weights, and where the scores leave room
-        axes["softmax"].set_ylim(0, 1.38)
-        axes["softmax"].legend(fontsize=8, loc="upper center", ncol=1)
-        axes["scores"].legend(fontsize=8)
+    for name in ("scores", "softmax"):  # between the panel's title and the panel: a legend covers no bar
+        entries = len(axes[name].get_legend_handles_labels()[0])
+        columns = 2 if wide else 1
+        axes[name].set_title(axes[name].get_title(), pad=8 + 13 * -(-entries // columns))
+        axes[name].legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=columns, frameon=False,
+                          borderaxespad=0.2)  # fmt: skip
 
-    weighted = w.weights[:, None] * w.v[:, :shown]
+    # a long input's weighted rows: those with a weight worth drawing (the rest are 0 at two decimals)
+    kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
+    weighted = w.weights[kept, None] * w.v[kept, :shown]
     value, total = ("h̄_s", "c_t = Σ a_s h̄_s") if w.recurrent else ("v", "z = Σ a_j v_j")
+    left_out = f" ({s - len(kept)} of {s} keys, weight under 0.005, left out)" if len(kept) < s else ""
     heatmap(
         axes["values"],
         np.vstack([weighted, w.context[None, :shown]]),
-        "5. the encoder states weighted, a_s h̄_s, and their sum c_t"
-        if w.recurrent
-        else "5. weighted values a_j v_j and their sum z",
+        (
+            "5. the encoder states weighted, a_s h̄_s, and their sum c_t"
+            if w.recurrent
+            else "5. weighted values a_j v_j and their sum z"
+        )
+        + left_out,
         "value",
         dim_label if w.recurrent else dim_label.replace("d_k", "d_v"),
     )
-    axes["values"].axhline(s - 0.5, color="black", lw=1.5)
+    axes["values"].axhline(len(kept) - 0.5, color="black", lw=1.5)
     axes["values"].set_yticks(
-        range(s + 1), [f"{a:.2f} · {value}: {t}" for a, t in zip(w.weights, labels)] + [total], **ticks
+        range(len(kept) + 1), [f"{w.weights[j]:.2f} · {value}: {labels[j]}" for j in kept] + [total], **ticks
     )
     for ax in axes.values():
         ax.title.set_fontsize(10)
@@ -230,6 +237,7 @@ def plot_contextual(
             ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places.values()]
         )
         ax.set_title(name, fontsize=9)
+        ax.margins(MARGIN)  # no point or ring on the panel's frame
         ax.set_xticks([])
         ax.set_yticks([])
     for ax in grid.flat[len(projections) :]:
@@ -263,13 +271,16 @@ def plot_contextual(
     return fig
 
 
+MARGIN = 0.09  # a projection panel's data margins, of its width and height
+
+
 def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
     """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``, moving a
     label down (with a thin leader line) when it would overlap one already placed, and to the
     point's left (its right end beside the point) when it would leave the panel. A label lies on a
     white ground: a point behind it does not cross its letters."""
     placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
-    marks = {i: (0.05 + unit[i]) / 1.1 for i, _ in items}  # the labelled points (matplotlib's 5 % margins)
+    marks = {i: (MARGIN + unit[i]) / (1 + 2 * MARGIN) for i, _ in items}  # the labelled points, in axes fractions
 
     def clash(left: float, ty: float, width: float) -> bool:
         return any(abs(ty - py) < height and left < px + pw and px < left + width for px, py, pw in placed)

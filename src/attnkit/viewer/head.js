@@ -8,6 +8,8 @@
   } = lib;
   function drawChips() {
     const box = $("head-chips"); box.innerHTML = "";
+    const mean = $("head").querySelector("option[value=mean]");  // the sidebar names what is drawn
+    if (mean) mean.textContent = state.apart ? "the heads chosen, apart" : "average of heads";
     const h = heads(), nk = keys(example(), state.kind).length;
     if (nk > LONG) html("span", { class: "mode", id: "long-note" }, box, `a long input (${nk} keys): each query's ${LINES_PER_QUERY} strongest keys are drawn`);
     minimumControl(box);

@@ -62,9 +62,9 @@
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 4 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
-    // the table's rows share the pane's height (a row 22 to 40 px, its text and strips growing with it)
-    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (w.key_tokens.length + 2)), 22, 40);
-    const fontPx = clamp(Math.round(rowH * 0.5), 12, 16);
+    // the table's rows share the pane's height (a row 19 to 40 px, its text and strips growing with it)
+    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (w.key_tokens.length + 2)), 19, 40);
+    const fontPx = clamp(Math.round(rowH * 0.5), 11, 16);
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
     const strips = w.recurrent ? 2 : 3, room = pane.w - (w.recurrent ? 58 : 36) * fontPx;  // less the numeric columns

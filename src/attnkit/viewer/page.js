@@ -245,8 +245,9 @@
   // ---- tabs and drawing ----------------------------------------------------------------
   function selectTab(tab, redraw = true) {
     state.tab = tab;
-    document.body.classList.toggle("atlas", tab === "atlas");  // the layer, head and scale choices do not apply
-    document.body.classList.toggle("attribution", tab === "attribution");  // nor the scale: each method has its own
+    // the layer, head and scale choices apply to the maps: not to the atlas (every head), an attribution
+    // (each method its own layers and scale) or the positions
+    document.body.classList.toggle("atlas", ["atlas", "attribution", "positions"].includes(tab));
     $("readout").textContent = "";
     for (const b of $("tabs").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.tab === tab);
     for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== `tab-${tab}`;
@@ -321,6 +322,7 @@
     $("text").title = `${m.name} takes up to ${m.max_tokens.toLocaleString("en")} tokens here (${m.max_tokens_by} set the limit)`;
     if (["positions", "embed", "image", "attribution"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[can.writes || "none"] || "";
+    $("text").dispatchEvent(new Event("input"));  // the box fits its text
     VIEWS.neuron.clear();
   }
 
@@ -406,10 +408,18 @@
     $("live").hidden = false;
     $("tabs").querySelector("[data-tab=positions]").hidden = false;
     $("tabs").querySelector("[data-tab=atlas]").hidden = false;
-    LIVE.models.forEach((m) => option($("model"), m.name, `${m.name} (${m.capabilities.summary})`));
+    LIVE.models.forEach((m) => {  // the name in the select (it fits the sidebar), what it is on hover and below
+      option($("model"), m.name, m.name);
+      $("model").lastChild.title = m.capabilities.summary;
+    });
     $("model").addEventListener("change", (e) => { chooseModel(e.target.value); submit(); });
     $("live").addEventListener("submit", (e) => { e.preventDefault(); submit(); });
     $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); submit(); } });
+    const fitText = () => {  // the box grows with its text (to 8 lines), so no line scrolls out of sight
+      const t = $("text"); t.style.height = "auto"; t.style.height = `${Math.min(t.scrollHeight + 2, 170)}px`;
+    };
+    $("text").addEventListener("input", fitText);
+    fitText();
     $("example-box").hidden = true;
     chooseModel(LIVE.models[0].name);
     submit();
