@@ -235,7 +235,8 @@ def test_a_long_input_in_the_studio_at_8192_tokens(browser, tmp_path):
         for _ in range(12):  # zoom in at the pointer until every cell has its pixels
             page.mouse.wheel(0, -100)
             page.wait_for_timeout(100)
-        page.wait_for_timeout(1500)
+        # the server's exact cells drawn (a busy machine may take seconds)
+        page.wait_for_function("document.getElementById('matrix').dataset.exact === 'true'", timeout=120_000)
         page.mouse.move(at[0] + 3, at[1] + 3)
         readout = page.inner_text("#readout")
         assert "(exact)" in readout, readout

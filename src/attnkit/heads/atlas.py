@@ -220,7 +220,7 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         "gives no threshold. The ablation and importance scales are shared by every kind. Sink: the weight on the "
         f"first token, in causal attention over the queries that see {SINK_KEYS} keys or more."
     )
-    return plot_atlas(kinds, title=title, note=note)
+    return plot_atlas(kinds, title=title, footnote=note)
 
 
 def _missing(a: Atlas) -> str:

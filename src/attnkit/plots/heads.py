@@ -35,7 +35,7 @@ class Grid:
     top: float | None = None
 
 
-def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "", note: str = "") -> Figure:
+def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "", footnote: str = "") -> Figure:
     """One block of panels per attention kind (its heading, a note under it, its grids). Cells
     carry their values where a cell is wide enough to read them: shares to two digits, tokens to
     one decimal, effects and importance in thousandths when they are below 1."""
@@ -48,7 +48,7 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
     rows = [-(-len(grids) // cols) for _, _, grids in kinds]
     notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") for _, n, _ in kinds]
     heights = [r * panel_h + 0.55 + 0.2 * extra for r, extra in zip(rows, notes)]
-    foot = 0.2 * (textwrap.fill(note, round(WIDTH * 14)).count("\n") + 1) + 0.1 if note else 0
+    foot = 0.2 * (textwrap.fill(footnote, round(WIDTH * 14)).count("\n") + 1) + 0.1 if footnote else 0
     fig = Figure(figsize=(WIDTH, sum(heights) + (0.45 if title else 0) + foot), layout="constrained")
     subs = fig.subfigures(len(kinds), 1, height_ratios=heights, squeeze=False)[:, 0]
     for sub, (label, note, grids), r in zip(subs, kinds, rows):
@@ -61,8 +61,8 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
             _panel(sub, ax, grid, numbers=panel_w / heads >= 0.3)
     if title:
         fig.suptitle(title, fontsize=13, fontweight="bold")
-    if note:  # how to read the outlines and ranks, under every block
-        fig.supxlabel(textwrap.fill(note, round(WIDTH * 14)), fontsize=9, ha="left", x=0.01, color="#374151")
+    if footnote:  # how to read the outlines and ranks, under every block
+        fig.supxlabel(textwrap.fill(footnote, round(WIDTH * 14)), fontsize=9, ha="left", x=0.01, color="#374151")
     return fig
 
 

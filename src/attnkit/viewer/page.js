@@ -248,6 +248,10 @@
     // the layer, head and scale choices apply to the maps: not to the atlas (every head), an attribution
     // (each method its own layers and scale) or the positions
     document.body.classList.toggle("atlas", ["atlas", "attribution", "positions"].includes(tab));
+    document.body.classList.toggle("every-map", tab === "model");  // every layer and head at once
+    document.body.classList.toggle("no-attention", tab === "positions");  // the scheme alone, no input's attention
+    const mean = $("head").querySelector("option[value=mean]");  // the head view names heads drawn apart itself
+    if (mean && tab !== "head") mean.textContent = "average of heads";
     $("readout").textContent = "";
     for (const b of $("tabs").querySelectorAll("button")) b.classList.toggle("selected", b.dataset.tab === tab);
     for (const s of document.querySelectorAll("main > section")) s.hidden = s.id !== `tab-${tab}`;
