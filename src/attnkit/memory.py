@@ -33,7 +33,6 @@ def device_bytes(device: Any) -> int:
 def check_fits(need: int, what: str, hint: str, device: Any = None) -> None:
     """A ValueError saying how much ``what`` needs and what reduces it, when that exceeds what is
     free: on ``device`` when it is an accelerator, else in the system's memory."""
-    on_gpu = device is not None and str(device).startswith("cuda")
-    free = device_bytes(device) if on_gpu else available_bytes()
+    free = available_bytes() if device is None else device_bytes(device)
     if need > HEADROOM * free:
         raise ValueError(f"{what} needs {need / 1e9:.1f} GB and {free / 1e9:.1f} GB is free: {hint}")

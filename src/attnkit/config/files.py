@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from .rules import check_config
-from .schema import Config, ImageConfig, RNNConfig, TransformerConfig, unread
+from .schema import Config, ImageConfig, RNNConfig, TransformerConfig, is_unread, unread
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -185,7 +185,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, warn: b
 def given_but_ignored(data: dict[str, Any], cfg: Config) -> list[str]:
     """The keys a config mapping sets that ``cfg`` does not read (``unread``), in the mapping's order."""
     skipped = unread(cfg)
-    return [k for k in flat(data) if any(k == s or k.startswith(f"{s}.") for s in skipped)]
+    return [k for k in flat(data) if is_unread(k, skipped)]
 
 
 def save_config(config: Config, path: str | Path) -> None:

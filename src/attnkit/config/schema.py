@@ -207,3 +207,8 @@ def unread(cfg: Config) -> list[str]:
     else:
         out += ["model.image", *(f"data.{k}" for k in CAPTION_DATA_KEYS)]
     return out
+
+
+def is_unread(key: str, skipped: list[str]) -> bool:
+    """Whether the dotted ``key`` is one of ``skipped`` (``unread``'s list) or lies in a section of it."""
+    return any(key == s or key.startswith(f"{s}.") for s in skipped)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from ..config import Config, TokenizerConfig, unread
 from ..config.files import flat
+from ..config.schema import Config, TokenizerConfig, is_unread, unread
 from ..data.tokenizer import Tokenizer
 from ..data.vocabulary import WordVocabulary
 from ..loading.model_dir import load_model
@@ -46,9 +46,7 @@ def starting_point(cfg: Config) -> StartingPoint:
     differ = [
         k
         for k in ours
-        if k.rsplit(".", 1)[-1] not in _FREE_MODEL_KEYS
-        and not any(k == s or k.startswith(f"{s}.") for s in skipped)
-        and ours[k] != theirs[k]
+        if k.rsplit(".", 1)[-1] not in _FREE_MODEL_KEYS and not is_unread(k, skipped) and ours[k] != theirs[k]
     ]
     if differ:
         k = differ[0]
