@@ -3,7 +3,7 @@ has attention worth looking at (a model with random weights spreads its weight a
 
     python benchmarks/docs_lm.py --minutes 8                 # writes /tmp/attnkit-docs-lm
     attnkit serve /tmp/attnkit-docs-lm                         # then paste a long part of the docs
-    python benchmarks/docs_lm.py --screens docs/images       # the studio's long views, 1280 x 800
+    python benchmarks/docs_lm.py --screens docs/images       # the studio's long views, 1,400 x 900
 
 A Llama (RoPE, grouped key/value heads) of 4 layers x 4 heads (2 key/value heads), hidden 128,
 trained from scratch with AdamW on random 2,048-token windows of the README and docs/*.md
@@ -117,7 +117,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
         server.stdout.readline()  # type: ignore[union-attr]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium")
-            page = browser.new_context(viewport={"width": 1280, "height": 800}, bypass_csp=True).new_page()
+            page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_function("/generated/.test(document.getElementById('status').textContent)")
             page.fill("#text", text)
@@ -128,25 +128,21 @@ def screens(model: Path, out: Path, tokens: int) -> None:
             rows = "document.querySelectorAll('table.heads tr[data-layer]').length === 16"
             page.wait_for_function(rows, timeout=300_000)
 
-            def shot(name: str, last: str) -> None:  # the pane beside the controls, down to ``last``
-                stage, end = page.locator("#stage").bounding_box(), page.locator(last).bounding_box()
-                assert stage is not None and end is not None
-                height = min(800 - stage["y"], end["y"] + end["height"] + 6 - stage["y"])
-                clip = {"x": stage["x"], "y": stage["y"], "width": stage["width"], "height": height}
-                page.screenshot(path=str(out / name), clip=clip)
+            def shot(name: str) -> None:  # the whole window, as every screenshot of the docs
+                page.screenshot(path=str(out / name))
 
             page.click("table.heads th[data-stat=max_weight]")  # the most focused heads first
-            shot("studio_long_heads.png", "table.heads")
+            shot("studio_long_heads.png")
             page.locator("table.heads tr[data-layer]").first.click()  # its matrix
             done = "/computed in/.test(document.getElementById('readout').textContent)"
             page.wait_for_function(done, timeout=120_000)
-            shot("studio_long_matrix.png", "#legend")
+            shot("studio_long_matrix.png")
             page.evaluate(
                 "(() => { const t = attnkit.example().remote.decoder[2];"
                 " attnkit.state.long = { kind: 'decoder', region: [t - 40, t, t - 40, t] }; attnkit.draw(); })()"
             )
             page.wait_for_function("document.getElementById('matrix').dataset.exact === 'true'", timeout=120_000)
-            shot("studio_long_tile.png", "#legend")
+            shot("studio_long_tile.png")
             browser.close()
     finally:
         server.terminate()

@@ -6,6 +6,7 @@ figure of selected steps."""
 from __future__ import annotations
 
 import itertools
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +75,27 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def _data_label(run_dir: str | Path) -> str:
+    """What the run learned, as a title says it: "Multi30k en→de", "digit scenes", else its first
+    dev pair ('pairs like "22 november 2026" → "2026-11-22"'); "" when its config cannot tell."""
+    from ..config import load_config
+
+    try:
+        data = load_config(Path(run_dir) / "config.yaml").data
+    except (FileNotFoundError, ValueError):
+        return ""
+    if data.task == "caption":
+        return "digit scenes"
+    if data.multi30k:
+        return f"Multi30k {data.src_lang}→{data.tgt_lang}"
+    try:
+        pair = [Path(f).read_text(encoding="utf-8").split("\n", 1)[0].strip() for f in (data.dev_src, data.dev_tgt)]
+    except (TypeError, OSError, UnicodeDecodeError):
+        return ""
+    short = [textwrap.shorten(text, 32, placeholder="…") for text in pair]
+    return f'pairs like "{short[0]}" → "{short[1]}"' if all(short) else ""
+
+
 def _bleu_every(run_dir: str | Path) -> int | None:
     """The run's train.bleu_every, when its config says it (more than every validation)."""
     from ..config import load_config
@@ -135,9 +157,10 @@ def steps_figure(
     marks += [f"{CONTINUES}x a piece that continues a word"] if any(t.startswith(CONTINUES) for t in tokens) else []
     if marks:
         note.append("Tokens: " + "; ".join(marks) + ".")
+    data = _data_label(run_dir)
     return plot_attention_steps(
         rows,
-        title=f"{LABELS[kind]} forming during training\n{model_label(snaps[-1][2])}: {layer_name(layer, layers)}, {which}",
+        title=f"{LABELS[kind]} forming during training{' on ' + data if data else ''}\n{model_label(snaps[-1][2])}: {layer_name(layer, layers)}, {which}",
         note="\n".join(note),
         xlabel="source" if cross else "key",
         ylabel="reference output" if cross else "query",

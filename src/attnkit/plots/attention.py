@@ -131,7 +131,8 @@ def plot_attention_grid(
         axes = np.concatenate([grid[:, :heads], grid[:, heads + 1 :]], axis=1)
     else:
         axes = grid
-    fs = _fontsize(max(t, s))
+    # a label no taller than its row or column of cells, so that turned neighbours do not touch
+    fs = min(_fontsize(max(t, s)), 0.9 * size * 72 / max(t, s))
     for li in range(layers):
         for ci in range(cols):
             ax = axes[li, ci]

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from .layout import WIDTH, upright_spaces
+from .layout import WIDTH, fit_height, upright_spaces
 
 
 def plot_methods(
@@ -34,28 +34,33 @@ def plot_methods(
     nrows = -(-len(panels) // ncols)
     fs = 10 if max(rows, cols) <= 20 else 8 if max(rows, cols) <= 40 else 6
     turned = fs / 72 * 0.62 * max(map(len, col_tokens), default=1)  # inches of the turned key labels
-    titles = [textwrap.fill(name, max(12, int(side * 12))) for name, _ in panels]  # each within its panel
+    titles = [textwrap.fill(name, max(12, int(side * 13))) for name, _ in panels]  # each within its panel
     lines = max(t.count("\n") + 1 for t in titles)
-    # a panel's map, its turned labels, axis name and title: a row no taller than what it holds
-    row_height = max(2.2, (side - 0.3) * min(1.0, rows / cols) + turned + 0.45 + 0.2 * lines)  # less the labels' width
-    fig = Figure(figsize=(1.4 + side * ncols, row_height * nrows + 0.6), layout="constrained")
+    # every panel has the same tokens: the key labels only under the last panel of each column
+    last_row = [i + ncols >= len(panels) for i in range(len(panels))]
+    # a row of panels: its map and title; the figure: those rows, the key labels once, the title
+    map_height = (side - 0.3) * min(1.3, rows / cols)
+    height = nrows * (map_height + 0.2 + 0.2 * lines) + turned + 0.45 + (0.6 if title else 0.2)
+    fig = Figure(figsize=(1.4 + side * ncols, height), layout="compressed")  # square cells, no gaps
     grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
     for ax in grid[len(panels) :]:
         ax.set_visible(False)
     axes = grid[: len(panels)]
     top = max(1e-9, max(float(scores.max()) for _, scores in panels))
     im = None
-    for ax, name, (_, scores) in zip(axes, titles, panels):
+    for ax, name, (_, scores), labelled in zip(axes, titles, panels, last_row):
         im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
-        ax.set_xticks(range(cols), list(col_tokens), rotation=90, fontsize=fs)
-        upright_spaces(ax)
+        ax.set_xticks(range(cols), list(col_tokens) if labelled else [], rotation=90, fontsize=fs)
+        if labelled:
+            upright_spaces(ax)
+            ax.set_xlabel(col_label, fontsize=9)
         ax.set_yticks(range(rows), list(row_tokens), fontsize=fs)
         ax.set_title(name, fontsize=10)
-        ax.set_xlabel(col_label, fontsize=9)
     for ax in axes[::ncols]:
         ax.set_ylabel(row_label, fontsize=9)
     assert im is not None  # panels is not empty
     fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of each row (one scale: 0 to {top:.2f})")
     if title:
         fig.suptitle(title, fontsize=11)
+    fit_height(fig)
     return fig

@@ -19,17 +19,24 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     weighted into z. Every heatmap has its colour bar."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
-    rows = 1.4 + 0.22 * s  # inches a row of heatmaps needs: a line a key, its title and colour bar
+    rows = 1.0 + 0.22 * s  # inches a heatmap of keys needs: a line a key, its axis label
     bars = 3.4  # the scores and the weights, their keys below
     wide = s > 20  # a long input's scores and weights each take the figure's width, for their key labels
-    layout: list[Any] = [["qk", "prod"], ["scores", "scores"], ["softmax", "softmax"], ["values", "values"]]
+    # the query has a row of its own above the keys, so that panels 1 and 2 share one row a key
+    layout: list[Any] = [
+        ["q", "note"],
+        ["qk", "prod"],
+        ["scores", "scores"],
+        ["softmax", "softmax"],
+        ["values", "values"],
+    ]
     if not wide:
-        layout = [["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
+        layout = [["q", "note"], ["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
     if wide:
         kept_rows = int((w.weights >= 0.005).sum())
-        heights = [rows, bars, bars, 1.4 + 0.22 * (kept_rows + 1)]
+        heights = [0.6, rows, bars, bars, 1.4 + 0.22 * (kept_rows + 1)]
     else:
-        heights = [rows, bars, rows]
+        heights = [0.6, rows, bars, 1.4 + 0.22 * (s + 1)]
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout="constrained")  # a docs column wide
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     labels = list(w.key_tokens)
@@ -41,25 +48,36 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     d_name = "H" if w.recurrent else "d_k"
     dim_label = f"dimension (first {shown} of {d_name} = {d_k})" if shown < d_k else f"dimension ({d_name} = {d_k})"
 
-    def heatmap(ax, rows, title, colour_label, xlabel=dim_label):
-        lim = float(np.abs(rows).max()) or 1.0
+    def heatmap(ax, rows, title, colour_label, xlabel=dim_label, beside=(), wrap=44):
+        lim = max(float(np.abs(a).max()) for a in (rows, *(more for _, more in beside))) or 1.0
         im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-        fig.colorbar(im, ax=ax, shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
-        ax.set(xlabel=xlabel, title=textwrap.fill(title, 44))
+        for other, more in beside:  # rows drawn on the same scale, in an axes of their own
+            other.imshow(more, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+        fig.colorbar(im, ax=[ax, *(o for o, _ in beside)], shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
+        ax.set(xlabel=xlabel)
+        (beside[0][0] if beside else ax).set_title(textwrap.fill(title, wrap))
 
-    qk = np.vstack([w.q[None, :shown], w.k[:, :shown]])
-    heatmap(axes["qk"], qk, "1. the query and the keys of this head", "value")
-    axes["qk"].axhline(0.5, color="black", lw=1.5)
-    axes["qk"].set_yticks(range(s + 1), [f"q: {w.query_token}"] + [f"k: {t}" for t in labels], **ticks)
+    query, key = ("h_t", "h̄_s") if w.recurrent else ("q", "k")
+    heatmap(
+        axes["qk"],
+        w.k[:, :shown],
+        "1. the decoder state h_t and the encoder states h̄_s, on one scale"
+        if w.recurrent
+        else "1. the query and the keys of this head, on one scale",
+        "value",
+        beside=[(axes["q"], w.q[None, :shown])],
+    )
+    axes["q"].set_xticks([])
+    axes["q"].set_yticks([0], [f"{query}: {w.query_token}"], **ticks)
+    axes["qk"].set_yticks(range(s), [f"{key}: {t}" for t in labels], **ticks)
 
     terms = w.terms_formula if w.recurrent else "q ⊙ k_j"
     sums = "each row sums to the score" if shown == d_k else f"each row, over all {d_k} dimensions, sums to the score"
-    heatmap(axes["prod"], w.terms[:, :shown], f"2. {terms}: {sums}", "term")
-    axes["prod"].set_yticks(range(s), labels, **ticks)
-    axes["prod"].set_ylabel("key")
-    if w.recurrent:
-        axes["qk"].set_yticks(range(s + 1), [f"h_t: {w.query_token}"] + [f"h̄_s: {t}" for t in labels], **ticks)
-        axes["qk"].set_title(textwrap.fill("1. the decoder state h_t and the encoder states h̄_s", 44))
+    heatmap(axes["prod"], w.terms[:, :shown], "", "term")
+    axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
+    note = axes["note"]  # panel 2's title, level with panel 1's, above the rows it names
+    note.set_axis_off()
+    note.set_title(textwrap.fill(f"2. {terms}: {sums}", 44))
 
     x = np.arange(s)
     _scores_panel(axes["scores"], w, x, labels, dict(slant, **ticks))
@@ -89,6 +107,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         + left_out,
         "value",
         dim_label if w.recurrent else dim_label.replace("d_k", "d_v"),
+        wrap=90,  # the figure's width
     )
     axes["values"].axhline(len(kept) - 0.5, color="black", lw=1.5)
     axes["values"].set_yticks(
@@ -96,9 +115,11 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     )
     for ax in axes.values():
         ax.title.set_fontsize(10)
-    query = getattr(w, "query_label", f"query {w.query_token!r}")
+    query_label = getattr(w, "query_label", f"query {w.query_token!r}")
     where = "RNN decoder (Luong)" if w.recurrent else f"layer {w.layer}, head {w.head}"
-    fig.suptitle(textwrap.fill(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query}", 90), fontsize=11)
+    fig.suptitle(
+        textwrap.fill(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query_label}", 90), fontsize=11
+    )
     return fig
 
 
@@ -255,7 +276,14 @@ def plot_contextual(
         for k, name in enumerate(sentences)
         if k in set(marked.values())
     ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
-    bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8, frameon=False)
+    naming = "A token is named by its sentence (A, B, ...) and its position in it ([CLS] = 0)."
+    if len(projections) < grid.size:  # the key in the first free cell of the grid
+        free = grid.flat[len(projections)]
+        free.legend(handles=handles, loc="center", fontsize=8, frameon=False,
+                    title=textwrap.fill(naming, 34), title_fontsize=8)  # fmt: skip
+    else:
+        bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
+                      frameon=False, title=naming, title_fontsize=8)  # fmt: skip
     bottom.suptitle(
         "Where each token's vector lies: 2-D PCA, fitted at each depth separately\n(compare groupings within a "
         "panel, not places across panels)",
@@ -263,7 +291,7 @@ def plot_contextual(
     )
     top.suptitle(
         "Static vectors are one and the same for a word wherever it stands;\nafter self-attention each occurrence "
-        "carries its context. A token is named by its sentence\n(A, B, ...) and its position in it ([CLS] = 0).",
+        "carries its context.",
         fontsize=9,
     )
     if title:

@@ -11,7 +11,8 @@ WIDTH = 8.5  # inches: 1,105 pixels at the 130 dpi figures are saved at
 
 def upright_spaces(ax) -> None:
     """Draw a bare word boundary (▁) upright among turned key labels: turned, it reads as a bar.
-    Its tick keeps no text (a tick label's rotation is the axis's); the mark is written under it."""
+    Its tick keeps no text (a tick label's rotation is the axis's) and no tick mark, which above
+    the low bar would make it read as "I" or "⊥"; the mark is written where its label would be."""
     labels = ax.get_xticklabels()
     texts = [label.get_text() for label in labels]
     if SPACE not in texts:
@@ -28,6 +29,21 @@ def upright_spaces(ax) -> None:
         fontsize=size,
     )
     under = offset_copy(blended_transform_factory(ax.transData, ax.transAxes), fig=ax.figure, y=-6, units="points")
-    for x, t in zip(ticks, texts):
+    for x, t, tick in zip(ticks, texts, ax.xaxis.get_major_ticks()):
         if t == SPACE:
+            tick.tick1line.set_visible(False)
             ax.text(x, 0, SPACE, transform=under, ha="center", va="top", fontsize=size)
+
+
+def fit_height(fig, margin: float = 0.1) -> None:
+    """Take out the blank bands above and below a figure's content (its width stays a docs
+    column): panels that keep their aspect (square heatmap cells) are as wide as the column lets
+    them be, and no estimate of their height is exact. Laid out and measured twice, as the
+    layout moves a little with the height."""
+    for _ in range(2):
+        renderer = fig._get_renderer()  # a Figure outside pyplot has no canvas of its own to ask
+        fig.draw(renderer)  # the layout, done
+        drawn = fig.get_tightbbox(renderer).height  # inches
+        if fig.get_figheight() - drawn < 2 * margin:
+            return
+        fig.set_figheight(drawn + margin)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
+from matplotlib.colors import Normalize, SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 
@@ -115,9 +116,14 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
         lim = max(-low, high)
         cmap, vmin, vmax = "RdBu_r", -lim, lim
     slopes = _linear_slopes(bias)
+    norm: Normalize = Normalize(vmin, vmax)
+    steepest = np.abs(bias[shown]).reshape(len(shown), -1).max(1)
+    logarithmic = bool(slopes) and steepest.min() > 0 and steepest.max() / steepest.min() > 20
+    if logarithmic:  # slopes a factor apart: on a linear scale the gentlest heads look flat
+        norm = SymLogNorm(linthresh=float(steepest.min()) / 16, vmin=vmin, vmax=vmax, base=10)
     im = None
     for n, (ax, h) in enumerate(zip(axes, shown)):
-        im = ax.imshow(bias[h], cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
+        im = ax.imshow(bias[h], cmap=cmap, norm=norm, interpolation="nearest")
         ax.set_title(f"head {h}" + (f": m = {slopes[h]}" if slopes else ""), fontsize=10)
         if n // cols == rows - 1 or n + cols >= len(shown):  # axis names on the outer panels only
             ax.set_xlabel("key j", fontsize=9)
@@ -127,8 +133,11 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
     bar = top.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.9)
-    bar.set_label(f"bias added to the score\n({vmin:.3g} to {vmax:.3g}, every head)", fontsize=9)
-    top.suptitle("the score bias of each head (one scale, every panel)", fontsize=10)
+    scale = "logarithmic, " if logarithmic else ""
+    bar.set_label(f"bias added to the score\n({scale}{vmin:.3g} to {vmax:.3g}, every head)", fontsize=9)
+    top.suptitle(
+        f"the score bias of each head (one {'logarithmic ' if logarithmic else ''}scale, every panel)", fontsize=10
+    )
     ax_l = bottom.subplots()
     mid = t // 2
     offsets = np.arange(t) - mid

@@ -24,7 +24,10 @@
     const nr = r.rows.length, nc = r.tokens.length, room = area();
     const rowIdx = [...Array(nr).keys()], colIdx = [...Array(nc).keys()], both = r.rows.concat(r.tokens);
     const font = nc <= 40 ? `15px ${FAMILY}` : SMALL, guess = textWidth(both, font) + 10;  // labels: left and slanted above
-    const cell = clamp(Math.floor(Math.min((room.w - guess - 60) / nc, (room.h - guess * 0.87 - 170) / nr)), 1, 80);
+    // the pane, less what the tab holds besides the matrix (its controls and help, measured with the matrix
+    // not yet drawn), the readout above and the colour bar below: the help stays in the window
+    const besides = $("tab-attribution").getBoundingClientRect().height + 90;
+    const cell = clamp(Math.floor(Math.min((room.w - guess - 60) / nc, (room.h - guess * 0.87 - besides) / nr)), 1, 80);
     const labelled = cell >= 7, lw = labelled ? guess : 6;
     const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
     const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cell * nc + 40, top + cell * nr + 6);

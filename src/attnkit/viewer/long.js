@@ -115,7 +115,11 @@
     state.long = { kind: state.kind, region: whole ? null : r };
     drawMatrix(ex);
   }
-  function side0(room, extra) { return Math.max(160, Math.min(room.w - 64 - 20 - extra, room.h - 22 - 130 - extra, 1400)); }
+  // the map's side: the pane less the labels (extra), the readout, the colour bar and the help below it, in view
+  function side0(room, extra) {
+    const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
+    return Math.max(160, Math.min(room.w - 64 - 20 - extra, room.h - 22 - 100 - help - extra, 1400));
+  }
   async function drawMatrix(ex) {
     const mine = ++ticket, canvas = $("matrix"), [, , T, S] = shape(ex), room = lib.area();
     const [r0, r1, c0, c1] = region(ex), nr = r1 - r0, nc = c1 - c0;

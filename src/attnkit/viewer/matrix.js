@@ -40,20 +40,15 @@
       });
     }
     if (!state.zoom && state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
-      // local attention: the window [p_t - D, p_t + D] of each row, drawn row by row, and p_t itself
+      // local attention: the window [p_t - D, p_t + D] of each row as an orange outline round the row's
+      // cells in it (as the figures draw it: it belongs to its row and leaves the cells in view), and p_t
+      // itself, a white dot (a triangle at the edge when p_t = S * sigmoid(.) passes the last key)
       const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
-      // orange window, white p_t: both stop at the matrix's edge (p_t = S * sigmoid(.) may pass the last key: a triangle);
-      // a tick marks an end of the window that lies inside the matrix
       rows.forEach((i, r) => {
         const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5, start = cols[0] - 0.5;
-        const lo = p - ex.window, hi = p + ex.window, tick = Math.max(3, cell / 3);
-        const path = () => {
-          ctx.beginPath(); ctx.moveTo(x(Math.max(start, lo)), y); ctx.lineTo(x(Math.min(edge, hi)), y);
-          for (const end of [lo, hi]) if (end > start && end < edge) { ctx.moveTo(x(end), y - tick); ctx.lineTo(x(end), y + tick); }
-          ctx.stroke();
-        };
-        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; path();
-        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; path();
+        const lo = x(Math.max(start, p - ex.window)), hi = x(Math.min(edge, p + ex.window)), half = cell * 0.42;
+        ctx.strokeStyle = "#111"; ctx.lineWidth = 3; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 1.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
         ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
         const rad = Math.max(2.5, cell / 5);
         if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
@@ -114,7 +109,7 @@
     const q = queries(ex, state.kind), k = keys(ex, state.kind), z = state.zoom;
     const where = z ? `queries ${z.r}-${z.r + z.nr - 1} of ${z.rows}, keys ${z.c}-${z.c + z.nc - 1} of ${z.cols}: drag to move, wheel to zoom, double-click for all`
       : q.length * k.length > 400 ? "wheel to zoom in, drag to move" : "";
-    const second = ex.p_t && state.kind === "cross" && !z ? `orange: the window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`
+    const second = ex.p_t && state.kind === "cross" && !z ? `orange outline: each row's window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`
       : where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "");
     colourBar($("legend"), BAR + 640, state.scale === "row" ? "row's largest" : "1", [text, second]);
   }
