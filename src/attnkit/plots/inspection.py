@@ -17,69 +17,28 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     """Five panels for one query (a ``Walkthrough``): q and the keys; q ⊙ k_j, whose rows sum
     to the scores; raw and scaled scores; softmax with and without 1/sqrt(d_k); the values
     weighted into z. Every heatmap has its colour bar."""
-    s, d_k = w.k.shape
-    shown = min(d_k, dims)
-    rows = 1.0 + 0.22 * s  # inches a heatmap of keys needs: a line a key, its axis label
-    bars = 3.4  # the scores and the weights, their keys below
+    s = w.k.shape[0]
     wide = s > 20  # a long input's scores and weights each take the figure's width, for their key labels
+    # a long input's weighted rows: those with a weight worth drawing (the rest are 0 at two decimals)
+    kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
+    keys, bars, values = 1.0 + 0.22 * s, 3.4, 1.4 + 0.22 * (len(kept) + 1)  # inches: a line a key, the axis label
     # the query has a row of its own above the keys, so that panels 1 and 2 share one row a key
-    layout: list[Any] = [
-        ["q", "note"],
-        ["qk", "prod"],
-        ["scores", "scores"],
-        ["softmax", "softmax"],
-        ["values", "values"],
-    ]
-    if not wide:
-        layout = [["q", "note"], ["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
     if wide:
-        kept_rows = int((w.weights >= 0.005).sum())
-        heights = [0.6, rows, bars, bars, 1.4 + 0.22 * (kept_rows + 1)]
+        layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
+        heights = [0.6, keys, bars, bars, values]
     else:
-        heights = [0.6, rows, bars, 1.4 + 0.22 * (s + 1)]
+        layout = [["q", "note"], ["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
+        heights = [0.6, keys, bars, values]
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout="constrained")  # a docs column wide
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
-    labels = list(w.key_tokens)
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
+    _vector_panels(fig, axes, w, dims, ticks)
+
+    x, labels = np.arange(s), list(w.key_tokens)
     # a long input's key labels stand upright side by side; a short one's lean, easier to read
     slant: dict[str, Any] = (
         dict(rotation=60, ha="right", rotation_mode="anchor") if s <= 20 else dict(rotation=90, ha="center")
     )
-    d_name = "H" if w.recurrent else "d_k"
-    dim_label = f"dimension (first {shown} of {d_name} = {d_k})" if shown < d_k else f"dimension ({d_name} = {d_k})"
-
-    def heatmap(ax, rows, title, colour_label, xlabel=dim_label, beside=(), wrap=44):
-        lim = max(float(np.abs(a).max()) for a in (rows, *(more for _, more in beside))) or 1.0
-        im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-        for other, more in beside:  # rows drawn on the same scale, in an axes of their own
-            other.imshow(more, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-        fig.colorbar(im, ax=[ax, *(o for o, _ in beside)], shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
-        ax.set(xlabel=xlabel)
-        (beside[0][0] if beside else ax).set_title(textwrap.fill(title, wrap))
-
-    query, key = ("h_t", "h̄_s") if w.recurrent else ("q", "k")
-    heatmap(
-        axes["qk"],
-        w.k[:, :shown],
-        "1. the decoder state h_t and the encoder states h̄_s, on one scale"
-        if w.recurrent
-        else "1. the query and the keys of this head, on one scale",
-        "value",
-        beside=[(axes["q"], w.q[None, :shown])],
-    )
-    axes["q"].set_xticks([])
-    axes["q"].set_yticks([0], [f"{query}: {w.query_token}"], **ticks)
-    axes["qk"].set_yticks(range(s), [f"{key}: {t}" for t in labels], **ticks)
-
-    terms = w.terms_formula if w.recurrent else "q ⊙ k_j"
-    sums = "each row sums to the score" if shown == d_k else f"each row, over all {d_k} dimensions, sums to the score"
-    heatmap(axes["prod"], w.terms[:, :shown], "", "term")
-    axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
-    note = axes["note"]  # panel 2's title, level with panel 1's, above the rows it names
-    note.set_axis_off()
-    note.set_title(textwrap.fill(f"2. {terms}: {sums}", 44))
-
-    x = np.arange(s)
     _scores_panel(axes["scores"], w, x, labels, dict(slant, **ticks))
     _softmax_panel(axes["softmax"], w, x, labels, dict(slant, **ticks))
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
@@ -90,29 +49,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         axes[name].set_title(axes[name].get_title(), pad=8 + 13 * -(-entries // columns))
         axes[name].legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=columns, frameon=False,
                           borderaxespad=0.2)  # fmt: skip
-
-    # a long input's weighted rows: those with a weight worth drawing (the rest are 0 at two decimals)
-    kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
-    weighted = w.weights[kept, None] * w.v[kept, :shown]
-    value, total = ("h̄_s", "c_t = Σ a_s h̄_s") if w.recurrent else ("v", "z = Σ a_j v_j")
-    left_out = f" ({s - len(kept)} of {s} keys, weight under 0.005, left out)" if len(kept) < s else ""
-    heatmap(
-        axes["values"],
-        np.vstack([weighted, w.context[None, :shown]]),
-        (
-            "5. the encoder states weighted, a_s h̄_s, and their sum c_t"
-            if w.recurrent
-            else "5. weighted values a_j v_j and their sum z"
-        )
-        + left_out,
-        "value",
-        dim_label if w.recurrent else dim_label.replace("d_k", "d_v"),
-        wrap=90,  # the figure's width
-    )
-    axes["values"].axhline(len(kept) - 0.5, color="black", lw=1.5)
-    axes["values"].set_yticks(
-        range(len(kept) + 1), [f"{w.weights[j]:.2f} · {value}: {labels[j]}" for j in kept] + [total], **ticks
-    )
+    _values_panel(fig, axes["values"], w, kept, dims, ticks)
     for ax in axes.values():
         ax.title.set_fontsize(10)
     query_label = getattr(w, "query_label", f"query {w.query_token!r}")
@@ -121,6 +58,73 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         textwrap.fill(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query_label}", 90), fontsize=11
     )
     return fig
+
+
+def _dimensions(w, dims: int, name: str = "") -> str:
+    """The x label of a walk-through heatmap: which dimensions it shows, of how many."""
+    d_k = w.k.shape[1]
+    name = name or ("H" if w.recurrent else "d_k")
+    shown = min(d_k, dims)
+    return f"dimension (first {shown} of {name} = {d_k})" if shown < d_k else f"dimension ({name} = {d_k})"
+
+
+def _heatmap(fig, ax, rows, title, colour_label, xlabel, beside=(), wrap=44) -> None:
+    """A diverging heatmap with its colour bar; ``beside``: (axes, rows) drawn on the same scale in
+    axes of their own (their first takes the title)."""
+    lim = max(float(np.abs(a).max()) for a in (rows, *(more for _, more in beside))) or 1.0
+    im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    for other, more in beside:
+        other.imshow(more, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    fig.colorbar(im, ax=[ax, *(o for o, _ in beside)], shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
+    ax.set(xlabel=xlabel)
+    (beside[0][0] if beside else ax).set_title(textwrap.fill(title, wrap))
+
+
+def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
+    """1. the query (its own row) over the keys, on one scale; 2. the terms q ⊙ k_j, one row a key,
+    their title level with panel 1's."""
+    s, d_k = w.k.shape
+    shown = min(d_k, dims)
+    query, key = ("h_t", "h̄_s") if w.recurrent else ("q", "k")
+    title = (
+        "1. the decoder state h_t and the encoder states h̄_s, on one scale"
+        if w.recurrent
+        else "1. the query and the keys of this head, on one scale"
+    )
+    labels = list(w.key_tokens)
+    _heatmap(fig, axes["qk"], w.k[:, :shown], title, "value", _dimensions(w, dims),
+             beside=[(axes["q"], w.q[None, :shown])])  # fmt: skip
+    axes["q"].set_xticks([])
+    axes["q"].set_yticks([0], [f"{query}: {w.query_token}"], **ticks)
+    axes["qk"].set_yticks(range(s), [f"{key}: {t}" for t in labels], **ticks)
+
+    terms = w.terms_formula if w.recurrent else "q ⊙ k_j"
+    sums = "each row sums to the score" if shown == d_k else f"each row, over all {d_k} dimensions, sums to the score"
+    _heatmap(fig, axes["prod"], w.terms[:, :shown], "", "term", _dimensions(w, dims))
+    axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
+    note = axes["note"]  # panel 2's title, level with panel 1's, above the rows it names
+    note.set_axis_off()
+    note.set_title(textwrap.fill(f"2. {terms}: {sums}", 44))
+
+
+def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]) -> None:
+    """5. the kept keys' values, each times its weight, over their sum z (an RNN: the encoder states
+    into the context c_t), the figure's width."""
+    s, shown = w.k.shape[0], min(w.k.shape[1], dims)
+    labels = list(w.key_tokens)
+    value, total = ("h̄_s", "c_t = Σ a_s h̄_s") if w.recurrent else ("v", "z = Σ a_j v_j")
+    title = (
+        "5. the encoder states weighted, a_s h̄_s, and their sum c_t"
+        if w.recurrent
+        else "5. weighted values a_j v_j and their sum z"
+    )
+    if len(kept) < s:
+        title += f" ({s - len(kept)} of {s} keys, weight under 0.005, left out)"
+    weighted = w.weights[kept, None] * w.v[kept, :shown]
+    xlabel = _dimensions(w, dims, "H" if w.recurrent else "d_v")
+    _heatmap(fig, ax, np.vstack([weighted, w.context[None, :shown]]), title, "value", xlabel, wrap=90)
+    ax.axhline(len(kept) - 0.5, color="black", lw=1.5)
+    ax.set_yticks(range(len(kept) + 1), [f"{w.weights[j]:.2f} · {value}: {labels[j]}" for j in kept] + [total], **ticks)
 
 
 def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
@@ -242,25 +246,7 @@ def plot_contextual(
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
     grid = bottom.subplots(rows, cols, squeeze=False)
     for ax, (name, xy) in zip(grid.flat, projections):
-        ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
-        places: dict[tuple[int, int], list[int]] = {}
-        unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
-        for i in sorted(marked):
-            places.setdefault(tuple(np.round(unit[i] * 12).astype(int)), []).append(i)
-        for members in places.values():  # tokens at one place: one ring per sentence, the largest below
-            shown = list(dict.fromkeys(marked[i] for i in members))
-            for rank, k in enumerate(shown):
-                first = next(i for i in members if marked[i] == k)
-                size = 30 * (1 + 1.2 * (len(shown) - 1 - rank))
-                ax.scatter(xy[first, 0], xy[first, 1], s=size, color=colours[k % len(colours)], zorder=3 + rank,
-                           edgecolors="white", linewidths=0.6)  # fmt: skip
-        _place_labels(
-            ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places.values()]
-        )
-        ax.set_title(name, fontsize=9)
-        ax.margins(MARGIN)  # no point or ring on the panel's frame
-        ax.set_xticks([])
-        ax.set_yticks([])
+        _projection_panel(ax, name, xy, marked, labels, colours)
     for ax in grid.flat[len(projections) :]:
         ax.axis("off")
     marked_words = " and ".join(f"“{w}”" for w in words)
@@ -297,6 +283,29 @@ def plot_contextual(
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], labels: Sequence[str],
+                      colours: Sequence[str]) -> None:  # fmt: skip
+    """One depth's 2-D projection: every token grey, the marked ones in their sentence's colour;
+    tokens at one place drawn as rings (the largest below) and named by one label."""
+    ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
+    places: dict[tuple[int, int], list[int]] = {}
+    unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
+    for i in sorted(marked):
+        places.setdefault(tuple(np.round(unit[i] * 12).astype(int)), []).append(i)
+    for members in places.values():  # tokens at one place: one ring per sentence, the largest below
+        shown = list(dict.fromkeys(marked[i] for i in members))
+        for rank, k in enumerate(shown):
+            first = next(i for i in members if marked[i] == k)
+            size = 30 * (1 + 1.2 * (len(shown) - 1 - rank))
+            ax.scatter(xy[first, 0], xy[first, 1], s=size, color=colours[k % len(colours)], zorder=3 + rank,
+                       edgecolors="white", linewidths=0.6)  # fmt: skip
+    _place_labels(ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places.values()])
+    ax.set_title(name, fontsize=9)
+    ax.margins(MARGIN)  # no point or ring on the panel's frame
+    ax.set_xticks([])
+    ax.set_yticks([])
 
 
 MARGIN = 0.09  # a projection panel's data margins, of its width and height
