@@ -292,45 +292,59 @@ def deletion_insertion(name: str, sources: list[str], refs: list[str], seed: int
     return results
 
 
+SHORT = {  # the methods as a narrow table names them
+    "attention": "raw attention",
+    "rollout": "rollout",
+    "value-norm": "value-norm",
+    "grad-attention": "grad.-weighted attention",
+    "integrated-gradients": "integrated gradients",
+    "input-x-gradient": "input × gradient",
+    "random": "random order",
+}
+
+
 def plot_curves(all_results: dict[str, dict], path: Path) -> None:
     """One row per model: the deletion and insertion curves, and beside them each method's AOPC
-    (deletion / insertion) in its curve's colour, so that no legend lies over a curve."""
+    (deletion / insertion) in its curve's colour, best first, so that no legend lies over a curve."""
+    import textwrap
+
     from matplotlib.figure import Figure
 
     from attnkit.plots.layout import WIDTH
 
-    fig = Figure(figsize=(WIDTH, 2.6 * len(all_results) + 0.7), layout="constrained")
-    axes = fig.subplots(len(all_results), 3, squeeze=False, width_ratios=[1, 1, 0.72])
+    fig = Figure(figsize=(WIDTH, 2.5 * len(all_results) + 1.0), layout="constrained")
+    axes = fig.subplots(len(all_results), 3, squeeze=False, width_ratios=[1, 1, 0.95])
     x = np.linspace(0, 100, 11)
     colours = {m: f"C{i}" for i, m in enumerate(["attention", "rollout", "value-norm", *GRADIENT])}
     colours["random"] = "0.4"
-    for row, (name, res) in zip(axes, all_results.items()):
-        for ax, key, what in ((row[0], "curves_del", "deletion"), (row[1], "curves_ins", "insertion")):
+    for r, (row, (name, res)) in enumerate(zip(axes, all_results.items())):
+        for ax, key, what in ((row[0], "curves_del", "deleted"), (row[1], "curves_ins", "inserted")):
             for m, curve in res[key].items():
                 ax.plot(x, curve, marker="o", markersize=2.5, lw=1.3, color=colours[m],
                         linestyle="--" if m == "random" else "-")  # fmt: skip
-            ax.set_title(f"{name}: {what}", fontsize=9.5)
-            ax.set_xlabel("% of source tokens " + ("deleted" if key == "curves_del" else "inserted"), fontsize=9)
+            if r == 0:
+                ax.set_title("deletion" if key == "curves_del" else "insertion", fontsize=10)
+            ax.set_xlabel(f"% of source tokens {what}", fontsize=9)
             ax.tick_params(labelsize=8.5)
             ax.grid(alpha=0.3)
-        row[0].set_ylabel("change in the reference's\nmean log-prob. per token", fontsize=9)
+        row[0].set_ylabel(f"{name}\nchange in mean log-prob.", fontsize=9)
         table = row[2]
         table.axis("off")
-        table.set_title("AOPC, deletion / insertion", fontsize=9.5)
+        table.set_title("AOPC ↑, deletion / insertion" if r == 0 else "", fontsize=10)
         methods = sorted(res["aopc_del"], key=lambda m: -res["aopc_del"][m])
         for k, m in enumerate(methods):
-            y = 0.92 - k * 0.13
-            table.text(0.0, y, LABELS.get(m, m), color=colours[m], fontsize=9, transform=table.transAxes, va="top")
+            y = 0.95 - k * 0.135
+            table.text(0.02, y, SHORT.get(m, m), color=colours[m], fontsize=9, transform=table.transAxes, va="top")
             table.text(1.0, y, f"{res['aopc_del'][m]:.2f} / {res['aopc_ins'][m]:.2f}", color=colours[m],
                        fontsize=9, ha="right", transform=table.transAxes, va="top")  # fmt: skip
     first = next(iter(all_results.values()))
-    mean_of = f" Mean of {first['sentences']} sentences." if "sentences" in first else ""
-    fig.suptitle(
-        "Deleting (or inserting) source tokens most important first, by each method: the reference's\n"
-        "log-probability falls (rises) faster for a faithful method. AOPC: the mean change over the curve, "
-        f"higher is better; dashed: a random order.{mean_of}",
-        fontsize=9.5,
+    mean_of = f" Mean over {first['sentences']} test sentences." if "sentences" in first else ""
+    title = (
+        "Source tokens deleted (or inserted) most important first, by each method: the reference "
+        "translation's log-probability falls (rises) faster for a faithful method. AOPC: the mean change "
+        f"over the curve, higher is better; dashed: a random order.{mean_of}"
     )
+    fig.suptitle(textwrap.fill(title, 115, break_on_hyphens=False), fontsize=9.5)
     fig.savefig(path, dpi=130)
 
 

@@ -88,13 +88,13 @@ def demos(work: Path) -> None:
     attnkit("demo --arch rnn --attention local-p --out-dir runs/demo_local_p", work)
     attnkit(f'plot runs/demo_local_p "sunday, 3 march 1985" -o {IMAGES / "local_p_dates.png"}', work)
     attnkit("demo --task caption --out-dir runs/demo_caption", work)
-    (IMAGES / "caption_rnn.png").write_bytes((work / "runs/demo_caption/caption.png").read_bytes())
+    attnkit(f"caption runs/demo_caption runs/demo_caption/scene_1.png -o {IMAGES / 'caption_rnn.png'}", work)
     attnkit(
         f"caption runs/demo_caption runs/demo_caption/scene_1.png --attribute all -o {IMAGES / 'caption_methods.png'}",
         work,
     )
     attnkit("demo --task caption --arch transformer --out-dir runs/demo_caption_vit", work)
-    (IMAGES / "caption_vit.png").write_bytes((work / "runs/demo_caption_vit/caption.png").read_bytes())
+    attnkit(f"caption runs/demo_caption_vit runs/demo_caption_vit/scene_1.png -o {IMAGES / 'caption_vit.png'}", work)
     corpus = os.environ.get("ATTNKIT_MULTI30K")
     if corpus:
         attnkit(

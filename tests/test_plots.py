@@ -194,3 +194,24 @@ def test_positional_encoding_in_two_rows_keeps_its_four_panels():
     assert min(b.y0 for b in boxes[:2]) > max(b.y1 for b in boxes[2:])  # two rows of two
     with pytest.raises(ValueError, match="columns must be 4"):
         plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=3)
+
+
+def test_local_window_outlines_the_keys_the_model_attends_to():
+    """The outline round a local-p row spans exactly the keys LocalAttention may weigh: those whose
+    weight can be non-zero, and every one of them (a window cut at either end of the source)."""
+    import torch
+
+    from attnkit.attention.recurrent import LocalAttention
+    from attnkit.plots.attention import window_cells
+
+    torch.manual_seed(0)
+    s, window = 9, 2
+    attention = LocalAttention(query_dim=8, key_dim=8, mode="local-p", window=window)
+    keys = torch.randn(1, s, 8)
+    out = attention(torch.randn(1, 12, 8) * 3, keys, keys, need_weights=True)
+    for centre, row in zip(out.p_t[0].tolist(), out.weights[0]):
+        first, last = window_cells(centre, window, s)
+        inside = np.arange(s)
+        inside = (inside > first) & (inside < last)  # the cells between the outline's edges
+        assert (row[torch.from_numpy(~inside)] == 0).all(), (centre, row)
+        assert (row[torch.from_numpy(inside)] > 0).all(), (centre, row)

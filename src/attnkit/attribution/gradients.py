@@ -222,7 +222,7 @@ def input_x_gradient(scorer: Scorer) -> np.ndarray:
 
 
 GRADIENT_METHODS: dict[str, tuple[Callable[[Scorer], np.ndarray], str]] = {
-    "grad-attention": (gradient_attention, "gradient-weighted attention (Chefer et al.)"),
-    "integrated-gradients": (integrated_gradients, "integrated gradients"),
-    "input-x-gradient": (input_x_gradient, "input × gradient"),
+    "grad-attention": (gradient_attention, "gradient-weighted attention (Chefer et al. 2021)"),
+    "integrated-gradients": (integrated_gradients, "integrated gradients (Sundararajan et al. 2017)"),
+    "input-x-gradient": (input_x_gradient, "input × gradient (Shrikumar et al. 2016)"),
 }

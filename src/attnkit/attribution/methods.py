@@ -53,12 +53,12 @@ class Attributable(Protocol):
 # name -> (self-attention maps (layers, heads, s, s) -> (s, s) scores), what it is
 METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "attention": (raw_attention, "raw attention, last layer, mean of heads"),
-    "rollout": (rollout, "attention rollout"),
-    "flow": (attention_flow, "attention flow"),
+    "rollout": (rollout, "attention rollout (Abnar & Zuidema 2020)"),
+    "flow": (attention_flow, "attention flow (Abnar & Zuidema 2020)"),
 }
 # methods that need the model itself, not only its maps
 MODEL_METHODS = {
-    "value-norm": "value-norm ‖Σₕ a f(x)‖ (Kobayashi et al. 2020), last layer",
+    "value-norm": "value-norm (Kobayashi et al. 2020), last layer",
     **{name: label for name, (_, label) in GRADIENT_METHODS.items()},
 }
 ALL_METHODS = [*METHODS, *MODEL_METHODS]

@@ -58,13 +58,17 @@ def _draw_captions(args: argparse.Namespace, captions) -> None:
     the true boxes of an image whose truth lies beside it (NAME.json, as the demo writes)."""
     from ..atomic import numbered, save_figure
     from ..evaluation.captioning import truth_boxes
+    from ..inspection.capture import model_info, model_label
+    from ..loading.model_dir import load_model
     from ..plots.images import plot_caption
 
+    model, _, cfg = load_model(args.model, task="caption", **F.weights(args))  # what the title names
+    info = model_info(model, cfg)
     for i, (path, cap) in enumerate(zip(args.images, captions)):
         if not cap.words:
             continue
         boxes, inside = truth_boxes(path, cap)
-        title = f"{path.name}: “{' '.join(cap.words)}”" + (" (dashed: each word's true box)" if boxes else "")
+        title = f"{model_label(info)}: {path.name}, “{' '.join(cap.words)}”"
         fig = plot_caption(cap.image, cap.words, cap.attention, boxes=boxes, inside=inside, title=title)
         target = numbered(args.output, i, len(args.images))
         save_figure(fig, target, dpi=args.dpi)
@@ -96,7 +100,7 @@ def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
         grid = cap.attention.shape[1:]
         panels = [(a.label(m), region_maps(a.scores[m][:-1], grid)) for m in methods]  # the end of the caption left out
         boxes, _ = truth_boxes(path, cap)
-        title = f"{name}: {path.name}, “{' '.join(cap.words)}”" + (" (dashed: each word's true box)" if boxes else "")
+        title = f"{name}: {path.name}, “{' '.join(cap.words)}”"
         fig = plot_caption_methods(cap.image, cap.words, panels, boxes=boxes, title=title)
         target = numbered(args.output, i, len(args.images))
         save_figure(fig, target, dpi=args.dpi)

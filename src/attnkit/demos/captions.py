@@ -123,7 +123,7 @@ def _build(out: Path, *, arch: str, max_steps: int, seed: int) -> dict[str, Any]
         first.attention,
         boxes=boxes,
         inside=inside,
-        title=f"{kind}: a held-out scene, each word's attention (dashed: the digit's box)",
+        title=f"{kind}: a held-out scene, each word's attention",
     )
     save_figure(fig, out / "caption.png", dpi=130)
     n = 12

@@ -141,27 +141,9 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
     for t in examples:
         print(f"  {t.source:<26} -> {t.output}")
     print(f"\nexact match on {len(dev_tgt)} held-out dates: {accuracy:.1%}   (wall time {seconds:.0f} s)")
-    first = examples[0]
-    assert first.alignment is not None  # translated with need_weights
-    weights = first.alignment[-1].mean(axis=0)  # the last layer, the mean of its heads
-    local = first.p_t is not None
-    m = cfg.model
-    window = m.rnn.window if local else None
-    layers, heads = first.alignment.shape[:2]
-    kind = (
-        f"RNN, Luong {attention} attention"
-        if arch == "rnn"
-        else f"Transformer cross-attention, {layer_name(-1, layers)}, mean of its {heads} heads"
-    )
-    fig = plot_alignment(
-        weights,
-        readable(first.src_pieces),
-        readable(first.out_pieces),
-        title=f"{kind}\n'{first.source}' -> '{first.output}'",
-        p_t=first.p_t,
-        window=window,
-    )
+    fig = example_figure(examples[0], cfg, arch, attention)
     save_figure(fig, out / "attention.png")
+    window = cfg.model.rnn.window if examples[0].p_t is not None else None
     records = capture(model, tok, EXAMPLES, options=SearchOptions(beam=1), window=window)
     write_html(out / "attention.html", records, model_info(model, cfg), title=f"attnkit demo: {arch} on dates")
     result = {
@@ -172,3 +154,26 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
     }
     write_text(out / MARKER, json.dumps({"arch": arch, "attention": attention, "seed": seed, **result}, indent=1))
     return result
+
+
+def example_figure(first, cfg, arch: str, attention: str):
+    """The demo's attention.png: the first example's cross-attention (the last layer, the mean of
+    its heads; an RNN's one attention, with local-p's centres and windows)."""
+    assert first.alignment is not None  # translated with need_weights
+    weights = first.alignment[-1].mean(axis=0)  # the last layer, the mean of its heads
+    local = first.p_t is not None
+    window = cfg.model.rnn.window if local else None
+    layers, heads = first.alignment.shape[:2]
+    kind = (
+        f"RNN, Luong {attention} attention"
+        if arch == "rnn"
+        else f"Transformer cross-attention, {layer_name(-1, layers)}, mean of its {heads} heads"
+    )
+    return plot_alignment(
+        weights,
+        readable(first.src_pieces),
+        readable(first.out_pieces),
+        title=f"{kind}\n“{first.source}” → “{first.output}”",
+        p_t=first.p_t,
+        window=window,
+    )

@@ -3,6 +3,7 @@ Token labels are drawn as given (``data.readable`` turns subword pieces into the
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Sequence
 
@@ -52,8 +53,8 @@ def plot_alignment(
         rotation_mode="anchor",
         fontsize=fs,
     )
-    upright_spaces(ax)
     ax.set_yticks(range(t), list(tgt_tokens), fontsize=fs)
+    upright_spaces(ax)
     if SPACE in src_tokens or SPACE in tgt_tokens:
         xlabel += f"   ({SPACE}: a space of its own, before the next word)"
     ax.set_xlabel(xlabel)
@@ -71,6 +72,14 @@ def plot_alignment(
     return fig
 
 
+def window_cells(centre: float, window: int, s: int) -> tuple[float, float]:
+    """The cell edges round the keys of a local window: the integer positions j with
+    p_t - D <= j <= p_t + D among 0 .. s - 1 (those the model attends to), as (left, right)
+    in data coordinates; left > right when none is inside."""
+    first, last = max(math.ceil(centre - window), 0), min(math.floor(centre + window), s - 1)
+    return first - 0.5, last + 0.5
+
+
 def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
     """p_t per output row (a white dot; a white triangle at the edge when it lies past the last
     key) and the window [p_t - D, p_t + D] as an orange outline round the row's cells in it."""
@@ -78,7 +87,9 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
     rows = np.arange(len(p_t))
     if window is not None:
         for row, centre in enumerate(p_t):
-            lo, hi = max(centre - window, -0.5), min(centre + window, edge)
+            lo, hi = window_cells(centre, window, s)
+            if lo > hi:  # no key within p_t ± D
+                continue
             # an outline round the row's window: it belongs to its row and leaves the cells in view
             ax.add_patch(
                 Rectangle(
@@ -146,6 +157,7 @@ def plot_attention_grid(
                 ax.set_ylabel(f"layer {li}", fontsize=9)
                 if layers * t <= 60:  # token labels only where they can be read
                     ax.set_yticks(range(t), list(query_tokens), fontsize=fs)
+                    upright_spaces(ax)
             if li == layers - 1 and cols * s <= 160:
                 ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs)
                 upright_spaces(ax)
@@ -177,7 +189,7 @@ def plot_attention_steps(
     label = 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under each row for its rotated key labels
     width = 1.8 + cols * size
     note = "\n".join(textwrap.fill(line, int(width * 14)) for line in note.split("\n")) if note else ""
-    height = 1.2 + len(rows) * (size + 0.6 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
+    height = 1.45 + len(rows) * (size + 0.35 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(len(rows), cols, squeeze=False)
     fs = min(9.0, max(6.0, size / longest * 72 * 0.7))  # a label about 0.7 of its cell
@@ -188,9 +200,12 @@ def plot_attention_steps(
                 raise ValueError(f"a {w.shape} map for {len(q)} query and {len(k)} key tokens")
             im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
             ax.set_xticks(range(len(k)), list(k), rotation=90, fontsize=fs)
-            upright_spaces(ax)
             ax.set_yticks(range(len(q)), list(q) if c == 0 else [], fontsize=fs)
-            ax.set_title(step if isinstance(step, str) else f"step {step}", fontsize=8 if isinstance(step, str) else 9)
+            upright_spaces(ax)
+            if r == 0:  # every row shows the same steps: their titles once, over the top row
+                ax.set_title(
+                    step if isinstance(step, str) else f"step {step}", fontsize=8 if isinstance(step, str) else 9
+                )
             if c == 0:
                 ax.set_ylabel(ylabel, fontsize=9)
             if r == len(rows) - 1:

@@ -34,7 +34,7 @@ def plot_methods(
     nrows = -(-len(panels) // ncols)
     fs = 10 if max(rows, cols) <= 20 else 8 if max(rows, cols) <= 40 else 6
     turned = fs / 72 * 0.62 * max(map(len, col_tokens), default=1)  # inches of the turned key labels
-    titles = [textwrap.fill(name, max(12, int(side * 13))) for name, _ in panels]  # each within its panel
+    titles = [textwrap.fill(name, max(12, int(side * 15))) for name, _ in panels]  # each within its panel
     lines = max(t.count("\n") + 1 for t in titles)
     # every panel has the same tokens: the key labels only under the last panel of each column
     last_row = [i + ncols >= len(panels) for i in range(len(panels))]
@@ -52,10 +52,10 @@ def plot_methods(
         im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
         ax.set_xticks(range(cols), list(col_tokens) if labelled else [], rotation=90, fontsize=fs)
         if labelled:
-            upright_spaces(ax)
             ax.set_xlabel(col_label, fontsize=9)
         ax.set_yticks(range(rows), list(row_tokens), fontsize=fs)
-        ax.set_title(name, fontsize=10)
+        upright_spaces(ax)
+        ax.set_title(name, fontsize=9)
     for ax in axes[::ncols]:
         ax.set_ylabel(row_label, fontsize=9)
     assert im is not None  # panels is not empty

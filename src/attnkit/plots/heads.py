@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.colors import Normalize, SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
@@ -81,7 +82,10 @@ def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
     values = grid.values
     layers, heads = values.shape
     cmap, lo, hi = _limits(grid)
-    im = ax.imshow(values, cmap=cmap, vmin=lo, vmax=hi, aspect="auto", interpolation="nearest")
+    # an effect's scale is shared by every kind, so one costly head sets it: symmetric-log, so that
+    # the small effects of the other kinds still show (linear within a fiftieth of the largest)
+    norm = SymLogNorm(hi / 50, vmin=lo, vmax=hi) if grid.scale == "effect" else Normalize(lo, hi)
+    im = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
     ax.set_title(grid.title, fontsize=10)
     ax.set_xticks(range(0, heads, max(1, -(-heads // 8))))
     ax.set_yticks(range(0, layers, max(1, -(-layers // 10))))
@@ -97,7 +101,7 @@ def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
             v = values[li, h]
             text = (grid.marks or {}).get((li, h)) or (_cell(v, grid.scale, thousandths) if numbers else "")
             if text and np.isfinite(v):
-                level = (v - lo) / (hi - lo)
+                level = float(norm(v))
                 light = abs(level - 0.5) > 0.3 if cmap == "RdBu_r" else level < 0.55
                 ax.text(h, li, text, ha="center", va="center", fontsize=8 if len(text) < 4 else 7,
                         color="white" if light else "black")  # fmt: skip

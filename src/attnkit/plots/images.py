@@ -56,9 +56,10 @@ def plot_caption(
     if not vmax > 0:
         raise ValueError(f"vmax must be > 0, got {vmax}")
     n = len(words) + 1
-    columns = min(n, PER_ROW)  # a docs column wide: more words, more rows
-    rows = -(-n // columns)
-    fig = Figure(figsize=(WIDTH if n > 3 else 2.0 * n + 1.0, 2.0 * rows + 0.5), layout="constrained")
+    rows = -(-n // PER_ROW)  # a docs column wide: more words, more rows,
+    columns = -(-n // rows)  # as even as they go (6 panels: 2 rows of 3)
+    # square panels packed together (compressed), the figure no wider than they need
+    fig = Figure(figsize=(min(WIDTH, 2.3 * columns + 1.3), 2.3 * rows + 0.9), layout="compressed")
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     heat = None
     for i, (ax, word) in enumerate(zip(axes[1:], words)):
@@ -80,7 +81,16 @@ def plot_caption(
         bar.set_label(f"attention weight (0-{vmax:g})", fontsize=9)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
+    _key(fig, boxes is not None, inside is not None and any(v is not None for v in inside))
     return fig
+
+
+def _key(fig, boxes: bool, inside: bool = False) -> None:
+    """What the marks over the heat maps are, in small type under the panels."""
+    marks = ["white: the outline of the image's ink (each digit)"]
+    marks += ["dashed red: where the word's object really is"] if boxes else []
+    marks += ["% in box: the share of the word's attention inside it"] if inside else []
+    fig.supxlabel(textwrap.fill("; ".join(marks) + ".", int(fig.get_figwidth() * 15)), fontsize=8.5, color="#374151")
 
 
 def _box(ax, box: Box | None) -> None:
@@ -145,9 +155,10 @@ def plot_caption_methods(
     fig = Figure(figsize=(1.2 + side * n, (side + 0.45) * len(panels) + 0.6), layout="constrained")
     axes = fig.subplots(len(panels), n, squeeze=False)
     heat = None
-    for row, (label, maps) in zip(axes, panels):
+    for r, (row, (label, maps)) in enumerate(zip(axes, panels)):
         _image(row[0], image)
-        row[0].set_title(textwrap.fill(label, int(side * 14)), fontsize=8)  # the method names its row
+        row[0].set_title("image" if r == 0 else "", fontsize=9)
+        row[0].set_ylabel(textwrap.fill(label, 22), fontsize=8.5)  # the method names its row
         for i, (ax, word, weights) in enumerate(zip(row[1:], words, maps)):
             heat = _heat(ax, image, weights, top)
             _box(ax, boxes[i] if boxes is not None else None)
@@ -160,6 +171,7 @@ def plot_caption_methods(
     bar.set_label(f"share of the word (one scale: 0 to {top:.2f})", fontsize=9)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
+    _key(fig, boxes is not None)
     return fig
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from .attention import window_cells
 from .layout import WIDTH, upright_spaces
 
 
@@ -86,11 +87,7 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     s, d_k = w.k.shape
     shown = min(d_k, dims)
     query, key = ("h_t", "h̄_s") if w.recurrent else ("q", "k")
-    title = (
-        "1. the decoder state h_t and the encoder states h̄_s, on one scale"
-        if w.recurrent
-        else "1. the query and the keys of this head, on one scale"
-    )
+    title = "1. h_t and encoder states h̄_s, one scale" if w.recurrent else "1. the query and the keys, on one scale"
     labels = list(w.key_tokens)
     _heatmap(fig, axes["qk"], w.k[:, :shown], title, "value", _dimensions(w, dims),
              beside=[(axes["q"], w.q[None, :shown])])  # fmt: skip
@@ -119,7 +116,7 @@ def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]
         else "5. weighted values a_j v_j and their sum z"
     )
     if len(kept) < s:
-        title += f" ({s - len(kept)} of {s} keys, weight under 0.005, left out)"
+        title += f" ({s - len(kept)} of {s} keys, weight < 0.005, left out)"
     weighted = w.weights[kept, None] * w.v[kept, :shown]
     xlabel = _dimensions(w, dims, "H" if w.recurrent else "d_v")
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, :shown]]), title, "value", xlabel, wrap=90)
@@ -175,10 +172,10 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
 def _window(axes, w, s: int) -> None:
     """Local attention's window p_t ± D shaded on the scores and the weights."""
     for panel in (axes["scores"], axes["softmax"]):
-        lo, hi = max(w.p_t - w.window, -0.5), min(w.p_t + w.window, s - 0.5)
+        lo, hi = window_cells(w.p_t, w.window, s)  # the cells of the keys the model attends to
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
-                      label=f"window p_t ± D (p_t = {w.p_t:.2f}, D = {w.window})")  # fmt: skip
-        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1)
+                      label=f"window: the keys within p_t ± D (D = {w.window})")  # fmt: skip
+        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1, label=f"p_t = {w.p_t:.2f}")
         panel.set_xlim(-0.5, s - 0.5)
 
 

@@ -9,10 +9,17 @@ from ..data.tokenizer import SPACE
 WIDTH = 8.5  # inches: 1,105 pixels at the 130 dpi figures are saved at
 
 
+SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey: a low bar, not to be read as a hyphen
+
+
 def upright_spaces(ax) -> None:
-    """Draw a bare word boundary (▁) upright among turned key labels: turned, it reads as a bar.
-    Its tick keeps no text (a tick label's rotation is the axis's) and no tick mark, which above
-    the low bar would make it read as "I" or "⊥"; the mark is written where its label would be."""
+    """Draw a bare word boundary (▁) upright among turned key labels, and in grey on both axes,
+    so that it reads neither as a bar nor as a hyphen. Its x tick keeps no text (a tick label's
+    rotation is the axis's) and no tick mark, which above the low bar would make it read as "I"
+    or "⊥"; the mark is written where its label would be."""
+    for label in ax.get_yticklabels():
+        if label.get_text() == SPACE:
+            label.set_color(SPACE_COLOUR)
     labels = ax.get_xticklabels()
     texts = [label.get_text() for label in labels]
     if SPACE not in texts:
@@ -32,7 +39,7 @@ def upright_spaces(ax) -> None:
     for x, t, tick in zip(ticks, texts, ax.xaxis.get_major_ticks()):
         if t == SPACE:
             tick.tick1line.set_visible(False)
-            ax.text(x, 0, SPACE, transform=under, ha="center", va="top", fontsize=size)
+            ax.text(x, 0, SPACE, transform=under, ha="center", va="top", fontsize=size, color=SPACE_COLOUR)
 
 
 def fit_height(fig, margin: float = 0.1) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.colors import Normalize, SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.transforms import blended_transform_factory
 
 from .layout import WIDTH
 
@@ -62,9 +63,11 @@ def plot_positional_encoding(
     for k, j in enumerate(dims):
         ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.1)
         kind = "" if learned else (" sin" if j % 2 == 0 else " cos")
-        ax_s.text(t + 0.01 * t, -k * step, f"dim {j}{kind}", fontsize=8, va="center")
+        # each curve's name just past the panel's right edge: the axis ends where the positions do
+        ax_s.text(1.01, -k * step, f"dim {j}{kind}", fontsize=8, va="center", clip_on=False,
+                  transform=blended_transform_factory(ax_s.transAxes, ax_s.transData))  # fmt: skip
     ax_s.set_yticks([])
-    ax_s.set_xlim(0, t * 1.3)  # room for the curves' labels
+    ax_s.set_xlim(0, t - 1)
     ax_s.set(
         xlabel="position",
         ylabel=f"value (curves offset by {step:.2g})",
@@ -82,13 +85,16 @@ def plot_positional_encoding(
     ax_d.plot(np.arange(t), cos[0], label="from position 0")
     ax_d.plot(np.arange(t), cos[mid], label=f"from position {mid}")
     ax_d.axvline(mid, color="grey", lw=0.5)
+    low = float(min(cos[0].min(), cos[mid].min()))
+    ax_d.axhline(0, color="grey", lw=0.5)
     ax_d.set(
         xlabel="position j",
         ylabel="cosine similarity" + (" (centred vectors)" if centre else ""),
-        ylim=(-1.05, 1.05),
+        ylim=(min(low, 0.0) - 0.05, 1.05),  # down to the data's least, and 0
+        xlim=(0, t - 1),
         title="two rows of it" + (": it depends on |i − j| only" if not learned else ""),
     )
-    ax_d.legend(fontsize=8)
+    ax_d.legend(fontsize=8, loc="best")
     for ax in (ax_m, ax_s, ax_c, ax_d):
         ax.title.set_fontsize(10)
     if title:
@@ -119,21 +125,24 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     norm: Normalize = Normalize(vmin, vmax)
     steepest = np.abs(bias[shown]).reshape(len(shown), -1).max(1)
     logarithmic = bool(slopes) and steepest.min() > 0 and steepest.max() / steepest.min() > 20
+    linear_within = float(steepest.min()) / 16
     if logarithmic:  # slopes a factor apart: on a linear scale the gentlest heads look flat
-        norm = SymLogNorm(linthresh=float(steepest.min()) / 16, vmin=vmin, vmax=vmax, base=10)
+        norm = SymLogNorm(linthresh=linear_within, vmin=vmin, vmax=vmax, base=10)
     im = None
     for n, (ax, h) in enumerate(zip(axes, shown)):
         im = ax.imshow(bias[h], cmap=cmap, norm=norm, interpolation="nearest")
         ax.set_title(f"head {h}" + (f": m = {slopes[h]}" if slopes else ""), fontsize=10)
         if n // cols == rows - 1 or n + cols >= len(shown):  # axis names on the outer panels only
             ax.set_xlabel("key j", fontsize=9)
+        else:  # the panel below has the key axis: no tick marks into its title
+            ax.tick_params(bottom=False, labelbottom=False)
         if n % cols == 0:
             ax.set_ylabel("query i", fontsize=9)
         ax.tick_params(labelsize=8)
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
     bar = top.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.9)
-    scale = "logarithmic, " if logarithmic else ""
+    scale = f"log scale, linear within ±{linear_within:.2g}; " if logarithmic else ""
     bar.set_label(f"bias added to the score\n({scale}{vmin:.3g} to {vmax:.3g}, every head)", fontsize=9)
     top.suptitle(
         f"the score bias of each head (one {'logarithmic ' if logarithmic else ''}scale, every panel)", fontsize=10

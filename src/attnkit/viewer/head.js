@@ -14,8 +14,10 @@
     if (nk > LONG) html("span", { class: "mode", id: "long-note" }, box, `a long input (${nk} keys): each query's ${LINES_PER_QUERY} strongest keys are drawn`);
     minimumControl(box);
     if (h === 1) return;
-    const apart = html("button", { type: "button", id: "apart", title: "show the chosen heads apart, each in its colour" }, box,
-                       state.apart ? "heads apart" : "average");
+    // a toggle: filled when on (the chosen heads drawn apart), outlined when off (their average)
+    const apart = html("button", { type: "button", id: "apart", "aria-pressed": String(!!state.apart),
+                                   title: "draw the chosen heads apart, each in its colour; off: their average" }, box,
+                       "heads apart");
     apart.style.borderColor = "#475467";
     if (state.apart) { apart.classList.add("on"); apart.style.background = "#475467"; }
     apart.addEventListener("click", () => {
@@ -65,8 +67,8 @@
     const label = el("text", { x: x, y: y, "font-size": font, fill: "#667085", "dominant-baseline": "middle" }, g);
     label.textContent = state.scale === "row" ? "line: weight ÷ its query's largest" : "line: weight";
     let at = x + textWidth([label.textContent], `${font} ${FAMILY}`) + 14;
-    for (const o of [0.1, 0.25, 0.5, 1]) {
-      el("line", { x1: at, y1: y, x2: at + 44, y2: y, stroke: ONE_COLOUR, "stroke-width": (1 + 4 * o).toFixed(2),
+    for (const o of [0.1, 0.25, 0.5, 1]) {  // grey when each head has its own colour
+      el("line", { x1: at, y1: y, x2: at + 44, y2: y, stroke: state.apart && heads() > 1 ? "#475467" : ONE_COLOUR, "stroke-width": (1 + 4 * o).toFixed(2),
                    "stroke-opacity": lineOpacity(o, 1).toFixed(3) }, g);
       const t = el("text", { x: at + 50, y: y, "font-size": font, fill: "#667085", "dominant-baseline": "middle" }, g);
       t.textContent = String(o);

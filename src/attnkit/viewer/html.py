@@ -283,6 +283,10 @@ def fill_template(name: str, data: dict, *, title: str, **files: str) -> str:
         {
             "__DATA__": _script_safe(json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
             "__TITLE__": html.escape(title),
+            # in the page's heading a hyphenated name ("multi30k-en-de") is never broken at its hyphens
+            "__HEADING__": re.sub(
+                r"\S*-\S*", lambda m: f'<span class="nowrap">{m.group(0)}</span>', html.escape(title)
+            ),
             "__VERSION__": __version__,
         }
     )

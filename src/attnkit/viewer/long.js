@@ -141,6 +141,7 @@
     const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + 36 + below);
     const cells = exact && !answer.coarse;
     canvas.dataset.exact = String(cells);  // every cell drawn from its exact weight
+    document.body.classList.toggle("exact-cells", cells);  // no pooling to choose
     const scaled = state.scale === "row";
     const v = answer.values, img = new ImageData(answer.cols, answer.rows), d = img.data;
     const rowsOf = (i) => [r0 + Math.floor((i * nr) / answer.rows), r0 + Math.floor(((i + 1) * nr) / answer.rows)];

@@ -45,10 +45,14 @@
       // itself, a white dot (a triangle at the edge when p_t = S * sigmoid(.) passes the last key)
       const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
       rows.forEach((i, r) => {
-        const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5, start = cols[0] - 0.5;
-        const lo = x(Math.max(start, p - ex.window)), hi = x(Math.min(edge, p + ex.window)), half = cell * 0.42;
-        ctx.strokeStyle = "#111"; ctx.lineWidth = 3; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
-        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 1.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+        const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5;
+        // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
+        const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
+        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = cell * 0.42;
+        if (first <= lastIn) {
+          ctx.strokeStyle = "#111"; ctx.lineWidth = 3; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+          ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 1.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+        }
         ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
         const rad = Math.max(2.5, cell / 5);
         if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);

@@ -91,9 +91,10 @@
         (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`;
     }
     const t = html("table", {}, box), head = html("tr", {}, t);
+    const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
     const cols = w.recurrent
       ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
-      : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", "mask", "softmax a_j", "a_j v_j"];
+      : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"];
     cols.forEach((c) => { if (c) html("th", {}, head, c); });
     const qrow = html("tr", { class: "query" }, t);
     html("td", { class: "token" }, qrow, w.recurrent ? `h_t: ${w.query_token}` : `q: ${w.query_token}`);
@@ -112,7 +113,7 @@
       } else {
         html("td", {}, r, fmt(w.raw[j] * w.scale));
         if (w.bias) html("td", {}, r, fmt(w.bias[j]));
-        html("td", {}, r, w.allowed[j] ? "" : "masked (−∞)");
+        if (masked) html("td", {}, r, w.allowed[j] ? "" : "masked (−∞)");
       }
       const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
       bar.style.width = `${Math.round(5 * fontPx * w.weights[j])}px`;

@@ -247,7 +247,9 @@
     state.tab = tab;
     // the layer, head and scale choices apply to the maps: not to the atlas (every head), an attribution
     // (each method its own layers and scale) or the positions
-    document.body.classList.toggle("atlas", ["atlas", "attribution", "positions"].includes(tab));
+    document.body.classList.toggle("atlas", ["atlas", "attribution", "positions", "heads"].includes(tab));
+    document.body.classList.toggle("pooled", ["matrix", "model"].includes(tab));  // a long input's pixels pool cells
+    document.body.classList.remove("exact-cells");  // until a long matrix says every cell is exact
     document.body.classList.toggle("every-map", tab === "model");  // every layer and head at once
     document.body.classList.toggle("no-attention", tab === "positions");  // the scheme alone, no input's attention
     const mean = $("head").querySelector("option[value=mean]");  // the head view names heads drawn apart itself
@@ -261,8 +263,8 @@
   function draw() {
     if (!examples.length) return;
     const ex = example();
-    $("src-text").textContent = ex.source;
-    $("out-text").textContent = ex.output ? "→ " + ex.output : "";
+    $("src-text").textContent = $("src-text").title = ex.source;  // a few lines shown, all of it on hover
+    $("out-text").textContent = $("out-text").title = ex.output ? "→ " + ex.output : "";
     const info = modelInfo || {};
     $("model-info").textContent = modelText(info);
     if (ex.remote && state.tab !== "atlas") { VIEWS.long.draw(ex, state.tab); return; }
