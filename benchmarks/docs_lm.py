@@ -129,6 +129,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
             page.wait_for_function(rows, timeout=300_000)
 
             def shot(name: str) -> None:  # the whole window, as every screenshot of the docs
+                page.evaluate("document.getElementById('text').scrollTop = 0")  # the document's start in view
                 page.screenshot(path=str(out / name))
 
             page.click("table.heads th[data-stat=max_weight]")  # the most focused heads first
