@@ -341,8 +341,9 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
     mean_of = f" Mean over {first['sentences']} test sentences." if "sentences" in first else ""
     title = (
         "Source tokens deleted (or inserted) most important first, by each method: the reference "
-        "translation's log-probability falls (rises) faster for a faithful method. AOPC: the mean change "
-        f"over the curve, higher is better; dashed: a random order.{mean_of}"
+        "translation's log-probability falls (rises) faster for a faithful method. AOPC: the mean drop "
+        "(deletion) or rise (insertion) over the curve's steps, higher is better; methods ordered by deletion; "
+        f"dashed: a random order.{mean_of}"
     )
     fig.suptitle(textwrap.fill(title, 115, break_on_hyphens=False), fontsize=9.5)
     fig.savefig(path, dpi=130)

@@ -73,7 +73,9 @@ def main() -> None:
             page.hover("#model-grid canvas >> nth=5")
             shot("model")
             page.click("#tabs [data-tab=matrix]")
+            page.select_option("#head", "0")  # one sharp head: the average of four is a blur
             shot("matrix")
+            page.select_option("#head", "mean")
             page.click("#tabs [data-tab=atlas]")  # every cross-attention head, each removed in turn
             page.select_option("#atlas-ablate", "zero")
             page.wait_for_function("[...document.getElementById('atlas-by').options].some(o => o.value === 'ablation')")
@@ -95,6 +97,7 @@ def main() -> None:
             shot("positions")
             page.select_option("#model", "multi30k-en-de-rnn-local-p")
             page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
+            page.fill("#nbest", "1")  # the long sentence's one translation: the sidebar fits the window
             page.fill("#text", LONG)
             page.press("#text", "Enter")
             page.wait_for_function("document.getElementById('out-text').textContent.includes('Fluss')")

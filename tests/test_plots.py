@@ -17,7 +17,7 @@ from attnkit.plots.inspection import (
 )
 
 RNG = np.random.default_rng(0)
-SRC = ["▁a", "b", "▁", "longer", "</s>"]
+SRC = ["▁a", "b", "␣", "longer", "</s>"]
 TGT = ["x", "y", "z", "</s>"]
 
 
@@ -36,7 +36,7 @@ def _walkthrough():
         layer=0,
         head=1,
         query=2,
-        query_token="▁",
+        query_token="␣",
         key_tokens=SRC,
         x=q,
         q=q,
@@ -156,7 +156,7 @@ def test_attention_maps_show_their_tokens(name):
     labels = {t.get_text() for ax in fig.get_axes() for t in ax.get_xticklabels() + ax.get_yticklabels() + ax.texts}
     assert set(SRC) <= labels and set(TGT) <= labels
     for ax in fig.get_axes():  # a bare word boundary reads upright on every axis
-        assert all(t.get_rotation() == 0 for t in ax.texts if t.get_text() == "▁")
+        assert all(t.get_rotation() == 0 for t in ax.texts if t.get_text() == "␣")
 
 
 def test_projection_labels_neither_overlap_nor_leave_their_panel():

@@ -27,8 +27,8 @@ def test_errors(tmp_path):
 def test_readable_labels_keep_word_boundaries():
     from attnkit.data.tokenizer import readable
 
-    pieces = ["▁c", "ott", "on", "▁shirt", ".", "▁", "<unk>", "▁lä", "dt", ","]
-    assert readable(pieces) == ["c", "##ott", "##on", "shirt", ".", "▁", "<unk>", "lä", "##dt", ","]
+    pieces = ["▁c", "ott", "on", "▁shirt", ".", "␣", "<unk>", "▁lä", "dt", ","]
+    assert readable(pieces) == ["c", "##ott", "##on", "shirt", ".", "␣", "<unk>", "lä", "##dt", ","]
     assert readable(["ab", "▁cd"]) == ["ab", "cd"]  # a sentence's first piece starts a word
 
 

@@ -20,7 +20,7 @@ from ..errors import unknown_choice
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 CONTINUES = "##"  # marks a subword piece that continues the word before it (as BERT writes it)
-SPACE = WORD_START  # a word-boundary mark standing alone is shown as itself: a low bar on either axis
+SPACE = "\u2423"  # a word-boundary mark standing alone, shown as the visible space ␣ (drawn upright, in grey)
 BOS_LABEL, EOS_LABEL = "<s>", "</s>"  # how the start and end of a sequence are shown
 # every special token a figure or page may show, attnkit's and BERT's: "hide special tokens" hides these
 SPECIAL_LABELS = (BOS_LABEL, EOS_LABEL, "<pad>", "<unk>", "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[MASK]")
@@ -30,7 +30,7 @@ def readable(pieces: list[str]) -> list[str]:
     """Subword pieces as a reader sees them, word boundaries kept: a piece that starts a word loses
     sentencepiece's mark, a piece that continues the word before it starts with '##' ("c ##ott
     ##on" is one word; before a digit it reads as no decimal point; punctuation is left as it
-    is), a bare mark stays '▁'."""
+    is), a bare mark is shown as '␣'."""
     labels = []
     for i, p in enumerate(pieces):
         if p == WORD_START:

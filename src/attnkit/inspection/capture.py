@@ -51,7 +51,7 @@ import torch
 from ..atomic import atomic_path
 from ..attention import record
 from ..attention.record import AttentionCall, MapView
-from ..data.tokenizer import BOS, BOS_LABEL, EOS, EOS_LABEL, Tokenizer, readable
+from ..data.tokenizer import BOS, BOS_LABEL, EOS, EOS_LABEL, SPACE, WORD_START, Tokenizer, readable
 from ..inference.translate import translate
 from ..models.interface import ATTENTION_KINDS as KINDS
 from ..models.interface import KIND_LABELS as LABELS  # noqa: F401 (the kinds' names, for the inspection modules)
@@ -344,6 +344,12 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
     return path
 
 
+def _shown(tokens: list[str]) -> list[str]:
+    """Token labels as figures show them now: a file written when a bare word boundary was shown
+    as sentencepiece's mark has it as the visible space."""
+    return [SPACE if t == WORD_START else t for t in tokens]
+
+
 def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
     """Read a file written by ``save_records`` (this version or an earlier one): (records, model info)."""
     path = Path(path)
@@ -375,11 +381,11 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
             records.append(
                 AttentionRecord(
                     source=ex["source"],
-                    src_tokens=ex["src_tokens"],
+                    src_tokens=_shown(ex["src_tokens"]),
                     maps=Maps(calls, dense),
                     output=ex["output"],
-                    tgt_in_tokens=ex["tgt_in_tokens"],
-                    tgt_out_tokens=ex["tgt_out_tokens"],
+                    tgt_in_tokens=_shown(ex["tgt_in_tokens"]),
+                    tgt_out_tokens=_shown(ex["tgt_out_tokens"]),
                     p_t=arrays.get(f"{i}/p_t"),
                     window=ex["window"],
                     prompt_length=ex.get("prompt_length"),

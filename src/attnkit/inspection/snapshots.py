@@ -144,14 +144,14 @@ def steps_figure(
     tokens = {t for q, k, _ in rows for t in (*q, *k)}
     every_nth = _bleu_every(run_dir)
     note = [
-        "Rows: dev sentences, each with its reference output forced. Dev loss: label-smoothed cross-entropy, "
-        "above 0 even for perfect outputs. BLEU: greedy, on the dev set, at "
+        "Rows: dev sentences, each with its reference output forced. Step 0: before training. Dev loss: "
+        "label-smoothed cross-entropy, above 0 even for perfect outputs. BLEU: greedy, on the dev set, "
         + (
-            f"every {_ordinal(every_nth)} validation from the first, and the last (train.bleu_every)"
+            f"at the first validation, every {_ordinal(every_nth)} after it and the last (the run's "
+            "train.bleu_every); the other steps have the loss alone."
             if every_nth
-            else "every validation"
+            else "at every validation."
         )
-        + "; the other steps have the loss alone."
     ]
     marks = [f"{mark} {what}" for mark, what in ((SPACE, "a word boundary on its own"),) if mark in tokens]
     marks += [f"{CONTINUES}x a piece that continues a word"] if any(t.startswith(CONTINUES) for t in tokens) else []

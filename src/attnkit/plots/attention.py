@@ -57,14 +57,17 @@ def plot_alignment(
     upright_spaces(ax)
     if SPACE in src_tokens or SPACE in tgt_tokens:
         xlabel += f"   ({SPACE}: a space of its own, before the next word)"
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(textwrap.fill(xlabel, int(fig.get_figwidth() * 11)))  # within the figure's width
     ax.set_ylabel(ylabel)
     if p_t is not None:
         _draw_local_window(ax, np.asarray(p_t, dtype=float), window, s)
-        fig.legend(loc="outside lower center", ncol=3, fontsize=9, frameon=False)  # below the figure: covers no cell
+        columns = 2 if fig.get_figwidth() >= 7 else 1  # a narrow figure: its key in one column, inside it
+        fig.legend(
+            loc="outside lower center", ncol=columns, fontsize=9, frameon=False
+        )  # below the figure: covers no cell
     ax.set_xlim(-0.5, s - 0.5)
     ax.set_ylim(t - 0.5, -0.5)
-    scale = "fixed 0-1" if vmax == 1.0 else f"0-{top:.2g}, this figure's largest" if vmax is None else f"0-{top:g}"
+    scale = "0 to 1" if vmax == 1.0 else f"0 to {top:.2g}, this figure's largest" if vmax is None else f"0 to {top:g}"
     fig.colorbar(im, ax=ax, shrink=0.8, label=f"attention weight ({scale})")
     if title:  # wrapped to the figure's width: a title never runs off the canvas
         width = int(fig.get_figwidth() * 12)
@@ -104,6 +107,13 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
                     zorder=2,
                 )
             )
+    if window is not None:  # what the weights are, in the legend: why a row may sum to less than 1
+        ax.plot(
+            [],
+            [],
+            ls="none",
+            label="weight: softmax in the window\n(local-p: × a Gaussian, a row sums to < 1)",
+        )
     inside = p_t <= edge
     # each output step has its own centre: marks per row, never a line joining rows
     ax.plot(p_t[inside], rows[inside], ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8,

@@ -116,7 +116,7 @@ def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]
         else "5. weighted values a_j v_j and their sum z"
     )
     if len(kept) < s:
-        title += f" ({s - len(kept)} of {s} keys, weight < 0.005, left out)"
+        title += f": the {len(kept)} of {s} keys with a weight of 0.005 or more"
     weighted = w.weights[kept, None] * w.v[kept, :shown]
     xlabel = _dimensions(w, dims, "H" if w.recurrent else "d_v")
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, :shown]]), title, "value", xlabel, wrap=90)
@@ -159,8 +159,17 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
             color="#2563eb",
             label="softmax in the window × Gaussian" if w.gauss is not None else "softmax: the attention weights",
         )
-        if w.gauss is not None:
-            ax.plot(x, w.gauss, color="#dc2626", marker=".", lw=1, label=f"Gaussian around p_t = {w.p_t:.2f}")
+        if w.gauss is not None:  # the Gaussian where it weighs keys (in the window), its curve faint outside
+            inside = w.weights > 0 if w.window is None else np.abs(x - w.p_t) <= w.window
+            ax.plot(x, w.gauss, color="#dc2626", lw=0.8, alpha=0.35)
+            ax.plot(
+                x[inside],
+                w.gauss[inside],
+                color="#dc2626",
+                marker=".",
+                lw=1,
+                label=f"Gaussian around p_t = {w.p_t:.2f}",
+            )
     else:
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")

@@ -9,14 +9,13 @@ from ..data.tokenizer import SPACE
 WIDTH = 8.5  # inches: 1,105 pixels at the 130 dpi figures are saved at
 
 
-SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey: a low bar, not to be read as a hyphen
+SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey, set apart from the tokens' text
 
 
 def upright_spaces(ax) -> None:
-    """Draw a bare word boundary (▁) upright among turned key labels, and in grey on both axes,
-    so that it reads neither as a bar nor as a hyphen. Its x tick keeps no text (a tick label's
-    rotation is the axis's) and no tick mark, which above the low bar would make it read as "I"
-    or "⊥"; the mark is written where its label would be."""
+    """Draw a bare word boundary (␣) upright among turned key labels, and in grey on both axes:
+    turned, the open box reads as a bracket. Its x tick keeps no text (a tick label's rotation is
+    the axis's) and no tick mark; the mark is written where its label would be."""
     for label in ax.get_yticklabels():
         if label.get_text() == SPACE:
             label.set_color(SPACE_COLOUR)

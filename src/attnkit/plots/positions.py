@@ -94,7 +94,9 @@ def plot_positional_encoding(
         xlim=(0, t - 1),
         title="two rows of it" + (": it depends on |i − j| only" if not learned else ""),
     )
-    ax_d.legend(fontsize=8, loc="best")
+    ax_d.legend(
+        fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False
+    )  # under: on no curve
     for ax in (ax_m, ax_s, ax_c, ax_d):
         ax.title.set_fontsize(10)
     if title:

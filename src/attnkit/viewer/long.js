@@ -361,7 +361,9 @@
       const s = a.layers[0].stats;
       for (let j = 0; j < H; j++) rows.push({ layer: l, head: j, ...Object.fromEntries(STATS.map(([n]) => [n, s[n][j]])) });
       render();
-      $("readout").textContent = `${rows.length} of ${L * H} heads summarised, each the mean over its queries; click a column to sort, a head to open its matrix`;
+      const T = shape(ex)[2];
+      $("readout").textContent = `${rows.length} of ${L * H} heads summarised over ${T.toLocaleString("en")} tokens, each the mean over its queries; ` +
+        "click a column to sort, a head to open its matrix";
     }
   }
 

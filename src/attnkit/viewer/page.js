@@ -41,7 +41,7 @@
     if (parent) parent.appendChild(e);
     return e;
   }
-  function option(select, value, text) { html("option", { value: value }, select, text); }
+  function option(select, value, text) { return html("option", { value: value }, select, text); }
   const measurer = document.createElement("canvas").getContext("2d");
   function textWidth(tokens, font) {
     measurer.font = font;
@@ -277,7 +277,11 @@
     state.example = 0; state.pinned = null; state.hover = null; state.zoom = null;
     $("example-box").hidden = examples.length < 2;
     $("example").innerHTML = "";
-    examples.forEach((ex, i) => option($("example"), i, `${i + 1}: ${ex.source.slice(0, 60)}`));
+    // a label that fits the sidebar (the whole sentence is below it, and in the option's title)
+    examples.forEach((ex, i) => {
+      const text = ex.source.length > 28 ? `${ex.source.slice(0, 27)}…` : ex.source;
+      option($("example"), i, `${i + 1}: ${text}`).title = ex.source;
+    });
     state.kind = null;
     $("tabs").querySelector("[data-tab=image]").hidden = !examples.some((ex) => ex.image);
     if (state.tab === "image" && !examples.some((ex) => ex.image)) state.tab = "head";
