@@ -144,7 +144,8 @@ def model_label(info: dict) -> str:
     captioner's image encoder first ("CNN + LSTM 128 ...")."""
     if info.get("name"):
         return str(info["name"])
-    encoder = f"{info['image_encoder'].upper()} + " if "image_encoder" in info else ""
+    names = {"cnn": "CNN", "vit": "ViT"}  # the image encoder as papers write it
+    encoder = f"{names.get(info['image_encoder'], info['image_encoder'])} + " if "image_encoder" in info else ""
     if info.get("arch") == "rnn":
         window = f", D = {info['window']}" if "window" in info else ""
         attention = f"Luong {info['attention']} attention ({info['score']} score{window})"

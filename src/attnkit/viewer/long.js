@@ -166,7 +166,7 @@
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
-    lib.colourBar($("legend"), 860, scaled ? "row's largest" : "1", [
+    lib.colourBar($("legend"), Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
       "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + (scaled ? " · per-query scale" : "") + masked,
     ]);
