@@ -143,7 +143,8 @@ def _build_demo(out: Path, *, arch: str, max_steps: int, seed: int, attention: s
     print(f"\nexact match on {len(dev_tgt)} held-out dates: {accuracy:.1%}   (wall time {seconds:.0f} s)")
     fig = example_figure(examples[0], cfg, arch, attention)
     save_figure(fig, out / "attention.png")
-    window = cfg.model.rnn.window if examples[0].p_t is not None else None
+    settings = cfg.model
+    window = settings.rnn.window if examples[0].p_t is not None else None
     records = capture(model, tok, EXAMPLES, options=SearchOptions(beam=1), window=window)
     write_html(out / "attention.html", records, model_info(model, cfg), title=f"attnkit demo: {arch} on dates")
     result = {
@@ -162,7 +163,8 @@ def example_figure(first, cfg, arch: str, attention: str):
     assert first.alignment is not None  # translated with need_weights
     weights = first.alignment[-1].mean(axis=0)  # the last layer, the mean of its heads
     local = first.p_t is not None
-    window = cfg.model.rnn.window if local else None
+    settings = cfg.model
+    window = settings.rnn.window if local else None
     layers, heads = first.alignment.shape[:2]
     kind = (
         f"RNN, Luong {attention} attention"
