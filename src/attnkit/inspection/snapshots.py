@@ -88,9 +88,11 @@ def _data_label(run_dir: str | Path) -> str:
         return "digit scenes"
     if data.multi30k:
         return f"Multi30k {data.src_lang}→{data.tgt_lang}"
+    if data.dev_src is None or data.dev_tgt is None:
+        return ""
     try:
         pair = [Path(f).read_text(encoding="utf-8").split("\n", 1)[0].strip() for f in (data.dev_src, data.dev_tgt)]
-    except (TypeError, OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError):
         return ""
     short = [textwrap.shorten(text, 32, placeholder="…") for text in pair]
     return f'pairs like "{short[0]}" → "{short[1]}"' if all(short) else ""
