@@ -46,10 +46,12 @@ def fit_height(fig, margin: float = 0.1) -> None:
     column): panels that keep their aspect (square heatmap cells) are as wide as the column lets
     them be, and no estimate of their height is exact. Laid out and measured twice, as the
     layout moves a little with the height."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)  # a Figure outside pyplot has no canvas to lay it out: this one
     for _ in range(2):
-        renderer = fig._get_renderer()  # a Figure outside pyplot has no canvas of its own to ask
-        fig.draw(renderer)  # the layout, done
-        drawn = fig.get_tightbbox(renderer).height  # inches
+        canvas.draw()  # the layout, done
+        drawn = fig.get_tightbbox(canvas.get_renderer()).height  # inches
         if fig.get_figheight() - drawn < 2 * margin:
             return
         fig.set_figheight(drawn + margin)
