@@ -219,8 +219,8 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         "Outlined in red: a head at or past its paper's threshold (\u2265 in the panel's title); ranked: the paper "
         "gives no threshold. The ablation and importance scales are shared by every kind; the ablation's is "
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
-        "Sink: the weight on the "
-        f"first token, in causal attention over the queries that see {SINK_KEYS} keys or more."
+        "Sink: the mean weight on the first token, over every query (in causal attention, over the "
+        f"queries that see {SINK_KEYS} keys or more)."
     )
     return plot_atlas(kinds, title=title, footnote=note)
 
