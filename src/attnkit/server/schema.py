@@ -19,6 +19,7 @@ Kind = Literal["encoder", "decoder", "cross"]
 
 
 Text = Annotated[StrictStr, Field(min_length=1, pattern=r"\S")]  # something besides spaces
+Target = Annotated[StrictStr, Field(pattern=r"^$|\S")]  # empty (none given) or something besides spaces
 
 
 def _integral(value: Any) -> Any:
@@ -56,7 +57,7 @@ class TranslateRequest(TextRequest):
         StrictInt,
         Field(ge=1, description="translations to return (at most StudioLimits.max_nbest); a beam holds at most beam"),
     ] = 1
-    target: StrictStr | None = Field(None, description="score and show this translation instead of searching")
+    target: Target | None = Field(None, description="score and show this translation instead of searching")
     max_new_tokens: (
         Annotated[
             StrictInt, Field(ge=0, description="a decoder-only model: tokens to generate after the prompt (default 20)")
@@ -72,7 +73,7 @@ class TranslateRequest(TextRequest):
 
 
 class ExplainRequest(TextRequest):
-    target: StrictStr | None = Field(None, description="the output side to force (default: the model's own)")
+    target: Target | None = Field(None, description="the output side to force (default: the model's own)")
     kind: Kind | None = Field(None, description="default: cross for a translator, encoder for an encoder")
     layer: Annotated[StrictInt, Field(ge=-64, le=63, description="from 0; negative counts from the last")] = -1
     head: Annotated[StrictInt, Field(ge=0, le=255)] = 0
