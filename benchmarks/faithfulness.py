@@ -249,6 +249,14 @@ def permutation_tvd(model, p, permutations: int, rng: np.random.Generator) -> fl
     return float(np.median(tvds))
 
 
+def standard_error(values: list, sentences: int) -> np.ndarray:
+    """The standard error of the mean over sentences: values come in sentence order, several per
+    sentence where a method is drawn several times (the random order), and those are averaged first."""
+    v = np.asarray(values, dtype=float)
+    v = v.reshape(sentences, -1, *v.shape[1:]).mean(axis=1)
+    return v.std(axis=0, ddof=1) / np.sqrt(sentences)
+
+
 def deletion_insertion(name: str, sources: list[str], refs: list[str], seed: int) -> dict:
     model = attnkit.load(name)
     rng = np.random.default_rng(seed)
@@ -281,10 +289,12 @@ def deletion_insertion(name: str, sources: list[str], refs: list[str], seed: int
             results["curves_del"].setdefault(key, []).append(on_grid(d - d[0]).tolist())
             results["curves_ins"].setdefault(key, []).append(on_grid(i - i[0]).tolist())
         results["tvd"].append(permutation_tvd(model, p, 20, rng))
-    results["aopc_del"] = {m: float(np.mean(v)) for m, v in del_sum.items()}
-    results["aopc_ins"] = {m: float(np.mean(v)) for m, v in ins_sum.items()}
-    results["curves_del"] = {m: np.mean(v, axis=0).tolist() for m, v in results["curves_del"].items()}
-    results["curves_ins"] = {m: np.mean(v, axis=0).tolist() for m, v in results["curves_ins"].items()}
+    for what, per_sentence in (("del", del_sum), ("ins", ins_sum)):
+        results[f"aopc_{what}"] = {m: float(np.mean(v)) for m, v in per_sentence.items()}
+        results[f"aopc_{what}_se"] = {m: float(standard_error(v, len(sources))) for m, v in per_sentence.items()}
+        curves_of = results[f"curves_{what}"]
+        results[f"curves_{what}_se"] = {m: standard_error(v, len(sources)).tolist() for m, v in curves_of.items()}
+        results[f"curves_{what}"] = {m: np.mean(v, axis=0).tolist() for m, v in curves_of.items()}
     results["tau"] = {m: float(np.mean(v)) for m, v in results["tau"].items()}
     results["tvd"] = float(np.mean(results["tvd"]))
     results["seconds_per_sentence"] = {m: t / len(sources) for m, t in timing.items()}
@@ -296,11 +306,17 @@ SHORT = {  # the methods as a narrow table names them
     "attention": "raw attention",
     "rollout": "rollout",
     "value-norm": "value-norm",
-    "grad-attention": "grad.-weighted attention",
-    "integrated-gradients": "integrated gradients",
+    "grad-attention": "grad.-weighted attn.",
+    "integrated-gradients": "integrated grad.",
     "input-x-gradient": "input × gradient",
     "random": "random order",
 }
+
+
+def aopc_cell(res: dict, m: str, what: str) -> str:
+    """A method's deletion or insertion AOPC for the figure's table, ± its standard error where known."""
+    value = f"{res[f'aopc_{what}'][m]:.2f}"
+    return f"{value} ± {res[f'aopc_{what}_se'][m]:.2f}" if f"aopc_{what}_se" in res else value
 
 
 def plot_curves(all_results: dict[str, dict], path: Path) -> None:
@@ -313,7 +329,7 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
     from attnkit.plots.layout import WIDTH
 
     fig = Figure(figsize=(WIDTH, 2.5 * len(all_results) + 1.0), layout="constrained")
-    axes = fig.subplots(len(all_results), 3, squeeze=False, width_ratios=[1, 1, 0.95])
+    axes = fig.subplots(len(all_results), 3, squeeze=False, width_ratios=[1, 1, 1.45])
     x = np.linspace(0, 100, 11)
     colours = {m: f"C{i}" for i, m in enumerate(["attention", "rollout", "value-norm", *GRADIENT])}
     colours["random"] = "0.4"
@@ -322,6 +338,11 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
             for m, curve in res[key].items():
                 ax.plot(x, curve, marker="o", markersize=2.5, lw=1.3, color=colours[m],
                         linestyle="--" if m == "random" else "-")  # fmt: skip
+                if f"{key}_se" in res:  # a band of one standard error over sentences
+                    se = np.asarray(res[f"{key}_se"][m])
+                    ax.fill_between(
+                        x, np.asarray(curve) - se, np.asarray(curve) + se, color=colours[m], alpha=0.12, lw=0
+                    )
             if r == 0:
                 ax.set_title("deletion" if key == "curves_del" else "insertion", fontsize=10)
             ax.set_xlabel(f"% of source tokens {what}", fontsize=9)
@@ -330,20 +351,23 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
         row[0].set_ylabel(f"{name}\nchange in mean log-prob.", fontsize=9)
         table = row[2]
         table.axis("off")
-        table.set_title("AOPC ↑, deletion / insertion" if r == 0 else "", fontsize=10)
+        table.set_title("AOPC ↑" if r == 0 else "", fontsize=10)
         methods = sorted(res["aopc_del"], key=lambda m: -res["aopc_del"][m])
+        for x_at, head in ((0.69, "deletion"), (1.0, "insertion")):
+            table.text(x_at, 0.98, head, fontsize=9, ha="right", va="top", transform=table.transAxes)
         for k, m in enumerate(methods):
-            y = 0.95 - k * 0.135
-            table.text(0.02, y, SHORT.get(m, m), color=colours[m], fontsize=9, transform=table.transAxes, va="top")
-            table.text(1.0, y, f"{res['aopc_del'][m]:.2f} / {res['aopc_ins'][m]:.2f}", color=colours[m],
-                       fontsize=9, ha="right", transform=table.transAxes, va="top")  # fmt: skip
+            y = 0.85 - k * 0.12
+            table.text(0.0, y, SHORT.get(m, m), color=colours[m], fontsize=9, transform=table.transAxes, va="top")
+            for x_at, what in ((0.69, "del"), (1.0, "ins")):
+                table.text(x_at, y, aopc_cell(res, m, what), color=colours[m], fontsize=9, ha="right",
+                           transform=table.transAxes, va="top")  # fmt: skip
     first = next(iter(all_results.values()))
     mean_of = f" Mean over {first['sentences']} test sentences." if "sentences" in first else ""
     title = (
         "Source tokens deleted (or inserted) most important first, by each method: the reference "
         "translation's log-probability falls (rises) faster for a faithful method. AOPC: the mean drop "
         "(deletion) or rise (insertion) over the curve's steps, higher is better; methods ordered by deletion; "
-        f"dashed: a random order.{mean_of}"
+        f"dashed: a random order; bands and ±: one standard error over sentences.{mean_of}"
     )
     fig.suptitle(textwrap.fill(title, 115, break_on_hyphens=False), fontsize=9.5)
     fig.savefig(path, dpi=130)

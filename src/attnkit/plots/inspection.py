@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -188,23 +189,30 @@ def _window(axes, w, s: int) -> None:
         panel.set_xlim(-0.5, s - 0.5)
 
 
-def plot_head_statistics(panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *, title: str = "") -> Figure:
+def plot_head_statistics(
+    panels: Sequence[tuple[str, np.ndarray, np.ndarray]],
+    *,
+    sinks: Sequence[np.ndarray | None] = (),
+    title: str = "",
+) -> Figure:
     """One row per attention kind (label, normalised entropy (L, h), mean largest weight (L, h)):
-    its entropy beside its largest weight, each measure on one scale down its column."""
+    its entropy beside its largest weight, each measure on one scale down its column. ``sinks``
+    (per kind, the mean weight on the first key (L, h)) marks the heads that park most of their
+    weight on the first key, so that a focused head is told apart from a sink."""
     rows = len(panels)
-    fig = Figure(figsize=(WIDTH, 2.2 * rows + 1.0 + (0.3 if title else 0)), layout="constrained")
+    marked = any(sink is not None and (sink >= SINK_MARK).any() for sink in sinks)
+    fig = Figure(figsize=(WIDTH, 2.2 * rows + 1.0 + (0.3 if title else 0) + (0.25 if marked else 0)),
+                 layout="constrained")  # fmt: skip
     axes = fig.subplots(rows, 2, squeeze=False)
     measures = (("normalised entropy (1 = uniform)", "magma"), ("mean largest weight", "viridis"))
     images: list[Any] = [None, None]
     for ri, (label, normalised, max_weight) in enumerate(panels):
+        sink = sinks[ri] if ri < len(sinks) else None
         for ci, (values, (name, cmap)) in enumerate(zip((normalised, max_weight), measures)):
             ax = axes[ri, ci]
             images[ci] = ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+            _head_values(ax, values, sink)
             layers, heads = values.shape
-            for li in range(layers):
-                for h in range(heads):
-                    colour = "white" if values[li, h] < 0.6 else "black"
-                    ax.text(h, li, f"{values[li, h]:.2f}", ha="center", va="center", fontsize=8, color=colour)
             ax.set_xticks(range(heads))
             ax.set_yticks(range(layers))
             ax.tick_params(labelsize=8)
@@ -217,7 +225,29 @@ def plot_head_statistics(panels: Sequence[tuple[str, np.ndarray, np.ndarray]], *
         fig.colorbar(images[ci], ax=list(axes[:, ci]), location="bottom", shrink=0.8, aspect=30, pad=0.01, label=name)
     if title:
         fig.suptitle(textwrap.fill(title, int(WIDTH * 12)), fontsize=11)
+    if marked:
+        fig.supxlabel(
+            "“1st key 0.99”: the mean weight a head gives the first key (<s> where the sequence starts with it), "
+            f"written where it is {SINK_MARK:.0%} or more (• where a cell is narrow): such a head parks its weight "
+            "there, an attention sink",
+            fontsize=8.5, wrap=True,
+        )  # fmt: skip
     return fig
+
+
+SINK_MARK = 0.5  # the mean weight on the first key from which a head is marked as a sink
+
+
+def _head_values(ax: Axes, values: np.ndarray, sink: np.ndarray | None) -> None:
+    """Each head's value in its cell, and its weight on the first key under it where the head is a sink."""
+    layers, heads = values.shape
+    for li in range(layers):
+        for h in range(heads):
+            colour = "white" if values[li, h] < 0.6 else "black"
+            text = f"{values[li, h]:.2f}"
+            if sink is not None and sink[li, h] >= SINK_MARK:
+                text += f"\n1st key {sink[li, h]:.2f}" if heads <= 8 else "\n•"
+            ax.text(h, li, text, ha="center", va="center", fontsize=8, color=colour, linespacing=1.1)
 
 
 def plot_contextual(
