@@ -183,6 +183,19 @@ def test_projection_labels_neither_overlap_nor_leave_their_panel():
             assert not a.overlaps(b), "two labels overlap"
 
 
+def test_contextual_key_writes_out_each_sentence():
+    """The key names the sentences the token labels point to (A, B), each written out in full."""
+    labels = ["apple A1", "red A2", "apple B1"]
+    points = np.array([[0.0, 0.0], [0.5, 0.2], [1.0, 1.0]])
+    texts = ["A red apple and a long sentence that must wrap in the key's narrow cell.", "Apple makes phones."]
+    fig = plot_contextual(labels, [("static", np.eye(3))], [("layer 1", points)], {0: 0, 2: 1},
+                          sentences=["A", "B"], texts=texts, words=["apple"])  # fmt: skip
+    (key,) = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + [k for sub in fig.subfigs for k in sub.legends]
+    written = " ".join(key.get_title().get_text().split())
+    assert "A: “A red apple and a long sentence that must wrap in the key's narrow cell.”" in written
+    assert "B: “Apple makes phones.”" in written
+
+
 def test_positional_encoding_in_two_rows_keeps_its_four_panels():
     """A narrow page's layout: the same four panels, two to a row."""
     wide = plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=4)

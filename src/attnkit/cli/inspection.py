@@ -358,7 +358,8 @@ def cmd_embed(args: argparse.Namespace) -> None:
     text, vectors, words = embed_report(encoder, args.sentences, args.word)
     print(text)
     if args.output:
-        _figure(contextual_figure(vectors, words, title=f"contextual word vectors: {model.name}"), args)
+        figure = contextual_figure(vectors, words, texts=args.sentences, title=f"contextual word vectors: {model.name}")
+        _figure(figure, args)
 
 
 def cmd_positions(args: argparse.Namespace) -> None:

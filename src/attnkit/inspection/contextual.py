@@ -5,6 +5,7 @@ apart: the same token gets the same output wherever it stands."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,9 +123,10 @@ def depth_names(depth: int) -> list[str]:
     return names
 
 
-def contextual_figure(v: TokenVectors, words: list[str], *, title: str = ""):
+def contextual_figure(v: TokenVectors, words: list[str], *, texts: Sequence[str] = (), title: str = ""):
     """The figure of ``plots.plot_contextual`` for ``v``: similarities of the static vectors and
-    of the last layer's; one PCA projection per depth; the occurrences of ``words`` marked."""
+    of the last layer's; one PCA projection per depth; the occurrences of ``words`` marked; the
+    sentences written out from ``texts`` (what was given, in order)."""
     from ..plots.inspection import plot_contextual
 
     depth = v.layers.shape[0]
@@ -135,6 +137,7 @@ def contextual_figure(v: TokenVectors, words: list[str], *, title: str = ""):
         [(name, pca_2d(x)) for name, x in panels],
         {i: v.labels[i][0] for w in words for i in v.find(w)},
         sentences=[sentence_name(s) for s in sorted({s for s, _, _ in v.labels})],
+        texts=texts,
         words=words,
         title=title,
     )

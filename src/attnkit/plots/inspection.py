@@ -258,12 +258,14 @@ def plot_contextual(
     *,
     words: Sequence[str] = (),
     sentences: Sequence[str] = (),
+    texts: Sequence[str] = (),
     title: str = "",
 ) -> Figure:
     """Contextual word vectors. Top: cosine similarity matrices (name, (N, N)), e.g. static token
     vectors beside the last layer's, on one scale. Bottom: 2-D projections (name, (N, 2)) of all
     token vectors, one per depth; ``marked`` maps a token index to its sentence (its colour,
-    named by ``sentences``); tokens drawn at the same place share one label."""
+    named by ``sentences``, each written out from ``texts`` in the key); tokens drawn at the same
+    place share one label."""
     n = len(labels)
     cols = min(3, len(projections))
     rows = -(-len(projections) // cols)
@@ -298,14 +300,19 @@ def plot_contextual(
         for k, name in enumerate(sentences)
         if k in set(marked.values())
     ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
-    naming = "A token is named by its sentence (A, B, ...) and its position in it ([CLS] = 0)."
-    if len(projections) < grid.size:  # the key in the first free cell of the grid
-        free = grid.flat[len(projections)]
-        free.legend(handles=handles, loc="center", fontsize=8, frameon=False,
-                    title=textwrap.fill(naming, 34), title_fontsize=8)  # fmt: skip
+    naming = "A token is named by its sentence and its position in it ([CLS] = 0)."
+    free = len(projections) < grid.size  # the key in the first free cell of the grid, else below
+    columns = 40 if free else 120
+    written = [
+        textwrap.fill(f"{name}: “{text}”", columns, subsequent_indent="    ") for name, text in zip(sentences, texts)
+    ]
+    key = "\n".join([textwrap.fill(naming, columns), *written])
+    if free:
+        grid.flat[len(projections)].legend(handles=handles, loc="center", fontsize=8, frameon=False, title=key,
+                                           title_fontsize=8, alignment="left")  # fmt: skip
     else:
         bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
-                      frameon=False, title=naming, title_fontsize=8)  # fmt: skip
+                      frameon=False, title=key, title_fontsize=8)  # fmt: skip
     bottom.suptitle(
         "Where each token's vector lies: 2-D PCA, fitted at each depth separately\n(compare groupings within a "
         "panel, not places across panels)",
