@@ -228,3 +228,24 @@ def test_local_window_outlines_the_keys_the_model_attends_to():
         inside = (inside > first) & (inside < last)  # the cells between the outline's edges
         assert (row[torch.from_numpy(~inside)] == 0).all(), (centre, row)
         assert (row[torch.from_numpy(inside)] > 0).all(), (centre, row)
+
+
+def test_every_score_formula_sets_as_maths():
+    """The walk-through writes each score function's formulas, as the model and the RNN rename
+    them, in mathtext: each must parse, vectors bold and indices not."""
+    from matplotlib.mathtext import MathTextParser
+
+    from attnkit.attention import scores
+    from attnkit.plots.layout import math, wrap_math
+
+    parser = MathTextParser("agg")
+    formulas = {"q ⊙ k_j", "q · k_j / √32", "z = Σ_j a_j v_j", "c_t = Σ_s a_s h̄_s", "p_t ± D", "d_k"}
+    for cls in vars(scores).values():
+        if isinstance(cls, type) and issubclass(cls, scores.ScoreFunction) and "formula" in vars(cls):
+            for f in (cls.formula, cls.terms_formula):
+                formulas |= {f, f.replace("q", "h_t").replace("k", "h̄_s")}
+    for f in formulas:
+        parser.parse(math(f), dpi=100)  # raises on a malformed formula
+    assert math("d_k") == "$d_k$" and math("q · k_j") == r"$\mathbf{q} \cdot \mathbf{k}_j$"
+    long = "2. " + math("v_a ⊙ tanh(W_a h_t + U_a h̄_s)") + ": each row, over all 256 dimensions, sums to the score"
+    assert all(line.count("$") % 2 == 0 for line in wrap_math(long, 44).splitlines())  # never broken inside

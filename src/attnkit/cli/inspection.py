@@ -383,6 +383,7 @@ def cmd_positions(args: argparse.Namespace) -> None:
         heads=args.heads,
         model=source.module if source else None,
         model_name=model_label(source.info) if source else "",
+        trained_len=source.info.get("max_len") if source else None,
     ):
         print(f"{text}\nfigure: {path}\n")
 

@@ -71,6 +71,14 @@ def t5_buckets(
     return t5_bucket(rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance).numpy()
 
 
+def unreached_buckets(reach: int, *, num_buckets: int, max_distance: int, bidirectional: bool) -> list[int]:
+    """The T5 buckets that no offset j − i with |j − i| <= ``reach`` falls in: a model whose
+    sequences were never longer than reach + 1 tokens never trained their scalars."""
+    offsets = torch.arange(-reach, reach + 1)
+    seen = t5_bucket(offsets, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    return sorted(set(range(num_buckets)) - set(seen.tolist()))
+
+
 def shaw_index(length: int, max_distance: int = 16) -> np.ndarray:
     pos = torch.arange(length)
     return RelativePositions(1, max_distance).relative_index(pos, pos).numpy()
@@ -105,6 +113,7 @@ class Ask:
     model: Seq2SeqModel | EncoderModel | None = None
     model_name: str = ""
     columns: int = 2  # a four-panel figure in two rows (a docs column); 4: in one row
+    trained_len: int | None = None  # the model's longest training sequence per side (longer pairs dropped)
 
 
 Drawn = tuple[str, "Figure"]  # the text printed beside it, the figure
@@ -128,14 +137,16 @@ def position_figure(
     model: Seq2SeqModel | EncoderModel | None = None,
     model_name: str = "",
     columns: int = 2,
+    trained_len: int | None = None,
 ) -> Drawn:
     """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
     bias a trained ``model`` learned (learned, fourier and t5). ``columns``: 2 lays a four-panel
-    figure out in two rows (a docs column), 4 in one row."""
+    figure out in two rows (a docs column), 4 in one row. ``trained_len``: the model's longest
+    training sequence per side, beyond which no offset was seen (marks T5's unreached buckets)."""
     if scheme not in FIGURES:
         raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
     np.set_printoptions(precision=3, suppress=True, linewidth=120)
-    return FIGURES[scheme](Ask(length, d_model, heads, model, model_name, columns))
+    return FIGURES[scheme](Ask(length, d_model, heads, model, model_name, columns, trained_len))
 
 
 @_draws("sinusoidal")
@@ -233,19 +244,25 @@ def _t5(a: Ask) -> Drawn:
     t5 = find_scheme(a.model, T5RelativeBias) if a.model is not None else None
     if t5 is not None:
         scalars = t5.bias.weight.detach().float().cpu().numpy().T  # (heads, buckets)
-        buckets = t5_buckets(
-            n, num_buckets=t5.num_buckets, max_distance=t5.max_distance, bidirectional=t5.bidirectional
+        sizes = {"num_buckets": t5.num_buckets, "max_distance": t5.max_distance, "bidirectional": t5.bidirectional}
+        unreached = unreached_buckets(a.trained_len + 1, **sizes) if a.trained_len else []
+        note = (
+            f"hatched: {len(unreached)} buckets of offsets beyond {a.trained_len + 1}, past the longest training "
+            "sequence, so never trained: their scalars are random initial values"
+            if unreached and a.trained_len
+            else "a bucket of offsets that training never reached keeps its random initial scalar"
         )
         return (
             f"T5 relative bias of {a.model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}; "
-            f"learned scalars from {scalars.min():.3f} to {scalars.max():.3f}",
+            f"learned scalars from {scalars.min():.3f} to {scalars.max():.3f}"
+            + (f"; never trained (offsets past {a.trained_len + 1}): buckets {unreached}" if unreached else ""),
             plots.plot_relative_index(
-                buckets,
+                t5_buckets(n, **sizes),
                 t5.max_distance,
                 buckets=True,
                 scalars=scalars,
-                title=f"T5 relative-position bias of {a.model_name}: bias(i, j) = b[head, bucket(j − i)]\n"
-                "(a bucket of offsets that training never reached keeps its random initial scalar)",
+                unreached=unreached,
+                title=f"T5 relative-position bias of {a.model_name}: bias(i, j) = b[head, bucket(j − i)]\n({note})",
             ),
         )
     buckets = t5_buckets(n)
@@ -296,6 +313,7 @@ def draw_positions(
     heads: int,
     model: Seq2SeqModel | EncoderModel | None = None,
     model_name: str = "",
+    trained_len: int | None = None,
 ) -> list[tuple[str, Path]]:
     """`attnkit positions`: each figure of ``scheme`` (or of every scheme, ``"all"``: written as
     OUTPUT_<scheme>) saved atomically; returns (text, path) per figure."""
@@ -306,7 +324,13 @@ def draw_positions(
     done = []
     for name in schemes:
         text, fig = position_figure(
-            name, length=length, d_model=d_model, heads=heads, model=model, model_name=model_name
+            name,
+            length=length,
+            d_model=d_model,
+            heads=heads,
+            model=model,
+            model_name=model_name,
+            trained_len=trained_len,
         )
         path = output if len(schemes) == 1 else output.with_name(f"{output.stem}_{name}{output.suffix}")
         done.append((text, save_figure(fig, path, dpi=110)))

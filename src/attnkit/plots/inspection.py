@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .attention import window_cells
-from .layout import WIDTH, upright_spaces
+from .layout import WIDTH, math, plain, upright_spaces, wrap_math
 
 
 def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
@@ -65,7 +65,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
 def _dimensions(w, dims: int, name: str = "") -> str:
     """The x label of a walk-through heatmap: which dimensions it shows, of how many."""
     d_k = w.k.shape[1]
-    name = name or ("H" if w.recurrent else "d_k")
+    name = math(name or ("H" if w.recurrent else "d_k"))
     shown = min(d_k, dims)
     return f"dimension (first {shown} of {name} = {d_k})" if shown < d_k else f"dimension ({name} = {d_k})"
 
@@ -79,7 +79,7 @@ def _heatmap(fig, ax, rows, title, colour_label, xlabel, beside=(), wrap=44) -> 
         other.imshow(more, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     fig.colorbar(im, ax=[ax, *(o for o, _ in beside)], shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
     ax.set(xlabel=xlabel)
-    (beside[0][0] if beside else ax).set_title(textwrap.fill(title, wrap))
+    (beside[0][0] if beside else ax).set_title(wrap_math(title, wrap))
 
 
 def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
@@ -87,22 +87,24 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     their title level with panel 1's."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
-    query, key = ("h_t", "h̄_s") if w.recurrent else ("q", "k")
-    title = "1. h_t and encoder states h̄_s, one scale" if w.recurrent else "1. the query and the keys, on one scale"
+    query, key = (math("h_t"), math("h̄_s")) if w.recurrent else (math("q"), math("k"))
+    title = (
+        f"1. {query} and encoder states {key}, one scale" if w.recurrent else "1. the query and the keys, on one scale"
+    )
     labels = list(w.key_tokens)
     _heatmap(fig, axes["qk"], w.k[:, :shown], title, "value", _dimensions(w, dims),
              beside=[(axes["q"], w.q[None, :shown])])  # fmt: skip
     axes["q"].set_xticks([])
-    axes["q"].set_yticks([0], [f"{query}: {w.query_token}"], **ticks)
-    axes["qk"].set_yticks(range(s), [f"{key}: {t}" for t in labels], **ticks)
+    axes["q"].set_yticks([0], [f"{query}: {plain(w.query_token)}"], **ticks)
+    axes["qk"].set_yticks(range(s), [f"{key}: {plain(t)}" for t in labels], **ticks)
 
-    terms = w.terms_formula if w.recurrent else "q ⊙ k_j"
+    terms = math(w.terms_formula if w.recurrent else "q ⊙ k_j")
     sums = "each row sums to the score" if shown == d_k else f"each row, over all {d_k} dimensions, sums to the score"
     _heatmap(fig, axes["prod"], w.terms[:, :shown], "", "term", _dimensions(w, dims))
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
     note = axes["note"]  # panel 2's title, level with panel 1's, above the rows it names
     note.set_axis_off()
-    note.set_title(textwrap.fill(f"2. {terms}: {sums}", 44))
+    note.set_title(wrap_math(f"2. {terms}: {sums}", 44))
 
 
 def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]) -> None:
@@ -110,11 +112,11 @@ def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]
     into the context c_t), the figure's width."""
     s, shown = w.k.shape[0], min(w.k.shape[1], dims)
     labels = list(w.key_tokens)
-    value, total = ("h̄_s", "c_t = Σ a_s h̄_s") if w.recurrent else ("v", "z = Σ a_j v_j")
+    value, total = (math("h̄_s"), math("c_t = Σ_s a_s h̄_s")) if w.recurrent else (math("v"), math("z = Σ_j a_j v_j"))
     title = (
-        "5. the encoder states weighted, a_s h̄_s, and their sum c_t"
+        f"5. the encoder states weighted, {math('a_s h̄_s')}, and their sum {math('c_t')}"
         if w.recurrent
-        else "5. weighted values a_j v_j and their sum z"
+        else f"5. weighted values {math('a_j v_j')} and their sum {math('z')}"
     )
     if len(kept) < s:
         title += f": the {len(kept)} of {s} keys with a weight of 0.005 or more"
@@ -122,7 +124,8 @@ def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]
     xlabel = _dimensions(w, dims, "H" if w.recurrent else "d_v")
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, :shown]]), title, "value", xlabel, wrap=90)
     ax.axhline(len(kept) - 0.5, color="black", lw=1.5)
-    ax.set_yticks(range(len(kept) + 1), [f"{w.weights[j]:.2f} · {value}: {labels[j]}" for j in kept] + [total], **ticks)
+    rows = [f"{w.weights[j]:.2f} {value}: {plain(labels[j])}" for j in kept]
+    ax.set_yticks(range(len(kept) + 1), rows + [total], **ticks)
 
 
 def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
@@ -130,17 +133,17 @@ def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]
     finite = np.isfinite(w.scaled)
     d_k = w.k.shape[1]
     if w.recurrent:
-        ax.bar(x[finite], w.raw[finite], width=0.6, label=f"score {w.score}", color="#2563eb")
+        ax.bar(x[finite], w.raw[finite], width=0.6, label=f"score {math(w.score)}", color="#2563eb")
         if (~finite).any():
             ax.bar(x[~finite], w.raw[~finite], width=0.6, label="outside the window", color="#d1d5db")
         ax.set(title="3. scores")
     else:
-        ax.bar(x - 0.2, w.raw, width=0.4, label="q · k_j", color="#9ca3af")
+        ax.bar(x - 0.2, w.raw, width=0.4, label=math("q · k_j"), color="#9ca3af")
         ax.bar(
             x[finite] + 0.2,
             w.scaled[finite],
             width=0.4,
-            label=f"q · k_j / sqrt({d_k})" + (" + positional bias" if w.bias is not None else ""),
+            label=math(f"q · k_j / √{d_k}") + (" + positional bias" if w.bias is not None else ""),
             color="#2563eb",
         )
         ax.set(title="3. scores, raw and scaled")
@@ -169,10 +172,11 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
                 color="#dc2626",
                 marker=".",
                 lw=1,
-                label=f"Gaussian around p_t = {w.p_t:.2f}",
+                label=f"Gaussian around {math('p_t')} = {w.p_t:.2f}",
             )
     else:
-        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label="softmax(q · k_j), without the scaling", color="#f59e0b")
+        unscaled = f"softmax({math('q · k_j')}), without the scaling"
+        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label=unscaled, color="#f59e0b")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
     ax.set_xticks(x, labels, **ticks)
     upright_spaces(ax)
@@ -184,8 +188,10 @@ def _window(axes, w, s: int) -> None:
     for panel in (axes["scores"], axes["softmax"]):
         lo, hi = window_cells(w.p_t, w.window, s)  # the cells of the keys the model attends to
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
-                      label=f"window: the keys within p_t ± D (D = {w.window})")  # fmt: skip
-        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1, label=f"p_t = {w.p_t:.2f}")
+                      label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})")  # fmt: skip
+        panel.axvline(
+            min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1, label=f"{math('p_t')} = {w.p_t:.2f}"
+        )
         panel.set_xlim(-0.5, s - 0.5)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from ..data.tokenizer import SPACE
@@ -55,3 +57,51 @@ def fit_height(fig, margin: float = 0.1) -> None:
         if fig.get_figheight() - drawn < 2 * margin:
             return
         fig.set_figheight(drawn + margin)
+
+
+_SYMBOLS = {  # plain-text maths, as attnkit's formulas write it, in matplotlib's mathtext
+    "h̄": r"\bar{\mathbf{h}}", "ᵀ": r"^{\top}", "⊙": r"\odot", "·": r"\cdot", "±": r"\pm", "Σ": r"\sum",
+    "tanh": r"\tanh", "√": r"\sqrt", "[": "[", "]": "]", ";": r";\,",
+}  # fmt: skip
+_MATH = re.compile(r"h̄|ᵀ|⊙|·|±|Σ|tanh|√|;|(?<![A-Za-z])[a-zA-Z](?![A-Za-z])|\d+|[A-Za-z]+|.", re.S)
+VECTORS = set("qkvzhc")  # the letters that name vectors (bold), as the articles set them
+
+
+def math(formula: str) -> str:
+    """A formula written in plain text ("q ⊙ k_j / √32", "c_t = Σ_s a_s h̄_s", "(W_aᵀ q) ⊙ k") set
+    as maths: vectors bold, indices as subscripts, operators as symbols."""
+    out = []
+    for token in _MATH.findall(formula):
+        if out and out[-1] == r"\sqrt":  # √32, √d: the root over what follows
+            out.append(f"{{{token}}}")
+        elif token in _SYMBOLS:
+            out.append(_SYMBOLS[token])
+        elif len(token) == 1 and token in VECTORS and not (out and out[-1] == "_"):  # d_k: k an index
+            out.append(rf"\mathbf{{{token}}}")
+        elif token == " ":
+            out.append(" ")
+        elif token in "$\\{}#%&~^":
+            out.append("\\" + token)
+        else:
+            out.append(token)
+    return "$" + "".join(out) + "$"
+
+
+def plain(text: str) -> str:
+    """Text shown beside mathtext in one label, with its dollar signs kept literal."""
+    return text.replace("$", r"\$")
+
+
+def wrap_math(text: str, width: int) -> str:
+    """``textwrap.fill`` for text with mathtext in it: each $...$ is one word as wide as what it
+    shows, never broken across lines."""
+    import textwrap
+
+    chunks = re.findall(r"\$[^$]*\$", text)
+    for i, chunk in enumerate(chunks):  # a run of one private-use character, as long as the chunk shows
+        shown = re.sub(r"\\[a-zA-Z]+", "x", chunk)
+        text = text.replace(chunk, chr(0xE000 + i) * max(1, len(re.sub(r"[{}_^$ ]", "", shown))), 1)
+    text = textwrap.fill(text, width)
+    for i, chunk in enumerate(chunks):
+        text = re.sub(chr(0xE000 + i) + "+", lambda _: chunk, text, count=1)
+    return text

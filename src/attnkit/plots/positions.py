@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.colors import Normalize, SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
+from matplotlib.patches import Rectangle
 from matplotlib.transforms import blended_transform_factory
 
 from .layout import WIDTH
@@ -188,12 +189,13 @@ def plot_relative_index(
     *,
     buckets: bool = False,
     scalars: np.ndarray | None = None,
+    unreached: Sequence[int] = (),
     title: str = "",
 ) -> Figure:
     """Which learned parameter each (query, key) pair uses: Shaw's clipped offset
     clip(j - i, -k, k) (a diverging scale: the two clipped ends in opposite colours) or T5's
     log-spaced bucket; that index against the offset; and, with ``scalars`` (heads, buckets),
-    the learned scalar each head adds for each bucket."""
+    the learned scalar each head adds for each bucket, the ``unreached`` buckets hatched."""
     t = index.shape[0]
     if scalars is None:
         fig = Figure(figsize=(WIDTH, 3.6), layout=ConstrainedLayoutEngine(wspace=0.12))  # a colour bar apart
@@ -231,6 +233,9 @@ def plot_relative_index(
         im = ax_b.imshow(scalars, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
         fig.colorbar(im, ax=ax_b, shrink=0.85, label=f"scalar added to the score (±{lim:.2g})")
         ax_b.set(xlabel="bucket", ylabel="head", title="the learned scalar of each head and bucket")
+        for b in unreached:  # never trained: hatched over, their colour still readable
+            ax_b.add_patch(Rectangle((b - 0.5, -0.5), 1, scalars.shape[0], fill=False, hatch="///",
+                                     edgecolor="0.35", lw=0))  # fmt: skip
         ax_b.set_yticks(range(scalars.shape[0]))
         ax_b.title.set_fontsize(9)
     if title:

@@ -337,7 +337,14 @@ class Studio:
             )
         d_model, heads = info.get("d_model", 128), info.get("heads", 4)
         _, fig = position_figure(
-            scheme, length=48, d_model=d_model, heads=heads, model=m.model.module, model_name=m.name, columns=2
+            scheme,
+            length=48,
+            d_model=d_model,
+            heads=heads,
+            model=m.model.module,
+            model_name=m.name,
+            columns=2,
+            trained_len=info.get("max_len"),
         )
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=90)
