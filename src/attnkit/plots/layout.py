@@ -103,5 +103,5 @@ def wrap_math(text: str, width: int) -> str:
         text = text.replace(chunk, chr(0xE000 + i) * max(1, len(re.sub(r"[{}_^$ ]", "", shown))), 1)
     text = textwrap.fill(text, width)
     for i, chunk in enumerate(chunks):
-        text = re.sub(chr(0xE000 + i) + "+", lambda _: chunk, text, count=1)
+        text = re.sub(chr(0xE000 + i) + "+", lambda _, chunk=chunk: chunk, text, count=1)
     return text
