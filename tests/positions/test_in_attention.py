@@ -84,6 +84,21 @@ def test_t5_buckets(bidirectional):
     assert bias.shape == (1, H, 3, 4)
 
 
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_unreached_buckets_are_those_no_short_offset_falls_in(bidirectional):
+    """The buckets a model trained on sequences of at most reach + 1 tokens never trained: by the
+    reference bucketing above, and never one that some offset within reach falls in."""
+    from attnkit.inspection.positions import unreached_buckets
+
+    for reach in (5, 41, 300):
+        got = unreached_buckets(reach, num_buckets=32, max_distance=128, bidirectional=bidirectional)
+        seen = {t5_reference(r, bidirectional) for r in range(-reach, reach + 1)}
+        assert got == sorted(set(range(32)) - seen)
+    near = unreached_buckets(41, num_buckets=32, max_distance=128, bidirectional=bidirectional)
+    assert (16 in near) == bidirectional  # "after, distance 0" is reached by no offset at all
+    assert 31 in near and 0 not in near and 7 not in near  # the farthest bucket is not trained; the nearest are
+
+
 def test_rope_is_the_rotation_matrix():
     rope = RotaryPositions(DH)
     x = torch.randn(1, 1, 4, DH, dtype=torch.float64)

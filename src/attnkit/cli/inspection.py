@@ -250,11 +250,11 @@ def cmd_heads(args: argparse.Namespace) -> None:
     print("\n\n".join(st.report() for st in stats))
     if args.output:
         name = Path(str(args.source)).name
-        from ..inspection.capture import model_label
+        from ..inspection.capture import model_title
 
-        n, what = len(records), model_label({k: v for k, v in info.items() if k != "name"})
+        n = len(records)
         title = (
-            f"{name}" + (f", {what}" if what != name else "") + ": how each head spreads its attention, "
+            f"{model_title({**info, 'name': name})}: how each head spreads its attention, "
             f"mean over {n} {'sentence' if n == 1 else 'sentences'}"
         )
         _figure(head_statistics_figure(stats, title=title), args)
@@ -340,8 +340,9 @@ def _atlas(records: list, args: argparse.Namespace, ablated: tuple | None) -> No
     if args.output:
         from ..heads.atlas import atlas_figure
 
-        name = Path(str(args.source)).name
-        _figure(atlas_figure(atlases, title=f"{name}: what each head does"), args)
+        name, n = Path(str(args.source)).name, max(a.inputs for a in atlases)
+        read = f"{n} {'input' if n == 1 else 'inputs'}" + (f" from {Path(args.input).name}" if args.input else "")
+        _figure(atlas_figure(atlases, title=f"{name}: what each head does, measured on {read}"), args)
 
 
 def cmd_embed(args: argparse.Namespace) -> None:
@@ -394,7 +395,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
 
     from ..atomic import atomic_path, numbered, save_figure
     from ..attribution import applicable, attribute, attribute_model, sides
-    from ..inspection.capture import model_label
+    from ..inspection.capture import model_title
     from ..plots.attribution import plot_methods
 
     def methods_of(record) -> tuple[str, list[str]]:
@@ -448,7 +449,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
                 [(a.label(m), a.scores[m]) for m in methods],
                 a.rows,
                 a.cols,
-                title=f"{model_label(info)}: {what}\n{r.source}" + (f"  →  {r.output}" if a.side == "output" else ""),
+                title=f"{model_title(info)}\n{what}:\n{r.source}" + (f"  →  {r.output}" if a.side == "output" else ""),
                 row_label=a.row_label,
             )
             save_figure(fig, target, dpi=args.dpi)

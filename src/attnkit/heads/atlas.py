@@ -213,8 +213,9 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
                 marks = {(int(li), int(h)): f"{int(a.offsets[li, h]):+d}".replace("-", "\u2212") for li, h in flagged}
             scale = "tokens" if name == "distance" else "share"
             grids.append(Grid(head, values, scale, d.threshold, UNITS.get(name, "weight"), marks, top=distance_top))
-        inputs = f"{a.inputs} input" + ("s" if a.inputs != 1 else "")
-        kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads, {inputs}", _missing(a), grids))
+        counts = {b.inputs for b in atlases}  # one count for every kind: the caller's title gives it
+        inputs = "" if len(counts) == 1 else f", {a.inputs} input" + ("s" if a.inputs != 1 else "")
+        kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads{inputs}", _missing(a), grids))
     note = (
         "Outlined in red: a head at or past its paper's threshold (\u2265 in the panel's title); ranked: the paper "
         "gives no threshold. The ablation and importance scales are shared by every kind; the ablation's is "

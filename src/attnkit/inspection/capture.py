@@ -157,6 +157,14 @@ def model_label(info: dict) -> str:
     return str(info.get("name") or info.get("class") or "the model")
 
 
+def model_title(info: dict) -> str:
+    """A model's name and what it is, for a figure about the model as a whole: "multi30k-en-de-rnn,
+    LSTM 256 with Luong global attention (general score)"; its name alone where that is all known."""
+    what = model_label({k: v for k, v in info.items() if k != "name"})
+    name = str(info.get("name") or "")
+    return f"{name}, {what}" if name and what not in (name, info.get("class")) else (name or what)
+
+
 @torch.no_grad()
 def capture_ids(
     model: Seq2SeqModel | EncoderModel,

@@ -247,22 +247,22 @@ def _t5(a: Ask) -> Drawn:
         sizes = {"num_buckets": t5.num_buckets, "max_distance": t5.max_distance, "bidirectional": t5.bidirectional}
         unreached = unreached_buckets(a.trained_len + 1, **sizes) if a.trained_len else []
         note = (
-            f"hatched: {len(unreached)} buckets of offsets beyond {a.trained_len + 1}, past the longest training "
-            "sequence, so never trained: their scalars are random initial values"
+            f"hatched: the {len(unreached)} buckets that no offset within ±{a.trained_len + 1}, the longest "
+            "training sequence, falls in: never trained, their scalars are random initial values"
             if unreached and a.trained_len
             else "a bucket of offsets that training never reached keeps its random initial scalar"
         )
         return (
             f"T5 relative bias of {a.model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}; "
             f"learned scalars from {scalars.min():.3f} to {scalars.max():.3f}"
-            + (f"; never trained (offsets past {a.trained_len + 1}): buckets {unreached}" if unreached else ""),
+            + (f"; never trained (no offset within ±{a.trained_len + 1}): buckets {unreached}" if unreached else ""),
             plots.plot_relative_index(
                 t5_buckets(n, **sizes),
                 t5.max_distance,
                 buckets=True,
                 scalars=scalars,
                 unreached=unreached,
-                title=f"T5 relative-position bias of {a.model_name}: bias(i, j) = b[head, bucket(j − i)]\n({note})",
+                title=f"T5 bias(i, j) = b[head, bucket(j − i)] of {a.model_name}\n({note})",
             ),
         )
     buckets = t5_buckets(n)

@@ -40,7 +40,10 @@ def plot_methods(
     last_row = [i + ncols >= len(panels) for i in range(len(panels))]
     # a row of panels: its map and title; the figure: those rows, the key labels once, the title
     map_height = (side - 0.3) * min(1.3, rows / cols)
-    height = nrows * (map_height + 0.2 + 0.2 * lines) + turned + 0.45 + (0.6 if title else 0.2)
+    title = "\n".join(textwrap.fill(line, 105) for line in title.splitlines())  # a docs column's width at 11 pt
+    height = (
+        nrows * (map_height + 0.2 + 0.2 * lines) + turned + 0.45 + (0.3 * (title.count("\n") + 1) if title else 0.2)
+    )
     fig = Figure(figsize=(1.4 + side * ncols, height), layout="compressed")  # square cells, no gaps
     grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
     for ax in grid[len(panels) :]:

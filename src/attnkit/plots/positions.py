@@ -3,6 +3,7 @@ why sinusoids encode relative offset (similarity depends on distance only)."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import cast
 
@@ -238,8 +239,8 @@ def plot_relative_index(
                                      edgecolor="0.35", lw=0))  # fmt: skip
         ax_b.set_yticks(range(scalars.shape[0]))
         ax_b.title.set_fontsize(9)
-    if title:
-        fig.suptitle(title, fontsize=11)
+    if title:  # each line kept within the figure's width
+        fig.suptitle("\n".join(textwrap.fill(line, 92) for line in title.splitlines()), fontsize=10.5)
     return fig
 
 
