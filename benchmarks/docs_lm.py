@@ -135,7 +135,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
             page.click("table.heads th[data-stat=max_weight]")  # the most focused heads first
             shot("studio_long_heads.png")
             page.locator("table.heads tr[data-layer]").first.click()  # its matrix
-            page.select_option("#scale", "row")  # each query on its own scale: where every row looks shows
+            page.select_option("#scale", "log")  # 10⁻⁴ to 1: the weights away from the diagonal show too
             done = "/computed in/.test(document.getElementById('readout').textContent)"
             page.wait_for_function(done, timeout=120_000)
             shot("studio_long_matrix.png")

@@ -128,8 +128,11 @@ def main() -> None:
                 shot("generation")
             if args.captioner:
                 page.goto(f"http://127.0.0.1:{port}/captions")
-                page.click("#scene")
-                page.wait_for_selector(".word")
+                for tries in range(1, 9):  # a scene the model captions right (the page marks a wrong word)
+                    page.click("#scene")
+                    page.wait_for_function(f"document.querySelectorAll('#pick button').length === {tries}")
+                    if "matches it" in page.text_content("#ref"):
+                        break
                 page.hover(".word >> nth=1")
                 shot("captions")
             browser.close()

@@ -8,6 +8,7 @@
 (window.attnkitViews = window.attnkitViews || {}).long = function (lib) {
   const { $, html, state } = lib;
   const cache = new Map();  // request -> answer (decoded)
+  const LOG_DECADES = 4;  // the log scale's range: 10⁻⁴ to 1
   const STATS = [
     ["entropy", "entropy (nats)", "the spread of a query's weights: 0 = one key"],
     ["normalised", "entropy ÷ log(keys)", "0 = one key, 1 = uniform over the keys it may see"],
@@ -142,7 +143,8 @@
     const cells = exact && !answer.coarse;
     canvas.dataset.exact = String(cells);  // every cell drawn from its exact weight
     document.body.classList.toggle("exact-cells", cells);  // no pooling to choose
-    const scaled = state.scale === "row";
+    const scaled = state.scale === "row", log = state.scale === "log";
+    const tone = (x) => (log ? Math.max(0, 1 + Math.log10(Math.max(x, 1e-12)) / LOG_DECADES) : Math.min(1, x));
     const v = answer.values, img = new ImageData(answer.cols, answer.rows), d = img.data;
     const rowsOf = (i) => [r0 + Math.floor((i * nr) / answer.rows), r0 + Math.floor(((i + 1) * nr) / answer.rows)];
     const colOf = (j) => c0 + Math.floor((j * nc) / answer.cols);
@@ -153,7 +155,7 @@
       for (let j = 0; j < answer.cols; j++) {
         const p = 4 * (i * answer.cols + j);
         if (answer.causal && colOf(j) > lastRow + (S - T)) { d[p] = d[p + 1] = d[p + 2] = 236; d[p + 3] = 255; continue; }  // no query may see it
-        const x = v[i * answer.cols + j] / (scaled ? m : 1), c = lib.rgb(Math.min(1, x));
+        const c = lib.rgb(tone(v[i * answer.cols + j] / (scaled ? m : 1)));
         d[p] = c[0]; d[p + 1] = c[1]; d[p + 2] = c[2]; d[p + 3] = 255;
       }
     }
@@ -166,10 +168,11 @@
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
+    const scaleNote = scaled ? " · per-query scale" : log ? ` · log scale: the bar's left end is 10⁻${LOG_DECADES} or less` : "";
     lib.colourBar($("legend"), Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
-      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + (scaled ? " · per-query scale" : "") + masked,
-    ]);
+      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + scaleNote + masked,
+    ], log ? `≤10⁻${LOG_DECADES}` : "0");
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
     $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${T} x ${S} tokens ` +
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;

@@ -63,7 +63,11 @@
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 4 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
     // the table's rows share the pane's height (a row 19 to 40 px, its text and strips growing with it)
-    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (w.key_tokens.length + 2)), 19, 40);
+    // a local window's keys are the rows that matter: those outside it (weight exactly 0) fold into one row a side
+    const fold = w.recurrent && w.p_t !== null && !state.showOutside && w.allowed.some((a) => !a);
+    const shown = w.key_tokens.map((_, j) => !fold || w.allowed[j]);
+    const rows = shown.filter(Boolean).length + (fold ? 2 : 0);
+    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (rows + 2)), 19, 40);
     const fontPx = clamp(Math.round(rowH * 0.5), 11, 16);
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
@@ -90,6 +94,10 @@
       f.textContent = `${w.query_label}, layer ${w.layer}, head ${w.head}. e_j = q·k_j / √${w.d_k}` +
         (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`;
     }
+    if (w.recurrent && w.p_t !== null && state.showOutside && w.allowed.some((a) => !a)) {
+      const fold = html("button", { type: "button", class: "fold" }, box, "fold the keys outside the window");
+      fold.addEventListener("click", () => { state.showOutside = false; box.innerHTML = ""; renderWalkthrough(box, w); });
+    }
     const t = html("table", {}, box), head = html("tr", {}, t);
     const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
     const cols = w.recurrent
@@ -101,7 +109,18 @@
     html("td", {}, qrow).appendChild(strip(w.q, vecLim, px, kd, w.recurrent ? "h_t" : "q"));
     for (let c = 2; c < cols.filter(Boolean).length; c++) html("td", {}, qrow, "");
     const softmaxInWindow = w.gauss ? w.weights.map((a, j) => (w.gauss[j] > 0 ? a / w.gauss[j] : 0)) : null;
+    const outside = (j) => {  // the first key of a folded run: one row that names the run and unfolds it
+      if (!fold || shown[j] || (j > 0 && !shown[j - 1])) return;
+      let end = j; while (end + 1 < shown.length && !shown[end + 1]) end++;
+      const r = html("tr", { class: "masked folded" }, t), cell = html("td", { colspan: String(cols.filter(Boolean).length) }, r);
+      const names = w.key_tokens.slice(j, end + 1).join(" ");
+      cell.append(`${end - j + 1} ${end === j ? "key" : "keys"} ${j === 0 ? "before" : "after"} the window (${names.length > 40 ? names.slice(0, 39) + "…" : names}): weight 0 `);
+      const more = html("button", { type: "button" }, cell, "show them");
+      more.addEventListener("click", () => { state.showOutside = true; box.innerHTML = ""; renderWalkthrough(box, w); });
+    };
     w.key_tokens.forEach((tok, j) => {
+      outside(j);
+      if (!shown[j]) return;
       const r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
       html("td", { class: "token" }, r, tok);
       html("td", {}, r).appendChild(strip(w.k[j], vecLim, px, kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));

@@ -14,7 +14,7 @@
   const SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const $ = (id) => document.getElementById(id);
   const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), apart: false, scale: "abs",
-                  hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false, zoom: null,
+                  hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false, showOutside: false, zoom: null,
                   minWeight: 0.03 };  // the head view's faintest line
   const ONE_COLOUR = "#2563eb";  // lines of one head, or of the average: per-head colours only when heads are apart
   let examples = DATA.examples || [];
@@ -232,11 +232,11 @@
 
   // A colour bar from 0 to ``top`` (a label) with up to two lines of text beside it.
   const BAR = 260;
-  function colourBar(canvas, width, top, lines) {
+  function colourBar(canvas, width, top, lines, bottom = "0") {
     const ctx = setupCanvas(canvas, width, 44);
     for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
-    ctx.textAlign = "left"; ctx.fillText("0", 10, 22);
+    ctx.textAlign = "left"; ctx.fillText(bottom, 10, 22);
     ctx.textAlign = "right"; ctx.fillText(top, BAR + 10, 22);
     ctx.textAlign = "left";
     lines.filter((line) => line).slice(0, 2).forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
@@ -287,6 +287,7 @@
     if (state.tab === "image" && !examples.some((ex) => ex.image)) state.tab = "head";
     const remote = examples.some((ex) => ex.remote);  // a long input: the views long.js draws (page.css: body.long)
     document.body.classList.toggle("long", remote);
+    if (!remote && state.scale === "log") { state.scale = "abs"; $("scale").value = "abs"; }  // a long map's scale only
     if (remote && !VIEWS.long.tabs.includes(state.tab) && state.tab !== "atlas") state.tab = "matrix";
     if (!remote && state.tab === "heads") state.tab = "head";
     selectTab(state.tab, false);
@@ -359,7 +360,9 @@
     try {
       const r = await api("/api/translate", body);
       const made = r.example.tgt_in_tokens.length - r.example.prompt_length;
-      const done = can.writes === "continuation" ? `${made} token(s) generated` + (made < body.max_new_tokens ? " (the model ended its text)" : "")
+      const read = `${r.example.prompt_length.toLocaleString("en")} tokens read`;
+      const done = can.writes === "continuation" && !body.max_new_tokens ? `${read}, none generated (new tokens: 0)`
+        : can.writes === "continuation" ? `${read}, ${made} generated` + (made < body.max_new_tokens ? " (the model ended its text)" : "")
         : !can.writes ? "attention computed" : r.forced ? `forced ${can.writes} scored` : `${can.writes} found`;
       status.textContent = `${done} in ${r.server_ms} ms (server)`;
       const list = $("nbest-list"); list.innerHTML = "";
