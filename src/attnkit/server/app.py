@@ -46,9 +46,9 @@ from .service import VIEWS, RequestError, Studio, default_models
 
 MAX_BODY = 256 * 1024  # bytes of one request body
 LOG = logging.getLogger("attnkit.server")
-HEADERS = {  # the page is self-contained: it may talk only to this server
+HEADERS = {  # the page is self-contained: it may talk only to this server (data: URLs: its own maps, decoded)
     "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'",
+    "img-src 'self' data:; connect-src 'self' data:; base-uri 'none'; form-action 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }

@@ -101,7 +101,7 @@
     const t = html("table", {}, box), head = html("tr", {}, t);
     const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
     const cols = w.recurrent
-      ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
+      ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
       : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"];
     cols.forEach((c) => { if (c) html("th", {}, head, c); });
     const qrow = html("tr", { class: "query" }, t);
@@ -127,7 +127,7 @@
       html("td", {}, r).appendChild(strip(w.terms[j], termLim, px, kd, `${w.terms_formula} of “${tok}”`));
       html("td", {}, r, fmt(w.raw[j]));
       if (w.recurrent) {
-        html("td", {}, r, w.allowed[j] ? "yes" : "no");
+        if (!fold) html("td", {}, r, w.allowed[j] ? "yes" : "no");  // folded: every row shown is in the window
         if (w.gauss) { html("td", {}, r, w.allowed[j] ? fmt(softmaxInWindow[j]) : "–"); html("td", {}, r, fmt(w.gauss[j])); }
       } else {
         html("td", {}, r, fmt(w.raw[j] * w.scale));

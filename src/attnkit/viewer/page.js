@@ -360,7 +360,7 @@
     try {
       const r = await api("/api/translate", body);
       const made = r.example.tgt_in_tokens.length - r.example.prompt_length;
-      const read = `${r.example.prompt_length.toLocaleString("en")} tokens read`;
+      const read = `${(r.example.prompt_length || 0).toLocaleString("en")} tokens read`;  // a continuation's prompt
       const done = can.writes === "continuation" && !body.max_new_tokens ? `${read}, none generated (new tokens: 0)`
         : can.writes === "continuation" ? `${read}, ${made} generated` + (made < body.max_new_tokens ? " (the model ended its text)" : "")
         : !can.writes ? "attention computed" : r.forced ? `forced ${can.writes} scored` : `${can.writes} found`;
