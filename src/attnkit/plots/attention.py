@@ -153,7 +153,7 @@ def plot_attention_grid(
     else:
         axes = grid
     # a label no taller than its row or column of cells, so that turned neighbours do not touch
-    fs = min(_fontsize(max(t, s)), 0.9 * size * 72 / max(t, s))
+    fs = min(_fontsize(max(t, s)), size * 72 / max(t, s))  # a glyph is about 0.7 of its size: rows keep apart
     for li in range(layers):
         for ci in range(cols):
             ax = axes[li, ci]
