@@ -200,12 +200,12 @@ def test_head_statistics_extremes():
     np.testing.assert_allclose(st.normalised[1], 0.0, atol=1e-5)
     np.testing.assert_allclose(st.max_weight[1], 1.0)
     assert "most focused: layer 1" in st.report()
-    np.testing.assert_allclose(st.sink, [[1 / s, 1 / s], [1 / s, 1 / s]], atol=1e-6)  # one-hot: query 0 of 5
 
 
 def test_head_statistics_figure_marks_sinks_and_only_them():
     """A head that parks its weight on the first key is marked with that weight; a head that is
     just as focused on other keys (the diagonal) is not."""
+    from attnkit.heads.atlas import head_atlas
     from attnkit.inspection import AttentionRecord
     from attnkit.inspection.diagnostics import head_statistics_figure
 
@@ -215,6 +215,8 @@ def test_head_statistics_figure_marks_sinks_and_only_them():
     diagonal = np.broadcast_to(np.eye(s, dtype=np.float32), (1, 2, s, s)).copy()
     record = AttentionRecord("x", ["t"] * s, {"encoder": np.concatenate([sink, diagonal], 0)})
     st = head_statistics([record], "encoder")
+    st.sink = head_atlas([record], "encoder", ["sink"]).scores["sink"]  # as `attnkit heads -o` sets it
+    np.testing.assert_allclose(st.sink, [[1, 1], [1 / s, 1 / s]], atol=1e-6)
     np.testing.assert_allclose(st.max_weight, 1.0)  # both layers equally focused
     texts = [t.get_text() for ax in head_statistics_figure([st]).axes for t in ax.texts]
     assert texts.count("1.00\n1st key 1.00") == 2 and texts.count("1.00") == 2  # layer 0's heads, not layer 1's

@@ -249,15 +249,20 @@ def cmd_heads(args: argparse.Namespace) -> None:
     stats = [head_statistics(records, kind) for kind in records[0].kinds]
     print("\n\n".join(st.report() for st in stats))
     if args.output:
-        name = Path(str(args.source)).name
+        from ..heads.atlas import head_atlas
+        from ..heads.detectors import SINK_KEYS
         from ..inspection.capture import model_title
+
+        for st in stats:  # the atlas's sink score: where a focused head's weight goes
+            st.sink = head_atlas(records, st.kind, ["sink"]).scores.get("sink")
+        name = Path(str(args.source)).name
 
         n = len(records)
         title = (
             f"{model_title({**info, 'name': name})}: how each head spreads its attention, "
             f"mean over {n} {'sentence' if n == 1 else 'sentences'}"
         )
-        _figure(head_statistics_figure(stats, title=title), args)
+        _figure(head_statistics_figure(stats, title=title, sink_keys=SINK_KEYS), args)
 
 
 def _probe(args: argparse.Namespace):

@@ -21,7 +21,7 @@ class HeadStats:
     normalised: np.ndarray  # (L, h) mean entropy / log(number of visible keys), in [0, 1]
     max_weight: np.ndarray  # (L, h) mean largest weight
     rows: int  # query rows averaged
-    sink: np.ndarray | None = None  # (L, h) mean weight on the first key (an attention sink parks it there)
+    sink: np.ndarray | None = None  # (L, h) the head atlas's sink score, where known (``heads.atlas.sink_scores``)
 
     def report(self) -> str:
         layers, heads = self.entropy.shape
@@ -55,21 +55,21 @@ def head_statistics(records: list[AttentionRecord], kind: str) -> HeadStats:
         n_layers, _, t, _ = r.maps.shape(kind)
         for layer in range(n_layers):
             stats = head_stats(r.maps.call(kind, layer))
-            for name in ("entropy", "normalised", "max_weight", "sink"):
+            for name in ("entropy", "normalised", "max_weight"):
                 sums.setdefault(name, np.zeros((n_layers, len(stats[name]))))[layer] += stats[name] * t
         rows += t
     if not rows:
         raise ValueError("no attention rows to summarise")
-    mean = {name: total / rows for name, total in sums.items()}
-    return HeadStats(kind, mean["entropy"], mean["normalised"], mean["max_weight"], rows, mean["sink"])
+    return HeadStats(kind, sums["entropy"] / rows, sums["normalised"] / rows, sums["max_weight"] / rows, rows)
 
 
-def head_statistics_figure(stats: list[HeadStats], *, title: str = ""):
+def head_statistics_figure(stats: list[HeadStats], *, title: str = "", sink_keys: int = 1):
     """``plots.plot_head_statistics`` of one or more kinds' statistics."""
     from ..plots.inspection import plot_head_statistics
 
     return plot_head_statistics(
         [(LABELS[st.kind], st.normalised, st.max_weight) for st in stats],
         sinks=[st.sink for st in stats],
+        sink_keys=sink_keys,
         title=title,
     )

@@ -199,12 +199,14 @@ def plot_head_statistics(
     panels: Sequence[tuple[str, np.ndarray, np.ndarray]],
     *,
     sinks: Sequence[np.ndarray | None] = (),
+    sink_keys: int = 1,
     title: str = "",
 ) -> Figure:
     """One row per attention kind (label, normalised entropy (L, h), mean largest weight (L, h)):
     its entropy beside its largest weight, each measure on one scale down its column. ``sinks``
     (per kind, the mean weight on the first key (L, h)) marks the heads that park most of their
-    weight on the first key, so that a focused head is told apart from a sink."""
+    weight on the first key, so that a focused head is told apart from a sink (in causal attention
+    counted over the queries that see ``sink_keys`` keys or more)."""
     rows = len(panels)
     marked = any(sink is not None and (sink >= SINK_MARK).any() for sink in sinks)
     fig = Figure(figsize=(WIDTH, 2.2 * rows + 1.0 + (0.3 if title else 0) + (0.25 if marked else 0)),
@@ -217,7 +219,7 @@ def plot_head_statistics(
         for ci, (values, (name, cmap)) in enumerate(zip((normalised, max_weight), measures)):
             ax = axes[ri, ci]
             images[ci] = ax.imshow(values, cmap=cmap, vmin=0, vmax=1, aspect="auto")
-            _head_values(ax, values, sink)
+            _head_values(ax, values, sink if ci == 1 else None)  # the sink says where the largest weight goes
             layers, heads = values.shape
             ax.set_xticks(range(heads))
             ax.set_yticks(range(layers))
@@ -232,10 +234,12 @@ def plot_head_statistics(
     if title:
         fig.suptitle(textwrap.fill(title, int(WIDTH * 12)), fontsize=11)
     if marked:
+        narrow = " (• where a cell is narrow)" if max(p[2].shape[1] for p in panels) > 8 else ""
         fig.supxlabel(
-            "“1st key 0.99”: the mean weight a head gives the first key (<s> where the sequence starts with it), "
-            f"written where it is {SINK_MARK:.0%} or more (• where a cell is narrow): such a head parks its weight "
-            "there, an attention sink",
+            "“1st key 0.75”, under a mean largest weight: the head's sink score, its mean weight on the first key "
+            "(<s> where the sequence starts with it; in causal attention over the queries that see "
+            f"{sink_keys} keys or more, as the head atlas counts it), written where it is {SINK_MARK:.0%} or more"
+            f"{narrow}: such a head parks most of its weight there.",
             fontsize=8.5, wrap=True,
         )  # fmt: skip
     return fig
