@@ -54,9 +54,7 @@ def test_output_scores_are_the_librarys_for_every_method_the_model_takes(trained
     # what a figure calls raw attention: the toy Transformer's 2 heads are averaged, the RNN has one
     heads = record.maps["cross"].shape[1]
     assert found.heads == heads == (2 if arch == "transformer" else 1)
-    expected_label = (
-        "raw attention, last layer, mean of heads" if heads > 1 else "raw attention (the one attention, one head)"
-    )
+    expected_label = "raw attention, last layer, mean of heads" if heads > 1 else "raw attention (the single attention)"
     assert found.label("attention") == expected_label
 
 

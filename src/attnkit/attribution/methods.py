@@ -82,9 +82,7 @@ class Attribution:
         one attention layer no last layer."""
         if method == "attention" and self.heads == 1:
             return (
-                "raw attention (the one attention, one head)"
-                if self.layers == 1
-                else "raw attention, last layer (one head)"
+                "raw attention (the single attention)" if self.layers == 1 else "raw attention, last layer (one head)"
             )
         return LABELS[method]
 

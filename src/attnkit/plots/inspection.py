@@ -190,7 +190,7 @@ def _window(axes, w, s: int) -> None:
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
                       label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})")  # fmt: skip
         panel.axvline(
-            min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=1, label=f"{math('p_t')} = {w.p_t:.2f}"
+            min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=0.5, label=f"{math('p_t')} = {w.p_t:.2f}"
         )
         panel.set_xlim(-0.5, s - 0.5)
 

@@ -235,8 +235,9 @@ def plot_relative_index(
         fig.colorbar(im, ax=ax_b, shrink=0.85, label=f"scalar added to the score (±{lim:.2g})")
         ax_b.set(xlabel="bucket", ylabel="head", title="the learned scalar of each head and bucket")
         for b in unreached:  # never trained: hatched over, their colour still readable
-            ax_b.add_patch(Rectangle((b - 0.5, -0.5), 1, scalars.shape[0], fill=False, hatch="///",
-                                     edgecolor="0.35", lw=0))  # fmt: skip
+            ax_b.add_patch(
+                Rectangle((b - 0.5, -0.5), 1, scalars.shape[0], fill=False, hatch="///", edgecolor="0.6", lw=0)
+            )  # fmt: skip: grey reads on dark and light cells
         ax_b.set_yticks(range(scalars.shape[0]))
         ax_b.title.set_fontsize(9)
     if title:  # each line kept within the figure's width
