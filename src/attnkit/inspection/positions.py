@@ -244,20 +244,21 @@ def _t5(a: Ask) -> Drawn:
     t5 = find_scheme(a.model, T5RelativeBias) if a.model is not None else None
     if t5 is not None:
         scalars = t5.bias.weight.detach().float().cpu().numpy().T  # (heads, buckets)
-        sizes = {"num_buckets": t5.num_buckets, "max_distance": t5.max_distance, "bidirectional": t5.bidirectional}
-        unreached = unreached_buckets(a.trained_len + 1, **sizes) if a.trained_len else []
+        sizes = {"num_buckets": t5.num_buckets, "max_distance": t5.max_distance}
+        reach = a.trained_len + 1 if a.trained_len else 0  # the longest offset a training pair held
+        unreached = unreached_buckets(reach, **sizes, bidirectional=t5.bidirectional) if reach else []
         note = (
-            f"hatched: the {len(unreached)} buckets that no offset within ±{a.trained_len + 1}, the longest "
+            f"hatched: the {len(unreached)} buckets that no offset within ±{reach}, the longest "
             "training sequence, falls in: never trained, their scalars are random initial values"
-            if unreached and a.trained_len
+            if unreached
             else "a bucket of offsets that training never reached keeps its random initial scalar"
         )
         return (
             f"T5 relative bias of {a.model_name}: {t5.num_buckets} buckets, max distance {t5.max_distance}; "
             f"learned scalars from {scalars.min():.3f} to {scalars.max():.3f}"
-            + (f"; never trained (no offset within ±{a.trained_len + 1}): buckets {unreached}" if unreached else ""),
+            + (f"; never trained (no offset within ±{reach}): buckets {unreached}" if unreached else ""),
             plots.plot_relative_index(
-                t5_buckets(n, **sizes),
+                t5_buckets(n, **sizes, bidirectional=t5.bidirectional),
                 t5.max_distance,
                 buckets=True,
                 scalars=scalars,

@@ -70,7 +70,7 @@ VECTORS = set("qkvzhc")  # the letters that name vectors (bold), as the articles
 def math(formula: str) -> str:
     """A formula written in plain text ("q ⊙ k_j / √32", "c_t = Σ_s a_s h̄_s", "(W_aᵀ q) ⊙ k") set
     as maths: vectors bold, indices as subscripts, operators as symbols."""
-    out = []
+    out: list[str] = []
     for token in _MATH.findall(formula):
         if out and out[-1] == r"\sqrt":  # √32, √d: the root over what follows
             out.append(f"{{{token}}}")
@@ -103,5 +103,7 @@ def wrap_math(text: str, width: int) -> str:
         text = text.replace(chunk, chr(0xE000 + i) * max(1, len(re.sub(r"[{}_^$ ]", "", shown))), 1)
     text = textwrap.fill(text, width)
     for i, chunk in enumerate(chunks):
-        text = re.sub(chr(0xE000 + i) + "+", lambda _, chunk=chunk: chunk, text, count=1)
+        start = text.index(chr(0xE000 + i))
+        end = len(text) - len(text[start:].lstrip(chr(0xE000 + i)))
+        text = text[:start] + chunk + text[end:]
     return text

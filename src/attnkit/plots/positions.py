@@ -35,7 +35,7 @@ def plot_positional_encoding(
     output), said in the figure."""
     if centre:
         pe = pe - pe.mean(axis=0, keepdims=True)
-    t, d = pe.shape
+    d = pe.shape[1]
     if dims is None:  # high to low frequency: the first pair, then even dims spread over d
         dims = sorted({0, 1, *(2 * (d // k // 2) for k in (16, 8, 4))})
     dims = [j for j in dims if j < d]
@@ -49,6 +49,18 @@ def plot_positional_encoding(
         fig = Figure(figsize=(WIDTH, 7.6), layout=ConstrainedLayoutEngine(wspace=0.12))
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
+    lim = _table_panel(fig, ax_m, pe, learned, centre)
+    _dims_panel(ax_s, pe, dims, lim, learned, columns)
+    _similarity_panels(fig, ax_c, ax_d, pe, learned, centre)
+    for ax in (ax_m, ax_s, ax_c, ax_d):
+        ax.title.set_fontsize(10)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool) -> float:
+    """The (t, d) table as a heatmap with its colour bar; returns the colour limit."""
     # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
     lim = 1.0 if not learned else float(np.percentile(np.abs(pe), 99)) or 1.0
     im = ax_m.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
@@ -60,7 +72,12 @@ def plot_positional_encoding(
         + ("\n(colours stop at the 99th percentile of |value|)" if learned else ""),
     )
     fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"value (±{lim:.2g}" + (", clipped)" if learned else ")"))
+    return lim
 
+
+def _dims_panel(ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: bool, columns: int) -> None:
+    """A few dimensions over the positions, one curve each, stacked so that none hides another."""
+    t = pe.shape[0]
     step = 2.2 * (float(np.abs(pe[:, dims]).max()) if learned else lim)
     for k, j in enumerate(dims):
         ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.1)
@@ -77,6 +94,10 @@ def plot_positional_encoding(
         + ("" if learned else ":" + ("\n" if columns == 2 else " ") + "the frequency falls with the index"),
     )
 
+
+def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, centre: bool) -> None:
+    """The cosine similarity of every pair of positions, and two of its rows."""
+    t = pe.shape[0]
     unit = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
     cos = unit @ unit.T
     im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
@@ -99,11 +120,6 @@ def plot_positional_encoding(
     ax_d.legend(
         fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False
     )  # under: on no curve
-    for ax in (ax_m, ax_s, ax_c, ax_d):
-        ax.title.set_fontsize(10)
-    if title:
-        fig.suptitle(title)
-    return fig
 
 
 def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) -> Figure:
