@@ -66,7 +66,9 @@ def test_a_bad_sentence_in_another_process_is_one_line(trained_toys, tmp_path):
 
 def test_ablation_over_two_processes_equals_one(trained_toys, tmp_path, capsys):
     """Each head ablated (mean ablation: the means over every input, on every process) and each
-    input's importance, shared out over two processes: the table of one process, to 1e-9."""
+    input's importance, shared out over two processes: the table of one process. The table
+    rounds to 6 decimals, and sums in another order differ in float noise, so a value on a
+    rounding edge may move by one unit of the 6th decimal: that is the tolerance."""
     import json
 
     source = tmp_path / "sentences.txt"
@@ -83,4 +85,4 @@ def test_ablation_over_two_processes_equals_one(trained_toys, tmp_path, capsys):
     for x, y in zip(a, b):
         assert x.keys() == y.keys()
         for key in ("ablation", "importance", "sink"):
-            assert abs(x[key] - y[key]) <= 1e-9, (key, x, y)
+            assert abs(x[key] - y[key]) <= 1e-6 + 1e-12, (key, x, y)
