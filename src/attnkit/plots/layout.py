@@ -61,7 +61,7 @@ def fit_height(fig, margin: float = 0.1) -> None:
 
 _SYMBOLS = {  # plain-text maths, as attnkit's formulas write it, in matplotlib's mathtext
     "h̄": r"\bar{\mathbf{h}}", "ᵀ": r"^{\top}", "⊙": r"\odot", "·": r"\cdot", "±": r"\pm", "Σ": r"\sum",
-    "tanh": r"\tanh", "√": r"\sqrt", "[": "[", "]": "]", ";": r";\,",
+    "tanh": r"\tanh", "√": r"\sqrt", ";": r";\,",
 }  # fmt: skip
 _MATH = re.compile(r"h̄|ᵀ|⊙|·|±|Σ|tanh|√|;|(?<![A-Za-z])[a-zA-Z](?![A-Za-z])|\d+|[A-Za-z]+|.", re.S)
 VECTORS = set("qkvzhc")  # the letters that name vectors (bold), as the articles set them
