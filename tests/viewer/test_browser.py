@@ -143,6 +143,34 @@ def test_every_view_draws_100_tokens(browser, tmp_path):
     assert errors == []
 
 
+def test_each_view_fills_its_pane(browser, tmp_path):
+    """A 12-token sentence (the docs' screenshots) at 1,400 x 900: the head, model and matrix views
+    take the pane's width or its height, whichever binds, instead of a corner of it."""
+    import numpy as np
+
+    from attnkit.inspection import AttentionRecord
+
+    rng = np.random.default_rng(0)
+    n, layers, heads = 12, 4, 4
+    logits = rng.normal(size=(layers, heads, n, n)) * 3
+    maps = {"cross": (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)}
+    tokens = [f"word{i}" for i in range(n)]
+    page, errors = _open(browser, write_html(tmp_path / "fit.html", [AttentionRecord("x", tokens, maps, "y", tokens, tokens)], {}))
+    pane_w, pane_h = page.evaluate("(() => { const m = document.querySelector('main'); return [m.clientWidth - 32, m.clientHeight - 24]; })()")
+
+    def share(selector):
+        box = page.locator(selector).bounding_box()
+        return box["width"] / pane_w, box["height"] / pane_h
+
+    w, h = share("#lines")
+    assert w > 0.9 and h > 0.7, (w, h)
+    for tab, selector in (("model", "#model-grid"), ("matrix", "#matrix")):
+        page.click(f"#tabs [data-tab={tab}]")
+        w, h = share(selector)
+        assert max(w, h) > 0.85 and min(w, h) > 0.6 and w <= 1.01, (tab, w, h)
+    assert errors == []
+
+
 def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser, tmp_path):
     import numpy as np
 

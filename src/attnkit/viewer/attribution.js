@@ -27,27 +27,29 @@
     // the pane, less what the tab holds besides the matrix (its controls and help, measured with the matrix
     // not yet drawn), the readout above and the colour bar below: the help stays in the window
     const besides = $("tab-attribution").getBoundingClientRect().height + 90;
-    const cell = clamp(Math.floor(Math.min((room.w - guess - 60) / nc, (room.h - guess * 0.87 - besides) / nr)), 1, 80);
-    const labelled = cell >= 7, lw = labelled ? guess : 6;
+    // cells as wide and as tall as the pane allows, one at most 1.5 times as wide as it is tall or the other way round
+    const fitW = (room.w - guess - 60) / nc, fitH = (room.h - guess * 0.87 - besides) / nr;
+    const cw = clamp(Math.floor(Math.min(fitW, 1.5 * fitH)), 1, 96), ch = clamp(Math.floor(Math.min(fitH, 1.5 * fitW)), 1, 80);
+    const labelled = Math.min(cw, ch) >= 7, lw = labelled ? guess : 6;
     const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
-    const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cell * nc + 40, top + cell * nr + 6);
+    const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cw * nc + 40, top + ch * nr + 6);
     const peak = Math.max(1e-9, ...r.scores.map((row) => Math.max(...row)));
     const W = r.scores.map((row) => row.map((v) => v / peak));
-    renderCells(ctx, W, rowIdx, colIdx, colIdx.map(() => 1), { r: 0, c: 0, nr: nr, nc: nc }, lw, top, cell * nc, cell * nr);
+    renderCells(ctx, W, rowIdx, colIdx, colIdx.map(() => 1), { r: 0, c: 0, nr: nr, nc: nc }, lw, top, cw * nc, ch * nr);
     if (labelled) {
       ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle"; ctx.textAlign = "right";
-      r.rows.forEach((t, i) => ctx.fillText(t, lw - 5, top + (i + 0.5) * cell));
+      r.rows.forEach((t, i) => ctx.fillText(t, lw - 5, top + (i + 0.5) * ch));
       ctx.textAlign = "left";
-      r.tokens.forEach((t, j) => { ctx.save(); ctx.translate(lw + (j + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3); ctx.fillText(t, 0, 0); ctx.restore(); });
+      r.tokens.forEach((t, j) => { ctx.save(); ctx.translate(lw + (j + 0.5) * cw, top - 5); ctx.rotate(-Math.PI / 3); ctx.fillText(t, 0, 0); ctx.restore(); });
     }
     const row = { output: "output token", encoder: "top-layer position", sentence: "row" }[r.side];
     c.onmousemove = (e) => {
-      const b = c.getBoundingClientRect(), j = Math.floor((e.clientX - b.left - lw) / cell), i = Math.floor((e.clientY - b.top - top) / cell);
+      const b = c.getBoundingClientRect(), j = Math.floor((e.clientX - b.left - lw) / cw), i = Math.floor((e.clientY - b.top - top) / ch);
       $("readout").textContent = i >= 0 && j >= 0 && i < nr && j < nc
         ? (r.side === "encoder" ? `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`
           : `${r.label}: ${row} ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from input token “${r.tokens[j]}” (${j})`) : "";
     };
-    colourBar(html("canvas", {}, box), 960, peak.toFixed(3), [
+    colourBar(html("canvas", {}, box), 1040, peak.toFixed(3), [
       `${r.label}: share of each ${row} (0 to the largest share, ${peak.toFixed(3)})`,
       `computed in ${r.server_ms} ms (server)`]);
   }

@@ -13,29 +13,34 @@
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
     const room = area(), sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
     const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
-    const full = Math.min((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 150) / rows.length);  // room for the key and hint below
+    // the pane filled: cells as wide and as tall as it allows (room for the key and hint below), a cell
+    // at most 1.5 times as wide as it is tall or the other way round, so that rows and columns read alike
+    const fullW = (room.w - 1.5 * guess - 30) / cols.length, fullH = (room.h - guess * sin - 120) / rows.length;
     const view = state.zoom && state.zoom.rows === rows.length && state.zoom.cols === cols.length ? state.zoom
       : { r: 0, c: 0, nr: rows.length, nc: cols.length, rows: rows.length, cols: cols.length };
     state.zoom = view.nr === rows.length && view.nc === cols.length ? null : view;
-    const base = Math.min(80, Math.max(full, Math.min(6, 640 / Math.max(rows.length, cols.length))));  // the pane filled
-    const cell = base * Math.min(rows.length / view.nr, cols.length / view.nc);  // px per cell, zoom included
-    const labelled = cell >= 7;
-    const font = cell >= 14 ? `${Math.min(16, Math.round(cell * 0.3) + 6)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
+    const least = Math.min(6, 640 / Math.max(rows.length, cols.length));
+    const baseW = clamp(Math.min(fullW, 1.5 * fullH), least, 96), baseH = clamp(Math.min(fullH, 1.5 * fullW), least, 80);
+    let cw = baseW * cols.length / view.nc;
+    const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
+    const cell = Math.min(cw, ch), labelled = cell >= 7;
+    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.3) + 6)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;
-    const plotW = cell * view.nc, plotH = cell * view.nr;
-    state.pooled = cell < 1;  // a pixel covers several cells: the legend says so
+    if (left + cw * view.nc + right > room.w) cw = Math.max(least, (room.w - left - right) / view.nc);  // the labels, measured, fit
+    const plotW = cw * view.nc, plotH = ch * view.nr;
+    state.pooled = cw < 1 || ch < 1;  // a pixel covers several cells: the legend says so
     const width = left + plotW + right, height = top + plotH + 6;
     const canvas = $("matrix"), ctx = setupCanvas(canvas, width, height);
     renderCells(ctx, W, rows, cols, div, view, left, top, plotW, plotH);
     if (labelled) {
       ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle";
       ctx.textAlign = "right";
-      seenRows.forEach((i, r) => ctx.fillText(q[i], left - 5, top + (r + 0.5) * cell));
+      seenRows.forEach((i, r) => ctx.fillText(q[i], left - 5, top + (r + 0.5) * ch));
       ctx.textAlign = "left";
       seenCols.forEach((j, c) => {
-        ctx.save(); ctx.translate(left + (c + 0.5) * cell, top - 5); ctx.rotate(-Math.PI / 3);
+        ctx.save(); ctx.translate(left + (c + 0.5) * cw, top - 5); ctx.rotate(-Math.PI / 3);
         ctx.fillText(k[j], 0, 0); ctx.restore();
       });
     }
@@ -43,12 +48,12 @@
       // local attention: the window [p_t - D, p_t + D] of each row as an orange outline round the row's
       // cells in it (as the figures draw it: it belongs to its row and leaves the cells in view), and p_t
       // itself, a white dot (a triangle at the edge when p_t = S * sigmoid(.) passes the last key)
-      const x = (p) => left + (p - cols[0] + 0.5) * cell, last = cols[cols.length - 1];
+      const x = (p) => left + (p - cols[0] + 0.5) * cw, last = cols[cols.length - 1];
       rows.forEach((i, r) => {
-        const p = ex.p_t[i], y = top + (r + 0.5) * cell, edge = last + 0.5;
+        const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
         // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
         const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
-        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = cell * 0.42;
+        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.42;
         if (first <= lastIn) {
           ctx.strokeStyle = "#111"; ctx.lineWidth = 3; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
           ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 1.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
@@ -62,12 +67,12 @@
     }
     const at = (e) => {  // the cell under the pointer: (row, column) in rows/cols, or null
       const b = canvas.getBoundingClientRect();
-      const c = Math.floor((e.clientX - b.left - left) / cell), r = Math.floor((e.clientY - b.top - top) / cell);
+      const c = Math.floor((e.clientX - b.left - left) / cw), r = Math.floor((e.clientY - b.top - top) / ch);
       return r < 0 || c < 0 || r >= view.nr || c >= view.nc ? null : { r: view.r + r, c: view.c + c, fr: r, fc: c };
     };
     canvas.onmousemove = (e) => {
       if (drag) {  // pan by whole cells
-        const dr = Math.round((drag.y - e.clientY) / cell), dc = Math.round((drag.x - e.clientX) / cell);
+        const dr = Math.round((drag.y - e.clientY) / ch), dc = Math.round((drag.x - e.clientX) / cw);
         if (dr || dc) {
           state.zoom = { ...view, r: clamp(drag.view.r + dr, 0, rows.length - view.nr), c: clamp(drag.view.c + dc, 0, cols.length - view.nc) };
           if (state.zoom.r !== view.r || state.zoom.c !== view.c) requestAnimationFrame(drawMatrix);
@@ -78,7 +83,7 @@
       if (!hit) { $("readout").textContent = ""; return; }
       const i = rows[hit.r], j = cols[hit.c];
       let text = `${q[i]} (${i}) → ${k[j]} (${j}): weight ${W[i][j].toFixed(3)}`;
-      if (cell < 1) text += " (zoomed out: a pixel shows the largest weight of the cells it covers)";
+      if (state.pooled) text += " (zoomed out: a pixel shows the largest weight of the cells it covers)";
       if (state.scale === "row") text += ` (${(W[i][j] / div[hit.r]).toFixed(2)} of its row's largest, ${div[hit.r].toFixed(3)})`;
       if (ex.p_t && state.kind === "cross") text += ` · p_t = ${ex.p_t[i].toFixed(2)}, window ±${ex.window}`;
       $("readout").textContent = text;
@@ -115,7 +120,7 @@
       : q.length * k.length > 400 ? "wheel to zoom in, drag to move" : "";
     const second = ex.p_t && state.kind === "cross" && !z ? `orange outline: each row's window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`
       : where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "");
-    colourBar($("legend"), BAR + 640, state.scale === "row" ? "row's largest" : "1", [text, second]);
+    colourBar($("legend"), BAR + 760, state.scale === "row" ? "row's largest" : "1", [text, second]);
   }
 
   return { tabs: { matrix: drawMatrix } };

@@ -4,16 +4,18 @@
 (window.attnkitViews = window.attnkitViews || {}).model = function (lib) {
   const {
     $, html, state, example, queries, keys, shown, heads, rowScale, scaleNote, area, clamp, layerName, layerCount,
-    setupCanvas, renderCells, colour, selectTab, KIND_LABEL, SMALL
+    setupCanvas, renderCells, colour, selectTab, KIND_LABEL, LEGEND
   } = lib;
   function drawModelView() {
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k), maps = ex.maps[state.kind];
     const grid = $("model-grid"); grid.innerHTML = "";
     const h = heads(), room = area();
-    // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can be
-    const side = clamp(Math.floor(Math.min((room.w - 70) / h, (room.h - 110) / maps.length)) - 8, 64, 200);
-    grid.style.gridTemplateColumns = `auto repeat(${h}, ${side + 4}px)`;
+    // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can
+    // be; one at most 1.4 times as wide as it is tall or the other way round
+    const fitW = Math.floor((room.w - 80) / h) - 8, fitH = Math.floor((room.h - 110) / maps.length) - 8;
+    const sideW = clamp(Math.min(fitW, Math.round(1.4 * fitH)), 64, 260), sideH = clamp(Math.min(fitH, Math.round(1.4 * fitW)), 64, 220);
+    grid.style.gridTemplateColumns = `auto repeat(${h}, ${sideW + 4}px)`;
     html("div", { class: "axis" }, grid, "");
     for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : `head ${j}`);
     maps.forEach((layerMaps, l) => {
@@ -21,7 +23,7 @@
       layerMaps.forEach((W, j) => {
         const c = html("canvas", { "data-layer": l, "data-head": j, title: `layer ${layerName(l)}, head ${j}` }, grid);
         const div = rowScale(W, rows, cols);
-        renderCells(setupCanvas(c, side, side), W, rows, cols, div, { r: 0, c: 0, nr: rows.length, nc: cols.length }, 0, 0, side, side);
+        renderCells(setupCanvas(c, sideW, sideH), W, rows, cols, div, { r: 0, c: 0, nr: rows.length, nc: cols.length }, 0, 0, sideW, sideH);
         if (l === state.layer && String(j) === String(state.head)) c.classList.add("selected");
         c.addEventListener("mousemove", (e) => {  // the tokens under the pointer
           const b = c.getBoundingClientRect();
@@ -42,7 +44,7 @@
     $("readout").textContent = overview;
     const w = 220, ctx = setupCanvas($("model-legend"), w + 420, 34);
     for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 2, 1, 12); }
-    ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
+    ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText("0", 10, 17);
     ctx.textAlign = "right"; ctx.fillText(state.scale === "row" ? "row's largest" : "1", w + 10, 17);
     ctx.textAlign = "left";

@@ -58,7 +58,7 @@
     renderWalkthrough(box, w);
   }
 
-  function renderWalkthrough(box, w) {
+  function renderWalkthrough(box, w, widen = 0) {  // widen: px added to each dimension's cell to fill the pane
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 4 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
@@ -67,14 +67,14 @@
     const fold = w.recurrent && w.p_t !== null && !state.showOutside && w.allowed.some((a) => !a);
     const shown = w.key_tokens.map((_, j) => !fold || w.allowed[j]);
     const rows = shown.filter(Boolean).length + (fold ? 2 : 0);
-    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (rows + 2)), 19, 40);
-    const fontPx = clamp(Math.round(rowH * 0.5), 11, 16);
+    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (rows + 2)), 19, 46);
+    const fontPx = clamp(Math.round(rowH * 0.5), 11, 18);
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
-    const strips = w.recurrent ? 2 : 3, room = pane.w - (w.recurrent ? 58 : 36) * fontPx;  // less the numeric columns
+    const strips = w.recurrent ? 2 : 3, room = pane.w - (w.recurrent ? 50 : 30) * fontPx;  // less the numeric columns
     const fit = clamp(Math.floor(room / strips / 4), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
-    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
+    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)) + widen, 2, 16);
     if (w.d_k > kd.length || state.allDims) {
       const bar = html("div", { class: "dims" }, box);
       html("span", {}, bar, kd.length < w.d_k
@@ -151,6 +151,9 @@
       for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
       html("td", {}, z).appendChild(strip(w.context, vLim, px, vd, "z"));
     }
+    // the numeric columns' width is a guess: once drawn, the strips take up what the table left of the pane's width
+    const spare = Math.floor((pane.w - t.offsetWidth - 8) / (strips * Math.max(kd.length, vd.length)));
+    if (!widen && t.offsetWidth > 0 && spare >= 1 && px < 16) { box.innerHTML = ""; renderWalkthrough(box, w, Math.min(spare, 16 - px)); return; }
     const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
     const values = w.recurrent ? "c_t" : "the weighted values and z";
     html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${vecLim.toFixed(2)}, ` +

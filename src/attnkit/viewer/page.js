@@ -12,6 +12,7 @@
   const SVG = "http://www.w3.org/2000/svg";
   const FAMILY = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+  const LEGEND = "12.5px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";  // a colour bar's words
   const $ = (id) => document.getElementById(id);
   const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), apart: false, scale: "abs",
                   hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false, showOutside: false, zoom: null,
@@ -235,7 +236,7 @@
   function colourBar(canvas, width, top, lines, bottom = "0") {
     const ctx = setupCanvas(canvas, width, 44);
     for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
-    ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
+    ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText(bottom, 10, 22);
     ctx.textAlign = "right"; ctx.fillText(top, BAR + 10, 22);
     ctx.textAlign = "left";
@@ -386,7 +387,7 @@
   // positions.js, atlas.js; long.js draws a long input's), each made from what it needs of this page
   const lib = { $, html, el, state, example, queries, keys, shown, heads, matrixOf, rowScale, scaleNote, area, clamp, textWidth,
                 fmt, layerName, layerCount, setupCanvas, renderCells, colourBar, BAR, colour, diverging, rgb, api, currentModel,
-                selectTab, draw, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
+                selectTab, draw, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, LEGEND, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
   const VIEWS = Object.fromEntries(Object.entries(window.attnkitViews).map(([name, make]) => [name, make(lib)]));
   const TABS = Object.assign({}, ...Object.values(VIEWS).map((v) => v.tabs).filter((t) => !Array.isArray(t)));
 
