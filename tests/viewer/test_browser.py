@@ -155,8 +155,12 @@ def test_each_view_fills_its_pane(browser, tmp_path):
     logits = rng.normal(size=(layers, heads, n, n)) * 3
     maps = {"cross": (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)}
     tokens = [f"word{i}" for i in range(n)]
-    page, errors = _open(browser, write_html(tmp_path / "fit.html", [AttentionRecord("x", tokens, maps, "y", tokens, tokens)], {}))
-    pane_w, pane_h = page.evaluate("(() => { const m = document.querySelector('main'); return [m.clientWidth - 32, m.clientHeight - 24]; })()")
+    page, errors = _open(
+        browser, write_html(tmp_path / "fit.html", [AttentionRecord("x", tokens, maps, "y", tokens, tokens)], {})
+    )
+    pane_w, pane_h = page.evaluate(
+        "(() => { const m = document.querySelector('main'); return [m.clientWidth - 32, m.clientHeight - 24]; })()"
+    )
 
     def share(selector):
         box = page.locator(selector).bounding_box()
