@@ -21,7 +21,7 @@ def _atlas():
 
 def test_each_detector_has_its_grid_and_the_flagged_heads_are_outlined():
     fig = atlas_figure([_atlas()], title="planted")
-    grids = [ax for ax in fig.axes if ax.get_ylabel() == "layer"]
+    grids = [ax for ax in fig.axes if ax.get_xlabel().startswith("head")]
     titles = [ax.get_title().split("\n")[0] for ax in grids]
     assert titles == ["each head", "importance", "induction", "positional", "distance"]  # the causal proof first
     outlined = {t: [p.get_xy() for p in ax.patches if isinstance(p, Rectangle)] for t, ax in zip(titles, grids)}
@@ -36,3 +36,17 @@ def test_each_detector_has_its_grid_and_the_flagged_heads_are_outlined():
     assert cells[:3] == ["12", "\u22122", "0"]  # below 1: thousandths (the colour bar says so)
     width, _ = fig.get_size_inches() * 130
     assert round(width) == 1105  # a docs column at the dpi figures are saved at
+
+
+def test_several_kinds_put_the_causal_proof_first_and_say_when_every_head_is_flagged():
+    cross = Atlas("cross", {"sink": np.full((2, 3), 0.6)}, None, 4, np.ones((2, 3)) * 0.2, np.ones((2, 3)) * 0.3)
+    fig = atlas_figure([_atlas(), cross])
+    grids = [ax for ax in fig.axes if ax.get_xlabel().startswith("head")]
+    titles = [ax.get_title() for ax in grids]
+    assert titles[:4] == ["ablated alone\ndecoder", "ablated alone\ncross-attention", "importance\ndecoder",
+                          "importance\ncross-attention"]  # fmt: skip
+    sink = grids[titles.index("sink\nevery head \u2265 0.3")]
+    assert not [p for p in sink.patches if isinstance(p, Rectangle)]  # no outline on every cell
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert len(bars) == 2  # one colour bar for the ablations, one for the importances; the shares have none
+    assert grids[-1].get_xlabel() == "head\nweight"  # a share's unit under it

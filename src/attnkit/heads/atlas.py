@@ -195,15 +195,37 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
 
     effect_top, importance_top = top([a.ablation for a in atlases]), top([a.importance for a in atlases])
     distance_top = top([a.scores.get("distance") for a in atlases])  # one scale of tokens for every kind
+
+    def effect(a: Atlas, title: str) -> Grid:  # called only where the atlas has it
+        assert a.ablation is not None
+        return Grid(
+            title, a.ablation, "effect", None, {"loss": "loss rise, {k}nats"}.get(a.measure, a.measure), top=effect_top
+        )
+
+    def importance(a: Atlas, title: str) -> Grid:
+        assert a.importance is not None
+        return Grid(title, a.importance, "importance", None, "{k}|\u2202loss/\u2202gate|", top=importance_top)
+
+    # several kinds: the causal proof first, a row of its own, each measure on one scale across the kinds
+    apart = len(atlases) > 1
     kinds = []
+    short = {"encoder": "encoder", "decoder": "decoder", "cross": "cross-attention"}
+    proof = [effect(a, f"ablated alone\n{short[a.kind]}") for a in atlases if a.ablation is not None and apart]
+    proof += [importance(a, f"importance\n{short[a.kind]}") for a in atlases if a.importance is not None and apart]
+    if proof:
+        kinds.append(
+            (
+                "Whether the model needs each head: ablated alone, and its importance (Michel et al. 2019)",
+                "each measure on one scale for every kind",
+                proof,
+            )
+        )
     for a in atlases:
         grids = []
-        if a.ablation is not None:
-            unit = {"loss": "loss rise, {k}nats"}.get(a.measure, a.measure)
-            grids.append(Grid("each head\nablated alone", a.ablation, "effect", None, unit, top=effect_top))
-        if a.importance is not None:
-            grids.append(Grid("importance\n(Michel et al. 2019)", a.importance, "importance", None,
-                              "{k}|\u2202loss/\u2202gate|", top=importance_top))  # fmt: skip
+        if a.ablation is not None and not apart:
+            grids.append(effect(a, "each head\nablated alone"))
+        if a.importance is not None and not apart:
+            grids.append(importance(a, "importance\n(Michel et al. 2019)"))
         for name, values in a.scores.items():
             d = DETECTORS[name]
             head = _label(name) + (f"\nflagged at \u2265 {d.threshold:g}" if d.threshold is not None else "\nranked")
@@ -215,13 +237,18 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
             grids.append(Grid(head, values, scale, d.threshold, UNITS.get(name, "weight"), marks, top=distance_top))
         counts = {b.inputs for b in atlases}  # one count for every kind: the caller's title gives it
         inputs = "" if len(counts) == 1 else f", {a.inputs} input" + ("s" if a.inputs != 1 else "")
-        kinds.append((f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads{inputs}", _missing(a), grids))
+        if grids:
+            kinds.append(
+                (f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads{inputs}", _missing(a), grids)
+            )
     note = (
         "Outlined in red: a head at or past its paper's threshold (\u2265 in the panel's title); ranked: the paper "
         "gives no threshold. The ablation and importance scales are shared by every kind; the ablation's is "
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
         "Sink: the mean weight on the first token, over every query (in causal attention, over the "
-        f"queries that see {SINK_KEYS} keys or more)."
+        f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar (their unit under "
+        "each) run from 0 (dark) to 1 (yellow) in viridis, distances from 0 to the longest in magma; each "
+        "head's value is written in its cell."
     )
     return plot_atlas(kinds, title=title, footnote=note)
 

@@ -37,18 +37,22 @@ class Grid:
 
 
 def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "", footnote: str = "") -> Figure:
-    """One block of panels per attention kind (its heading, a note under it, its grids). Cells
-    carry their values where a cell is wide enough to read them: shares to two digits, tokens to
-    one decimal, effects and importance in thousandths when they are below 1."""
+    """One block of panels per heading (its heading, a note under it, its grids). Cells carry their
+    values where a cell is wide enough to read them: shares to two digits, tokens to one decimal,
+    effects and importance in thousandths when they are below 1. Grids of a row that share a scale
+    share one colour bar; shares (0 to 1) and distances have none: the footnote gives their scale."""
     heads = max(g.values.shape[1] for _, _, grids in kinds for g in grids)
     layers = max(g.values.shape[0] for _, _, grids in kinds for g in grids)
     columns = 6 if heads <= 6 else 4
     cols = min(columns, max(len(g) for _, _, g in kinds))
     panel_w = WIDTH / cols
-    panel_h = float(np.clip(panel_w * 0.85 * layers / heads, 1.0, 4.5)) + 1.0  # the grid, title and colour bar
+    square = layers <= 1.5 * heads  # square cells where the grid is not much taller than wide
+    grid_h = float(np.clip(panel_w * 0.78 * layers / heads, 1.0, 4.5))
     rows = [-(-len(grids) // cols) for _, _, grids in kinds]
-    notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") for _, n, _ in kinds]
-    heights = [r * panel_h + 0.55 + 0.2 * extra for r, extra in zip(rows, notes)]
+    notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") + 1 if n else 0 for _, n, _ in kinds]
+    # a block's rows are alike in height: each has room for a colour bar if one of them has one
+    barred = [any(_barred(g) for g in grids) for _, _, grids in kinds]
+    heights = [r * (grid_h + 1.05 + 0.45 * b) + 0.35 + 0.2 * n for r, b, n in zip(rows, barred, notes)]
     foot = 0.2 * (textwrap.fill(footnote, round(WIDTH * 14)).count("\n") + 1) + 0.1 if footnote else 0
     fig = Figure(figsize=(WIDTH, sum(heights) + (0.45 if title else 0) + foot), layout="constrained")
     subs = fig.subfigures(len(kinds), 1, height_ratios=heights, squeeze=False)[:, 0]
@@ -58,13 +62,37 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
         axes = sub.subplots(r, cols, squeeze=False)
         for ax in axes.flat[len(grids) :]:
             ax.set_visible(False)
-        for ax, grid in zip(axes.flat, grids):
-            _panel(sub, ax, grid, numbers=panel_w / heads >= 0.3)
+        drawn = [
+            (ax, grid, _panel(ax, grid, numbers=panel_w / heads >= 0.3, square=square, first=i % cols == 0))
+            for i, (ax, grid) in enumerate(zip(axes.flat, grids))
+        ]
+        for start in range(0, len(drawn), cols):  # one colour bar under each run of a row's grids on one scale
+            row = drawn[start : start + cols]
+            i = 0
+            while i < len(row):
+                j = i + 1
+                while j < len(row) and _scale(row[j][1]) == _scale(row[i][1]):
+                    j += 1
+                if _barred(row[i][1]):
+                    _bar(sub, [ax for ax, _, _ in row[i:j]], row[i][2], row[i][1])
+                i = j
     if title:
         fig.suptitle(title, fontsize=13, fontweight="bold")
     if footnote:  # how to read the outlines and ranks, under every block
         fig.supxlabel(textwrap.fill(footnote, round(WIDTH * 14)), fontsize=9, ha="left", x=0.01, color="#374151")
     return fig
+
+
+def _barred(grid: Grid) -> bool:
+    """Whether a grid's scale needs a colour bar: an effect's or an importance's does (their ends
+    are read off it); a share's (0 to 1) or a distance's (tokens) is said once in the footnote, and
+    every cell carries its value."""
+    return grid.scale in ("effect", "importance")
+
+
+def _scale(grid: Grid) -> tuple:
+    """What a colour bar says: grids alike in it can share one."""
+    return grid.scale, _limits(grid), grid.unit
 
 
 def _limits(grid: Grid) -> tuple[str, float, float]:
@@ -78,23 +106,31 @@ def _limits(grid: Grid) -> tuple[str, float, float]:
     return "magma", 0.0, top
 
 
-def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
+def _panel(ax, grid: Grid, *, numbers: bool, square: bool, first: bool):
+    """One grid, its image returned for a colour bar. Where it has no colour bar, its unit is the
+    x label's second line."""
     values = grid.values
     layers, heads = values.shape
     cmap, lo, hi = _limits(grid)
     # an effect's scale is shared by every kind, so one costly head sets it: symmetric-log, so that
     # the small effects of the other kinds still show (linear within a fiftieth of the largest)
     norm = SymLogNorm(hi / 50, vmin=lo, vmax=hi) if grid.scale == "effect" else Normalize(lo, hi)
-    im = ax.imshow(values, cmap=cmap, norm=norm, aspect="auto", interpolation="nearest")
-    ax.set_title(grid.title, fontsize=10)
+    im = ax.imshow(values, cmap=cmap, norm=norm, aspect="equal" if square else "auto", interpolation="nearest")
+    flagged = np.zeros_like(values, dtype=bool) if grid.threshold is None else values >= grid.threshold
+    title = grid.title
+    if flagged.all():  # outlining every cell says nothing a word cannot
+        title = title.replace("flagged at", "every head") if "flagged at" in title else title + "\nevery head flagged"
+        flagged[:] = False
+    ax.set_title(title, fontsize=10)
     ax.set_xticks(range(0, heads, max(1, -(-heads // 8))))
     ax.set_yticks(range(0, layers, max(1, -(-layers // 10))))
     ax.tick_params(labelsize=9, length=2)
-    ax.set_xlabel("head", fontsize=9, labelpad=1)
-    ax.set_ylabel("layer", fontsize=9, labelpad=1)
-    if grid.threshold is not None:
-        for li, h in zip(*np.nonzero(values >= grid.threshold)):
-            ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor="#ff2d55", lw=2.0))
+    unit = grid.unit if not _barred(grid) else ""  # the colour bar's label gives the others
+    ax.set_xlabel("head" + (f"\n{unit}" if unit else ""), fontsize=9, labelpad=1)
+    if first:
+        ax.set_ylabel("layer", fontsize=9, labelpad=1)
+    for li, h in zip(*np.nonzero(flagged)):
+        ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor="#ff2d55", lw=2.0))
     thousandths = grid.scale in ("effect", "importance") and hi < 1
     for li in range(layers):
         for h in range(heads):
@@ -105,10 +141,15 @@ def _panel(fig, ax, grid: Grid, *, numbers: bool) -> None:
                 light = abs(level - 0.5) > 0.3 if cmap == "RdBu_r" else level < 0.55
                 ax.text(h, li, text, ha="center", va="center", fontsize=8 if len(text) < 4 else 7,
                         color="white" if light else "black")  # fmt: skip
-    bar = fig.colorbar(im, ax=ax, orientation="horizontal", fraction=0.08, pad=0.02, aspect=18)
-    if grid.scale == "share":
-        bar.set_ticks([0, 0.5, 1])
-    elif grid.scale in ("effect", "importance"):  # the ends of the scale, so its largest value is read off
+    return im
+
+
+def _bar(fig, axes, im, grid: Grid) -> None:
+    """One colour bar under ``axes`` (grids on one scale), its ticks at the scale's ends."""
+    _, lo, hi = _limits(grid)
+    thousandths = grid.scale in ("effect", "importance") and hi < 1
+    bar = fig.colorbar(im, ax=axes, orientation="horizontal", fraction=0.08, pad=0.02, aspect=18 * len(axes))
+    if grid.scale in ("effect", "importance"):  # the ends of the scale, so its largest value is read off
         bar.set_ticks([lo, 0, hi] if grid.scale == "effect" else [0, hi / 2, hi])
     else:
         bar.ax.xaxis.set_major_locator(MaxNLocator(3))
