@@ -249,3 +249,17 @@ def test_every_score_formula_sets_as_maths():
     assert math("d_k") == "$d_k$" and math("q · k_j") == r"$\mathbf{q} \cdot \mathbf{k}_j$"
     long = "2. " + math("v_a ⊙ tanh(W_a h_t + U_a h̄_s)") + ": each row, over all 256 dimensions, sums to the score"
     assert all(line.count("$") % 2 == 0 for line in wrap_math(long, 44).splitlines())  # never broken inside
+
+
+def test_a_walkthrough_marks_the_querys_own_key_and_keeps_its_legends_off_the_bars():
+    fig = plot_walkthrough(_walkthrough())
+    fig.canvas.draw()  # tick labels as drawn
+    bold = [sum(t.get_fontweight() == "bold" for t in ax.get_yticklabels() + ax.get_xticklabels()) for ax in fig.axes]
+    assert sorted(b for b in bold if b) == [1] * 6  # q, and key 2 in each of the five panels
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent().transformed(ax.transData.inverted())
+        tops = [p.get_height() for p in ax.patches if p.get_height() > 0]
+        assert box.y0 > max(tops)  # the legend sits in the head room above the tallest bar

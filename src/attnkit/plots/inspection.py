@@ -14,6 +14,8 @@ from matplotlib.lines import Line2D
 from .attention import window_cells
 from .layout import WIDTH, math, plain, upright_spaces, wrap_math
 
+QUERY_COLOUR = "#b54708"  # the query, and its own key where it is one of the keys
+
 
 def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     """Five panels for one query (a ``Walkthrough``): q and the keys; q ⊙ k_j, whose rows sum
@@ -23,7 +25,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     wide = s > 20  # a long input's scores and weights each take the figure's width, for their key labels
     # a long input's weighted rows: those with a weight worth drawing (the rest are 0 at two decimals)
     kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
-    keys, bars, values = 1.0 + 0.22 * s, 3.4, 1.4 + 0.22 * (len(kept) + 1)  # inches: a line a key, the axis label
+    keys, bars, values = 1.0 + 0.22 * s, 3.4, 1.1 + 0.17 * (len(kept) + 1)  # inches: a line a key, the axis label
     # the query has a row of its own above the keys, so that panels 1 and 2 share one row a key
     if wide:
         layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
@@ -45,13 +47,11 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     _softmax_panel(axes["softmax"], w, x, labels, dict(slant, **ticks))
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
         _window(axes, w, s)
-    for name in ("scores", "softmax"):  # between the panel's title and the panel: a legend covers no bar
-        entries = len(axes[name].get_legend_handles_labels()[0])
-        columns = 2 if wide else 1
-        axes[name].set_title(axes[name].get_title(), pad=8 + 13 * -(-entries // columns))
-        axes[name].legend(fontsize=8.5, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=columns, frameon=False,
-                          borderaxespad=0.2)  # fmt: skip
+    for name in ("scores", "softmax"):  # inside the panel, in head room made for it above the bars
+        _legend_room(axes[name], columns=2 if wide else 1)
     _values_panel(fig, axes["values"], w, kept, dims, ticks)
+    if not w.recurrent and w.kind != "cross":  # self-attention: the query is one of the keys
+        _mark_query(axes, w, kept)
     for ax in axes.values():
         ax.title.set_fontsize(10)
     query_label = getattr(w, "query_label", f"query {w.query_token!r}")
@@ -60,6 +60,29 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         textwrap.fill(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query_label}", 90), fontsize=11
     )
     return fig
+
+
+def _legend_room(ax, *, columns: int) -> None:
+    """The panel's legend inside it, top left, over head room added above the tallest bar (a line of
+    the legend's height each), so that it covers no bar."""
+    entries = len(ax.get_legend_handles_labels()[0])
+    lo, hi = ax.get_ylim()
+    lines = -(-entries // columns)
+    ticks = [t for t in ax.get_yticks() if lo - 1e-9 <= t <= hi + 1e-9]  # no tick in the head room
+    ax.set_ylim(lo, hi + (hi - lo) * 0.085 * lines / (1 - 0.085 * lines))  # the legend's share of the new height
+    ax.set_yticks(ticks)
+    ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=False, borderaxespad=0.3, handlelength=1.2)
+
+
+def _mark_query(axes, w, kept: np.ndarray) -> None:
+    """The query's own key in bold and in the query row's colour, wherever a panel names it."""
+    j = w.query
+    labels = [axes["qk"].get_yticklabels()[j], axes["prod"].get_yticklabels()[j], axes["q"].get_yticklabels()[0],
+              axes["scores"].get_xticklabels()[j], axes["softmax"].get_xticklabels()[j]]  # fmt: skip
+    if j in kept:
+        labels.append(axes["values"].get_yticklabels()[int(np.flatnonzero(kept == j)[0])])
+    for label in labels:
+        label.set(color=QUERY_COLOUR, fontweight="bold")
 
 
 def _dimensions(w, dims: int, name: str = "") -> str:
