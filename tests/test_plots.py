@@ -263,3 +263,26 @@ def test_a_walkthrough_marks_the_querys_own_key_and_keeps_its_legends_off_the_ba
         box = legend.get_window_extent().transformed(ax.transData.inverted())
         tops = [p.get_height() for p in ax.patches if p.get_height() > 0]
         assert box.y0 > max(tops)  # the legend sits in the head room above the tallest bar
+
+
+def test_attribution_panels_name_the_keys_over_the_top_row_and_under_the_last():
+    from attnkit.plots.attribution import plot_methods
+
+    rows, cols = ["Ein", "Mann"], ["A", "\u2423", "man"]
+    scores = np.full((2, 3), 1 / 3)
+    fig = plot_methods([(f"method {i}", scores) for i in range(4)], rows, cols)
+    FigureCanvasAgg(fig).draw()
+    grids = [ax for ax in fig.axes if ax.images and ax.get_label() != "<colorbar>"]
+    per_row = len({round(ax.get_position().y0, 3) for ax in grids})
+    assert per_row == 2  # two rows of two panels
+
+    def shown(ax, top):
+        ticks = ax.xaxis.get_major_ticks()
+        return [
+            (t.label2 if top else t.label1).get_text() for t in ticks if (t.label2 if top else t.label1).get_visible()
+        ]
+
+    assert shown(grids[0], top=True) == ["A", "", "man"] and shown(grids[0], top=False) == []  # the space: upright
+    assert shown(grids[-1], top=False) == ["A", "", "man"] and shown(grids[-1], top=True) == []
+    space = [t for t in grids[0].texts if t.get_text() == "\u2423"]
+    assert len(space) == 1 and space[0].get_va() == "bottom"  # drawn above the top row, not under it

@@ -36,13 +36,18 @@ def plot_methods(
     turned = fs / 72 * 0.62 * max(map(len, col_tokens), default=1)  # inches of the turned key labels
     titles = [textwrap.fill(name, max(12, int(side * 15))) for name, _ in panels]  # each within its panel
     lines = max(t.count("\n") + 1 for t in titles)
-    # every panel has the same tokens: the key labels only under the last panel of each column
+    # every panel has the same tokens: the key labels under the last panel of each column, and over
+    # the first (the top row's columns are then read without looking down the figure)
     last_row = [i + ncols >= len(panels) for i in range(len(panels))]
+    first_row = [i < ncols and not last for i, last in enumerate(last_row)]
     # a row of panels: its map and title; the figure: those rows, the key labels once, the title
     map_height = (side - 0.3) * min(1.3, rows / cols)
     title = "\n".join(textwrap.fill(line, 105) for line in title.splitlines())  # a docs column's width at 11 pt
     height = (
-        nrows * (map_height + 0.2 + 0.2 * lines) + turned + 0.45 + (0.3 * (title.count("\n") + 1) if title else 0.2)
+        nrows * (map_height + 0.2 + 0.2 * lines)
+        + turned * (2 if any(first_row) else 1)
+        + 0.45
+        + (0.3 * (title.count("\n") + 1) if title else 0.2)
     )
     fig = Figure(figsize=(1.4 + side * ncols, height), layout="compressed")  # square cells, no gaps
     grid = np.atleast_1d(fig.subplots(nrows, ncols, sharey=True, squeeze=False)).ravel()
@@ -51,13 +56,15 @@ def plot_methods(
     axes = grid[: len(panels)]
     top = max(1e-9, max(float(scores.max()) for _, scores in panels))
     im = None
-    for ax, name, (_, scores), labelled in zip(axes, titles, panels, last_row):
+    for ax, name, (_, scores), labelled, above in zip(axes, titles, panels, last_row, first_row):
         im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
-        ax.set_xticks(range(cols), list(col_tokens) if labelled else [], rotation=90, fontsize=fs)
+        ax.set_xticks(range(cols), list(col_tokens) if labelled or above else [], rotation=90, fontsize=fs)
         if labelled:
             ax.set_xlabel(col_label, fontsize=9)
+        if above:
+            ax.tick_params(axis="x", top=True, labeltop=True, bottom=False, labelbottom=False)
         ax.set_yticks(range(rows), list(row_tokens), fontsize=fs)
-        upright_spaces(ax)
+        upright_spaces(ax, top=above)
         ax.set_title(name, fontsize=9)
     for ax in axes[::ncols]:
         ax.set_ylabel(row_label, fontsize=9)

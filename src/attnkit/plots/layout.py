@@ -14,10 +14,11 @@ WIDTH = 8.5  # inches: 1,105 pixels at the 130 dpi figures are saved at
 SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey, set apart from the tokens' text
 
 
-def upright_spaces(ax) -> None:
+def upright_spaces(ax, *, top: bool = False) -> None:
     """Draw a bare word boundary (␣) upright among turned key labels, and in grey on both axes:
     turned, the open box reads as a bracket. Its x tick keeps no text (a tick label's rotation is
-    the axis's) and no tick mark; the mark is written where its label would be."""
+    the axis's) and no tick mark; the mark is written where its label would be (``top``: the key
+    labels are above the axes)."""
     for label in ax.get_yticklabels():
         if label.get_text() == SPACE:
             label.set_color(SPACE_COLOUR)
@@ -36,11 +37,14 @@ def upright_spaces(ax) -> None:
         rotation_mode=first.get_rotation_mode(),
         fontsize=size,
     )
-    under = offset_copy(blended_transform_factory(ax.transData, ax.transAxes), fig=ax.figure, y=-6, units="points")
+    at = offset_copy(
+        blended_transform_factory(ax.transData, ax.transAxes), fig=ax.figure, y=6 if top else -6, units="points"
+    )
     for x, t, tick in zip(ticks, texts, ax.xaxis.get_major_ticks()):
         if t == SPACE:
-            tick.tick1line.set_visible(False)
-            ax.text(x, 0, SPACE, transform=under, ha="center", va="top", fontsize=size, color=SPACE_COLOUR)
+            (tick.tick2line if top else tick.tick1line).set_visible(False)
+            ax.text(x, 1 if top else 0, SPACE, transform=at, ha="center", va="bottom" if top else "top", fontsize=size,
+                    color=SPACE_COLOUR)  # fmt: skip
 
 
 def fit_height(fig, margin: float = 0.1) -> None:
