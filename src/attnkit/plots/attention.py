@@ -196,21 +196,24 @@ def plot_attention_steps(
     cols = len(rows[0][2])
     longest = max(max(len(q), len(k)) for q, k, _ in rows)
     size = min(max(1.8, min(3.0, 0.16 * longest)), (WIDTH - 1.8) / cols)  # at most a docs column wide
-    label = 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under each row for its rotated key labels
+    queries, keys = max(len(q) for q, _, _ in rows), max(len(k) for _, k, _ in rows)
+    tall = min(3.2, max(size, 0.2 * queries))  # a panel as tall as its query labels need at 9 pt
+    # a label about 0.7 of its row's height, a turned key label 0.85 of its column's width
+    fs_q, fs_k = min(9.0, max(6.0, tall / queries * 72 * 0.7)), min(9.0, max(6.0, size / keys * 72 * 0.85))
+    label = fs_k / 9 * 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under a row for its key labels
     width = 1.8 + cols * size
     note = "\n".join(textwrap.fill(line, int(width * 14)) for line in note.split("\n")) if note else ""
-    height = 1.45 + len(rows) * (size + 0.35 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
+    height = 1.45 + len(rows) * (tall + 0.35 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(len(rows), cols, squeeze=False)
-    fs = min(9.0, max(6.0, size / longest * 72 * 0.7))  # a label about 0.7 of its cell
     for r, (q, k, panels) in enumerate(rows):
         for c, (step, w) in enumerate(panels):
             ax = axes[r, c]
             if w.shape != (len(q), len(k)):
                 raise ValueError(f"a {w.shape} map for {len(q)} query and {len(k)} key tokens")
             im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
-            ax.set_xticks(range(len(k)), list(k), rotation=90, fontsize=fs)
-            ax.set_yticks(range(len(q)), list(q) if c == 0 else [], fontsize=fs)
+            ax.set_xticks(range(len(k)), list(k), rotation=90, fontsize=fs_k)
+            ax.set_yticks(range(len(q)), list(q) if c == 0 else [], fontsize=fs_q)
             upright_spaces(ax)
             if r == 0:  # every row shows the same steps: their titles once, over the top row
                 ax.set_title(

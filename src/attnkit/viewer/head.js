@@ -75,7 +75,7 @@
       at += 50 + textWidth([t.textContent], `${font} ${FAMILY}`) + 18;
     }
   }
-  const lineOpacity = (o, heads) => Math.min(1, 0.2 + (heads > 1 ? 0.72 : 0.8) * o);  // the faintest line drawn stays visible
+  const lineOpacity = (o, heads) => Math.min(1, (heads > 1 ? 0.25 : 0.3) + (heads > 1 ? 0.65 : 0.7) * o);  // the faintest line drawn stays visible
 
   function drawLines() {
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);

@@ -14,7 +14,7 @@ def find_browser() -> str | None:
     return next((p for p in map(shutil.which, BROWSERS) if p), None)
 
 
-def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: int = 820) -> Path:
+def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: int = 900) -> Path:
     """Open ``html`` in headless chromium and save what it shows; console errors are raised."""
     try:
         from playwright.sync_api import Error as PlaywrightError
