@@ -44,26 +44,28 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
     heads = max(g.values.shape[1] for _, _, grids in kinds for g in grids)
     layers = max(g.values.shape[0] for _, _, grids in kinds for g in grids)
     columns = 6 if heads <= 6 else 4
-    cols = min(columns, max(len(g) for _, _, g in kinds))
-    panel_w = WIDTH / cols
+    # each block's rows as full as its grids allow (8 grids: two rows of 4, not 6 and 2), with at
+    # least 4 slots a row so that a block of few grids keeps them in scale with the others
+    rows = [-(-len(grids) // columns) for _, _, grids in kinds]
+    slots = [min(columns, max(4, -(-len(grids) // r))) for (_, _, grids), r in zip(kinds, rows)]
     square = layers <= 1.5 * heads  # square cells where the grid is not much taller than wide
-    grid_h = float(np.clip(panel_w * 0.78 * layers / heads, 1.0, 4.5))
-    rows = [-(-len(grids) // cols) for _, _, grids in kinds]
+    grid_h = [float(np.clip(WIDTH / c * 0.78 * layers / heads, 1.0, 4.5)) for c in slots]
     notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") + 1 if n else 0 for _, n, _ in kinds]
     # a block's rows are alike in height: each has room for a colour bar if one of them has one
     barred = [any(_barred(g) for g in grids) for _, _, grids in kinds]
-    heights = [r * (grid_h + 1.05 + 0.45 * b) + 0.35 + 0.2 * n for r, b, n in zip(rows, barred, notes)]
+    heights = [r * (g + 1.05 + 0.45 * b) + 0.35 + 0.2 * n for r, g, b, n in zip(rows, grid_h, barred, notes)]
     foot = 0.2 * (textwrap.fill(footnote, round(WIDTH * 14)).count("\n") + 1) + 0.1 if footnote else 0
     fig = Figure(figsize=(WIDTH, sum(heights) + (0.45 if title else 0) + foot), layout="constrained")
     subs = fig.subfigures(len(kinds), 1, height_ratios=heights, squeeze=False)[:, 0]
-    for sub, (label, note, grids), r in zip(subs, kinds, rows):
+    for sub, (label, note, grids), r, cols in zip(subs, kinds, rows, slots):
         note = textwrap.fill(note, NOTE_CHARS, break_on_hyphens=False)  # a long note wraps within the page
         sub.suptitle(label + (f"\n{note}" if note else ""), fontsize=10.5, x=0.01, ha="left", fontweight="bold")
         axes = sub.subplots(r, cols, squeeze=False)
         for ax in axes.flat[len(grids) :]:
             ax.set_visible(False)
+        cell = WIDTH / cols * 0.8 / heads  # inches
         drawn = [
-            (ax, grid, _panel(ax, grid, numbers=panel_w / heads >= 0.3, square=square, first=i % cols == 0))
+            (ax, grid, _panel(ax, grid, cell=cell, square=square, first=i % cols == 0))
             for i, (ax, grid) in enumerate(zip(axes.flat, grids))
         ]
         for start in range(0, len(drawn), cols):  # one colour bar under each run of a row's grids on one scale
@@ -106,9 +108,10 @@ def _limits(grid: Grid) -> tuple[str, float, float]:
     return "magma", 0.0, top
 
 
-def _panel(ax, grid: Grid, *, numbers: bool, square: bool, first: bool):
-    """One grid, its image returned for a colour bar. Where it has no colour bar, its unit is the
-    x label's second line."""
+def _panel(ax, grid: Grid, *, cell: float, square: bool, first: bool):
+    """One grid, its image returned for a colour bar; ``cell``: a cell's width in inches (its value
+    written in it from 0.24, in type that grows with it). Where it has no colour bar, its unit is
+    the x label's second line."""
     values = grid.values
     layers, heads = values.shape
     cmap, lo, hi = _limits(grid)
@@ -132,14 +135,15 @@ def _panel(ax, grid: Grid, *, numbers: bool, square: bool, first: bool):
     for li, h in zip(*np.nonzero(flagged)):
         ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor="#ff2d55", lw=2.0))
     thousandths = grid.scale in ("effect", "importance") and hi < 1
+    size = float(np.clip(cell * 72 * 0.3, 8, 11))
     for li in range(layers):
         for h in range(heads):
             v = values[li, h]
-            text = (grid.marks or {}).get((li, h)) or (_cell(v, grid.scale, thousandths) if numbers else "")
+            text = (grid.marks or {}).get((li, h)) or (_cell(v, grid.scale, thousandths) if cell >= 0.24 else "")
             if text and np.isfinite(v):
                 level = float(norm(v))
                 light = abs(level - 0.5) > 0.3 if cmap == "RdBu_r" else level < 0.55
-                ax.text(h, li, text, ha="center", va="center", fontsize=8 if len(text) < 4 else 7,
+                ax.text(h, li, text, ha="center", va="center", fontsize=size if len(text) < 4 else size - 1,
                         color="white" if light else "black")  # fmt: skip
     return im
 
