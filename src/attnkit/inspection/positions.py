@@ -88,7 +88,7 @@ def rotary_views(
     head_dim: int, length: int, *, starts: tuple[int, ...] = (0, 17, 34), seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """(angles (length, head_dim/2), scores (len(starts), length - max(starts))): the
-    score between one query vector at position m and one key vector at m + k."""
+    score between one query vector at position m and one key vector at m + n."""
     rope = RotaryPositions(head_dim)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(1, 1, 1, head_dim, generator=g)
@@ -300,9 +300,10 @@ def _rope(a: Ask) -> Drawn:
     spread = float(np.abs(scores - scores[0]).max())
     text = (
         f"RoPE, head_dim={head_dim}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
-        f"q.k for the same vectors at (m, m + k), m = 0, 17, 34: largest difference across m = {spread:.2e}"
+        f"q.k for the same vectors at (m, m + n), m = 0, 17, 34: largest difference across m = {spread:.2e}"
     )
-    return text, plots.plot_rotary(angles, scores, title="rotary position embedding")
+    title = f"rotary position embedding (RoPE): head dimension {head_dim}, θ_i = 10000^(−2i/{head_dim})"
+    return text, plots.plot_rotary(angles, scores, title=title)
 
 
 def draw_positions(

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..data.tokenizer import SPACE
-from .layout import WIDTH, upright_spaces
+from .layout import WIDTH, fit_height, upright_spaces
 
 WINDOW_COLOUR = "#ff9f1c"  # local attention's window: orange reads on every viridis colour and on white
 
@@ -39,7 +39,11 @@ def plot_alignment(
         raise ValueError(f"weights are {t}x{s} but got {len(tgt_tokens)} target and {len(src_tokens)} source tokens")
     cell = min(0.42, (WIDTH - 2.4) / max(s, 1))  # square cells, the figure at most a docs column wide
     label = 0.075 * max(map(len, [*src_tokens, *tgt_tokens]), default=1)  # inches for the token labels
-    fig = Figure(figsize=(max(4.0, 1.2 + label + cell * s), max(3.0, 1.3 + label + cell * t)), layout="constrained")
+    width = max(4.0, 1.2 + label + cell * s)
+    # room for the title's lines and, for local attention, the key's rows under the figure
+    lines = sum(len(textwrap.wrap(line, int(width * 12))) or 1 for line in title.split("\n")) if title else 0
+    key = (3.5 if width < 7 else 2) * 0.22 if p_t is not None else 0.0
+    fig = Figure(figsize=(width, max(3.0, 1.3 + label + cell * t) + 0.2 * lines + key), layout="constrained")
     ax = fig.subplots()
     top = max(1e-9, float(weights.max())) if vmax is None else vmax
     im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=top, aspect="equal", interpolation="nearest")
@@ -72,6 +76,7 @@ def plot_alignment(
     if title:  # wrapped to the figure's width: a title never runs off the canvas
         width = int(fig.get_figwidth() * 12)
         ax.set_title("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
+    fit_height(fig)  # the room made for the title and the key, less what they did not take
     return fig
 
 
@@ -142,8 +147,10 @@ def plot_attention_grid(
         raise ValueError(f"maps are {t}x{s} but got {len(query_tokens)} query and {len(key_tokens)} key tokens")
     cols = heads + (1 if with_mean and heads > 1 else 0)
     gap = 0.25 if cols > heads else 0.0  # the mean column set apart from the heads
-    size = min(max(1.6, min(3.2, 0.13 * max(t, s))), (WIDTH - 1.6) / (cols + gap))  # at most a docs column wide
-    fig = Figure(figsize=(1.6 + (cols + gap) * size, 0.9 + layers * size), layout="constrained")
+    # at most a docs column wide (the colour bar under the panels); a panel as tall as 9-pt query labels need
+    size = min(max(1.6, min(3.2, 0.13 * max(t, s))), (WIDTH - 1.0) / (cols + gap))
+    tall = min(3.2, max(size, 0.17 * t)) if layers * t <= 60 else size
+    fig = Figure(figsize=(1.0 + (cols + gap) * size, 1.1 + layers * tall), layout="constrained")
     ratios = [1.0] * heads + ([gap, 1.0] if gap else [])
     grid = np.atleast_2d(fig.subplots(layers, len(ratios), squeeze=False, width_ratios=ratios))
     if gap:
@@ -153,7 +160,8 @@ def plot_attention_grid(
     else:
         axes = grid
     # a label no taller than its row or column of cells, so that turned neighbours do not touch
-    fs = min(_fontsize(max(t, s)), size * 72 / max(t, s))  # a glyph is about 0.7 of its size: rows keep apart
+    # (a glyph is about 0.7 of its size: rows keep apart)
+    fs_q, fs_k = min(_fontsize(max(t, s)), tall * 72 / t), min(_fontsize(max(t, s)), size * 72 / s)
     for li in range(layers):
         for ci in range(cols):
             ax = axes[li, ci]
@@ -166,12 +174,13 @@ def plot_attention_grid(
             if ci == 0:
                 ax.set_ylabel(f"layer {li}", fontsize=9)
                 if layers * t <= 60:  # token labels only where they can be read
-                    ax.set_yticks(range(t), list(query_tokens), fontsize=fs)
+                    ax.set_yticks(range(t), list(query_tokens), fontsize=fs_q)
                     upright_spaces(ax)
             if li == layers - 1 and cols * s <= 160:
-                ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs)
+                ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs_k)
                 upright_spaces(ax)
-    fig.colorbar(im, ax=grid, shrink=0.6, label="attention weight (one scale, 0 to 1, for every panel)")
+    fig.colorbar(im, ax=grid, shrink=0.6, aspect=40, orientation="horizontal",
+                 label="attention weight (one scale, 0 to 1, for every panel)")  # fmt: skip
     if title:  # wrapped to the figure's width
         width = int(fig.get_figwidth() * 11)
         fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=11)

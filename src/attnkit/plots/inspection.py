@@ -71,7 +71,9 @@ def _legend_room(ax, *, columns: int) -> None:
     ticks = [t for t in ax.get_yticks() if lo - 1e-9 <= t <= hi + 1e-9]  # no tick in the head room
     ax.set_ylim(lo, hi + (hi - lo) * 0.085 * lines / (1 - 0.085 * lines))  # the legend's share of the new height
     ax.set_yticks(ticks)
-    ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=False, borderaxespad=0.3, handlelength=1.2)
+    # a white ground, so that a line that crosses the head room (local attention's p_t) does not run through the words
+    ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=True, framealpha=0.92, edgecolor="none",
+              borderaxespad=0.3, handlelength=1.2)  # fmt: skip
 
 
 def _mark_query(axes, w, kept: np.ndarray) -> None:
@@ -212,9 +214,9 @@ def _window(axes, w, s: int) -> None:
         lo, hi = window_cells(w.p_t, w.window, s)  # the cells of the keys the model attends to
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
                       label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})")  # fmt: skip
-        panel.axvline(
-            min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=0.5, label=f"{math('p_t')} = {w.p_t:.2f}"
-        )
+        named = panel is axes["scores"] or w.gauss is None  # the Gaussian's entry names p_t in panel 4
+        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=0.5,
+                      label=f"{math('p_t')} = {w.p_t:.2f}" if named else "_nolegend_")  # fmt: skip
         panel.set_xlim(-0.5, s - 0.5)
 
 

@@ -20,8 +20,8 @@ def upright_spaces(ax, *, top: bool = False) -> None:
     the axis's) and no tick mark; the mark is written where its label would be (``top``: the key
     labels are above the axes)."""
     for label in ax.get_yticklabels():
-        if label.get_text() == SPACE:
-            label.set_color(SPACE_COLOUR)
+        if label.get_text() == SPACE:  # the glyph is small in its font: half as large again
+            label.set(color=SPACE_COLOUR, fontsize=label.get_fontsize() * 1.5)
     labels = ax.get_xticklabels()
     texts = [label.get_text() for label in labels]
     if SPACE not in texts:
@@ -43,8 +43,8 @@ def upright_spaces(ax, *, top: bool = False) -> None:
     for x, t, tick in zip(ticks, texts, ax.xaxis.get_major_ticks()):
         if t == SPACE:
             (tick.tick2line if top else tick.tick1line).set_visible(False)
-            ax.text(x, 1 if top else 0, SPACE, transform=at, ha="center", va="bottom" if top else "top", fontsize=size,
-                    color=SPACE_COLOUR)  # fmt: skip
+            ax.text(x, 1 if top else 0, SPACE, transform=at, ha="center", va="bottom" if top else "top",
+                    fontsize=size * 1.5, color=SPACE_COLOUR)  # fmt: skip
 
 
 def fit_height(fig, margin: float = 0.1) -> None:

@@ -131,8 +131,10 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
     side = (WIDTH - 1.3) / cols  # the heads' grid above, a docs column wide; the offsets below
-    fig = Figure(figsize=(WIDTH, side * rows + 3.6 + (0.3 if title else 0)), layout="constrained")
-    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side * rows + 0.5, 3.1]))  # 2 x 1: an array
+    # a row's titles clear of the panels above them
+    layout = ConstrainedLayoutEngine(h_pad=0.06, hspace=0.06)
+    fig = Figure(figsize=(WIDTH, side * rows + 3.9 + (0.3 if title else 0)), layout=layout)
+    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side * rows + 0.8, 3.1]))  # 2 x 1: an array
     grid = top.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
     axes = np.atleast_1d(grid).ravel()
     low, high = float(bias[shown].min()), float(bias[shown].max())
@@ -264,15 +266,15 @@ def plot_relative_index(
 def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> Figure:
     """RoPE: rotation angle m * theta_i of each 2-D pair over positions (t, d/2),
     and the score q . k between the same vectors placed at positions m and m + k,
-    for several m: the curves coincide because RoPE scores depend on k only (the first
-    is drawn as a line, the others as markers on it, so that every one is seen)."""
+    for several m: the curves coincide because RoPE scores depend on the offset n only (the
+    first is drawn as a line, the others as markers on it, so that every one is seen)."""
     _t, _pairs = angles.shape
-    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    fig = Figure(figsize=(WIDTH, 3.9), layout="constrained")
     ax_a, ax_s = fig.subplots(1, 2)
     im = ax_a.imshow(np.cos(angles), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax_a.set(xlabel="dimension pair i", ylabel="position m", title="cos(m θ_i): fast pairs left, slow pairs right")
-    ax_a.title.set_fontsize(9)
-    fig.colorbar(im, ax=ax_a, shrink=0.85, label="cos(m θ_i) (-1 to 1)")
+    ax_a.title.set_fontsize(10)
+    fig.colorbar(im, ax=ax_a, shrink=0.85, label="cos(m θ_i) (−1 to 1)")
     markers = ["o", "x", "+", "^"]
     for m, row in enumerate(scores):
         x = np.arange(len(row))
@@ -281,12 +283,12 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> F
         else:
             ax_s.plot(x, row, ls="none", marker=markers[(m - 1) % len(markers)], ms=4, label=f"query at m = {m * 17}")
     ax_s.set(
-        xlabel="offset k (key at m + k)",
+        xlabel="offset n (the key at m + n)",
         ylabel="q · k after rotation",
-        title="the score depends on the offset only: the curves coincide",
+        title="the score depends on the offset only:\nthe curves coincide",
     )
-    ax_s.title.set_fontsize(9)
-    ax_s.legend(fontsize=7)
+    ax_s.title.set_fontsize(10)
+    ax_s.legend(fontsize=9)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
