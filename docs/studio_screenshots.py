@@ -65,8 +65,8 @@ def main() -> None:
             page.click("#lines text[data-side='q'][data-i='4']")  # "blauen", pinned
             shot("head")
             page.click("#apart")  # the heads apart, each in its colour
-            page.click("#head-chips [data-head='1']")  # two of the four compared: heads 0 and 2
-            page.click("#head-chips [data-head='3']")
+            page.click("#head-chips [data-head='1']")  # two of the four compared: heads 0 and 3, both on "blue"
+            page.click("#head-chips [data-head='2']")
             shot("heads_apart")
             page.click("#apart")  # back to the average of every head
             page.click("#tabs [data-tab=model]")

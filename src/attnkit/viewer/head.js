@@ -82,7 +82,7 @@
     const rows = shown(q), cols = shown(k);
     const svg = $("lines"); svg.innerHTML = "";
     const room = area(), n = Math.max(rows.length, cols.length);
-    const row = clamp(Math.floor((room.h - 160) / n), 16, 48), top = 10;  // the rows share the pane's height
+    const row = clamp(Math.floor((room.h - 160) / n), 16, 56), top = 10;  // the rows share the pane's height
     const size = clamp(Math.round(row * 0.5), 11, 18), font = `${size}px ${FAMILY}`;
     const wq = textWidth(rows.map((i) => q[i]), font) + 18, wk = textWidth(cols.map((j) => k[j]), font) + 18;
     const gap = clamp(room.w - wq - wk - 8, 160, 1200);
@@ -96,7 +96,7 @@
     let held = 0, total = 0;  // the weight the drawn keys hold, of all (a long input draws only the strongest)
     // heads drawn apart fan out a few pixels each, so that two heads on the same pair show as two
     // parallel lines in their colours instead of blending into a third colour
-    const fan = layers.length > 1 ? Math.min(3, row / (2 * layers.length)) : 0;
+    const fan = layers.length > 1 ? Math.min(7, row / (2 * layers.length)) : 0;  // a strong line is 5 px wide
     for (const [slot, h] of layers.entries()) {
       const W = matrixOf(state.layer, h), div = rowScale(W, rows, cols);
       const stroke = state.apart && heads() > 1 ? HEAD_COLOURS[h % HEAD_COLOURS.length] : ONE_COLOUR;

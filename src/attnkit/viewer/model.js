@@ -12,9 +12,10 @@
     const grid = $("model-grid"); grid.innerHTML = "";
     const h = heads(), room = area();
     // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can
-    // be; one at most 1.4 times as wide as it is tall or the other way round
+    // be; square cells, so that a map keeps its shape (a diagonal stays at 45 degrees)
     const fitW = Math.floor((room.w - 80) / h) - 8, fitH = Math.floor((room.h - 110) / maps.length) - 8;
-    const sideW = clamp(Math.min(fitW, Math.round(1.4 * fitH)), 64, 260), sideH = clamp(Math.min(fitH, Math.round(1.4 * fitW)), 64, 220);
+    const aspect = clamp(cols.length / Math.max(1, rows.length), 0.5, 2);  // the map's width over its height
+    const sideW = clamp(Math.round(Math.min(fitW, fitH * aspect)), 64, 260), sideH = clamp(Math.round(sideW / aspect), 64, 260);
     grid.style.gridTemplateColumns = `auto repeat(${h}, ${sideW + 4}px)`;
     html("div", { class: "axis" }, grid, "");
     for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : `head ${j}`);
@@ -42,13 +43,15 @@
     const held = maps.length < layerCount() ? ` (this page holds ${maps.length} of the model's ${layerCount()} layers)` : "";
     const overview = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s)${held}; ${scaleNote()}`;
     $("readout").textContent = overview;
-    const w = 220, ctx = setupCanvas($("model-legend"), w + 420, 34);
+    const w = 220, ctx = setupCanvas($("model-legend"), w + 640, 36);
     for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 2, 1, 12); }
     ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText("0", 10, 17);
     ctx.textAlign = "right"; ctx.fillText(state.scale === "row" ? "row's largest" : "1", w + 10, 17);
     ctx.textAlign = "left";
     ctx.fillText(state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute, every thumbnail)", w + 22, 2);
+    ctx.fillStyle = "#667085";  // the frames, in their own colours' words
+    ctx.fillText("blue frame: the layer and head the other views show; red: under the pointer", w + 22, 19);
   }
 
   return { tabs: { model: drawModelView } };

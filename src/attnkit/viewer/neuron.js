@@ -59,7 +59,9 @@
   }
 
   function renderWalkthrough(box, w, widen = 0) {  // widen: px added to each dimension's cell to fill the pane
-    const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...w.v, w.context]);
+    // the weighted values a_j v_j on their own scale (with z, their sum): on v's they would be near white
+    const weighted = w.recurrent ? w.v : w.v.map((v, j) => v.map((x) => x * w.weights[j]));
+    const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...weighted, w.context]);
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 4 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
     // the table's rows share the pane's height (a row 19 to 40 px, its text and strips growing with it)
@@ -103,10 +105,11 @@
     const cols = w.recurrent
       ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
       : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"];
-    cols.forEach((c) => { if (c) html("th", {}, head, c); });
+    const vectorColumns = new Set(w.recurrent ? [1, 2] : [1, 2, 8]);  // strips: headed in their middle, set apart
+    cols.forEach((c, i) => { if (c) html("th", vectorColumns.has(i) ? { class: "vec" } : {}, head, c); });
     const qrow = html("tr", { class: "query" }, t);
     html("td", { class: "token" }, qrow, w.recurrent ? `h_t: ${w.query_token}` : `q: ${w.query_token}`);
-    html("td", {}, qrow).appendChild(strip(w.q, vecLim, px, kd, w.recurrent ? "h_t" : "q"));
+    html("td", { class: "vec" }, qrow).appendChild(strip(w.q, vecLim, px, kd, w.recurrent ? "h_t" : "q"));
     for (let c = 2; c < cols.filter(Boolean).length; c++) html("td", {}, qrow, "");
     const softmaxInWindow = w.gauss ? w.weights.map((a, j) => (w.gauss[j] > 0 ? a / w.gauss[j] : 0)) : null;
     const outside = (j) => {  // the first key of a folded run: one row that names the run and unfolds it
@@ -123,8 +126,8 @@
       if (!shown[j]) return;
       const r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
       html("td", { class: "token" }, r, tok);
-      html("td", {}, r).appendChild(strip(w.k[j], vecLim, px, kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));
-      html("td", {}, r).appendChild(strip(w.terms[j], termLim, px, kd, `${w.terms_formula} of “${tok}”`));
+      html("td", { class: "vec" }, r).appendChild(strip(w.k[j], vecLim, px, kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));
+      html("td", { class: "vec" }, r).appendChild(strip(w.terms[j], termLim, px, kd, `${w.terms_formula} of “${tok}”`));
       html("td", {}, r, fmt(w.raw[j]));
       if (w.recurrent) {
         if (!fold) html("td", {}, r, w.allowed[j] ? "yes" : "no");  // folded: every row shown is in the window
@@ -137,19 +140,19 @@
       const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
       bar.style.width = `${Math.round(5 * fontPx * w.weights[j])}px`;
       cell.appendChild(document.createTextNode(fmt(w.weights[j])));
-      if (!w.recurrent) html("td", {}, r).appendChild(strip(w.v[j].map((v) => v * w.weights[j]), vLim, px, vd, `a_j v_j of “${tok}”`));
+      if (!w.recurrent) html("td", { class: "vec" }, r).appendChild(strip(weighted[j], vLim, px, vd, `a_j v_j of “${tok}”`));
     });
     const z = html("tr", { class: "sum" }, t), n = cols.filter(Boolean).length;
     const total = fmt(w.weights.reduce((a, b) => a + b, 0));
     if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
       html("td", { class: "token" }, z, "c_t = Σ a_s h̄_s");
-      html("td", {}, z).appendChild(strip(w.context, vLim, px, kd, "c_t"));
+      html("td", { class: "vec" }, z).appendChild(strip(w.context, vLim, px, kd, "c_t"));
       for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
       html("td", {}, z, `Σ ${total}`);
     } else {
       html("td", { class: "token" }, z, "z = Σ a_j v_j");
       for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
-      html("td", {}, z).appendChild(strip(w.context, vLim, px, vd, "z"));
+      html("td", { class: "vec" }, z).appendChild(strip(w.context, vLim, px, vd, "z"));
     }
     // the numeric columns' width is a guess: once drawn, the strips take up what the table left of the pane's width
     const spare = Math.floor((pane.w - t.offsetWidth - 8) / (strips * Math.max(kd.length, vd.length)));
@@ -157,7 +160,8 @@
     const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
     const values = w.recurrent ? "c_t" : "the weighted values and z";
     html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${vecLim.toFixed(2)}, ` +
-      `the terms on ±${termLim.toFixed(2)}, ${values} on ±${vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums to its score.` +
+      `the terms on ±${termLim.toFixed(2)}, ${values} on ±${vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums` +
+      (kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${kd.length} shown),` : "") + " to its score." +
       (w.recurrent ? "" : " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
   }

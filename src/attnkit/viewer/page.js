@@ -280,7 +280,8 @@
     $("example").innerHTML = "";
     // a label that fits the sidebar (the whole sentence is below it, and in the option's title)
     examples.forEach((ex, i) => {
-      const text = ex.source.length > 28 ? `${ex.source.slice(0, 27)}…` : ex.source;
+      const cut = ex.source.slice(0, 27), space = cut.lastIndexOf(" ");  // cut at a word's end where one is near
+      const text = ex.source.length > 28 ? `${space > 12 ? cut.slice(0, space) : cut}…` : ex.source;
       option($("example"), i, `${i + 1}: ${text}`).title = ex.source;
     });
     state.kind = null;
