@@ -80,9 +80,9 @@ def main() -> None:
             page.select_option("#atlas-ablate", "zero")
             page.wait_for_function("[...document.getElementById('atlas-by').options].some(o => o.value === 'ablation')")
             page.select_option("#atlas-by", "ablation")
-            box = page.locator("#atlas-grid").bounding_box()  # 64 px of layer names, 36 of head numbers
-            cell = (box["width"] - 72) / 4  # and 8 px beside the grid
-            page.hover("#atlas-grid", position={"x": 64 + 1.5 * cell, "y": 36 + 3.5 * cell})  # layer 3, head 1
+            box = page.locator("#atlas-grid").bounding_box()  # 74 px of layer names, 40 of head numbers
+            width, height = (box["width"] - 82) / 4, (box["height"] - 44) / 4  # and 8 px beside, 4 under the grid
+            page.hover("#atlas-grid", position={"x": 74 + 1.5 * width, "y": 40 + 3.5 * height})  # layer 3, head 1
             shot("atlas")
             page.click("#tabs [data-tab=attribution]")  # gradient-weighted attention over the output
             page.wait_for_selector("#attr-matrix")

@@ -80,10 +80,11 @@ def _dims_panel(ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: 
     t = pe.shape[0]
     step = 2.2 * (float(np.abs(pe[:, dims]).max()) if learned else lim)
     for k, j in enumerate(dims):
-        ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.1)
+        # the positions are integers: their samples marked, so that a fast dimension reads as samples, not a zigzag
+        ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.0, marker="." if t <= 128 and not learned else None, ms=3)
         kind = "" if learned else (" sin" if j % 2 == 0 else " cos")
         # each curve's name just past the panel's right edge: the axis ends where the positions do
-        ax_s.text(1.01, -k * step, f"dim {j}{kind}", fontsize=8, va="center", clip_on=False,
+        ax_s.text(1.02, -k * step, f"dim {j}{kind}", fontsize=8, va="center", clip_on=False,
                   transform=blended_transform_factory(ax_s.transAxes, ax_s.transData))  # fmt: skip
     ax_s.set_yticks([])
     ax_s.set_xlim(0, t - 1)
@@ -100,9 +101,14 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     t = pe.shape[0]
     unit = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
     cos = unit @ unit.T
-    im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+    if cos.min() >= 0:  # no pair points apart (the sinusoids' table): the colours spent on 0 to 1
+        im = ax_c.imshow(cos, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        label = f"cosine (0 to 1; the least is {cos.min():.2f})"
+    else:
+        im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+        label = "cosine (−1 to 1)"
     ax_c.set(xlabel="position j", ylabel="position i", title="cosine similarity of positions i and j")
-    fig.colorbar(im, ax=ax_c, shrink=0.85, label="cosine (-1 to 1)")
+    fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
 
     mid = t // 2
     ax_d.plot(np.arange(t), cos[0], label="from position 0")

@@ -4,7 +4,7 @@
 // head; the heads a detector flags are outlined. Hover a head for all its scores; click it to
 // open it.
 (window.attnkitViews = window.attnkitViews || {}).atlas = function (lib) {
-  const { $, state, example, area, clamp, setupCanvas, colour, diverging, api, selectTab, KIND_LABEL, SMALL, FAMILY } = lib;
+  const { $, state, example, area, clamp, setupCanvas, colour, diverging, api, selectTab, KIND_LABEL, FAMILY } = lib;
   const answers = new Map();  // record, kind, ablation -> the server's atlas (a promise)
   const FLAG = "#ff2d55";
   let ticket = 0;
@@ -67,7 +67,7 @@
   }
 
   function number(m, v, digits) {  // an effect signed (0 unsigned), a distance to 0.1, a share to 2 digits
-    if (m.scale === "effect") { const t = Math.abs(v).toFixed(digits); return +t === 0 ? t : (v > 0 ? "+" : "−") + t; }
+    if (m.scale === "effect") return v === 0 ? (0).toFixed(digits) : (v > 0 ? "+" : "−") + Math.abs(v).toFixed(digits);  // "+0.000": a rise under 0.0005
     if (m.key === "importance") return v.toPrecision(digits === 3 ? 2 : 3);
     return v.toFixed(m.unit === "tokens" ? 1 : digits === 3 ? 2 : 3);
   }
@@ -75,36 +75,39 @@
   function render(a, m, list, hovered) {
     const L = a.layers, H = a.heads, room = area(), canvas = $("atlas-grid");
     const flat = m.values.flat().filter((v) => v !== null), top = Math.max(1e-12, ...flat.map(Math.abs));
-    const left = 64, head = 36;
-    const cell = clamp(Math.floor(Math.min((room.w - left - 16) / H, (room.h - head - 170) / L)), 8, 140);
-    const width = left + cell * H + 8, height = head + cell * L + 4;
+    const left = 74, head = 40, label = `13px ${FAMILY}`;
+    // cells as tall as the pane allows and up to 1.6 times as wide, so that a grid of few heads fills its width
+    const ch = clamp(Math.floor((room.h - head - 170) / L), 8, 140);
+    const cw = clamp(Math.floor(Math.min((room.w - left - 16) / H, 1.6 * ch)), 8, 224);
+    const cell = Math.min(cw, ch);
+    const width = left + cw * H + 8, height = head + ch * L + 4;
     const ctx = setupCanvas(canvas, width, height);
-    ctx.font = SMALL; ctx.fillStyle = "#1d2330"; ctx.textBaseline = "middle";
-    const every = Math.ceil(16 / cell);
+    ctx.font = label; ctx.fillStyle = "#1d2330"; ctx.textBaseline = "middle";
+    const everyH = Math.ceil(18 / cw), everyL = Math.ceil(16 / ch);
     ctx.textAlign = "center";
-    for (let h = 0; h < H; h += every) ctx.fillText(String(h), left + (h + 0.5) * cell, head - 9);
-    ctx.fillText("head", left + (cell * H) / 2, 7);
+    for (let h = 0; h < H; h += everyH) ctx.fillText(String(h), left + (h + 0.5) * cw, head - 10);
+    ctx.fillText("head", left + (cw * H) / 2, 8);
     ctx.textAlign = "right";
-    for (let l = 0; l < L; l += every) ctx.fillText(`layer ${l}`, left - 6, head + (l + 0.5) * cell);
+    for (let l = 0; l < L; l += everyL) ctx.fillText(`layer ${l}`, left - 6, head + (l + 0.5) * ch);
     for (let l = 0; l < L; l++) {
       for (let h = 0; h < H; h++) {
         const v = m.values[l][h];
         ctx.fillStyle = cellColour(m, v, top);
-        ctx.fillRect(left + h * cell, head + l * cell, cell - 1, cell - 1);
+        ctx.fillRect(left + h * cw, head + l * ch, cw - 1, ch - 1);
         if (m.threshold !== null && v !== null && v >= m.threshold) {
           ctx.strokeStyle = FLAG; ctx.lineWidth = Math.max(2, cell / 10);
-          ctx.strokeRect(left + h * cell + 1, head + l * cell + 1, cell - 3, cell - 3);
+          ctx.strokeRect(left + h * cw + 1, head + l * ch + 1, cw - 3, ch - 3);
         }
         if (hovered && hovered[0] === l && hovered[1] === h) {  // the head the readout describes
           ctx.strokeStyle = "#111"; ctx.lineWidth = 3;
-          ctx.strokeRect(left + h * cell - 1, head + l * cell - 1, cell + 1, cell + 1);
+          ctx.strokeRect(left + h * cw - 1, head + l * ch - 1, cw + 1, ch + 1);
         }
         if (cell >= 40 && v !== null) {  // room for the number
           const dark = m.scale === "effect" ? Math.abs(v) / top > 0.55 : (m.scale === "share" ? v : v / top) < 0.6;
           ctx.fillStyle = dark ? "#fff" : "#111";
-          ctx.textAlign = "center"; ctx.font = `${cell >= 70 ? 13 : 11}px ${FAMILY}`;
-          ctx.fillText(number(m, v, 3), left + (h + 0.5) * cell, head + (l + 0.5) * cell);
-          ctx.font = SMALL;
+          ctx.textAlign = "center"; ctx.font = `${cell >= 70 ? 15 : 12}px ${FAMILY}`;
+          ctx.fillText(number(m, v, 3), left + (h + 0.5) * cw, head + (l + 0.5) * ch);
+          ctx.font = label;
         }
       }
     }
@@ -114,7 +117,7 @@
     $("readout").textContent = summary;
     const at = (e) => {
       const b = canvas.getBoundingClientRect(), x = e.clientX - b.left - left, y = e.clientY - b.top - head;
-      const h = Math.floor(x / cell), l = Math.floor(y / cell);
+      const h = Math.floor(x / cw), l = Math.floor(y / ch);
       return h >= 0 && h < H && l >= 0 && l < L ? [l, h] : null;
     };
     canvas.onmousemove = (e) => {
@@ -132,8 +135,8 @@
       $("readout").textContent = `layer ${l}, head ${h}: ${parts.join(" · ")}`;
     };
     canvas.onmouseleave = () => { if (hovered) render(a, m, list, null); else $("readout").textContent = summary; };
-    if (hovered) canvas.onmousemove({ clientX: canvas.getBoundingClientRect().left + left + (hovered[1] + 0.5) * cell,
-                                      clientY: canvas.getBoundingClientRect().top + head + (hovered[0] + 0.5) * cell });
+    if (hovered) canvas.onmousemove({ clientX: canvas.getBoundingClientRect().left + left + (hovered[1] + 0.5) * cw,
+                                      clientY: canvas.getBoundingClientRect().top + head + (hovered[0] + 0.5) * ch });
     canvas.onclick = (e) => {
       const p = at(e);
       if (p) open(p[0], p[1]);
@@ -151,13 +154,13 @@
   }
 
   function legend(m, top) {
-    const w = 240, ctx = setupCanvas($("atlas-legend"), Math.min(area().w, w + 420), 36);
+    const w = 240, ctx = setupCanvas($("atlas-legend"), Math.min(area().w, w + 600), 36);
     for (let x = 0; x < w; x++) {
       const t = x / (w - 1);
       ctx.fillStyle = m.scale === "effect" ? diverging(2 * t - 1) : colour(t);
       ctx.fillRect(x + 10, 2, 1, 14);
     }
-    ctx.fillStyle = "#1d2330"; ctx.font = SMALL; ctx.textBaseline = "top";
+    ctx.fillStyle = "#1d2330"; ctx.font = lib.LEGEND; ctx.textBaseline = "top";
     const lo = m.scale === "effect" ? `−${top.toPrecision(2)}` : "0", hi = m.scale === "share" ? "1" : `${m.scale === "effect" ? "+" : ""}${top.toPrecision(2)}`;
     ctx.textAlign = "left"; ctx.fillText(lo, 10, 20);
     ctx.textAlign = "right"; ctx.fillText(hi, w + 10, 20);

@@ -43,12 +43,18 @@
       r.tokens.forEach((t, j) => { ctx.save(); ctx.translate(lw + (j + 0.5) * cw, top - 5); ctx.rotate(-Math.PI / 3); ctx.fillText(t, 0, 0); ctx.restore(); });
     }
     const row = { output: "output token", encoder: "top-layer position", sentence: "row" }[r.side];
+    const drawn = ctx.getImageData(0, 0, c.width, c.height);  // the matrix as drawn: the hovered cell's frame goes on it
     c.onmousemove = (e) => {
       const b = c.getBoundingClientRect(), j = Math.floor((e.clientX - b.left - lw) / cw), i = Math.floor((e.clientY - b.top - top) / ch);
+      ctx.putImageData(drawn, 0, 0);
+      if (i >= 0 && j >= 0 && i < nr && j < nc) {
+        ctx.strokeStyle = "#dc2626"; ctx.lineWidth = 2.5; ctx.strokeRect(lw + j * cw + 1, top + i * ch + 1, cw - 2, ch - 2);
+      }
       $("readout").textContent = i >= 0 && j >= 0 && i < nr && j < nc
         ? (r.side === "encoder" ? `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`
           : `${r.label}: ${row} ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from input token “${r.tokens[j]}” (${j})`) : "";
     };
+    c.onmouseleave = () => { ctx.putImageData(drawn, 0, 0); $("readout").textContent = ""; };
     colourBar(html("canvas", {}, box), 1040, peak.toFixed(3), [
       `${r.label}: share of each ${row} (0 to the largest share, ${peak.toFixed(3)})`,
       `computed in ${r.server_ms} ms (server)`]);

@@ -24,7 +24,7 @@
     let cw = baseW * cols.length / view.nc;
     const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
     const cell = Math.min(cw, ch), labelled = cell >= 7;
-    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.3) + 6)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
+    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.45) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;
@@ -61,7 +61,7 @@
         ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
         const rad = Math.max(2.5, cell / 5);
         if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
-        else { ctx.moveTo(x(edge), y - rad); ctx.lineTo(x(edge) + rad * 1.6, y); ctx.lineTo(x(edge), y + rad); ctx.closePath(); }
+        else { ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath(); }  // inside the last column, pointing past it
         ctx.fill(); ctx.stroke();
       });
     }
