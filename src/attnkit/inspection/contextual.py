@@ -131,14 +131,26 @@ def contextual_figure(v: TokenVectors, words: list[str], *, texts: Sequence[str]
 
     depth = v.layers.shape[0]
     panels = [("static (token table)", v.static)] + list(zip(depth_names(depth), v.layers))
+    # the first word's occurrences (up to 3), their cosines under each projection's name: the PCA only approximates them
+    word = max(words, key=lambda w: len(v.find(w)), default="")  # the most repeated: "apple"
+    found = v.find(word)[:3] if word else []
+    pairs = [(i, j) for a, i in enumerate(found) for j in found[a + 1 :]]
+    short = {i: f"{sentence_name(v.labels[i][0])}{v.labels[i][1]}" for i in found}
+
+    def named(name: str, x: np.ndarray) -> str:
+        if not pairs:
+            return name
+        return name + "\n" + "  ".join(f"{short[i]}–{short[j]} {float(cosine(x[i], x[j])):.2f}" for i, j in pairs)
+
     return plot_contextual(
         [f"{t} {sentence_name(s)}{p}" for s, p, t in v.labels],
         [(name, cosine_matrix(x)) for name, x in (panels[0], panels[-1])],
-        [(name, pca_2d(x)) for name, x in panels],
+        [(named(name, x), pca_2d(x)) for name, x in panels],
         {i: v.labels[i][0] for w in words for i in v.find(w)},
         sentences=[sentence_name(s) for s in sorted({s for s, _, _ in v.labels})],
         texts=texts,
         words=words,
+        paired=word if pairs else "",
         title=title,
     )
 

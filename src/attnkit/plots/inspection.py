@@ -294,13 +294,15 @@ def plot_contextual(
     words: Sequence[str] = (),
     sentences: Sequence[str] = (),
     texts: Sequence[str] = (),
+    paired: str = "",
     title: str = "",
 ) -> Figure:
     """Contextual word vectors. Top: cosine similarity matrices (name, (N, N)), e.g. static token
     vectors beside the last layer's, on one scale. Bottom: 2-D projections (name, (N, 2)) of all
     token vectors, one per depth; ``marked`` maps a token index to its sentence (its colour,
     named by ``sentences``, each written out from ``texts`` in the key); tokens drawn at the same
-    place share one label."""
+    place share one label; ``paired``: the word whose pairs' cosines a projection's name gives
+    on its second line."""
     n = len(labels)
     cols = min(3, len(projections))
     rows = -(-len(projections) // cols)
@@ -348,9 +350,10 @@ def plot_contextual(
     else:
         bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
                       frameon=False, title=key, title_fontsize=8)  # fmt: skip
+    pairs = f";\nunder each name, the cosine similarity of each pair of “{paired}”s at that depth" if paired else ""
     bottom.suptitle(
         "Where each token's vector lies: 2-D PCA, fitted at each depth separately\n(compare groupings within a "
-        "panel, not places across panels)",
+        f"panel, not places across panels{pairs})",
         fontsize=9,
     )
     top.suptitle(

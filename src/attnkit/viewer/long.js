@@ -125,15 +125,17 @@
     const mine = ++ticket, canvas = $("matrix"), [, , T, S] = shape(ex), room = lib.area();
     const [r0, r1, c0, c1] = region(ex), nr = r1 - r0, nc = c1 - c0;
     const k = lib.keys(ex, state.kind), q = lib.queries(ex, state.kind);
-    const guess = Math.min(side0(room, 0) / nc, side0(room, 0) / nr) >= 11;  // room for the tokens themselves
-    const below = guess ? Math.min(90, 8 + lib.textWidth(k.slice(c0, c1).map((t) => String(t)), lib.SMALL)) : 0;
-    const left = guess ? Math.min(110, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), lib.SMALL)) : 64;
+    const guess = Math.min(side0(room, 0) / nc, side0(room, 0) / nr);  // px per cell, about: room for the tokens?
+    const font = guess >= 18 ? `13px ${lib.FAMILY}` : lib.SMALL;
+    const below = guess >= 11 ? Math.min(100, 8 + lib.textWidth(k.slice(c0, c1).map((t) => String(t)), font)) : 0;
+    const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 64;
     const top = 22, side = side0(room, below + left - 64);
-    const cell = Math.min(side / nr, side / nc);  // px per cell when every cell has its pixels
-    const exact = cell >= 1;
     const wide = Math.max(side, Math.min(room.w - left - 40, 1400));  // pooled pixels may be wider than tall: the pane's width
+    // every cell its own pixels: cells as tall as the pane allows and as wide, up to 1.6 times the one or the other
+    const ch = Math.min(side / nr, 1.6 * wide / nc), cw = Math.min(wide / nc, 1.6 * ch);
+    const exact = Math.min(cw, ch) >= 1;
     const pw = exact ? nc : Math.min(nc, Math.round(wide)), ph = exact ? nr : Math.min(nr, Math.round(side));
-    const w = exact ? cell * nc : wide, h = exact ? cell * nr : side;
+    const w = exact ? cw * nc : wide, h = exact ? ch * nr : side;
     const body = { ...mapBody(ex), rows: ph, cols: pw, reduce: state.reduce || "max", region: [r0, r1, c0, c1] };
     $("readout").textContent = "computing the overview…";
     let answer;
@@ -163,7 +165,7 @@
     off.getContext("2d").putImageData(img, 0, 0);
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(off, left, top, w, h);
-    axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h);
+    axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h, font);
     const how = cells ? "every cell exact" : answer.coarse ? `the page's overview, 8-bit (${answer.note})`
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
@@ -178,9 +180,9 @@
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
     wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact: cells });
   }
-  function axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h) {
+  function axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h, font) {
     const q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind);
-    ctx.fillStyle = "#1d2330"; ctx.font = lib.SMALL;
+    ctx.fillStyle = "#1d2330"; ctx.font = font;
     const cell = h / (r1 - r0);
     if (cell >= 11 && w / (c1 - c0) >= 11) {  // room for the tokens themselves: every one, in full
       ctx.textAlign = "right"; ctx.textBaseline = "middle";
