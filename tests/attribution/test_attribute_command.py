@@ -83,3 +83,15 @@ def test_a_figure_per_sentence_and_one_line_for_what_a_model_cannot_take(trained
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and message in err, (argv, err)
         assert not (tmp_path / "bad.png").exists()
+
+
+def test_figures_name_each_method_as_it_was_computed():
+    """Rollout of an encoder-decoder's output follows Chefer et al.'s rules across the two attentions;
+    of an encoder alone, Abnar and Zuidema's; one head's raw attention is no mean of heads."""
+    from attnkit.attribution.methods import Attribution
+
+    translator = Attribution("output", ["a"], ["b"], heads=4, layers=4, cross=True)
+    encoder = Attribution("encoder", ["a"], ["b"], heads=4, layers=4)
+    single = Attribution("output", ["a"], ["b"], heads=1, layers=1, cross=True)
+    assert "Chefer" in translator.label("rollout") and "Chefer" not in encoder.label("rollout")
+    assert single.label("attention") == "raw attention (the single attention)"

@@ -76,6 +76,7 @@ class Attribution:
     scores: dict[str, np.ndarray] = field(default_factory=dict)
     heads: int = 0  # heads of the attention that raw attention reads (0: not said)
     layers: int = 0  # and its layers
+    cross: bool = False  # an encoder-decoder's output side: rollout follows Chefer et al.'s rules across the two
 
     def label(self, method: str) -> str:
         """What a figure calls ``method``'s scores: one head's attention is no mean of heads, and
@@ -84,6 +85,8 @@ class Attribution:
             return (
                 "raw attention (the single attention)" if self.layers == 1 else "raw attention, last layer (one head)"
             )
+        if method == "rollout" and self.cross:  # through the encoder and the decoder: Chefer et al.'s rules
+            return "attention rollout (Abnar & Zuidema 2020; encoder-decoder rules of Chefer et al. 2021)"
         return LABELS[method]
 
     @property
@@ -247,7 +250,7 @@ def attribute(
     rows, cols = axes(record, side)
     read = "encoder" if side != "output" else "decoder" if decoder_only(record) else "cross"
     shape = record.maps.shape(read) if read in record.maps else (0, 0)
-    out = Attribution(side, rows, cols, heads=shape[1], layers=shape[0])
+    out = Attribution(side, rows, cols, heads=shape[1], layers=shape[0], cross=read == "cross")
     for m in methods:
         if m == "value-norm" and value_norms is None:
             raise ValueError("value-norm needs the model's value vectors: give a model, not a saved .npz")

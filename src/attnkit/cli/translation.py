@@ -68,7 +68,9 @@ def _draw_captions(args: argparse.Namespace, captions) -> None:
         if not cap.words:
             continue
         boxes, inside = truth_boxes(path, cap)
-        title = f"{model_label(info)}: {path.name}, “{' '.join(cap.words)}”"
+        # what each panel shows: the captioner's one attention, or (a Transformer's) the last decoder layer's heads averaged
+        shown = "cross-attention, last decoder layer, mean of heads; " if info.get("arch") == "transformer" else ""
+        title = f"{model_label(info)}: {shown}{path.name}, “{' '.join(cap.words)}”"
         fig = plot_caption(cap.image, cap.words, cap.attention, boxes=boxes, inside=inside, title=title)
         target = numbered(args.output, i, len(args.images))
         save_figure(fig, target, dpi=args.dpi)

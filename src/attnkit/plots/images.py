@@ -152,17 +152,18 @@ def plot_caption_methods(
     top = max(1e-9, max(float(maps.max()) for _, maps in panels))
     n = len(words) + 1
     side = min(1.6, (WIDTH - 1.2) / n)  # a docs column wide
-    fig = Figure(figsize=(1.2 + side * n, (side + 0.45) * len(panels) + 0.6), layout="constrained")
+    fig = Figure(figsize=(1.2 + side * n, (side + 0.15) * len(panels) + 0.9), layout="constrained")
     axes = fig.subplots(len(panels), n, squeeze=False)
     heat = None
     for r, (row, (label, maps)) in enumerate(zip(axes, panels)):
         _image(row[0], image)
         row[0].set_title("image" if r == 0 else "", fontsize=9)
-        row[0].set_ylabel(textwrap.fill(label, 22), fontsize=8.5)  # the method names its row
+        row[0].set_ylabel(textwrap.fill(label, 24), fontsize=9)  # the method names its row
         for i, (ax, word, weights) in enumerate(zip(row[1:], words, maps)):
             heat = _heat(ax, image, weights, top)
             _box(ax, boxes[i] if boxes is not None else None)
-            ax.set_title(f"“{word}”", fontsize=9)
+            if r == 0:  # every row has the same words: their names once, over the top row
+                ax.set_title(f"“{word}”", fontsize=10)
         for ax in row:
             ax.set_xticks([])
             ax.set_yticks([])

@@ -170,10 +170,11 @@
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
-    const scaleNote = scaled ? " · per-query scale" : log ? ` · log scale: the bar's left end is 10⁻${LOG_DECADES} or less` : "";
+    const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${LOG_DECADES} or less` : "";
     lib.colourBar($("legend"), Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
-      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map" + scaleNote + masked,
+      [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
+      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map",
     ], log ? `≤10⁻${LOG_DECADES}` : "0");
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
     $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${T} x ${S} tokens ` +

@@ -231,16 +231,16 @@
     ctx.putImageData(img, Math.round(x * r), Math.round(y * r));
   }
 
-  // A colour bar from 0 to ``top`` (a label) with up to two lines of text beside it.
+  // A colour bar from 0 to ``top`` (a label) with up to three lines of text beside it.
   const BAR = 260;
-  function colourBar(canvas, width, top, lines, bottom = "0") {
-    const ctx = setupCanvas(canvas, width, 44);
+  function colourBar(canvas, width, top, lines, bottom = "0") {  // up to three lines beside the bar
+    const ctx = setupCanvas(canvas, width, Math.max(44, 8 + 18 * lines.filter((line) => line).length));
     for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText(bottom, 10, 22);
     ctx.textAlign = "right"; ctx.fillText(top, BAR + 10, 22);
     ctx.textAlign = "left";
-    lines.filter((line) => line).slice(0, 2).forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
+    lines.filter((line) => line).slice(0, 3).forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
   }
 
   // ---- tabs and drawing ----------------------------------------------------------------
