@@ -131,8 +131,9 @@ def contextual_figure(v: TokenVectors, words: list[str], *, texts: Sequence[str]
 
     depth = v.layers.shape[0]
     panels = [("static (token table)", v.static)] + list(zip(depth_names(depth), v.layers))
-    # the first word's occurrences (up to 3), their cosines under each projection's name: the PCA only approximates them
-    word = max(words, key=lambda w: len(v.find(w)), default="")  # the most repeated: "apple"
+    # the most repeated word's occurrences (up to 3): their cosines under each projection's name, which the PCA
+    # only approximates
+    word = max(words, key=lambda w: len(v.find(w)), default="")
     found = v.find(word)[:3] if word else []
     pairs = [(i, j) for a, i in enumerate(found) for j in found[a + 1 :]]
     short = {i: f"{sentence_name(v.labels[i][0])}{v.labels[i][1]}" for i in found}

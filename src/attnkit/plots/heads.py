@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 
 import numpy as np
 from matplotlib.colors import Normalize, SymLogNorm
@@ -69,15 +70,11 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
             for i, (ax, grid) in enumerate(zip(axes.flat, grids))
         ]
         for start in range(0, len(drawn), cols):  # one colour bar under each run of a row's grids on one scale
-            row = drawn[start : start + cols]
-            i = 0
-            while i < len(row):
-                j = i + 1
-                while j < len(row) and _scale(row[j][1]) == _scale(row[i][1]):
-                    j += 1
-                if _barred(row[i][1]):
-                    _bar(sub, [ax for ax, _, _ in row[i:j]], row[i][2], row[i][1])
-                i = j
+            for _, run in groupby(drawn[start : start + cols], key=lambda d: _scale(d[1])):
+                same = list(run)
+                _, grid, image = same[0]
+                if _barred(grid):
+                    _bar(sub, [ax for ax, _, _ in same], image, grid)
     if title:
         fig.suptitle(title, fontsize=13, fontweight="bold")
     if footnote:  # how to read the outlines and ranks, under every block
