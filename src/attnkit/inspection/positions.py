@@ -302,7 +302,7 @@ def _rope(a: Ask) -> Drawn:
         f"RoPE, head_dim={head_dim}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
         f"q.k for the same vectors at (m, m + n), m = 0, 17, 34: largest difference across m = {spread:.2e}"
     )
-    title = f"rotary position embedding (RoPE): head dimension {head_dim}, θ_i = 10000^(−2i/{head_dim})"
+    title = f"rotary position embedding (RoPE): head dimension {head_dim}, $\\theta_i = 10000^{{-2i/{head_dim}}}$"
     return text, plots.plot_rotary(angles, scores, title=title)
 
 

@@ -101,9 +101,9 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
             # an outline round the row's window: it belongs to its row and leaves the cells in view
             ax.add_patch(
                 Rectangle(
-                    (lo, row - 0.42),
+                    (lo, row - 0.46),
                     hi - lo,
-                    0.84,
+                    0.92,
                     fill=False,
                     edgecolor=WINDOW_COLOUR,
                     lw=1.2,
@@ -179,7 +179,7 @@ def plot_attention_grid(
             if li == layers - 1 and cols * s <= 160:
                 ax.set_xticks(range(s), list(key_tokens), rotation=90, fontsize=fs_k)
                 upright_spaces(ax)
-    fig.colorbar(im, ax=grid, shrink=0.6, aspect=40, orientation="horizontal",
+    fig.colorbar(im, ax=grid, shrink=0.6, aspect=40, orientation="horizontal", pad=0.01,
                  label="attention weight (one scale, 0 to 1, for every panel)")  # fmt: skip
     if title:  # wrapped to the figure's width
         width = int(fig.get_figwidth() * 11)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from .layout import WIDTH, fit_height, upright_spaces
+from .layout import WIDTH, end_ticks, fit_height, upright_spaces
 
 
 def plot_methods(
@@ -69,7 +69,8 @@ def plot_methods(
     for ax in axes[::ncols]:
         ax.set_ylabel(row_label, fontsize=9)
     assert im is not None  # panels is not empty
-    fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of each row (one scale: 0 to {top:.2f})")
+    bar = fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of each row (one scale: 0 to {top:.2f})")
+    end_ticks(bar, top)
     if title:
         fig.suptitle(title, fontsize=11)
     fit_height(fig)

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..data.images import Box, greyscale
-from .layout import WIDTH
+from .layout import WIDTH, end_ticks
 
 CMAP = "viridis"  # dark for no weight, so a low weight stays visible against a high one
 BOX_COLOUR = "#ff5a5a"  # where the word's object is: red reads on every viridis colour
@@ -169,6 +169,7 @@ def plot_caption_methods(
             ax.set_yticks([])
     assert heat is not None  # panels and words are not empty
     bar = fig.colorbar(heat, ax=list(axes[:, 1:].ravel()), shrink=0.85)
+    end_ticks(bar, top)
     bar.set_label(f"share of the word (one scale: 0 to {top:.2f})", fontsize=9)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)

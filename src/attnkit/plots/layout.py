@@ -47,6 +47,14 @@ def upright_spaces(ax, *, top: bool = False) -> None:
                     fontsize=size * 1.5, color=SPACE_COLOUR)  # fmt: skip
 
 
+def end_ticks(bar, top: float) -> None:
+    """A colour bar from 0 to ``top`` with ``top`` itself among its ticks, so that its end is read off."""
+    from matplotlib.ticker import MaxNLocator
+
+    inner = [t for t in MaxNLocator(4).tick_values(0, top) if 0 <= t < 0.85 * top]
+    bar.set_ticks([*inner, top], labels=[f"{t:g}" for t in inner] + [f"{top:.2f}"])
+
+
 def fit_height(fig, margin: float = 0.1) -> None:
     """Take out the blank bands above and below a figure's content (its width stays a docs
     column): panels that keep their aspect (square heatmap cells) are as wide as the column lets

@@ -278,9 +278,11 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> F
     fig = Figure(figsize=(WIDTH, 3.9), layout="constrained")
     ax_a, ax_s = fig.subplots(1, 2)
     im = ax_a.imshow(np.cos(angles), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-    ax_a.set(xlabel="dimension pair i", ylabel="position m", title="cos(m θ_i): fast pairs left, slow pairs right")
+    ax_a.set(
+        xlabel="dimension pair i", ylabel="position m", title=r"$\cos(m\,\theta_i)$: fast pairs left, slow pairs right"
+    )
     ax_a.title.set_fontsize(10)
-    fig.colorbar(im, ax=ax_a, shrink=0.85, label="cos(m θ_i) (−1 to 1)")
+    fig.colorbar(im, ax=ax_a, shrink=0.85, label=r"$\cos(m\,\theta_i)$ (−1 to 1)")
     markers = ["o", "x", "+", "^"]
     for m, row in enumerate(scores):
         x = np.arange(len(row))
@@ -294,7 +296,9 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> F
         title="the score depends on the offset only:\nthe curves coincide",
     )
     ax_s.title.set_fontsize(10)
-    ax_s.legend(fontsize=9)
+    fig.legend(
+        *ax_s.get_legend_handles_labels(), fontsize=9, loc="outside lower right", ncol=3, frameon=False
+    )  # on no point
     if title:
         fig.suptitle(title, fontsize=11)
     return fig

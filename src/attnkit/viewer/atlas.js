@@ -67,7 +67,10 @@
   }
 
   function number(m, v, digits) {  // an effect signed (0 unsigned), a distance to 0.1, a share to 2 digits
-    if (m.scale === "effect") return v === 0 ? (0).toFixed(digits) : (v > 0 ? "+" : "−") + Math.abs(v).toFixed(digits);  // "+0.000": a rise under 0.0005
+    if (m.scale === "effect") {  // signed; one significant digit where the fixed digits would read 0.000
+      const a = Math.abs(v);
+      return v === 0 ? (0).toFixed(digits) : (v > 0 ? "+" : "−") + (a < 0.5 * 10 ** -digits ? a.toPrecision(1) : a.toFixed(digits));
+    }
     if (m.key === "importance") return v.toPrecision(digits === 3 ? 2 : 3);
     return v.toFixed(m.unit === "tokens" ? 1 : digits === 3 ? 2 : 3);
   }

@@ -126,7 +126,7 @@
     const [r0, r1, c0, c1] = region(ex), nr = r1 - r0, nc = c1 - c0;
     const k = lib.keys(ex, state.kind), q = lib.queries(ex, state.kind);
     const guess = Math.min(side0(room, 0) / nc, side0(room, 0) / nr);  // px per cell, about: room for the tokens?
-    const font = guess >= 18 ? `13px ${lib.FAMILY}` : lib.SMALL;
+    const font = guess >= 18 ? `13px ${lib.FAMILY}` : guess >= 13 ? `12px ${lib.FAMILY}` : lib.SMALL;
     const below = guess >= 11 ? Math.min(100, 8 + lib.textWidth(k.slice(c0, c1).map((t) => String(t)), font)) : 0;
     const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 64;
     const top = 22, side = side0(room, below + left - 64);
@@ -196,12 +196,13 @@
       return;
     }
     const ticks = (a, b, n) => { const step = Math.max(1, Math.ceil((b - a) / n)); const out = []; for (let x = a; x < b; x += step) out.push(x); return out; };
+    ctx.font = lib.LEGEND;  // positions, not tokens: the legend's size
     ctx.textAlign = "right"; ctx.textBaseline = "middle";
     for (const i of ticks(r0, r1, 8)) ctx.fillText(String(i), left - 4, top + ((i - r0) / (r1 - r0)) * h);
     ctx.textAlign = "center"; ctx.textBaseline = "top";
     for (const j of ticks(c0, c1, 8)) ctx.fillText(String(j), left + ((j - c0) / (c1 - c0)) * w, top + h + 3);
-    ctx.textAlign = "left"; ctx.fillText("keys →", left + w - 40, top + h + 18);
-    ctx.save(); ctx.translate(12, top + 40); ctx.rotate(-Math.PI / 2); ctx.textAlign = "right"; ctx.fillText("← queries", 0, 0); ctx.restore();
+    ctx.textAlign = "right"; ctx.fillText("keys →", left + w, top + h + 20);
+    ctx.save(); ctx.translate(12, top + h / 2); ctx.rotate(-Math.PI / 2); ctx.textAlign = "center"; ctx.fillText("← queries", 0, 0); ctx.restore();
   }
   function wire(canvas, ex, g) {
     const q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind), nr = g.r1 - g.r0, nc = g.c1 - g.c0;

@@ -50,8 +50,9 @@
     ctx.textAlign = "right"; ctx.fillText(state.scale === "row" ? "row's largest" : "1", w + 10, 17);
     ctx.textAlign = "left";
     ctx.fillText(state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute, every thumbnail)", w + 22, 2);
-    ctx.fillStyle = "#667085";  // the frames, in their own colours' words
-    ctx.fillText("blue frame: the layer and head the other views show; red: under the pointer", w + 22, 19);
+    ctx.fillStyle = "#667085";  // the frames, in their own colours' words (blue only where one head is chosen)
+    const framed = state.head !== "mean" && !state.apart;
+    ctx.fillText((framed ? "blue frame: the layer and head the other views show; " : "") + "red frame: under the pointer", w + 22, 19);
   }
 
   return { tabs: { model: drawModelView } };
