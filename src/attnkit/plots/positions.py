@@ -254,14 +254,20 @@ def plot_relative_index(
     ax_l.title.set_fontsize(9)
     if scalars is not None:
         ax_b = grid["scalars"]
-        lim = float(np.abs(scalars).max()) or 1.0
+        # the scale from the trained buckets: an untrained one keeps its random start and may lie past them
+        reached = np.ones(scalars.shape[1], dtype=bool)
+        reached[list(unreached)] = False
+        lim = float(np.abs(scalars[:, reached] if reached.any() else scalars).max()) or 1.0
         im = ax_b.imshow(scalars, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-        fig.colorbar(im, ax=ax_b, shrink=0.85, label=f"scalar added to the score (±{lim:.2g})")
+        clipped = ";\nuntrained buckets clipped to it" if np.abs(scalars).max() > lim else ""
+        fig.colorbar(
+            im, ax=ax_b, shrink=0.85, label=f"scalar added to the score\n(±{lim:.2g}, the trained buckets'{clipped})"
+        )
         ax_b.set(xlabel="bucket", ylabel="head", title="the learned scalar of each head and bucket")
-        for b in unreached:  # never trained: hatched over, their colour still readable
-            ax_b.add_patch(
-                Rectangle((b - 0.5, -0.5), 1, scalars.shape[0], fill=False, hatch="///", edgecolor="0.6", lw=0)
-            )  # fmt: skip: grey reads on dark and light cells
+        for b in unreached:  # never trained: hatched over in white lines edged in black, read on any colour
+            for colour, width in (("black", 2.4), ("white", 1.0)):
+                ax_b.add_patch(Rectangle((b - 0.5, -0.5), 1, scalars.shape[0], fill=False, hatch="//",
+                                         edgecolor=colour, hatch_linewidth=width, lw=0))  # fmt: skip
         ax_b.set_yticks(range(scalars.shape[0]))
         ax_b.title.set_fontsize(9)
     if title:  # each line kept within the figure's width

@@ -24,7 +24,7 @@
     let cw = baseW * cols.length / view.nc;
     const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
     const cell = Math.min(cw, ch), labelled = cell >= 7;
-    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.45) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
+    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;
@@ -53,13 +53,13 @@
         const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
         // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
         const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
-        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.42;
+        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.46;
         if (first <= lastIn) {
           ctx.strokeStyle = "#111"; ctx.lineWidth = 3; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
           ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 1.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
         }
         ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
-        const rad = Math.max(2.5, cell / 5);
+        const rad = Math.max(3, cell / (p <= edge ? 5 : 3.5));  // the triangle a little larger: it sits in a corner
         if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
         else { ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath(); }  // inside the last column, pointing past it
         ctx.fill(); ctx.stroke();
