@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -150,27 +151,32 @@ def plot_caption_methods(
         if maps.ndim != 3 or len(maps) != len(words):
             raise ValueError(f"{label}: maps must be (words, rows, columns) for {len(words)} word(s), got {maps.shape}")
     top = max(1e-9, max(float(maps.max()) for _, maps in panels))
-    n = len(words) + 1
-    side = min(1.6, (WIDTH - 1.2) / n)  # a docs column wide
-    fig = Figure(figsize=(1.2 + side * n, (side + 0.15) * len(panels) + 0.9), layout="constrained")
-    axes = fig.subplots(len(panels), n, squeeze=False)
+    n = len(words)
+    # the maps on the left, a row per method; the image once, over the colour bar, on the right
+    side = min(1.7, (WIDTH - 3.0) / n)
+    fig = Figure(figsize=(3.0 + side * n, side * len(panels) + 1.0), layout="constrained")
+    left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[1.5 + side * n, 1.5]))  # 1 x 2: an array
+    axes = left.subplots(len(panels), n, squeeze=False)
     heat = None
     for r, (row, (label, maps)) in enumerate(zip(axes, panels)):
-        _image(row[0], image)
-        row[0].set_title("image" if r == 0 else "", fontsize=9)
-        row[0].set_ylabel(textwrap.fill(label, 24), fontsize=9)  # the method names its row
-        for i, (ax, word, weights) in enumerate(zip(row[1:], words, maps)):
+        # the method names its row, set level (a turned label longer than the row would run into the next)
+        row[0].set_ylabel(textwrap.fill(label, 17), fontsize=9, rotation=0, ha="right", va="center", labelpad=4)
+        for i, (ax, word, weights) in enumerate(zip(row, words, maps)):
             heat = _heat(ax, image, weights, top)
             _box(ax, boxes[i] if boxes is not None else None)
             if r == 0:  # every row has the same words: their names once, over the top row
                 ax.set_title(f"“{word}”", fontsize=10)
-        for ax in row:
             ax.set_xticks([])
             ax.set_yticks([])
     assert heat is not None  # panels and words are not empty
-    bar = fig.colorbar(heat, ax=list(axes[:, 1:].ravel()), shrink=0.85)
+    picture, scale = right.subplots(2, 1, height_ratios=[1, 1.6])
+    _image(picture, image)
+    picture.set_xticks([])
+    picture.set_yticks([])
+    bar = right.colorbar(heat, cax=scale)
     end_ticks(bar, top)
-    bar.set_label(f"share of the word (one scale: 0 to {top:.2f})", fontsize=9)
+    bar.set_label(f"share of the word\n(one scale: 0 to {top:.2f})", fontsize=9)
+    scale.set_box_aspect(6)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
     _key(fig, boxes is not None)
