@@ -9,6 +9,7 @@
   const { $, html, state } = lib;
   const cache = new Map();  // request -> answer (decoded)
   const LOG_DECADES = 4;  // the log scale's range: 10⁻⁴ to 1
+  const SUPERSCRIPT = (n) => String(n).replace(/\d/g, (d) => "⁰¹²³⁴⁵⁶⁷⁸⁹"[+d]);  // 4 -> ⁴
   const STATS = [
     ["entropy", "entropy (nats)", "the spread of a query's weights: 0 = one key"],
     ["normalised", "entropy ÷ log(keys)", "0 = one key, 1 = uniform over the keys it may see"],
@@ -170,12 +171,12 @@
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
-    const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${LOG_DECADES} or less` : "";
+    const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${SUPERSCRIPT(LOG_DECADES)} or less` : "";
     lib.colourBar($("legend"), Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
       "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map",
-    ], log ? `≤10⁻${LOG_DECADES}` : "0");
+    ], log ? `≤10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0");
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
     $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${T} x ${S} tokens ` +
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
