@@ -3,7 +3,7 @@ has attention worth looking at (a model with random weights spreads its weight a
 
     python benchmarks/docs_lm.py --minutes 8                 # writes /tmp/attnkit-docs-lm
     attnkit serve /tmp/attnkit-docs-lm                         # then paste a long part of the docs
-    python benchmarks/docs_lm.py --screens docs/images       # the studio's long views, 1,400 x 900
+    python benchmarks/docs_lm.py --screens docs/images       # the studio's long views, as screenshots
 
 A Llama (RoPE, grouped key/value heads) of 4 layers x 4 heads (2 key/value heads), hidden 128,
 trained from scratch with AdamW on random 2,048-token windows of the README and docs/*.md
@@ -106,6 +106,8 @@ def screens(model: Path, out: Path, tokens: int) -> None:
 
     from playwright.sync_api import sync_playwright
 
+    from attnkit.viewer.screenshot import VIEWPORT, find_browser
+
     text, _ = capture_scale.text_of(model, tokens)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -116,8 +118,8 @@ def screens(model: Path, out: Path, tokens: int) -> None:
     try:
         server.stdout.readline()  # type: ignore[union-attr]
         with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium")
-            page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
+            browser = pw.chromium.launch(executable_path=find_browser())
+            page = browser.new_context(viewport=VIEWPORT, bypass_csp=True).new_page()
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_function("/generated/.test(document.getElementById('status').textContent)")
             page.fill("#text", text)
@@ -141,7 +143,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
             shot("studio_long_matrix.png")
             page.evaluate(
                 "(() => { const t = attnkit.example().remote.decoder[2];"
-                " attnkit.state.long = { kind: 'decoder', region: [t - 40, t, t - 40, t] }; attnkit.draw(); })()"
+                " attnkit.state.long = { kind: 'decoder', region: [t - 24, t, t - 24, t] }; attnkit.draw(); })()"
             )
             page.wait_for_function("document.getElementById('matrix').dataset.exact === 'true'", timeout=120_000)
             shot("studio_long_tile.png")

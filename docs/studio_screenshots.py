@@ -16,7 +16,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from attnkit.viewer.screenshot import find_browser
+from attnkit.viewer.screenshot import VIEWPORT, find_browser
 
 OUT = Path(__file__).resolve().parent / "images"
 SENTENCE = "A man in a blue shirt is playing the guitar."
@@ -24,7 +24,6 @@ ENCODER_SENTENCE = "I ate an apple for breakfast, a red apple."
 # local-p's window (D = 10) covers only part of a sentence longer than 21 tokens
 LONG = "A man in a red jacket and a woman in a black coat are walking their two brown dogs along a snowy path next to the river."
 PROMPT = "A man in a blue shirt is"  # the decoder-only model continues it
-VIEWPORT = {"width": 1400, "height": 900}  # every screenshot of the docs: one size
 
 
 def free_port() -> int:

@@ -6,12 +6,13 @@ after `apt-get install chromium`), in which case a missing browser fails."""
 import pytest
 
 from attnkit.viewer import write_html
+from attnkit.viewer.screenshot import VIEWPORT
 
 pytestmark = pytest.mark.slow  # drives chromium
 
 
-def _open(browser, path):
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
+def _open(browser, path, viewport=None):
+    page = browser.new_page(viewport=viewport or {"width": 1400, "height": 900})
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -143,9 +144,11 @@ def test_every_view_draws_100_tokens(browser, tmp_path):
     assert errors == []
 
 
-def test_each_view_fills_its_pane(browser, tmp_path):
-    """A 12-token sentence (the docs' screenshots) at 1,400 x 900: the head, model and matrix views
-    take the pane's width or its height, whichever binds, instead of a corner of it."""
+@pytest.mark.parametrize("viewport", [{"width": 1400, "height": 900}, VIEWPORT], ids=["1400x900", "screenshots"])
+def test_each_view_fills_its_pane(browser, tmp_path, viewport):
+    """A 12-token sentence (the docs' screenshots) at 1,400 x 900 and at the screenshots' size: the
+    head, model and matrix views take the pane's width or its height, whichever binds,
+    instead of a corner of it, and no colour bar runs past the pane's edge."""
     import numpy as np
 
     from attnkit.inspection import AttentionRecord
@@ -156,7 +159,9 @@ def test_each_view_fills_its_pane(browser, tmp_path):
     maps = {"cross": (np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)).astype(np.float32)}
     tokens = [f"word{i}" for i in range(n)]
     page, errors = _open(
-        browser, write_html(tmp_path / "fit.html", [AttentionRecord("x", tokens, maps, "y", tokens, tokens)], {})
+        browser,
+        write_html(tmp_path / "fit.html", [AttentionRecord("x", tokens, maps, "y", tokens, tokens)], {}),
+        viewport,
     )
     pane_w, pane_h = page.evaluate(
         "(() => { const m = document.querySelector('main'); return [m.clientWidth - 32, m.clientHeight - 24]; })()"
@@ -168,10 +173,11 @@ def test_each_view_fills_its_pane(browser, tmp_path):
 
     w, h = share("#lines")
     assert w > 0.9 and h > 0.7, (w, h)
-    for tab, selector in (("model", "#model-grid"), ("matrix", "#matrix")):
+    for tab, selector, legend in (("model", "#model-grid", "#model-legend"), ("matrix", "#matrix", "#legend")):
         page.click(f"#tabs [data-tab={tab}]")
         w, h = share(selector)
         assert max(w, h) > 0.85 and min(w, h) > 0.6 and w <= 1.01, (tab, w, h)
+        assert share(legend)[0] <= 1.01, legend  # its words wrap within the pane
     assert errors == []
 
 

@@ -242,7 +242,7 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
                 (f"{LABELS[a.kind]}: {a.shape[0]} layers \u00d7 {a.shape[1]} heads{inputs}", _missing(a), grids)
             )
     note = (
-        "Outlined in red: a head at or past its paper's threshold (\u2265 in the panel's title); ranked: the paper "
+        "Outlined in magenta: a head at or past its paper's threshold (\u2265 in the panel's title); ranked: the paper "
         "gives no threshold. The ablation and importance scales are shared by every kind; the ablation's is "
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
         "Sink: the mean weight on the first token, over every query (in causal attention, over the "

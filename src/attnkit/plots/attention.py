@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Sequence
 
 import numpy as np
-from matplotlib import patheffects
+from matplotlib import colormaps, patheffects
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
@@ -108,10 +108,23 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
                     edgecolor=WINDOW_COLOUR,
                     lw=1.2,
                     path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
-                    label=f"window $p_t \\pm D$ (D = {window})" if row == 0 else None,
                     zorder=2,
                 )
             )
+        # the key's swatch as the outline looks in the figure, round a cell of the scale's low end
+        # (drawn off the axes, which clip it: it is there for the legend only)
+        ax.add_patch(
+            Rectangle(
+                (-100, -100),
+                1,
+                1,
+                facecolor=colormaps["viridis"](0.0),
+                edgecolor=WINDOW_COLOUR,
+                lw=1.2,
+                path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
+                label=f"window $p_t \\pm D$ (D = {window})",
+            )
+        )
     if window is not None:  # what the weights are, in the legend: why a row may sum to less than 1
         ax.plot(
             [],

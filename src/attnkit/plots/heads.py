@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator
 from .layout import WIDTH
 
 MINUS = "\u2212"
+FLAG = "#e020c0"  # a flagged head's outline: magenta, apart from the red of the ablation's scale
 NOTE_CHARS = round(WIDTH * 11)  # characters of a 10.5 pt bold line across the figure
 
 
@@ -45,10 +46,13 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
     heads = max(g.values.shape[1] for _, _, grids in kinds for g in grids)
     layers = max(g.values.shape[0] for _, _, grids in kinds for g in grids)
     columns = 6 if heads <= 6 else 4
-    # each block's rows as full as its grids allow (8 grids: two rows of 4, not 6 and 2), with at
-    # least 4 slots a row so that a block of few grids keeps them in scale with the others
+    # grids of one size in every block: a block that fills whole rows of `columns` keeps them; the
+    # others share the fewest slots a row (at least 4) that holds each in as few rows as `columns` would
     rows = [-(-len(grids) // columns) for _, _, grids in kinds]
-    slots = [min(columns, max(4, -(-len(grids) // r))) for (_, _, grids), r in zip(kinds, rows)]
+    full = [len(grids) % columns == 0 for _, _, grids in kinds]
+    share = max([max(4, -(-len(g) // r)) for (_, _, g), r, f in zip(kinds, rows, full) if not f] or [columns])
+    slots = [columns if f else min(columns, share) for f in full]
+    rows = [-(-len(grids) // s) for (_, _, grids), s in zip(kinds, slots)]
     square = layers <= 1.5 * heads  # square cells where the grid is not much taller than wide
     grid_h = [float(np.clip(WIDTH / c * 0.78 * layers / heads, 1.0, 4.5)) for c in slots]
     notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") + 1 if n else 0 for _, n, _ in kinds]
@@ -130,7 +134,7 @@ def _panel(ax, grid: Grid, *, cell: float, square: bool, first: bool):
     if first:
         ax.set_ylabel("layer", fontsize=9, labelpad=1)
     for li, h in zip(*np.nonzero(flagged)):
-        ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor="#ff2d55", lw=2.0))
+        ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor=FLAG, lw=2.0))
     thousandths = grid.scale in ("effect", "importance") and hi < 1
     size = float(np.clip(cell * 72 * 0.3, 8, 11))
     for li in range(layers):

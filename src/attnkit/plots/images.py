@@ -160,7 +160,7 @@ def plot_caption_methods(
     heat = None
     for r, (row, (label, maps)) in enumerate(zip(axes, panels)):
         # the method names its row, set level (a turned label longer than the row would run into the next)
-        row[0].set_ylabel(textwrap.fill(label, 17), fontsize=9, rotation=0, ha="right", va="center", labelpad=4)
+        row[0].set_ylabel(_method_label(label), fontsize=9, rotation=0, ha="right", va="center", labelpad=4)
         for i, (ax, word, weights) in enumerate(zip(row, words, maps)):
             heat = _heat(ax, image, weights, top)
             _box(ax, boxes[i] if boxes is not None else None)
@@ -231,3 +231,10 @@ def plot_patch_attention(
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 13)), fontsize=10)
     return fig
+
+
+def _method_label(label: str) -> str:
+    """A method's name wrapped to a narrow column, its citation ("(Chefer et al. 2021)") on a line
+    of its own and never broken."""
+    name, paren, cite = label.partition(" (")
+    return textwrap.fill(name, 17) + (f"\n({cite}" if paren else "")

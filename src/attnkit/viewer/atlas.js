@@ -4,9 +4,9 @@
 // head; the heads a detector flags are outlined. Hover a head for all its scores; click it to
 // open it.
 (window.attnkitViews = window.attnkitViews || {}).atlas = function (lib) {
-  const { $, state, example, area, clamp, setupCanvas, colour, diverging, api, selectTab, KIND_LABEL, FAMILY } = lib;
+  const { $, state, example, area, clamp, fitCells, setupCanvas, colour, diverging, api, selectTab, KIND_LABEL, FAMILY } = lib;
   const answers = new Map();  // record, kind, ablation -> the server's atlas (a promise)
-  const FLAG = "#ff2d55";
+  const FLAG = "#e020c0";  // magenta: apart from the red of the ablation's scale
   let ticket = 0;
 
   function ask(ex) {
@@ -75,13 +75,19 @@
     return v.toFixed(m.unit === "tokens" ? 1 : digits === 3 ? 2 : 3);
   }
 
+  function cellText(m, v, top) {  // one format for every cell of a grid: effects and importance to the decimals
+    // that give its largest value two significant digits (a value that rounds to 0 keeps its sign: "−0.000")
+    if (m.scale !== "effect" && m.key !== "importance") return number(m, v, 3);
+    const digits = clamp(1 - Math.floor(Math.log10(top)), 0, 6), text = Math.abs(v).toFixed(digits);
+    return m.scale === "effect" && v !== 0 ? (v > 0 ? "+" : "−") + text : text;
+  }
+
   function render(a, m, list, hovered) {
     const L = a.layers, H = a.heads, room = area(), canvas = $("atlas-grid");
     const flat = m.values.flat().filter((v) => v !== null), top = Math.max(1e-12, ...flat.map(Math.abs));
     const left = 74, head = 40, label = `13px ${FAMILY}`;
-    // cells as tall as the pane allows and up to 1.6 times as wide, so that a grid of few heads fills its width
-    const ch = clamp(Math.floor((room.h - head - 170) / L), 8, 140);
-    const cw = clamp(Math.floor(Math.min((room.w - left - 16) / H, 1.6 * ch)), 8, 224);
+    const fit = fitCells((room.w - left - 16) / H, (room.h - head - 215) / L);
+    const ch = clamp(Math.floor(fit.h), 8, 140), cw = clamp(Math.floor(fit.w), 8, 224);
     const cell = Math.min(cw, ch);
     const width = left + cw * H + 8, height = head + ch * L + 4;
     const ctx = setupCanvas(canvas, width, height);
@@ -109,7 +115,7 @@
           const dark = m.scale === "effect" ? Math.abs(v) / top > 0.55 : (m.scale === "share" ? v : v / top) < 0.6;
           ctx.fillStyle = dark ? "#fff" : "#111";
           ctx.textAlign = "center"; ctx.font = `${cell >= 70 ? 15 : 12}px ${FAMILY}`;
-          ctx.fillText(number(m, v, 3), left + (h + 0.5) * cw, head + (l + 0.5) * ch);
+          ctx.fillText(cellText(m, v, top), left + (h + 0.5) * cw, head + (l + 0.5) * ch);
           ctx.font = label;
         }
       }
@@ -173,7 +179,7 @@
       ctx.fillStyle = FLAG; ctx.fillRect(x - 1, 0, 2, 18);
     }
     ctx.textAlign = "left"; ctx.fillStyle = "#1d2330";
-    ctx.fillText(`${m.label}: ${m.unit}` + (m.threshold !== null ? "; the red mark is the threshold" : ""), w + 22, 2);
+    ctx.fillText(`${m.label}: ${m.unit}` + (m.threshold !== null ? "; the magenta mark is the threshold" : ""), w + 22, 2);
     $("atlas-about").textContent = m.about;
   }
 

@@ -3,7 +3,7 @@
 // chosen method, as a matrix over the input tokens.
 (window.attnkitViews = window.attnkitViews || {}).attribution = function (lib) {
   const {
-    $, html, state, example, area, clamp, textWidth, setupCanvas, renderCells, colourBar, api, FAMILY, SMALL
+    $, html, state, example, area, clamp, fitCells, textWidth, setupCanvas, renderCells, colourBar, api, FAMILY, SMALL
   } = lib;
   const attributionCache = new Map();
   async function drawAttribution() {
@@ -27,9 +27,8 @@
     // the pane, less what the tab holds besides the matrix (its controls and help, measured with the matrix
     // not yet drawn), the readout above and the colour bar below: the help stays in the window
     const besides = $("tab-attribution").getBoundingClientRect().height + 90;
-    // cells as wide and as tall as the pane allows, one at most 1.5 times as wide as it is tall or the other way round
-    const fitW = (room.w - guess - 60) / nc, fitH = (room.h - guess * 0.87 - besides) / nr;
-    const cw = clamp(Math.floor(Math.min(fitW, 1.5 * fitH)), 1, 96), ch = clamp(Math.floor(Math.min(fitH, 1.5 * fitW)), 1, 80);
+    const fit = fitCells((room.w - guess - 60) / nc, (room.h - guess * 0.87 - besides) / nr);
+    const cw = clamp(Math.floor(fit.w), 1, 96), ch = clamp(Math.floor(fit.h), 1, 80);
     const labelled = Math.min(cw, ch) >= 7, lw = labelled ? guess : 6;
     const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
     const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cw * nc + 40, top + ch * nr + 6);

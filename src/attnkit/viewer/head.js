@@ -68,14 +68,17 @@
     label.textContent = state.scale === "row" ? "line: weight ÷ its query's largest" : "line: weight";
     let at = x + textWidth([label.textContent], `${font} ${FAMILY}`) + 14;
     for (const o of [0.1, 0.25, 0.5, 1]) {  // grey when each head has its own colour
-      el("line", { x1: at, y1: y, x2: at + 44, y2: y, stroke: state.apart && heads() > 1 ? "#475467" : ONE_COLOUR, "stroke-width": (1 + 4 * o).toFixed(2),
+      el("line", { x1: at, y1: y, x2: at + 44, y2: y, stroke: state.apart && heads() > 1 ? "#475467" : ONE_COLOUR, "stroke-width": lineWidth(o),
                    "stroke-opacity": lineOpacity(o, 1).toFixed(3) }, g);
       const t = el("text", { x: at + 50, y: y, "font-size": font, fill: "#667085", "dominant-baseline": "middle" }, g);
       t.textContent = String(o);
       at += 50 + textWidth([t.textContent], `${font} ${FAMILY}`) + 18;
     }
   }
-  const lineOpacity = (o, heads) => Math.min(1, (heads > 1 ? 0.25 : 0.3) + (heads > 1 ? 0.65 : 0.7) * o);  // the faintest line drawn stays visible
+  // a line's width and opacity grow with the square root of its weight: steep at small weights, so that a
+  // weight of 0.05 reads clearly beside 0.01 and the faintest line drawn stays visible
+  const lineOpacity = (o, heads) => Math.min(1, (heads > 1 ? 0.25 : 0.3) + (heads > 1 ? 0.65 : 0.7) * Math.sqrt(o));
+  const lineWidth = (o) => (1 + 4 * Math.sqrt(o)).toFixed(2);
 
   function drawLines() {
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
@@ -108,7 +111,7 @@
         const c = colIndex.get(j), o = W[i][j] / div[r];
         if (o < state.minWeight || o <= 0) return;
         const opacity = lineOpacity(o, layers.length);
-        el("line", { x1: wq, y1: yq(r) + dy, x2: wq + gap, y2: yk(c) + dy, stroke: stroke, "stroke-width": (1 + 4 * o).toFixed(2),
+        el("line", { x1: wq, y1: yq(r) + dy, x2: wq + gap, y2: yk(c) + dy, stroke: stroke, "stroke-width": lineWidth(o),
                      "stroke-opacity": opacity.toFixed(3), "data-q": i, "data-k": j, "data-h": h,
                      "data-o": opacity.toFixed(3) }, g);
         });

@@ -132,8 +132,7 @@
     const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 64;
     const top = 22, side = side0(room, below + left - 64);
     const wide = Math.max(side, Math.min(room.w - left - 40, 1400));  // pooled pixels may be wider than tall: the pane's width
-    // every cell its own pixels: cells as tall as the pane allows and as wide, up to 1.6 times the one or the other
-    const ch = Math.min(side / nr, 1.6 * wide / nc), cw = Math.min(wide / nc, 1.6 * ch);
+    const { w: cw, h: ch } = lib.fitCells(wide / nc, side / nr);  // every cell its own pixels
     const exact = Math.min(cw, ch) >= 1;
     const pw = exact ? nc : Math.min(nc, Math.round(wide)), ph = exact ? nr : Math.min(nr, Math.round(side));
     const w = exact ? cw * nc : wide, h = exact ? ch * nr : side;

@@ -3,7 +3,7 @@
 // for all of it. A pixel that covers several cells shows the largest of them.
 (window.attnkitViews = window.attnkitViews || {}).matrix = function (lib) {
   const {
-    $, state, example, queries, keys, shown, heads, matrixOf, rowScale, area, clamp, textWidth, layerName,
+    $, state, example, queries, keys, shown, heads, matrixOf, rowScale, area, clamp, fitCells, textWidth, layerName,
     setupCanvas, renderCells, colourBar, BAR, FAMILY, SMALL
   } = lib;
   // The matrix: every cell in sight, or (wheel to zoom, drag to pan, double-click for all) a part of it.
@@ -13,14 +13,13 @@
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
     const room = area(), sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
     const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
-    // the pane filled: cells as wide and as tall as it allows (room for the key and hint below), a cell
-    // at most 1.5 times as wide as it is tall or the other way round, so that rows and columns read alike
-    const fullW = (room.w - 1.5 * guess - 30) / cols.length, fullH = (room.h - guess * sin - 120) / rows.length;
+    // the pane filled, with room for the key and hint below
+    const full = fitCells((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 120) / rows.length);
     const view = state.zoom && state.zoom.rows === rows.length && state.zoom.cols === cols.length ? state.zoom
       : { r: 0, c: 0, nr: rows.length, nc: cols.length, rows: rows.length, cols: cols.length };
     state.zoom = view.nr === rows.length && view.nc === cols.length ? null : view;
     const least = Math.min(6, 640 / Math.max(rows.length, cols.length));
-    const baseW = clamp(Math.min(fullW, 1.5 * fullH), least, 96), baseH = clamp(Math.min(fullH, 1.5 * fullW), least, 80);
+    const baseW = clamp(full.w, least, 96), baseH = clamp(full.h, least, 80);
     let cw = baseW * cols.length / view.nc;
     const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
     const cell = Math.min(cw, ch), labelled = cell >= 7;

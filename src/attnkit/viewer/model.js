@@ -15,10 +15,11 @@
     // be; square cells, so that a map keeps its shape (a diagonal stays at 45 degrees)
     const fitW = Math.floor((room.w - 80) / h) - 8, fitH = Math.floor((room.h - 110) / maps.length) - 8;
     const aspect = clamp(cols.length / Math.max(1, rows.length), 0.5, 2);  // the map's width over its height
-    const sideW = clamp(Math.round(Math.min(fitW, fitH * aspect)), 64, 260), sideH = clamp(Math.round(sideW / aspect), 64, 260);
+    const sideW = clamp(Math.round(Math.min(fitW, fitH * aspect)), 32, 260), sideH = clamp(Math.round(sideW / aspect), 32, 260);
     grid.style.gridTemplateColumns = `auto repeat(${h}, ${sideW + 4}px)`;
-    html("div", { class: "axis" }, grid, "");
-    for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : `head ${j}`);
+    const narrow = sideW < 64;  // "head 10" wider than its thumbnail: the word once, in the corner
+    html("div", { class: "axis" }, grid, narrow ? "head" : "");
+    for (let j = 0; j < h; j++) html("div", { class: "axis" }, grid, h === 1 ? "the only head" : narrow ? String(j) : `head ${j}`);
     maps.forEach((layerMaps, l) => {
       html("div", { class: "axis" }, grid, `layer ${layerName(l)}`);
       layerMaps.forEach((W, j) => {
@@ -43,7 +44,7 @@
     const held = maps.length < layerCount() ? ` (this page holds ${maps.length} of the model's ${layerCount()} layers)` : "";
     const overview = `${KIND_LABEL[state.kind]}: ${maps.length} layer(s) × ${h} head(s)${held}; ${scaleNote()}`;
     $("readout").textContent = overview;
-    const w = 220, ctx = setupCanvas($("model-legend"), w + 640, 36);
+    const w = 220, ctx = setupCanvas($("model-legend"), Math.min(w + 640, room.w), 36);
     for (let x = 0; x < w; x++) { ctx.fillStyle = colour(x / (w - 1)); ctx.fillRect(x + 10, 2, 1, 12); }
     ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText("0", 10, 17);

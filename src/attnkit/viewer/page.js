@@ -50,6 +50,10 @@
   }
   const fmt = (x, d = 3) => (x === null || x === undefined ? "–" : Number(x).toFixed(d));
   const clamp = (x, lo, hi) => Math.max(lo, Math.min(hi, x));
+  // cells as wide and as tall as the room allows (fitW x fitH px each), one at most 1.6 times as wide as it is
+  // tall or the other way round, so that rows and columns read alike: every grid of cells is sized here
+  const CELL_RATIO = 1.6;
+  const fitCells = (fitW, fitH) => ({ w: Math.min(fitW, CELL_RATIO * fitH), h: Math.min(fitH, CELL_RATIO * fitW) });
   function area() {  // the room the view has: the main pane, less its padding
     const m = document.querySelector("main");
     return { w: Math.max(320, m.clientWidth - 32), h: Math.max(240, m.clientHeight - 24) };
@@ -233,14 +237,28 @@
 
   // A colour bar from 0 to ``top`` (a label) with up to three lines of text beside it.
   const BAR = 260;
-  function colourBar(canvas, width, top, lines, bottom = "0") {  // up to three lines beside the bar
-    const ctx = setupCanvas(canvas, width, Math.max(44, 8 + 18 * lines.filter((line) => line).length));
+  function wrapped(lines, font, room) {  // each line broken at spaces to fit ``room`` px
+    measurer.font = font;
+    return lines.filter((line) => line).flatMap((line) => {
+      const out = [];
+      for (const word of line.split(" ")) {
+        const last = out.length ? `${out[out.length - 1]} ${word}` : null;
+        if (last !== null && measurer.measureText(last).width <= room) out[out.length - 1] = last;
+        else out.push(word);
+      }
+      return out;
+    });
+  }
+  function colourBar(canvas, width, top, lines, bottom = "0") {  // up to four lines beside the bar, wrapped to fit
+    width = Math.min(width, area().w);  // never past the pane's edge
+    lines = wrapped(lines, LEGEND, width - BAR - 28).slice(0, 4);
+    const ctx = setupCanvas(canvas, width, Math.max(44, 8 + 18 * lines.length));
     for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText(bottom, 10, 22);
     ctx.textAlign = "right"; ctx.fillText(top, BAR + 10, 22);
     ctx.textAlign = "left";
-    lines.filter((line) => line).slice(0, 3).forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
+    lines.forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
   }
 
   // ---- tabs and drawing ----------------------------------------------------------------
@@ -386,7 +404,7 @@
 
   // ---- the views: one file each (head.js, matrix.js, model.js, neuron.js, attribution.js, image.js,
   // positions.js, atlas.js; long.js draws a long input's), each made from what it needs of this page
-  const lib = { $, html, el, state, example, queries, keys, shown, heads, matrixOf, rowScale, scaleNote, area, clamp, textWidth,
+  const lib = { $, html, el, state, example, queries, keys, shown, heads, matrixOf, rowScale, scaleNote, area, clamp, fitCells, textWidth,
                 fmt, layerName, layerCount, setupCanvas, renderCells, colourBar, BAR, colour, diverging, rgb, api, currentModel,
                 selectTab, draw, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, LEGEND, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
   const VIEWS = Object.fromEntries(Object.entries(window.attnkitViews).map(([name, make]) => [name, make(lib)]));

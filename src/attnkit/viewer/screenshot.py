@@ -8,13 +8,17 @@ from pathlib import Path
 from ..atomic import atomic_path
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# every screenshot the docs show is taken at this size: shown about 880 px wide, its text stays legible
+VIEWPORT = {"width": 1100, "height": 700}
 
 
 def find_browser() -> str | None:
     return next((p for p in map(shutil.which, BROWSERS) if p), None)
 
 
-def screenshot(html: str | Path, png: str | Path, *, width: int = 1400, height: int = 900) -> Path:
+def screenshot(
+    html: str | Path, png: str | Path, *, width: int = VIEWPORT["width"], height: int = VIEWPORT["height"]
+) -> Path:
     """Open ``html`` in headless chromium and save what it shows; console errors are raised."""
     try:
         from playwright.sync_api import Error as PlaywrightError
