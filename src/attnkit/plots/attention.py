@@ -217,15 +217,15 @@ def plot_attention_steps(
         raise ValueError("no snapshots to draw")
     cols = len(rows[0][2])
     longest = max(max(len(q), len(k)) for q, k, _ in rows)
-    size = min(max(1.8, min(3.0, 0.16 * longest)), (WIDTH - 1.8) / cols)  # at most a docs column wide
+    size = min(max(1.8, min(3.0, 0.16 * longest)), (WIDTH - 1.0) / cols)  # at most a docs column wide
     queries, keys = max(len(q) for q, _, _ in rows), max(len(k) for _, k, _ in rows)
     tall = min(3.2, max(size, 0.2 * queries))  # a panel as tall as its query labels need at 9 pt
     # a label about 0.7 of its row's height, a turned key label 0.85 of its column's width
     fs_q, fs_k = min(9.0, max(6.0, tall / queries * 72 * 0.7)), min(9.0, max(6.0, size / keys * 72 * 0.85))
     label = fs_k / 9 * 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under a row for its key labels
-    width = 1.8 + cols * size
+    width = 1.0 + cols * size  # the colour bar under the panels: the width is theirs
     note = "\n".join(textwrap.fill(line, int(width * 14)) for line in note.split("\n")) if note else ""
-    height = 1.45 + len(rows) * (tall + 0.35 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
+    height = 2.0 + len(rows) * (tall + 0.35 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(len(rows), cols, squeeze=False)
     for r, (q, k, panels) in enumerate(rows):
@@ -245,7 +245,8 @@ def plot_attention_steps(
                 ax.set_ylabel(ylabel, fontsize=9)
             if r == len(rows) - 1:
                 ax.set_xlabel(xlabel, fontsize=9)
-    fig.colorbar(im, ax=axes, shrink=0.7, label="attention weight (one scale, 0 to 1, for every panel)")
+    fig.colorbar(im, ax=axes, shrink=0.6, aspect=40, orientation="horizontal", pad=0.01,
+                 label="attention weight (one scale, 0 to 1, for every panel)")  # fmt: skip
     if title:  # wrapped to the figure's width
         chars = int(width * 11)
         fig.suptitle("\n".join(textwrap.fill(line, chars) for line in title.split("\n")), fontsize=11)

@@ -54,7 +54,10 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
     slots = [columns if f else min(columns, share) for f in full]
     rows = [-(-len(grids) // s) for (_, _, grids), s in zip(kinds, slots)]
     square = layers <= 1.5 * heads  # square cells where the grid is not much taller than wide
-    grid_h = [float(np.clip(WIDTH / c * 0.78 * layers / heads, 1.0, 4.5)) for c in slots]
+    # a square grid is as wide as its slot less its tick labels and margins (about 0.45 in), so its
+    # height is too; a tall grid takes 0.78 of the slot's width per head
+    side = [WIDTH / c - 0.45 if square else WIDTH / c * 0.78 for c in slots]
+    grid_h = [float(np.clip(w * layers / heads, 0.9, 4.5)) for w in side]
     notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") + 1 if n else 0 for _, n, _ in kinds]
     # a block's rows are alike in height: each has room for a colour bar if one of them has one
     barred = [any(_barred(g) for g in grids) for _, _, grids in kinds]
@@ -154,8 +157,12 @@ def _bar(fig, axes, im, grid: Grid) -> None:
     _, lo, hi = _limits(grid)
     thousandths = grid.scale in ("effect", "importance") and hi < 1
     bar = fig.colorbar(im, ax=axes, orientation="horizontal", fraction=0.08, pad=0.02, aspect=18 * len(axes))
-    if grid.scale in ("effect", "importance"):  # the ends of the scale, so its largest value is read off
-        bar.set_ticks([lo, 0, hi] if grid.scale == "effect" else [0, hi / 2, hi])
+    if grid.scale == "effect":  # the ends of the scale, so its largest value is read off, and on the
+        # symmetric-log scale each power of ten between its linear part and the ends
+        inner = [10.0**k for k in range(-6, 3) if hi / 50 * 2 < 10.0**k < hi / 3]
+        bar.set_ticks([lo, *(-t for t in reversed(inner)), 0, *inner, hi])
+    elif grid.scale == "importance":
+        bar.set_ticks([0, hi / 2, hi])
     else:
         bar.ax.xaxis.set_major_locator(MaxNLocator(3))
     if thousandths:

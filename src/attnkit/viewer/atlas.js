@@ -76,10 +76,11 @@
   }
 
   function cellText(m, v, top) {  // one format for every cell of a grid: effects and importance to the decimals
-    // that give its largest value two significant digits (a value that rounds to 0 keeps its sign: "−0.000")
+    // that give its largest value two significant digits (a value that rounds to 0 reads 0.000, unsigned;
+    // the readout gives it in full)
     if (m.scale !== "effect" && m.key !== "importance") return number(m, v, 3);
     const digits = clamp(1 - Math.floor(Math.log10(top)), 0, 6), text = Math.abs(v).toFixed(digits);
-    return m.scale === "effect" && v !== 0 ? (v > 0 ? "+" : "−") + text : text;
+    return m.scale === "effect" && Number(text) !== 0 ? (v > 0 ? "+" : "−") + text : text;
   }
 
   function render(a, m, list, hovered) {

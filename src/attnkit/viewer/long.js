@@ -120,7 +120,7 @@
   // the map's side: the pane less the labels (extra), the readout, the colour bar and the help below it, in view
   function side0(room, extra) {
     const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
-    return Math.max(160, Math.min(room.w - 64 - 20 - extra, room.h - 22 - 100 - help - extra, 1400));
+    return Math.max(160, Math.min(room.w - 64 - 20 - extra, room.h - 22 - 140 - help - extra, 1400));
   }
   async function drawMatrix(ex) {
     const mine = ++ticket, canvas = $("matrix"), [, , T, S] = shape(ex), room = lib.area();
@@ -167,7 +167,7 @@
     ctx.drawImage(off, left, top, w, h);
     axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h, font);
     const how = cells ? "every cell exact" : answer.coarse ? `the page's overview, 8-bit (${answer.note})`
-      : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} x ${Math.round(nc / pw)} cells`;
+      : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} queries × ${Math.round(nc / pw)} keys`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
     const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${SUPERSCRIPT(LOG_DECADES)} or less` : "";
@@ -175,7 +175,8 @@
       `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
       "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map",
-    ], log ? `≤10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0");
+    ], log ? `≤10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0",
+    log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, `10⁻${SUPERSCRIPT(LOG_DECADES - 1 - i)}`]) : []);
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
     $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${T} x ${S} tokens ` +
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;

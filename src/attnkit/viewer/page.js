@@ -249,7 +249,8 @@
       return out;
     });
   }
-  function colourBar(canvas, width, top, lines, bottom = "0") {  // up to four lines beside the bar, wrapped to fit
+  // up to four lines beside the bar, wrapped to fit; ``ticks``: [fraction of the bar, label] between its ends
+  function colourBar(canvas, width, top, lines, bottom = "0", ticks = []) {
     width = Math.min(width, area().w);  // never past the pane's edge
     lines = wrapped(lines, LEGEND, width - BAR - 28).slice(0, 4);
     const ctx = setupCanvas(canvas, width, Math.max(44, 8 + 18 * lines.length));
@@ -257,6 +258,12 @@
     ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText(bottom, 10, 22);
     ctx.textAlign = "right"; ctx.fillText(top, BAR + 10, 22);
+    ctx.textAlign = "center";
+    for (const [f, label] of ticks) {
+      const x = 10 + f * (BAR - 1);
+      ctx.fillRect(x - 0.5, 14, 1, 6);
+      ctx.fillText(label, x, 22);
+    }
     ctx.textAlign = "left";
     lines.forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
   }
