@@ -246,9 +246,8 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         "gives no threshold. The ablation and importance scales are shared by every kind; the ablation's is "
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
         "Sink: the mean weight on the first token, over every query (in causal attention, over the "
-        f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar (their unit under "
-        "each) run from 0 (dark) to 1 (yellow) in viridis, distances from 0 to the longest in magma; each "
-        "head's value is written in its cell."
+        f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar of their own are on "
+        "the key's scales above (distances from 0 to the grid's longest); each head's value is written in its cell."
     )
     return plot_atlas(kinds, title=title, footnote=note)
 

@@ -17,8 +17,8 @@ SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey, set apart from the tok
 def upright_spaces(ax, *, top: bool = False) -> None:
     """Draw a bare word boundary (␣) upright among turned key labels, and in grey on both axes:
     turned, the open box reads as a bracket. Its x tick keeps no text (a tick label's rotation is
-    the axis's) and no tick mark; the mark is written where its label would be (``top``: the key
-    labels are above the axes)."""
+    the axis's) but keeps its tick mark; the glyph is written under the mark (``top``: over it, the
+    key labels being above the axes)."""
     for label in ax.get_yticklabels():
         if label.get_text() == SPACE:  # the glyph is small in its font: half as large again
             label.set(color=SPACE_COLOUR, fontsize=label.get_fontsize() * 1.5)
@@ -40,9 +40,8 @@ def upright_spaces(ax, *, top: bool = False) -> None:
     at = offset_copy(
         blended_transform_factory(ax.transData, ax.transAxes), fig=ax.figure, y=6 if top else -6, units="points"
     )
-    for x, t, tick in zip(ticks, texts, ax.xaxis.get_major_ticks()):
+    for x, t in zip(ticks, texts):
         if t == SPACE:
-            (tick.tick2line if top else tick.tick1line).set_visible(False)
             ax.text(x, 1 if top else 0, SPACE, transform=at, ha="center", va="bottom" if top else "top",
                     fontsize=size * 1.5, color=SPACE_COLOUR)  # fmt: skip
 
