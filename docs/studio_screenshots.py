@@ -112,8 +112,10 @@ def main() -> None:
             page.press("#text", "Enter")
             page.wait_for_function("document.getElementById('src-text').textContent.includes('breakfast')")
             page.click("#tabs [data-tab=model]")
+            page.click("#hide-side")  # 72 heads: the whole window's width for them
             page.hover("#model-grid canvas >> nth=3")
             shot("encoder")
+            page.click("#show-side")
             if args.decoder:
                 page.select_option("#model", Path(args.decoder).name)
                 page.fill("#text", PROMPT)

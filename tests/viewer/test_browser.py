@@ -181,6 +181,22 @@ def test_each_view_fills_its_pane(browser, tmp_path, viewport):
     assert errors == []
 
 
+def test_hiding_the_controls_gives_the_view_the_window(browser, toy_records, tmp_path):
+    records, info = toy_records["transformer"]
+    page, errors = _open(browser, write_html(tmp_path / "view.html", records, info))
+    page.click("#tabs [data-tab=model]")
+    before = page.locator("#model-grid").bounding_box()["width"]
+    assert page.is_hidden("#show-side")
+    page.click("#hide-side")
+    assert page.is_hidden("#side") and page.is_visible("#show-side")
+    assert page.input_value("#kind") == "cross"  # the choices kept while hidden
+    wider = page.locator("#model-grid").bounding_box()["width"]
+    assert wider > before + 100  # redrawn for the sidebar's 300 px
+    page.click("#show-side")
+    assert page.is_visible("#side") and page.locator("#model-grid").bounding_box()["width"] < wider
+    assert errors == []
+
+
 def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser, tmp_path):
     import numpy as np
 

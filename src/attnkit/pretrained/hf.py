@@ -451,8 +451,8 @@ def _readable_token(t: str) -> str:
         return SPACE
     if t.startswith(("Ġ", "▁")):
         return t[1:]
-    if t == "Ċ":
-        return "\\n"
+    if t == "Ċ":  # a line break, as a mark that reads as one (a label "\\n" reads as two characters)
+        return "\u21b5"
     return t
 
 

@@ -54,11 +54,11 @@
         const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
         const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.46;
         if (first <= lastIn) {
-          ctx.strokeStyle = "#111"; ctx.lineWidth = 3; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
-          ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 1.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+          ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+          ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
         }
         ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
-        const rad = Math.max(3, cell / (p <= edge ? 5 : 3.5));  // the triangle a little larger: it sits in a corner
+        const rad = Math.max(4, cell / (p <= edge ? 3.5 : 2.6));  // the triangle a little larger: it sits in a corner
         if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
         else { ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath(); }  // inside the last column, pointing past it
         ctx.fill(); ctx.stroke();

@@ -431,7 +431,9 @@
   $("reduce").addEventListener("change", (e) => { state.reduce = e.target.value; draw(); });
   for (const id of ["attr-method", "attr-side"]) $(id).addEventListener("change", () => { if (state.tab === "attribution") draw(); });
   $("hide-special").addEventListener("change", (e) => { state.hideSpecial = e.target.checked; draw(); });
-  for (const b of $("tabs").querySelectorAll("button")) b.addEventListener("click", () => selectTab(b.dataset.tab));
+  for (const b of $("tabs").querySelectorAll("button[data-tab]")) b.addEventListener("click", () => selectTab(b.dataset.tab));
+  for (const [id, wide] of [["hide-side", true], ["show-side", false]])  // the controls out of the way, or back
+    $(id).addEventListener("click", () => { document.body.classList.toggle("wide", wide); draw(); });
 
   if (DATA.steps) {  // training snapshots: the same sentences at every validation
     const slider = $("step"), last = DATA.steps.length - 1;

@@ -7,7 +7,7 @@
     const box = $("positions"); box.innerHTML = "";
     const img = html("img", { alt: `positional scheme of ${state.model}`, src: `/api/positions?model=${encodeURIComponent(state.model)}` }, box);
     img.addEventListener("error", () => { box.innerHTML = ""; html("p", { class: "note" }, box, "this model has no positional scheme to draw"); });
-    $("readout").textContent = `positional scheme: ${info().positions || "none"}`;
+    $("readout").textContent = "the model's positional scheme, as attnkit positions draws it: the same for every input";
   }
 
   async function drawEmbed() {
