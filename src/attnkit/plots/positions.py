@@ -84,7 +84,7 @@ def _dims_panel(ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: 
         ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.0, marker="." if t <= 128 and not learned else None, ms=3)
         kind = "" if learned else (" sin" if j % 2 == 0 else " cos")
         # each curve's name just past the panel's right edge: the axis ends where the positions do
-        ax_s.text(1.02, -k * step, f"dim {j}{kind}", fontsize=8, va="center", clip_on=False,
+        ax_s.text(1.02, -k * step, f"dim {j}{kind}", fontsize=9, va="center", clip_on=False,
                   transform=blended_transform_factory(ax_s.transAxes, ax_s.transData))  # fmt: skip
     ax_s.set_yticks([])
     ax_s.set_xlim(0, t - 1)
@@ -124,7 +124,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         title="two rows of it" + (": it depends on |i − j| only" if not learned else ""),
     )
     ax_d.legend(
-        fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False
+        fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False
     )  # under: on no curve
 
 
