@@ -286,7 +286,9 @@ def _relative(a: Ask) -> Drawn:
     return (
         "Shaw et al. relative positions: a_ij = w[clip(j - i, -16, 16)] added to keys (and values)",
         plots.plot_relative_index(
-            shaw_index(min(a.length, 48), 16), 16, title="Shaw relative positions: which learned vector each pair uses"
+            shaw_index(min(a.length, 48), 16),
+            16,
+            title="Shaw relative positions, k = 16: which learned vector each pair uses",
         ),
     )
 

@@ -86,12 +86,14 @@ def plot_caption(
     return fig
 
 
-def _key(fig, boxes: bool, inside: bool = False) -> None:
-    """What the marks over the heat maps are, in small type under the panels."""
+def _key(fig, boxes: bool, inside: bool = False, cited: Sequence[str] = ()) -> None:
+    """What the marks over the heat maps are, in small type under the panels (and ``cited``: the
+    methods' papers, where the rows name the methods alone)."""
     marks = ["white: the outline of the image's ink (each digit)"]
     marks += ["dashed red: where the word's object really is"] if boxes else []
     marks += ["% in box: the share of the word's attention inside it"] if inside else []
-    fig.supxlabel(textwrap.fill("; ".join(marks) + ".", int(fig.get_figwidth() * 15)), fontsize=8.5, color="#374151")
+    text = "; ".join(marks) + "." + (f" Methods: {'; '.join(cited)}." if cited else "")
+    fig.supxlabel(textwrap.fill(text, int(fig.get_figwidth() * 15)), fontsize=8.5, color="#374151")
 
 
 def _box(ax, box: Box | None) -> None:
@@ -152,15 +154,24 @@ def plot_caption_methods(
             raise ValueError(f"{label}: maps must be (words, rows, columns) for {len(words)} word(s), got {maps.shape}")
     top = max(1e-9, max(float(maps.max()) for _, maps in panels))
     n = len(words)
-    # the maps on the left, a row per method; the image once, over the colour bar, on the right
-    side = min(1.7, (WIDTH - 3.0) / n)
-    fig = Figure(figsize=(3.0 + side * n, side * len(panels) + 1.0), layout="constrained")
-    left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[1.5 + side * n, 1.5]))  # 1 x 2: an array
+    # the maps on the left, a row per method named without its paper (the key under the panels cites
+    # them); the image once, over the colour bar, on the right
+    side = min(1.7, (WIDTH - 2.4) / n)
+    fig = Figure(figsize=(2.4 + side * n, side * len(panels) + 1.0), layout="constrained")
+    left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[1.0 + side * n, 1.4]))  # 1 x 2: an array
     axes = left.subplots(len(panels), n, squeeze=False)
     heat = None
     for r, (row, (label, maps)) in enumerate(zip(axes, panels)):
         # the method names its row, set level (a turned label longer than the row would run into the next)
-        row[0].set_ylabel(_method_label(label), fontsize=9, rotation=0, ha="right", va="center", labelpad=4)
+        name = label.partition(" (")[0]
+        row[0].set_ylabel(
+            textwrap.fill(name, 12, break_long_words=False),
+            fontsize=9,
+            rotation=0,
+            ha="right",
+            va="center",
+            labelpad=4,
+        )
         for i, (ax, word, weights) in enumerate(zip(row, words, maps)):
             heat = _heat(ax, image, weights, top)
             _box(ax, boxes[i] if boxes is not None else None)
@@ -179,7 +190,8 @@ def plot_caption_methods(
     scale.set_box_aspect(6)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
-    _key(fig, boxes is not None)
+    cited = [f"{name}, {cite.rstrip(')')}" for name, _, cite in (label.partition(" (") for label, _ in panels) if cite]
+    _key(fig, boxes is not None, cited=cited)
     return fig
 
 
@@ -231,10 +243,3 @@ def plot_patch_attention(
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 13)), fontsize=10)
     return fig
-
-
-def _method_label(label: str) -> str:
-    """A method's name wrapped to a narrow column, its citation ("(Chefer et al. 2021)") on a line
-    of its own and never broken."""
-    name, paren, cite = label.partition(" (")
-    return textwrap.fill(name, 17) + (f"\n({cite}" if paren else "")

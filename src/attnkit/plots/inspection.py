@@ -260,13 +260,14 @@ def plot_head_statistics(
         fig.suptitle(textwrap.fill(title, int(WIDTH * 12)), fontsize=11)
     if marked:
         narrow = " (• where a cell is narrow)" if max(p[2].shape[1] for p in panels) > 8 else ""
-        fig.supxlabel(
-            "“1st key 0.75”, under a mean largest weight: the head's sink score, its mean weight on the first key "
-            "(<s> where the sequence starts with it; in causal attention over the queries that see "
-            f"{sink_keys} keys or more, as the head atlas counts it), written where it is {SINK_MARK:.0%} or more"
-            f"{narrow}: such a head parks most of its weight there.",
-            fontsize=8.5, wrap=True,
-        )  # fmt: skip
+        note = (
+            "Largest weight: each query's largest weight, averaged over the queries. “1st key x”: the head's sink "
+            "score, its mean weight on the first key (<s> where the sequence starts with it; in causal attention over "
+            f"the queries that see {sink_keys} keys or more), written where it is {SINK_MARK:.0%} or more{narrow}: "
+            "such a head parks most of its weight there. A head can put all of each query's weight on one key (largest "
+            "weight 1.00) and only some of it on the first (1st key 0.75)."
+        )
+        fig.supxlabel(textwrap.fill(note, int(fig.get_figwidth() * 14)), fontsize=8.5, ha="left", x=0.01)
     return fig
 
 

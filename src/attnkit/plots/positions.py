@@ -106,8 +106,9 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         label = f"cosine (0 to 1; the least is {cos.min():.2f})"
     else:
         im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-        label = "cosine (−1 to 1)"
-    ax_c.set(xlabel="position j", ylabel="position i", title="cosine similarity of positions i and j")
+        label = "cosine" + (", centred" if centre else "") + " (−1 to 1)"
+    ax_c.set(xlabel="position j", ylabel="position i",
+             title=f"cosine similarity of {'centred ' if centre else ''}positions i and j")  # fmt: skip
     fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
 
     mid = t // 2
@@ -238,13 +239,17 @@ def plot_relative_index(
         offset = index - max_distance  # the table row is the clipped offset + k
         im = ax_m.imshow(offset, cmap="RdBu_r", vmin=-max_distance, vmax=max_distance, interpolation="nearest")
         fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"clip(j − i, −{max_distance}, {max_distance})")
-        ax_m.set(xlabel="key j", ylabel="query i", title="clipped offset of (i, j); its table row is the offset + k")
+        ax_m.set(
+            xlabel="key j",
+            ylabel="query i",
+            title=f"clipped offset of (i, j); its table row is the offset + {max_distance}",
+        )
         ax_m.title.set_fontsize(9)
     mid = t // 2
     ax_l.step(np.arange(t) - mid, index[mid], where="mid")
     ax_l.set(
         xlabel="offset j − i",
-        ylabel="bucket" if buckets else "row = clip(j − i, −k, k) + k",
+        ylabel="bucket" if buckets else f"row = clip(j − i, −{max_distance}, {max_distance}) + {max_distance}",
         title=(
             "nearby offsets get their own bucket,\nfar ones share log-spaced buckets"
             if buckets

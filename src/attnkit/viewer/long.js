@@ -118,19 +118,19 @@
     drawMatrix(ex);
   }
   // the map's side: the pane less the labels (extra), the readout, the colour bar and the help below it, in view
-  function side0(room, extra) {
+  function side0(room, wide = 0, tall = 0) {  // the map's side, less ``wide`` px beside it and ``tall`` under it
     const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
-    return Math.max(160, Math.min(room.w - 64 - 20 - extra, room.h - 22 - 140 - help - extra, 1400));
+    return Math.max(160, Math.min(room.w - 64 - 20 - wide, room.h - 22 - 140 - help - tall, 1400));
   }
   async function drawMatrix(ex) {
     const mine = ++ticket, canvas = $("matrix"), [, , T, S] = shape(ex), room = lib.area();
     const [r0, r1, c0, c1] = region(ex), nr = r1 - r0, nc = c1 - c0;
     const k = lib.keys(ex, state.kind), q = lib.queries(ex, state.kind);
-    const guess = Math.min(side0(room, 0) / nc, side0(room, 0) / nr);  // px per cell, about: room for the tokens?
+    const guess = Math.min(side0(room) / nc, side0(room) / nr);  // px per cell, about: room for the tokens?
     const font = guess >= 18 ? `13px ${lib.FAMILY}` : guess >= 13 ? `12px ${lib.FAMILY}` : lib.SMALL;
     const below = guess >= 11 ? Math.min(100, 8 + lib.textWidth(k.slice(c0, c1).map((t) => String(t)), font)) : 0;
     const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 64;
-    const top = 22, side = side0(room, below + left - 64);
+    const top = 22, side = side0(room, left - 64, below);  // the key labels under it, the query labels beside
     const wide = Math.max(side, Math.min(room.w - left - 40, 1400));  // pooled pixels may be wider than tall: the pane's width
     const { w: cw, h: ch } = lib.fitCells(wide / nc, side / nr);  // every cell its own pixels
     const exact = Math.min(cw, ch) >= 1;

@@ -81,7 +81,7 @@
       const bar = html("div", { class: "dims" }, box);
       html("span", {}, bar, kd.length < w.d_k
         ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest Σ_j |${w.terms_formula}|, which decide the scores` +
-          (w.recurrent ? "" : ` (values: the ${vd.length} largest |z|)`) + `. Dimensions: ${kd.join(", ")}.`
+          `. Dimensions: ${kd.join(", ")}` + (w.recurrent ? "." : `; values: the ${vd.length} largest |z|, dimensions ${vd.join(", ")}.`)
         : `Showing all ${w.d_k} dimensions.`);
       const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${fit}` : `all ${w.d_k}`);
       toggle.addEventListener("click", () => { state.allDims = !state.allDims; box.innerHTML = ""; renderWalkthrough(box, w); });

@@ -235,7 +235,7 @@
     ctx.putImageData(img, Math.round(x * r), Math.round(y * r));
   }
 
-  // A colour bar from 0 to ``top`` (a label) with up to three lines of text beside it.
+  // A colour bar from 0 to ``top`` (a label) with its words beside it.
   const BAR = 260;
   function wrapped(lines, font, room) {  // each line broken at spaces to fit ``room`` px
     measurer.font = font;
