@@ -322,7 +322,6 @@ def aopc_cell(res: dict, m: str, what: str) -> str:
 def plot_curves(all_results: dict[str, dict], path: Path) -> None:
     """One row per model: the deletion and insertion curves, and beside them each method's AOPC
     (deletion / insertion) in its curve's colour, best first, so that no legend lies over a curve."""
-    import textwrap
 
     from matplotlib.figure import Figure
 
@@ -341,7 +340,7 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
                 if f"{key}_se" in res:  # a band of one standard error over sentences
                     se = np.asarray(res[f"{key}_se"][m])
                     ax.fill_between(
-                        x, np.asarray(curve) - se, np.asarray(curve) + se, color=colours[m], alpha=0.12, lw=0
+                        x, np.asarray(curve) - se, np.asarray(curve) + se, color=colours[m], alpha=0.25, lw=0
                     )
             if r == 0:
                 ax.set_title("deletion" if key == "curves_del" else "insertion", fontsize=10)
@@ -362,14 +361,12 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
                 table.text(x_at, y, aopc_cell(res, m, what), color=colours[m], fontsize=9, ha="right",
                            transform=table.transAxes, va="top")  # fmt: skip
     first = next(iter(all_results.values()))
-    mean_of = f" Mean over {first['sentences']} test sentences." if "sentences" in first else ""
-    title = (
-        "Source tokens deleted (or inserted) most important first, by each method: the reference "
-        "translation's log-probability falls (rises) faster for a faithful method. AOPC: the mean drop "
-        "(deletion) or rise (insertion) over the curve's steps, higher is better; methods ordered by deletion; "
-        f"dashed: a random order; bands and ±: one standard error over sentences.{mean_of}"
+    over = f" over {first['sentences']} test sentences" if "sentences" in first else ""
+    title = (  # the rest (what AOPC measures) is the docs' caption
+        "Source tokens deleted (or inserted) most important first: the reference's log-probability\n"
+        f"higher AOPC is better (ordered by deletion); dashed: a random order; bands and ±: one SE{over}"
     )
-    fig.suptitle(textwrap.fill(title, 115, break_on_hyphens=False), fontsize=9.5)
+    fig.suptitle(title, fontsize=10)
     fig.savefig(path, dpi=130)
 
 
