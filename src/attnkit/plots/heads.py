@@ -168,7 +168,7 @@ def _panel(ax, grid: Grid, *, cell: float, square: bool, first: bool):
     for li, h in zip(*np.nonzero(flagged)):
         ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor=FLAG, lw=2.0))
     thousandths = grid.scale in ("effect", "importance") and hi < 1
-    size = float(np.clip(cell * 72 * 0.3, 8, 11))
+    size = float(np.clip(cell * 72 * 0.38, 8, 11))
     for li in range(layers):
         for h in range(heads):
             v = values[li, h]

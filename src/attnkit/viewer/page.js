@@ -290,6 +290,7 @@
     if (!examples.length) return;
     const ex = example();
     $("src-text").textContent = $("src-text").title = ex.source;  // a few lines shown, all of it on hover
+    $("wide-source").textContent = $("wide-source").title = ex.source;  // the same, when the controls are hidden
     $("out-text").textContent = $("out-text").title = ex.output ? "→ " + ex.output : "";
     const info = modelInfo || {};
     $("model-info").textContent = modelText(info);
