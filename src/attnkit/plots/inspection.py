@@ -121,7 +121,8 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
              beside=[(axes["q"], w.q[None, :shown])])  # fmt: skip
     axes["q"].set_xticks([])
     axes["q"].set_yticks([0], [f"{query}: {plain(w.query_token)}"], **ticks)
-    axes["qk"].set_yticks(range(s), [f"{key}: {plain(t)}" for t in labels], **ticks)
+    axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)  # the symbol once, on the axis
+    axes["qk"].set_ylabel(f"{key}, one row a {'source token' if w.recurrent else 'key'}", fontsize=9)
 
     terms = math(w.terms_formula if w.recurrent else "q ⊙ k_j")
     sums = "each row sums to the score" if shown == d_k else f"each row, over all {d_k} dimensions, sums to the score"
@@ -144,7 +145,7 @@ def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]
         else f"5. weighted values {math('a_j v_j')} and their sum {math('z')}"
     )
     if len(kept) < s:
-        title += f": the {len(kept)} of {s} keys with a weight of 0.005 or more"
+        title += f": {len(kept)} of {s} keys (weight ≥ 0.005)"
     weighted = w.weights[kept, None] * w.v[kept, :shown]
     xlabel = _dimensions(w, dims, "H" if w.recurrent else "d_v")
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, :shown]]), title, "value", xlabel, wrap=90)
