@@ -138,6 +138,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
             shot("studio_long_heads.png")
             page.locator("table.heads tr[data-layer]").first.click()  # its matrix
             page.select_option("#scale", "log")  # 10⁻⁴ to 1: the weights away from the diagonal show too
+            page.click("#hide-side")  # the controls hidden: the window's width for the map
             done = "/computed in/.test(document.getElementById('readout').textContent)"
             page.wait_for_function(done, timeout=120_000)
             shot("studio_long_matrix.png")

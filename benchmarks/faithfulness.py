@@ -328,14 +328,17 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
     from attnkit.plots.layout import WIDTH
 
     fig = Figure(figsize=(WIDTH, 2.5 * len(all_results) + 1.0), layout="constrained")
-    axes = fig.subplots(len(all_results), 3, squeeze=False, width_ratios=[1, 1, 1.45])
+    axes = fig.subplots(len(all_results), 3, squeeze=False, width_ratios=[1, 1, 1.6])
     x = np.linspace(0, 100, 11)
     colours = {m: f"C{i}" for i, m in enumerate(["attention", "rollout", "value-norm", *GRADIENT])}
     colours["random"] = "0.4"
+    # a marker of its own per method, drawn on its curve and before its name in the table: curves
+    # that run close together are told apart by shape as well as colour
+    markers = dict(zip([*colours], "osD^vPX*"))
     for r, (row, (name, res)) in enumerate(zip(axes, all_results.items())):
         for ax, key, what in ((row[0], "curves_del", "deleted"), (row[1], "curves_ins", "inserted")):
             for m, curve in res[key].items():
-                ax.plot(x, curve, marker="o", markersize=2.5, lw=1.3, color=colours[m],
+                ax.plot(x, curve, marker=markers[m], markersize=4, lw=1.3, color=colours[m],
                         linestyle="--" if m == "random" else "-")  # fmt: skip
                 if f"{key}_se" in res:  # a band of one standard error over sentences
                     se = np.asarray(res[f"{key}_se"][m])
@@ -352,12 +355,15 @@ def plot_curves(all_results: dict[str, dict], path: Path) -> None:
         table.axis("off")
         table.set_title("AOPC ↑" if r == 0 else "", fontsize=10)
         methods = sorted(res["aopc_del"], key=lambda m: -res["aopc_del"][m])
-        for x_at, head in ((0.69, "deletion"), (1.0, "insertion")):
+        for x_at, head in ((0.72, "deletion"), (1.0, "insertion")):
             table.text(x_at, 0.98, head, fontsize=9, ha="right", va="top", transform=table.transAxes)
         for k, m in enumerate(methods):
             y = 0.85 - k * 0.12
-            table.text(0.0, y, SHORT.get(m, m), color=colours[m], fontsize=9, transform=table.transAxes, va="top")
-            for x_at, what in ((0.69, "del"), (1.0, "ins")):
+            table.plot(
+                [0.02], [y - 0.035], marker=markers[m], color=colours[m], markersize=5, transform=table.transAxes
+            )
+            table.text(0.06, y, SHORT.get(m, m), color=colours[m], fontsize=9, transform=table.transAxes, va="top")
+            for x_at, what in ((0.72, "del"), (1.0, "ins")):
                 table.text(x_at, y, aopc_cell(res, m, what), color=colours[m], fontsize=9, ha="right",
                            transform=table.transAxes, va="top")  # fmt: skip
     first = next(iter(all_results.values()))

@@ -247,7 +247,7 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
         "Sink: the mean weight on the first token, over every query (in causal attention, over the "
         f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar of their own are on "
-        "the key's scales above (distances from 0 to the grid's longest); each head's value is written in its cell."
+        "the two colour bars above (distances from 0 to the grid's longest); each head's value is written in its cell."
     )
     return plot_atlas(kinds, title=title, footnote=note)
 

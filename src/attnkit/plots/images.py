@@ -186,7 +186,7 @@ def plot_caption_methods(
     picture.set_yticks([])
     bar = right.colorbar(heat, cax=scale)
     end_ticks(bar, top)
-    bar.set_label(f"share of the word\n(one scale: 0 to {top:.2f})", fontsize=9)
+    bar.set_label(f"share of the word\n(one scale: 0 to {top:.2g})", fontsize=9)
     scale.set_box_aspect(6)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)

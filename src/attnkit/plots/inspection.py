@@ -125,7 +125,11 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     axes["qk"].set_ylabel(f"{key}, one row a {'source token' if w.recurrent else 'key'}", fontsize=9)
 
     terms = math(w.terms_formula if w.recurrent else "q ⊙ k_j")
-    sums = "each row sums to the score" if shown == d_k else f"each row, over all {d_k} dimensions, sums to the score"
+    sums = (
+        "each row sums to the score"
+        if shown == d_k
+        else f"a row's sum over all {d_k} dimensions ({shown} shown) is the score"
+    )
     _heatmap(fig, axes["prod"], w.terms[:, :shown], "", "term", _dimensions(w, dims))
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
     note = axes["note"]  # panel 2's title, level with panel 1's, above the rows it names

@@ -171,6 +171,10 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
     bar = top.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.9)
+    if logarithmic:  # plain numbers at each power of ten and at the scale's end, not "−10^1"
+        decades = [-(10.0**k) for k in range(-6, 6) if vmin < -(10.0**k) < -linear_within]
+        ends = [vmin, *sorted(decades), 0.0]
+        bar.set_ticks(ends, labels=[f"{v:g}".replace("-", "−") for v in ends])
     scale = f"log scale, linear within ±{linear_within:.2g}; " if logarithmic else ""
     bar.set_label(f"bias added to the score\n({scale}{vmin:.3g} to {vmax:.3g}, every head)", fontsize=9)
     top.suptitle(

@@ -6,8 +6,21 @@
     $, html, state, example, area, clamp, fitCells, textWidth, setupCanvas, renderCells, colourBar, api, FAMILY, SMALL
   } = lib;
   const attributionCache = new Map();
+  const ABOUT = {  // what the chosen method does, under the map
+    "attention": "Raw attention: the last layer's weights, the mean of its heads.",
+    "rollout": "Rollout multiplies every layer's attention, mixed with the residual connection (Abnar & Zuidema 2020).",
+    "flow": "Flow: the most weight that can pass from each input through every layer, as a flow network (Abnar & Zuidema 2020).",
+    "value-norm": "Value-norm weighs each weight by the size of what the token sends, ‖a f(x)‖ (Kobayashi et al. 2020).",
+    "grad-attention": "Gradient-weighted attention keeps the heads and weights that raise the output token's probability " +
+      "(Chefer et al. 2021). A gradient method explains an output: the output tokens, or an encoder's sentence vector.",
+    "integrated-gradients": "Integrated gradients follow the gradient back to the input vectors along a path from a " +
+      "zero input (Sundararajan et al. 2017). A gradient method explains an output: the output tokens, or an encoder's sentence vector.",
+    "input-x-gradient": "Input × gradient: each input vector times its gradient (Shrikumar et al. 2016). A gradient " +
+      "method explains an output: the output tokens, or an encoder's sentence vector.",
+  };
   async function drawAttribution() {
     const ex = example(), box = $("attribution"), method = $("attr-method").value, side = $("attr-side").value;
+    $("attr-about").textContent = ABOUT[method] || "";
     const request = { model: state.model, text: ex.source, method: method, side: side };
     if (ex.image) request.image = ex.image;
     if (ex.prompt_length != null) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;

@@ -52,7 +52,7 @@
         const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
         // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
         const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
-        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.46;
+        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.4;  // apart from the next row's
         if (first <= lastIn) {
           ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
           ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);

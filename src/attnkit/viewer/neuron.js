@@ -103,8 +103,8 @@
     const t = html("table", {}, box), head = html("tr", {}, t);
     const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
     const cols = w.recurrent
-      ? ["key", "h̄_s (encoder state)", w.terms_formula, "score e_s", fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
-      : ["key", "k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"];
+      ? ["key", "h_t, h̄_s (encoder states)", w.terms_formula, "score e_s", fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
+      : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"];
     const vectorColumns = new Set(w.recurrent ? [1, 2] : [1, 2, 8]);  // strips: headed in their middle, set apart
     cols.forEach((c, i) => { if (c) html("th", vectorColumns.has(i) ? { class: "vec" } : {}, head, c); });
     const qrow = html("tr", { class: "query" }, t);

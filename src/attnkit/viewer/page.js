@@ -63,7 +63,7 @@
     const name = info.name ? `${info.name}: ` : "";
     if (info.arch === "rnn")
       return `${name}${String(info.cell || "rnn").toUpperCase()} ${info.hidden}, Luong ${info.attention} attention (${info.score} score` +
-        (info.window !== undefined ? `, D = ${info.window})` : ")");
+        (info.window !== undefined ? `, D\u00a0=\u00a0${info.window})` : ")");
     const parts = [];
     if (info.arch === "transformer") parts.push("Transformer");
     else if (info.arch) parts.push(info.arch === "bert" ? "BERT-style encoder" : info.arch);
