@@ -62,7 +62,7 @@
     // the weighted values a_j v_j on their own scale (with z, their sum): on v's they would be near white
     const weighted = w.recurrent ? w.v : w.v.map((v, j) => v.map((x) => x * w.weights[j]));
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...weighted, w.context]);
-    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 6 px or more,
+    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 8 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
     // the table's rows share the pane's height (a row 19 to 40 px, its text and strips growing with it)
     // a local window's keys are the rows that matter: those outside it (weight exactly 0) fold into one row a side
@@ -70,11 +70,11 @@
     const shown = w.key_tokens.map((_, j) => !fold || w.allowed[j]);
     const rows = shown.filter(Boolean).length + (fold ? 2 : 0);
     const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (rows + 2)), 19, 46);
-    const fontPx = clamp(Math.round(rowH * 0.5), 11, 18);
+    const fontPx = clamp(Math.round(rowH * 0.5), 11, 15);  // larger type would leave the vectors no room
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
     const strips = w.recurrent ? 2 : 3, room = pane.w - (w.recurrent ? 50 : 30) * fontPx;  // less the numeric columns
-    const fit = clamp(Math.floor(room / strips / 6), 8, TOP_DIMS);
+    const fit = clamp(Math.floor(room / strips / 8), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
     const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)) + widen, 2, 16);
     if (w.d_k > kd.length || state.allDims) {
