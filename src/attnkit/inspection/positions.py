@@ -114,6 +114,7 @@ class Ask:
     model_name: str = ""
     columns: int = 2  # a four-panel figure in two rows (a docs column); 4: in one row
     trained_len: int | None = None  # the model's longest training sequence per side (longer pairs dropped)
+    width: float | None = None  # a four-panel figure's width in inches: a docs column's, or less for a pane
 
 
 Drawn = tuple[str, "Figure"]  # the text printed beside it, the figure
@@ -138,15 +139,18 @@ def position_figure(
     model_name: str = "",
     columns: int = 2,
     trained_len: int | None = None,
+    width: float | None = None,
 ) -> Drawn:
     """(text to print, matplotlib Figure) for ``scheme``: the untrained scheme, or the table or
     bias a trained ``model`` learned (learned, fourier and t5). ``columns``: 2 lays a four-panel
     figure out in two rows (a docs column), 4 in one row. ``trained_len``: the model's longest
-    training sequence per side, beyond which no offset was seen (marks T5's unreached buckets)."""
+    training sequence per side, beyond which no offset was seen (marks T5's unreached buckets).
+    ``width``: a table scheme's four panels drawn this many inches wide (a pane narrower than a docs
+    column: the same type is larger beside the panels)."""
     if scheme not in FIGURES:
         raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
     np.set_printoptions(precision=3, suppress=True, linewidth=120)
-    return FIGURES[scheme](Ask(length, d_model, heads, model, model_name, columns, trained_len))
+    return FIGURES[scheme](Ask(length, d_model, heads, model, model_name, columns, trained_len, width))
 
 
 @_draws("sinusoidal")
@@ -172,7 +176,9 @@ def _sinusoidal(a: Ask) -> Drawn:
         for k in (0, 1, 2, 5, 10, 20)
         if k + 40 < n
     ]
-    return "\n".join(lines), plots.plot_positional_encoding(pe, title=f"sinusoidal PE, d_model={d}", columns=a.columns)
+    return "\n".join(lines), plots.plot_positional_encoding(
+        pe, title=f"sinusoidal PE, d_model={d}", columns=a.columns, width=a.width
+    )
 
 
 @_draws("learned")
@@ -186,14 +192,22 @@ def _learned(a: Ask) -> Drawn:
             "learned positions: a trained table (give --model with model.positions=learned); "
             "showing the untrained table: random noise, no structure"
         ), plots.plot_positional_encoding(
-            table, title="learned positions, untrained: random initial values", learned=True, columns=a.columns
+            table,
+            title="learned positions, untrained: random initial values",
+            learned=True,
+            columns=a.columns,
+            width=a.width,
         )
     table = module(min(a.length, module.max_len)).detach().float().cpu().numpy()
     shown = f"positions 0..{len(table) - 1} of its {module.max_len}"
     return (
         f"learned positions of {a.model_name}: {shown}, d_model {table.shape[1]}",
         plots.plot_positional_encoding(
-            table, title=f"learned positions of {a.model_name} ({shown}), as trained", learned=True, columns=a.columns
+            table,
+            title=f"learned positions of {a.model_name} ({shown}), as trained",
+            learned=True,
+            columns=a.columns,
+            width=a.width,
         ),
     )
 
@@ -223,7 +237,9 @@ def _fourier(a: Ask) -> Drawn:
         if trained
         else f"learnable Fourier features, untrained: random frequencies (gamma = {fourier.gamma}) through an MLP"
     )
-    return text, plots.plot_positional_encoding(table, title=title, learned=True, centre=True, columns=a.columns)
+    return text, plots.plot_positional_encoding(
+        table, title=title, learned=True, centre=True, columns=a.columns, width=a.width
+    )
 
 
 @_draws("alibi")

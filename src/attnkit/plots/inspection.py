@@ -205,9 +205,9 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
                 label=f"Gaussian around {math('p_t')} = {w.p_t:.2f}",
             )
     else:
-        unscaled = f"softmax({math('q · k_j')}), without the scaling"
-        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label=unscaled, color="#f59e0b")
-        ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the attention weights", color="#2563eb")
+        unscaled = f"softmax({math('q · k_j')}), unscaled"  # grey as in panel 3: the raw scores' colour
+        ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label=unscaled, color="#9ca3af")
+        ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the weights", color="#2563eb")
     ax.set_xticks(x, labels, **ticks)
     upright_spaces(ax)
     ax.set(ylim=(0, 1.05), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")

@@ -12,7 +12,7 @@ from matplotlib.colors import Normalize, SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Rectangle
-from matplotlib.transforms import blended_transform_factory
+from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from .layout import WIDTH
 
@@ -25,6 +25,7 @@ def plot_positional_encoding(
     learned: bool = False,
     centre: bool = False,
     columns: int = 2,
+    width: float | None = None,
 ) -> Figure:
     """Four panels: the (t, d) matrix, a few dimensions over positions (one curve each, stacked so
     none hides another), the cosine similarity of every pair of positions, and that similarity
@@ -32,7 +33,9 @@ def plot_positional_encoding(
     column's width) or one row (4). ``learned``: a trained table,
     described as such (no claims of the sinusoids' properties). ``centre``: each dimension minus
     its mean over the positions (for an encoding with large constant parts, such as an MLP's
-    output), said in the figure."""
+    output), said in the figure. ``width``: the two rows' width in inches (a docs column's by
+    default; narrower for a pane, where the same type is larger beside the panels)."""
+    width = width or WIDTH
     if centre:
         pe = pe - pe.mean(axis=0, keepdims=True)
     d = pe.shape[1]
@@ -46,7 +49,7 @@ def plot_positional_encoding(
         ax_m, ax_s, ax_c, ax_d = fig.subplots(1, 4, width_ratios=[1, 1, 0.9, 1])
     else:
         # wider gaps: a colour bar's label apart from the next panel's
-        fig = Figure(figsize=(WIDTH, 7.6), layout=ConstrainedLayoutEngine(wspace=0.12))
+        fig = Figure(figsize=(width, 7.6 * width / WIDTH), layout=ConstrainedLayoutEngine(wspace=0.12))
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
     lim = _table_panel(fig, ax_m, pe, learned, centre)
@@ -55,7 +58,7 @@ def plot_positional_encoding(
     for ax in (ax_m, ax_s, ax_c, ax_d):
         ax.title.set_fontsize(10)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(textwrap.fill(title, int(width * 11)))  # within the figure's width
     return fig
 
 
@@ -69,7 +72,7 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool)
         ylabel="position",
         title="the table: one row per position"
         + (",\neach dimension minus its mean over positions" if centre else "")
-        + ("\n(colours stop at the 99th percentile of |value|)" if learned else ""),
+        + ("\n(colours stop at the 99th\npercentile of |value|)" if learned else ""),
     )
     fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"value (±{lim:.2g}" + (", clipped)" if learned else ")"))
     return lim
@@ -124,8 +127,9 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         xlim=(0, t - 1),
         title="two rows of it" + (": it depends on |i − j| only" if not learned else ""),
     )
+    under = offset_copy(ax_d.transAxes, fig=fig, y=-36, units="points")  # past the ticks and the x label
     ax_d.legend(
-        fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False
+        fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under, ncol=2, frameon=False
     )  # under: on no curve
 
 

@@ -37,6 +37,9 @@ from .schema import attribution_methods, attribution_sides, parse_request
 VIEWS = ("overview", "tile", "top", "heads")  # calls on a held record
 ANSWERS_KEPT = 4096  # overviews and layers' head summaries kept for a repeated request
 ABLATE_TOKENS = 200_000  # heads x tokens the studio ablates one head at a time (a forward pass each)
+# the positions tab's figure, drawn narrower than a docs column (8.5 in): in a pane of about 770 px,
+# its type is then as large as the page's own
+PANE_INCHES = 6.6
 
 
 class RequestError(ValueError):
@@ -345,9 +348,10 @@ class Studio:
             model_name=m.name,
             columns=2,
             trained_len=info.get("max_len"),
+            width=PANE_INCHES,
         )
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=130)  # the docs' 1,105 px: the page fits it to the pane
+        fig.savefig(buf, format="png", dpi=160)  # about 1,050 px: the page fits it to the pane
         self._positions[m.name] = buf.getvalue()
         return self._positions[m.name]
 

@@ -80,7 +80,7 @@
     if (w.d_k > kd.length || state.allDims) {
       const bar = html("div", { class: "dims" }, box);
       html("span", {}, bar, kd.length < w.d_k
-        ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest Σ_j |${w.terms_formula}|, which decide the scores` +
+        ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, which decide the scores` +
           `. Dimensions: ${kd.join(", ")}` + (w.recurrent ? "." : `; values: the ${vd.length} largest |z|, dimensions ${vd.join(", ")}.`)
         : `Showing all ${w.d_k} dimensions.`);
       const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${fit}` : `all ${w.d_k}`);
