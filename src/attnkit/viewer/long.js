@@ -117,7 +117,7 @@
     state.long = { kind: state.kind, region: whole ? null : r };
     drawMatrix(ex);
   }
-  // the map's side: the pane less the labels (extra), the readout, the colour bar and the help below it, in view
+  // the map's side: the pane less its labels, the readout, the colour bar and the help below it, in view
   function side0(room, wide = 0, tall = 0) {  // the map's side, less ``wide`` px beside it and ``tall`` under it
     const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
     return Math.max(160, Math.min(room.w - 64 - 20 - wide, room.h - 22 - 140 - help - tall, 1400));

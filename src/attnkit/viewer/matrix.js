@@ -46,7 +46,7 @@
     if (!state.zoom && state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
       // local attention: the window [p_t - D, p_t + D] of each row as an orange outline round the row's
       // cells in it (as the figures draw it: it belongs to its row and leaves the cells in view), and p_t
-      // itself, a white dot (a triangle at the edge when p_t = S * sigmoid(.) passes the last key)
+      // itself, a white ring (a triangle at the edge when p_t = S * sigmoid(.) passes the last key)
       const x = (p) => left + (p - cols[0] + 0.5) * cw, last = cols[cols.length - 1];
       rows.forEach((i, r) => {
         const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
@@ -57,11 +57,16 @@
           ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
           ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
         }
-        ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.beginPath();
         const rad = Math.max(4, cell / (p <= edge ? 3.5 : 2.6));  // the triangle a little larger: it sits in a corner
-        if (p <= edge) ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
-        else { ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath(); }  // inside the last column, pointing past it
-        ctx.fill(); ctx.stroke();
+        ctx.beginPath();
+        if (p <= edge) {  // a ring, white edged in black: the cell under it stays in view
+          ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
+          ctx.strokeStyle = "#111"; ctx.lineWidth = 4; ctx.stroke();
+          ctx.strokeStyle = "white"; ctx.lineWidth = 2; ctx.stroke();
+        } else {  // inside the last column, pointing past it
+          ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath();
+          ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.fill(); ctx.stroke();
+        }
       });
     }
     const at = (e) => {  // the cell under the pointer: (row, column) in rows/cols, or null
@@ -117,7 +122,7 @@
     const q = queries(ex, state.kind), k = keys(ex, state.kind), z = state.zoom;
     const where = z ? `queries ${z.r}-${z.r + z.nr - 1} of ${z.rows}, keys ${z.c}-${z.c + z.nc - 1} of ${z.cols}: drag to move, wheel to zoom, double-click for all`
       : q.length * k.length > 400 ? "wheel to zoom in, drag to move" : "";
-    const second = ex.p_t && state.kind === "cross" && !z ? `orange outline: each row's window p_t ± ${ex.window}; white dot: p_t (a triangle: past the last key)`
+    const second = ex.p_t && state.kind === "cross" && !z ? `orange outline: each row's window p_t ± ${ex.window}; white ring: p_t (a triangle: past the last key)`
       : where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "");
     colourBar($("legend"), BAR + 760, state.scale === "row" ? "row's largest" : "1", [text, second]);
   }
