@@ -161,9 +161,9 @@ def plot_caption_methods(
     left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[1.0 + side * n, 1.4]))  # 1 x 2: an array
     axes = left.subplots(len(panels), n, squeeze=False)
     heat = None
-    for r, (row, (label, maps)) in enumerate(zip(axes, panels)):
+    named = [label.partition(" (") for label, _ in panels]  # (method, " (", its paper + ")")
+    for r, (row, (_, maps), (name, _, _)) in enumerate(zip(axes, panels, named)):
         # the method names its row, set level (a turned label longer than the row would run into the next)
-        name = label.partition(" (")[0]
         row[0].set_ylabel(
             textwrap.fill(name, 12, break_long_words=False),
             fontsize=9,
@@ -190,8 +190,7 @@ def plot_caption_methods(
     scale.set_box_aspect(6)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
-    cited = [f"{name}, {cite.rstrip(')')}" for name, _, cite in (label.partition(" (") for label, _ in panels) if cite]
-    _key(fig, boxes is not None, cited=cited)
+    _key(fig, boxes is not None, cited=[f"{name}, {cite.rstrip(')')}" for name, _, cite in named if cite])
     return fig
 
 

@@ -27,11 +27,14 @@
         const div = rowScale(W, rows, cols), ctx = setupCanvas(c, sideW, sideH);
         const paint = () => renderCells(ctx, W, rows, cols, div, { r: 0, c: 0, nr: rows.length, nc: cols.length }, 0, 0, sideW, sideH);
         paint();
+        let framed = null;  // the cell framed now: the thumbnail is repainted only when it changes
         if (l === state.layer && String(j) === String(state.head)) c.classList.add("selected");
         c.addEventListener("mousemove", (e) => {  // the tokens under the pointer, their cell framed
           const b = c.getBoundingClientRect();
           const r = clamp(Math.floor((e.clientY - b.top) / b.height * rows.length), 0, rows.length - 1);
           const cc = clamp(Math.floor((e.clientX - b.left) / b.width * cols.length), 0, cols.length - 1);
+          if (framed === `${r},${cc}`) return;
+          framed = `${r},${cc}`;
           const i = rows[r], jj = cols[cc];
           $("readout").textContent = `layer ${layerName(l)}, head ${j}: ${q[i]} (query ${i}) → ${k[jj]} (key ${jj}): weight ${W[i][jj].toFixed(3)}`;
           const cw = sideW / cols.length, ch = sideH / rows.length;
@@ -39,7 +42,7 @@
           ctx.strokeStyle = "#dc2626"; ctx.lineWidth = 1.5;
           ctx.strokeRect(cc * cw + 0.75, r * ch + 0.75, Math.max(2, cw - 1.5), Math.max(2, ch - 1.5));
         });
-        c.addEventListener("mouseleave", () => { paint(); $("readout").textContent = overview; });
+        c.addEventListener("mouseleave", () => { framed = null; paint(); $("readout").textContent = overview; });
         c.addEventListener("click", () => {
           state.layer = l; state.head = j; state.apart = false; $("layer").value = l; $("head").value = j; state.chips = new Set([j]);
           selectTab("head");
