@@ -3,6 +3,8 @@
 Skipped where no browser is installed, unless ATTNKIT_REQUIRE_BROWSER=1 (CI sets it,
 after `apt-get install chromium`), in which case a missing browser fails."""
 
+import json
+
 import pytest
 
 from attnkit.viewer import write_html
@@ -90,6 +92,12 @@ def test_transformer_viewer_interactions(browser, toy_records, tmp_path):
     assert "weight" in page.inner_text("#readout")
     page.click("#tabs [data-tab=neuron]")
     assert "attnkit serve" in page.inner_text("#neuron")  # needs the model: says how to get it
+    # a local window's walk-through: the keys outside it fold, and so does a run of three or more inside it
+    # whose weights read 0.000; a shorter run, or a weight of 0.0005, keeps its rows
+    allowed = [False, True, True, True, True, True, True, True, True, False]
+    weights = [0, 1e-4, 2e-4, 1e-5, 0.5, 1e-4, 2e-4, 0.4995, 0.0005, 0]
+    shown = page.evaluate(f"window.attnkit.views.neuron.foldKeys({json.dumps(allowed)}, {json.dumps(weights)})")
+    assert shown == [False, False, False, False, True, True, True, True, True, False]
 
     page.click("#tabs [data-tab=head]")
     page.select_option("#kind", "encoder")
@@ -234,6 +242,9 @@ def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser,
     page.keyboard.press("ArrowRight")
     assert "“5”" in page.inner_text("#readout") and "0% of its attention" in page.inner_text("#readout")
     assert pixel(13, 2) != pixel(5, 9)  # the lit region moved with the word
+    assert page.locator("#strip figure").all_inner_texts() == ["3", "5"]  # every word's map under the images
+    page.hover("#strip figure >> nth=0")
+    assert "“3”" in page.inner_text("#readout") and page.locator("#strip figure.on").inner_text() == "3"
     page.keyboard.press("ArrowDown")
     assert page.locator("#pick button.on").inner_text() == "two"
     errors = [e for e in errors if "willReadFrequently" not in e]  # the test's own pixel reads

@@ -177,7 +177,7 @@ def _sinusoidal(a: Ask) -> Drawn:
         if k + 40 < n
     ]
     return "\n".join(lines), plots.plot_positional_encoding(
-        pe, title=f"sinusoidal PE, d_model={d}", columns=a.columns, width=a.width
+        pe, title=f"sinusoidal PE, d_model={d}", columns=a.columns, width=a.width, sin_cos=True
     )
 
 

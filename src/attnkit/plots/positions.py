@@ -26,6 +26,7 @@ def plot_positional_encoding(
     centre: bool = False,
     columns: int = 2,
     width: float | None = None,
+    sin_cos: bool = False,
 ) -> Figure:
     """Four panels: the (t, d) matrix, a few dimensions over positions (one curve each, stacked so
     none hides another), the cosine similarity of every pair of positions, and that similarity
@@ -34,7 +35,10 @@ def plot_positional_encoding(
     described as such (no claims of the sinusoids' properties). ``centre``: each dimension minus
     its mean over the positions (for an encoding with large constant parts, such as an MLP's
     output), said in the figure. ``width``: the two rows' width in inches (a docs column's by
-    default; narrower for a pane, where the same type is larger beside the panels)."""
+    default; narrower for a pane, where the same type is larger beside the panels). ``sin_cos``:
+    the table's even dimensions are sines and its odd ones cosines (the sinusoidal encoding): its
+    panel shows the sines, then the cosines, each half a smooth sweep of falling frequency where
+    the alternating columns would read as stripes."""
     width = width or WIDTH
     if centre:
         pe = pe - pe.mean(axis=0, keepdims=True)
@@ -52,7 +56,7 @@ def plot_positional_encoding(
         fig = Figure(figsize=(width, 7.6 * width / WIDTH), layout=ConstrainedLayoutEngine(wspace=0.12))
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
-    lim = _table_panel(fig, ax_m, pe, learned, centre)
+    lim = _table_panel(fig, ax_m, pe, learned, centre, sin_cos)
     _dims_panel(ax_s, pe, dims, lim, learned, columns)
     _similarity_panels(fig, ax_c, ax_d, pe, learned, centre)
     for ax in (ax_m, ax_s, ax_c, ax_d):
@@ -62,11 +66,21 @@ def plot_positional_encoding(
     return fig
 
 
-def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool) -> float:
+def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool, sin_cos: bool) -> float:
     """The (t, d) table as a heatmap with its colour bar; returns the colour limit."""
     # a trained table has a few large outliers: its colours stop at the 99th percentile of |value|
     lim = 1.0 if not learned else float(np.percentile(np.abs(pe), 99)) or 1.0
-    im = ax_m.imshow(pe, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+    d = pe.shape[1]
+    shown = np.concatenate([pe[:, 0::2], pe[:, 1::2]], axis=1) if sin_cos else pe
+    im = ax_m.imshow(shown, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+    if sin_cos:  # each half's ticks name the dimensions it holds
+        half = (d + 1) // 2
+        ax_m.axvline(half - 0.5, color="black", lw=1.0)
+        ticks = [0, half // 2, half, half + (d - half) // 2]
+        ax_m.set_xticks(ticks, [str(2 * t if t < half else 2 * (t - half) + 1) for t in ticks])
+        halves = ax_m.secondary_xaxis("top")
+        halves.set_xticks([half / 2 - 0.5, half + (d - half) / 2 - 0.5], ["sin (even)", "cos (odd)"])
+        halves.tick_params(length=0, labelsize=9)
     ax_m.set(
         xlabel="dimension",
         ylabel="position",

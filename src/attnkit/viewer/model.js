@@ -12,10 +12,14 @@
     const grid = $("model-grid"); grid.innerHTML = "";
     const h = heads(), room = area();
     // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can
-    // be; square cells, so that a map keeps its shape (a diagonal stays at 45 degrees)
+    // be; square cells, so that a map keeps its shape (a diagonal at 45 degrees), unless the width binds and the
+    // height has room: then cells up to TALLER times as tall as wide fill it (a diagonal at most 51 degrees)
+    const TALLER = 1.25;
     const fitW = Math.floor((room.w - 80) / h) - 8, fitH = Math.floor((room.h - 110) / maps.length) - 8;
     const aspect = clamp(cols.length / Math.max(1, rows.length), 0.5, 2);  // the map's width over its height
-    const sideW = clamp(Math.round(Math.min(fitW, fitH * aspect)), 32, 260), sideH = clamp(Math.round(sideW / aspect), 32, 260);
+    const sideW = clamp(Math.round(Math.min(fitW, fitH * aspect)), 32, 260);
+    const square = clamp(Math.round(sideW / aspect), 32, 260);
+    const sideH = clamp(Math.round(Math.min(fitH, TALLER * sideW / aspect)), square, 260);
     grid.style.gridTemplateColumns = `auto repeat(${h}, ${sideW + 4}px)`;
     const narrow = sideW < 64;  // "head 10" wider than its thumbnail: the word once, in the corner
     html("div", { class: "axis" }, grid, narrow ? "head" : "");

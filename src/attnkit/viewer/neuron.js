@@ -26,6 +26,17 @@
     const weight = all.map((k) => rows.reduce((a, r) => a + Math.abs(r[k] || 0), 0));
     return all.sort((a, b) => weight[b] - weight[a]).slice(0, d).sort((a, b) => a - b);
   }
+  const NEGLIGIBLE = 0.0005, NEGLIGIBLE_RUN = 3;  // a weight below NEGLIGIBLE reads 0.000
+  function foldKeys(allowed, weights) {  // which keys keep a row of their own: in the window, and not in a negligible run
+    const shown = allowed.slice();
+    for (let j = 0; j < shown.length;) {
+      let end = j;
+      while (shown[end] && weights[end] < NEGLIGIBLE) end++;
+      if (end - j >= NEGLIGIBLE_RUN) shown.fill(false, j, end);
+      j = Math.max(end, j + 1);
+    }
+    return shown;
+  }
   const absMax = (rows) => Math.max(1e-9, ...rows.flat().filter((x) => x !== null).map(Math.abs));
 
   async function drawNeuron() {
@@ -58,30 +69,37 @@
     renderWalkthrough(box, w);
   }
 
-  function renderWalkthrough(box, w, widen = 0) {  // widen: px added to each dimension's cell to fill the pane
+  function renderWalkthrough(box, w, measured = null) {  // measured: the px the vectors have, once the table is drawn
     // the weighted values a_j v_j on their own scale (with z, their sum): on v's they would be near white
     const weighted = w.recurrent ? w.v : w.v.map((v, j) => v.map((x) => x * w.weights[j]));
     const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...weighted, w.context]);
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 8 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
     // the table's rows share the pane's height (a row 19 to 40 px, its text and strips growing with it)
-    // a local window's keys are the rows that matter: those outside it (weight exactly 0) fold into one row a side
+    // a local window's keys are the rows that matter: those outside it (weight exactly 0) fold into one row a side,
+    // and so does each run of NEGLIGIBLE_RUN or more keys inside it whose weight reads 0.000
     const fold = w.recurrent && w.p_t !== null && !state.showOutside && w.allowed.some((a) => !a);
-    const shown = w.key_tokens.map((_, j) => !fold || w.allowed[j]);
-    const rows = shown.filter(Boolean).length + (fold ? 2 : 0);
+    const shown = fold ? foldKeys(w.allowed, w.weights) : w.key_tokens.map(() => true);
+    const runStart = (j) => !shown[j] && (j === 0 || shown[j - 1] || w.allowed[j] !== w.allowed[j - 1]);
+    const rows = shown.filter(Boolean).length + shown.filter((_, j) => runStart(j)).length;
     const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (rows + 2)), 19, 46);
-    const fontPx = clamp(Math.round(rowH * 0.5), 11, 15);  // larger type would leave the vectors no room
+    // larger type would leave the vectors no room (an RNN's walk-through has two more numeric columns)
+    const fontPx = clamp(Math.round(rowH * 0.5), 11, w.recurrent ? 13 : 15);
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
-    const strips = w.recurrent ? 2 : 3, room = pane.w - (w.recurrent ? 50 : 30) * fontPx;  // less the numeric columns
+    // the numeric columns' width is a guess on the first drawing (less than they take, so that the strips fit);
+    // the table is then drawn again with the room it left
+    const strips = w.recurrent ? 2 : 3, room = measured ?? pane.w - (w.recurrent ? 40 : 30) * fontPx;
     const fit = clamp(Math.floor(room / strips / 8), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
-    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)) + widen, 2, 16);
+    const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
     if (w.d_k > kd.length || state.allDims) {
       const bar = html("div", { class: "dims" }, box);
-      html("span", {}, bar, kd.length < w.d_k
+      // the dimensions' numbers on hover (of the sentence, and of each cell): in full they would take two lines
+      const which = `dimensions ${kd.join(", ")}` + (w.recurrent ? "" : `; values: dimensions ${vd.join(", ")}`);
+      html("span", { title: which }, bar, kd.length < w.d_k
         ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, which decide the scores` +
-          `. Dimensions: ${kd.join(", ")}` + (w.recurrent ? "." : `; values: the ${vd.length} largest |z|, dimensions ${vd.join(", ")}.`)
+          (w.recurrent ? "" : `; for the values, the ${vd.length} largest |z|`) + ". Hover a cell for its dimension."
         : `Showing all ${w.d_k} dimensions.`);
       const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${fit}` : `all ${w.d_k}`);
       toggle.addEventListener("click", () => { state.allDims = !state.allDims; box.innerHTML = ""; renderWalkthrough(box, w); });
@@ -97,7 +115,7 @@
         (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`;
     }
     if (w.recurrent && w.p_t !== null && state.showOutside && w.allowed.some((a) => !a)) {
-      const fold = html("button", { type: "button", class: "fold" }, box, "fold the keys outside the window");
+      const fold = html("button", { type: "button", class: "fold" }, box, "fold the keys of weight 0.000");
       fold.addEventListener("click", () => { state.showOutside = false; box.innerHTML = ""; renderWalkthrough(box, w); });
     }
     const t = html("table", {}, box), head = html("tr", {}, t);
@@ -112,17 +130,19 @@
     html("td", { class: "vec" }, qrow).appendChild(strip(w.q, vecLim, px, kd, w.recurrent ? "h_t" : "q"));
     for (let c = 2; c < cols.filter(Boolean).length; c++) html("td", {}, qrow, "");
     const softmaxInWindow = w.gauss ? w.weights.map((a, j) => (w.gauss[j] > 0 ? a / w.gauss[j] : 0)) : null;
-    const outside = (j) => {  // the first key of a folded run: one row that names the run and unfolds it
-      if (!fold || shown[j] || (j > 0 && !shown[j - 1])) return;
-      let end = j; while (end + 1 < shown.length && !shown[end + 1]) end++;
+    const folded = (j) => {  // the first key of a folded run: one row that names the run and unfolds it
+      if (!runStart(j)) return;
+      let end = j; while (end + 1 < shown.length && !shown[end + 1] && w.allowed[end + 1] === w.allowed[j]) end++;
       const r = html("tr", { class: "masked folded" }, t), cell = html("td", { colspan: String(cols.filter(Boolean).length) }, r);
-      const names = w.key_tokens.slice(j, end + 1).join(" ");
-      cell.append(`${end - j + 1} ${end === j ? "key" : "keys"} ${j === 0 ? "before" : "after"} the window (${names.length > 40 ? names.slice(0, 39) + "…" : names}): weight 0 `);
+      const names = w.key_tokens.slice(j, end + 1).join(" "), count = `${end - j + 1} ${end === j ? "key" : "keys"}`;
+      const where = !w.allowed[j] ? `${j === 0 ? "before" : "after"} the window` : "in the window";
+      cell.append(`${count} ${where} (${names.length > 40 ? names.slice(0, 39) + "…" : names}): ` +
+                  (w.allowed[j] ? `weights below ${NEGLIGIBLE} ` : "weight 0 "));
       const more = html("button", { type: "button" }, cell, "show them");
       more.addEventListener("click", () => { state.showOutside = true; box.innerHTML = ""; renderWalkthrough(box, w); });
     };
     w.key_tokens.forEach((tok, j) => {
-      outside(j);
+      folded(j);
       if (!shown[j]) return;
       const r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
       html("td", { class: "token" }, r, tok);
@@ -154,9 +174,14 @@
       for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
       html("td", { class: "vec" }, z).appendChild(strip(w.context, vLim, px, vd, "z"));
     }
-    // the numeric columns' width is a guess: once drawn, the strips take up what the table left of the pane's width
-    const spare = Math.floor((pane.w - t.offsetWidth - 8) / (strips * Math.max(kd.length, vd.length)));
-    if (!widen && t.offsetWidth > 0 && spare >= 1 && px < 16) { box.innerHTML = ""; renderWalkthrough(box, w, Math.min(spare, 16 - px)); return; }
+    if (measured === null && t.offsetWidth > 0) {  // the strips take what the numeric columns leave of the pane
+      const keyRow = [...t.rows].find((r) => r.querySelectorAll("td.vec canvas").length === strips);
+      const vectors = keyRow ? [...keyRow.querySelectorAll("td.vec canvas")].reduce((sum, c) => sum + c.offsetWidth, 0) : 0;
+      const left = pane.w - 8 - (t.offsetWidth - vectors);  // measured before the table is taken down
+      box.innerHTML = "";
+      renderWalkthrough(box, w, Math.max(strips * 8 * 2, left));
+      return;
+    }
     const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
     const values = w.recurrent ? "c_t" : "the weighted values and z";
     html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${vecLim.toFixed(2)}, ` +
@@ -166,5 +191,5 @@
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
   }
 
-  return { tabs: { neuron: drawNeuron }, clear: () => explainCache.clear() };
+  return { tabs: { neuron: drawNeuron }, clear: () => explainCache.clear(), foldKeys };
 };

@@ -476,5 +476,5 @@
     clearTimeout(resizing);
     resizing = setTimeout(() => { if (["head", "model", "matrix", "atlas"].includes(state.tab)) draw(); }, 120);
   });
-  window.attnkit = { state: state, draw: draw, selectTab: selectTab, ahead: ahead, example: () => examples[state.example] };
+  window.attnkit = { state: state, draw: draw, selectTab: selectTab, ahead: ahead, example: () => examples[state.example], views: VIEWS };
 })();
