@@ -230,3 +230,14 @@ def test_model_info_claims_only_what_the_model_has(trained_toys):
     info = model_info(model, cfg)
     assert info["arch"] == "rnn" and "heads" not in info and "positions" not in info
     assert info["attention"] == cfg.model.rnn.attention and info["cell"] == cfg.model.rnn.cell
+
+
+def test_a_figure_names_a_run_by_its_folder(tmp_path):
+    from attnkit.inspection.capture import source_label
+
+    info = {"arch": "transformer", "d_model": 64, "heads": 4, "positions": "t5"}
+    run = tmp_path / "demo_t5"
+    run.mkdir()
+    assert source_label(info, str(run)) == "demo_t5, Transformer (d_model 64, 4 heads, t5 positions)"
+    assert source_label({**info, "name": "multi30k-en-de"}, str(run)) == "multi30k-en-de"  # installed: its name
+    assert source_label(info, str(tmp_path / "maps.npz")) == "Transformer (d_model 64, 4 heads, t5 positions)"

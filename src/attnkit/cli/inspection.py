@@ -132,12 +132,13 @@ def cmd_plot(args: argparse.Namespace) -> None:
         )
         print(f"figure: {save_figure(fig, args.output, dpi=args.dpi)}")
         return
-    from ..inspection.capture import model_label
+    from ..inspection.capture import source_label
 
     records, info = _records(args)
+    label = source_label(info, args.source)
     paths = []
     for i, r in enumerate(records):
-        fig = record_figure(r, kind=args.kind, layer=args.layer, head=args.head, model=model_label(info))
+        fig = record_figure(r, kind=args.kind, layer=args.layer, head=args.head, model=label)
         paths.append(save_figure(fig, numbered(args.output, i, len(records)), dpi=args.dpi))
         if r.output:
             print(f"{r.source}\n  -> {r.output}")
@@ -370,7 +371,7 @@ def cmd_embed(args: argparse.Namespace) -> None:
 
 def cmd_positions(args: argparse.Namespace) -> None:
     """Print and plot positional schemes, untrained or from a trained model."""
-    from ..inspection.capture import model_label
+    from ..inspection.capture import source_label
     from ..inspection.positions import check_sizes, draw_positions
     from ..loaded import load
 
@@ -388,7 +389,7 @@ def cmd_positions(args: argparse.Namespace) -> None:
         d_model=args.d_model,
         heads=args.heads,
         model=source.module if source else None,
-        model_name=model_label(source.info) if source else "",
+        model_name=source_label(source.info, args.model) if source else "",
         trained_len=source.info.get("max_len") if source else None,
     ):
         print(f"{text}\nfigure: {path}\n")

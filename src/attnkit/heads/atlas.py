@@ -215,8 +215,8 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
     if proof:
         kinds.append(
             (
-                "Whether the model needs each head: ablated alone, and its importance (Michel et al. 2019)",
-                "each measure on one scale for every kind",
+                "Whether the model needs each head",
+                "the loss with it ablated alone, and its importance (Michel et al. 2019): one scale per measure",
                 proof,
             )
         )
@@ -247,7 +247,7 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
         "Sink: the mean weight on the first token, over every query (in causal attention, over the "
         f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar of their own are on "
-        "the two colour bars above (distances from 0 to the grid's longest); each head's value is written in its cell."
+        "the key over the first of them (distances from 0 to the grid's longest); each head's value is written in its cell."
     )
     return plot_atlas(kinds, title=title, footnote=note)
 

@@ -165,6 +165,14 @@ def model_title(info: dict) -> str:
     return f"{name}, {what}" if name and what not in (name, info.get("class")) else (name or what)
 
 
+def source_label(info: dict, source: str) -> str:
+    """A model as a figure's title names it, given as ``source`` on the command line: ``model_label``,
+    or for a run's directory (a model without a name of its own) the folder's name beside what it is:
+    "demo_t5, Transformer (d_model 64, 4 heads, t5 positions)"."""
+    run = Path(source)
+    return model_title({**info, "name": run.name}) if not info.get("name") and run.is_dir() else model_label(info)
+
+
 @torch.no_grad()
 def capture_ids(
     model: Seq2SeqModel | EncoderModel,

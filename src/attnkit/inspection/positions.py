@@ -279,7 +279,7 @@ def _t5(a: Ask) -> Drawn:
                 buckets=True,
                 scalars=scalars,
                 unreached=unreached,
-                title=f"T5 bias(i, j) = b[head, bucket(j − i)] of {a.model_name}\n({note})",
+                title=f"T5 bias of {a.model_name}\nbias(i, j) = b[head, bucket(j − i)]; {note}",
             ),
         )
     buckets = t5_buckets(n)

@@ -42,8 +42,8 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
     """One block of panels per heading (its heading, a note under it, its grids). Cells carry their
     values where a cell is wide enough to read them: shares to two digits, tokens to one decimal,
     effects and importance in thousandths when they are below 1. Grids of a row that share a scale
-    share one colour bar; shares (0 to 1) and distances have none of their own: a key under the
-    blocks gives their scales."""
+    share one colour bar; shares (0 to 1) and distances have none of their own: a key over the
+    first block that has one gives their scales."""
     heads = max(g.values.shape[1] for _, _, grids in kinds for g in grids)
     layers = max(g.values.shape[0] for _, _, grids in kinds for g in grids)
     columns = 6 if heads <= 6 else 4
@@ -62,12 +62,16 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
     notes = [textwrap.fill(n, NOTE_CHARS, break_on_hyphens=False).count("\n") + 1 if n else 0 for _, n, _ in kinds]
     # a block's rows are alike in height: each has room for a colour bar if one of them has one
     barred = [any(_barred(g) for g in grids) for _, _, grids in kinds]
-    heights = [r * (g + 1.05 + 0.45 * b) + 0.35 + 0.2 * n for r, g, b, n in zip(rows, grid_h, barred, notes)]
+    heights = [r * (g + 1.05 + 0.25 * b) + 0.35 + 0.2 * n for r, g, b, n in zip(rows, grid_h, barred, notes)]
     foot = 0.2 * (textwrap.fill(footnote, round(WIDTH * 14)).count("\n") + 1) + 0.1 if footnote else 0
     unbarred = sorted({g.scale for _, _, grids in kinds for g in grids if not _barred(g)}, key=list(KEYS).index)
-    key = [0.6] if unbarred else []  # one row under the blocks: the scales of the grids without a colour bar
-    fig = Figure(figsize=(WIDTH, sum(heights) + sum(key) + (0.45 if title else 0) + foot), layout="constrained")
-    subs = fig.subfigures(len(kinds) + len(key), 1, height_ratios=heights + key, squeeze=False)[:, 0]
+    # the scales of the grids without a colour bar: one row of keys over the first block that has such a grid
+    at = next((i for i, (_, _, grids) in enumerate(kinds) if not all(map(_barred, grids))), len(kinds))
+    key = [0.8] if unbarred else []
+    ratios = heights[:at] + key + heights[at:]
+    fig = Figure(figsize=(WIDTH, sum(ratios) + (0.45 if title else 0) + foot), layout="constrained")
+    subs = list(fig.subfigures(len(ratios), 1, height_ratios=ratios, squeeze=False)[:, 0])
+    key_sub = subs.pop(at) if unbarred else None
     for sub, (label, note, grids), r, cols in zip(subs, kinds, rows, slots):
         note = textwrap.fill(note, NOTE_CHARS, break_on_hyphens=False)  # a long note wraps within the page
         sub.suptitle(label + (f"\n{note}" if note else ""), fontsize=10.5, x=0.01, ha="left", fontweight="bold")
@@ -85,8 +89,8 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
                 _, grid, image = same[0]
                 if _barred(grid):
                     _bar(sub, [ax for ax, _, _ in same], image, grid)
-    if unbarred:
-        _key(subs[-1], unbarred)
+    if key_sub is not None:
+        _key(key_sub, unbarred)
     if title:
         fig.suptitle(title, fontsize=13, fontweight="bold")
     if footnote:  # how to read the outlines and ranks, under every block
@@ -104,6 +108,7 @@ def _key(sub, scales: list[str]) -> None:
     """One short colour bar per scale that no grid's own bar shows, side by side."""
     from matplotlib.cm import ScalarMappable
 
+    sub.suptitle("the scales of the grids below without a colour bar of their own:", fontsize=9, x=0.01, ha="left")
     grid = sub.subplots(1, 5, squeeze=False, width_ratios=[0.2, 1, 0.3, 1, 0.5])[0]
     for ax in grid[[0, 2, 4]]:
         ax.set_visible(False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from matplotlib.textpath import TextPath
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from ..data.tokenizer import SPACE
@@ -19,9 +20,7 @@ def upright_spaces(ax, *, top: bool = False) -> None:
     turned, the open box reads as a bracket. Its x tick keeps no text (a tick label's rotation is
     the axis's) but keeps its tick mark; the glyph is written under the mark (``top``: over it, the
     key labels being above the axes)."""
-    for label in ax.get_yticklabels():
-        if label.get_text() == SPACE:  # the glyph is small in its font: half as large again
-            label.set(color=SPACE_COLOUR, fontsize=label.get_fontsize() * 1.5)
+    _upright_y(ax)
     labels = ax.get_xticklabels()
     texts = [label.get_text() for label in labels]
     if SPACE not in texts:
@@ -44,6 +43,32 @@ def upright_spaces(ax, *, top: bool = False) -> None:
         if t == SPACE:
             ax.text(x, 1 if top else 0, SPACE, transform=at, ha="center", va="bottom" if top else "top",
                     fontsize=size * 1.5, color=SPACE_COLOUR)  # fmt: skip
+
+
+def _upright_y(ax) -> None:
+    """A bare word boundary among the y labels: half as large again (the glyph is small in its font),
+    grey, and centred on its tick by its ink (a tick label centres its line, so the glyph, which
+    sits on the baseline, would read low)."""
+    labels = ax.get_yticklabels()
+    texts = [label.get_text() for label in labels]
+    if SPACE not in texts:
+        return
+    size = labels[0].get_fontsize()
+    ticks = ax.get_yticks()
+    ax.set_yticks(ticks, ["" if t == SPACE else t for t in texts], fontsize=size)
+    tick = ax.yaxis.get_major_ticks()[0]
+    left = -(tick.get_tick_padding() + tick.get_pad())  # where the labels end, in points from the axes
+    ink = TextPath((0, 0), SPACE, size=size * 1.5).get_extents()  # about the baseline, in points
+    at = offset_copy(
+        blended_transform_factory(ax.transAxes, ax.transData),
+        fig=ax.figure,
+        x=left,
+        y=-(ink.y0 + ink.y1) / 2,  # the ink's middle on the tick
+        units="points",
+    )
+    for y, t in zip(ticks, texts):
+        if t == SPACE:
+            ax.text(0, y, SPACE, transform=at, ha="right", va="baseline", fontsize=size * 1.5, color=SPACE_COLOUR)
 
 
 def end_ticks(bar, top: float) -> None:

@@ -286,11 +286,12 @@ def plot_relative_index(
         reached[list(unreached)] = False
         lim = float(np.abs(scalars[:, reached] if reached.any() else scalars).max()) or 1.0
         im = ax_b.imshow(scalars, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-        clipped = ";\nuntrained buckets clipped to it" if np.abs(scalars).max() > lim else ""
-        fig.colorbar(
-            im, ax=ax_b, shrink=0.85, label=f"scalar added to the score\n(±{lim:.2g}, the trained buckets'{clipped})"
+        clipped = np.abs(scalars).max() > lim  # an untrained scalar past the trained ones: drawn at the scale's end
+        fig.colorbar(im, ax=ax_b, shrink=0.85, label=f"scalar added to the score\n(±{lim:.2g}: the trained buckets')")
+        panel = "the learned scalar of each head and bucket" + (
+            " (untrained ones clipped to the scale)" if clipped else ""
         )
-        ax_b.set(xlabel="bucket", ylabel="head", title="the learned scalar of each head and bucket")
+        ax_b.set(xlabel="bucket", ylabel="head", title=panel)
         for b in unreached:  # never trained: hatched over in white lines edged in black, read on any colour
             for colour, width in (("black", 2.4), ("white", 1.0)):
                 ax_b.add_patch(Rectangle((b - 0.5, -0.5), 1, scalars.shape[0], fill=False, hatch="//",
