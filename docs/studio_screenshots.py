@@ -32,6 +32,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def hover_cell(page, canvas: str, row: str, column: str) -> None:
+    """Put the pointer on the cell of ``canvas`` whose readout names ``row`` and ``column``: down
+    the middle until the row's, then along it until the column's."""
+    box = page.locator(canvas).bounding_box()
+    for y in range(0, int(box["height"]), 4):
+        page.hover(canvas, position={"x": box["width"] / 2, "y": y})
+        if row in page.text_content("#readout"):
+            for x in range(0, int(box["width"]), 4):
+                page.hover(canvas, position={"x": x, "y": y + 2})
+                if row in (text := page.text_content("#readout")) and column in text:
+                    return
+    raise SystemExit(f"no cell of {canvas} reads {row!r} and {column!r}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captioner", metavar="DIR", help="a trained captioner: also the caption page")
@@ -85,7 +99,7 @@ def main() -> None:
             shot("atlas")
             page.click("#tabs [data-tab=attribution]")  # gradient-weighted attention over the output
             page.wait_for_selector("#attr-matrix")
-            page.hover("#attr-matrix", position={"x": 200, "y": 140})
+            hover_cell(page, "#attr-matrix", "“blauen” draws", "token “blue”")  # the strongest cell
             shot("attribution")
             page.click("#tabs [data-tab=neuron]")
             page.select_option("#head", "1")

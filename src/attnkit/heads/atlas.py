@@ -246,8 +246,9 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         "gives no threshold. The ablation and importance scales are shared by every kind; the ablation's is "
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
         "Sink: the mean weight on the first token, over every query (in causal attention, over the "
-        f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar of their own are on "
-        "the key over the first of them (distances from 0 to the grid's longest); each head's value is written in its cell."
+        f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar of their own use "
+        "the two keys above the first of them (weights and shares 0 to 1; distances 0 to the grid's longest); each "
+        "head's value is written in its cell."
     )
     return plot_atlas(kinds, title=title, footnote=note)
 

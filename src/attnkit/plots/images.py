@@ -180,11 +180,13 @@ def plot_caption_methods(
             ax.set_xticks([])
             ax.set_yticks([])
     assert heat is not None  # panels and words are not empty
-    picture, scale = right.subplots(2, 1, height_ratios=[1, 1.6])
+    # the image and the colour bar in figures of their own: the bar's labels leave the image the column's width
+    above, below = cast(np.ndarray, right.subfigures(2, 1, height_ratios=[1, 1.3]))  # 2 x 1: an array
+    picture, scale = above.subplots(), below.subplots()
     _image(picture, image)
     picture.set_xticks([])
     picture.set_yticks([])
-    bar = right.colorbar(heat, cax=scale)
+    bar = below.colorbar(heat, cax=scale)
     end_ticks(bar, top)
     bar.set_label(f"share of the word\n(one scale: 0 to {top:.2g})", fontsize=9)
     scale.set_box_aspect(6)

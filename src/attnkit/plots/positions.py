@@ -73,16 +73,16 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool,
     d = pe.shape[1]
     shown = np.concatenate([pe[:, 0::2], pe[:, 1::2]], axis=1) if sin_cos else pe
     im = ax_m.imshow(shown, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
-    if sin_cos:  # each half's ticks name the dimensions it holds
+    if sin_cos:  # each half counts its frequencies i from 0: sin in dimension 2i, cos in 2i + 1
         half = (d + 1) // 2
         ax_m.axvline(half - 0.5, color="black", lw=1.0)
         ticks = [0, half // 2, half, half + (d - half) // 2]
-        ax_m.set_xticks(ticks, [str(2 * t if t < half else 2 * (t - half) + 1) for t in ticks])
+        ax_m.set_xticks(ticks, [str(t if t < half else t - half) for t in ticks])
         halves = ax_m.secondary_xaxis("top")
-        halves.set_xticks([half / 2 - 0.5, half + (d - half) / 2 - 0.5], ["sin (even)", "cos (odd)"])
+        halves.set_xticks([half / 2 - 0.5, half + (d - half) / 2 - 0.5], ["sin: dim 2i", "cos: dim 2i + 1"])
         halves.tick_params(length=0, labelsize=9)
     ax_m.set(
-        xlabel="dimension",
+        xlabel="frequency i (it falls with i)" if sin_cos else "dimension",
         ylabel="position",
         title="the table: one row per position"
         + (",\neach dimension minus its mean over positions" if centre else "")
