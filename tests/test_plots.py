@@ -109,6 +109,27 @@ FIGURES = {
         np.arange(144).reshape(12, 12) % 7, 3, buckets=True, title="T5"
     ),
     "rotary": lambda: plots.plot_rotary(RNG.normal(size=(40, 4)), RNG.normal(size=(3, 6)), title="RoPE"),
+    # drawn for the studio's pane (6.6 in): the same type beside narrower panels
+    "score bias, pane": lambda: plots.plot_score_bias(
+        -np.abs(np.arange(48)[:, None] - np.arange(48)) * np.array([1 / 4, 1 / 16, 1 / 64, 1 / 256])[:, None, None],
+        title="ALiBi: a fixed linear distance penalty per head",
+        width=6.6,
+    ),
+    "relative index, pane": lambda: plots.plot_relative_index(
+        np.arange(144).reshape(12, 12) % 7,
+        3,
+        buckets=True,
+        scalars=RNG.normal(size=(4, 7)),
+        unreached=[5, 6],
+        title="T5 bias of a run, Transformer (d_model 64, 4 heads, t5 positions)\n" + "a long note " * 12,
+        width=6.6,
+    ),
+    "rotary, pane": lambda: plots.plot_rotary(
+        RNG.normal(size=(40, 16)),
+        RNG.normal(size=(3, 14)),
+        title="rotary position embedding (RoPE): head dimension 32\n$\\theta_i = 10000^{-2i/32}$",
+        width=6.6,
+    ),
     "head statistics": lambda: plot_head_statistics(
         [("encoder self-attention", RNG.random((2, 4)), RNG.random((2, 4)))]
     ),
@@ -147,6 +168,18 @@ def test_figures_are_labelled_and_fit_their_canvas(name):
     assert drawn.x0 >= -0.02 and drawn.y0 >= -0.02 and drawn.x1 <= width + 0.02 and drawn.y1 <= height + 0.02, (
         f"something is drawn outside the {width:.1f} x {height:.1f} in canvas: {drawn}"
     )
+
+
+@pytest.mark.parametrize("name", [name for name in FIGURES if name.endswith(", pane")])
+def test_a_figure_drawn_for_the_pane_keeps_its_titles_apart(name):
+    fig = FIGURES[name]()
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    titles = [ax.title.get_window_extent(renderer) for ax in fig.get_axes() if ax.get_title()]
+    for i, one in enumerate(titles):
+        assert not any(one.overlaps(other) for other in titles[i + 1 :]), f"{name}: two panel titles meet"
+    assert all(line.count("$") % 2 == 0 for line in fig.get_suptitle().splitlines())  # wrapped, TeX kept whole
 
 
 @pytest.mark.parametrize("name", ["alignment", "alignment with p_t", "grid"])

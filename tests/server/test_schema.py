@@ -7,7 +7,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from attnkit.server.app import create_app
-from attnkit.server.schema import ANSWERS, Models, openapi, parse_request
+from attnkit.server.schema import ANSWERS, SPACE, Models, openapi, parse_request
 
 pytestmark = pytest.mark.slow  # a trained toy model
 
@@ -57,7 +57,7 @@ def test_the_document_covers_every_route_and_resolves_its_references(client, stu
     beam = translate[0]["properties"]["beam"]
     assert beam["minimum"] == 1 and beam["default"] == 5 and beam["maximum"] == studio.limits.max_beam
     text = translate[0]["properties"]["text"]
-    assert text["minLength"] == 1 and text["pattern"] == "\\S" and text["maxLength"] == studio.limits.max_chars
+    assert text["minLength"] == 1 and text["pattern"] == f"[^{SPACE}]" and text["maxLength"] == studio.limits.max_chars
     assert all(v["properties"]["max_new_tokens"] == {"type": "null"} for v in translate)  # translators generate none
     by_model = {v["oneOf"][0]["properties"]["model"]["const"]: v for v in schemas["AttributeRequest"]["oneOf"]}
     rnn_sides = [s["properties"]["side"] for s in by_model[names["rnn"]]["oneOf"]]
@@ -91,3 +91,12 @@ def test_defaults_are_filled_in():
         "model": None, "text": "a", "beam": 5, "nbest": 1, "target": None, "max_new_tokens": None,
         "packed": False, "image": None,
     }  # fmt: skip
+
+
+def test_the_documented_text_rule_is_the_servers_own():
+    """A text must hold a character the server does not strip as space (str.isspace); the
+    document's pattern names those characters itself, as ECMA's \\s (JSON Schema's) is not Python's."""
+    import re
+
+    spaces = re.compile(f"[{SPACE}]")
+    assert all(bool(spaces.fullmatch(chr(c))) == chr(c).isspace() for c in range(0x110000))

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from ..models.interface import EncoderModel, Seq2SeqModel
+from ..plots.layout import WIDTH
 from ..positions import (
     POSITION_ENCODINGS,
     ALiBi,
@@ -114,7 +115,7 @@ class Ask:
     model_name: str = ""
     columns: int = 2  # a four-panel figure in two rows (a docs column); 4: in one row
     trained_len: int | None = None  # the model's longest training sequence per side (longer pairs dropped)
-    width: float | None = None  # a four-panel figure's width in inches: a docs column's, or less for a pane
+    width: float | None = None  # the figure's width in inches: a docs column's, or less for a pane
 
 
 Drawn = tuple[str, "Figure"]  # the text printed beside it, the figure
@@ -145,8 +146,8 @@ def position_figure(
     bias a trained ``model`` learned (learned, fourier and t5). ``columns``: 2 lays a four-panel
     figure out in two rows (a docs column), 4 in one row. ``trained_len``: the model's longest
     training sequence per side, beyond which no offset was seen (marks T5's unreached buckets).
-    ``width``: a table scheme's four panels drawn this many inches wide (a pane narrower than a docs
-    column: the same type is larger beside the panels)."""
+    ``width``: the figure drawn this many inches wide (a pane narrower than a docs column: the same
+    type is larger beside the panels)."""
     if scheme not in FIGURES:
         raise ValueError(f"unknown scheme {scheme!r} (valid: {', '.join(SCHEMES)})")
     np.set_printoptions(precision=3, suppress=True, linewidth=120)
@@ -248,7 +249,7 @@ def _alibi(a: Ask) -> Drawn:
 
     text = f"ALiBi, {a.heads} heads: score_ij -= m_h |i - j|, slopes m_h = {alibi_slopes(a.heads).numpy()}"
     return text, plots.plot_score_bias(
-        alibi_bias(a.heads, min(a.length, 64)), title="ALiBi: a fixed linear distance penalty per head"
+        alibi_bias(a.heads, min(a.length, 64)), title="ALiBi: a fixed linear distance penalty per head", width=a.width
     )
 
 
@@ -280,6 +281,7 @@ def _t5(a: Ask) -> Drawn:
                 scalars=scalars,
                 unreached=unreached,
                 title=f"T5 bias of {a.model_name}\nbias(i, j) = b[head, bucket(j − i)]; {note}",
+                width=a.width,
             ),
         )
     buckets = t5_buckets(n)
@@ -292,6 +294,7 @@ def _t5(a: Ask) -> Drawn:
         128,
         buckets=True,
         title="T5 relative-position buckets; each head learns one scalar per bucket (--model shows a trained model's)",
+        width=a.width,
     )
 
 
@@ -305,6 +308,7 @@ def _relative(a: Ask) -> Drawn:
             shaw_index(min(a.length, 48), 16),
             16,
             title="Shaw relative positions, k = 16: which learned vector each pair uses",
+            width=a.width,
         ),
     )
 
@@ -320,8 +324,10 @@ def _rope(a: Ask) -> Drawn:
         f"RoPE, head_dim={head_dim}: pair i rotates by m * theta_i, theta_i = 10000^(-2i/d)\n"
         f"q.k for the same vectors at (m, m + n), m = 0, 17, 34: largest difference across m = {spread:.2e}"
     )
-    title = f"rotary position embedding (RoPE): head dimension {head_dim}, $\\theta_i = 10000^{{-2i/{head_dim}}}$"
-    return text, plots.plot_rotary(angles, scores, title=title)
+    wide = (a.width or WIDTH) >= WIDTH  # a narrower figure: the formula on a line of its own
+    title = f"rotary position embedding (RoPE): head dimension {head_dim}" + (", " if wide else "\n")
+    title += f"$\\theta_i = 10000^{{-2i/{head_dim}}}$"
+    return text, plots.plot_rotary(angles, scores, title=title, width=a.width)
 
 
 def draw_positions(

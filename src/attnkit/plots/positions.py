@@ -147,18 +147,20 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     )  # under: on no curve
 
 
-def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) -> Figure:
+def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8, width: float | None = None) -> Figure:
     """Bias added to the attention scores by a relative scheme, (heads, t, t): each head's
     matrix, all on one colour scale so that heads compare, and every head's bias seen from
-    the middle query as a function of the offset j - i."""
+    the middle query as a function of the offset j - i. ``width``: in inches (a docs column's by
+    default; narrower for a pane, where the same type is larger)."""
+    width = width or WIDTH
     heads, t, _ = bias.shape
     shown = list(range(min(heads, max_heads)))
     cols = min(4, len(shown))
     rows = -(-len(shown) // cols)
-    side = (WIDTH - 1.3) / cols  # the heads' grid above, a docs column wide; the offsets below
+    side = (width - 1.3) / cols  # the heads' grid above, the figure's width; the offsets below
     # a row's titles clear of the panels above them
     layout = ConstrainedLayoutEngine(h_pad=0.06, hspace=0.06)
-    fig = Figure(figsize=(WIDTH, side * rows + 3.9 + (0.3 if title else 0)), layout=layout)
+    fig = Figure(figsize=(width, side * rows + 3.9 + (0.3 if title else 0)), layout=layout)
     top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side * rows + 0.8, 3.1]))  # 2 x 1: an array
     grid = top.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
     axes = np.atleast_1d(grid).ravel()
@@ -178,7 +180,8 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     im = None
     for n, (ax, h) in enumerate(zip(axes, shown)):
         im = ax.imshow(bias[h], cmap=cmap, norm=norm, interpolation="nearest")
-        ax.set_title(f"head {h}" + (f": m = {slopes[h]}" if slopes else ""), fontsize=10)
+        # a panel narrower than its title on one line: the slope under the head's number
+        ax.set_title(f"head {h}" + ((": " if side > 1.6 else "\n") + f"m = {slopes[h]}" if slopes else ""), fontsize=10)
         if n // cols == rows - 1 or n + cols >= len(shown):  # axis names on the outer panels only
             ax.set_xlabel("key j", fontsize=9)
         else:  # the panel below has the key axis: no tick marks into its title
@@ -190,11 +193,15 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
         ax.set_visible(False)
     bar = top.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.9)
     if logarithmic:  # plain numbers at each power of ten and at the scale's end, not "−10^1"
-        decades = [-(10.0**k) for k in range(-6, 6) if vmin < -(10.0**k) < -linear_within]
+        # each power of ten, but for one within a quarter decade of the end (their labels would meet)
+        decades = [
+            -(10.0**k) for k in range(-6, 6) if vmin < -(10.0**k) < -linear_within and -vmin > 10.0 ** (k + 0.25)
+        ]
         ends = [vmin, *sorted(decades), 0.0]
         bar.set_ticks(ends, labels=[f"{v:g}".replace("-", "−") for v in ends])
     scale = f"log scale, linear within ±{linear_within:.2g}; " if logarithmic else ""
-    bar.set_label(f"bias added to the score\n({scale}{vmin:.3g} to {vmax:.3g}, every head)", fontsize=9)
+    what = f"{scale}{vmin:.3g} to {vmax:.3g}, every head".replace("-", "−")
+    bar.set_label("bias added to the score\n" + textwrap.fill(f"({what})", round(side * rows * 16)), fontsize=9)
     top.suptitle(
         f"the score bias of each head (one {'logarithmic ' if logarithmic else ''}scale, every panel)", fontsize=10
     )
@@ -211,8 +218,14 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8) ->
     if heads <= 8:
         ax_l.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(_fill(title, width), fontsize=11)
     return fig
+
+
+def _fill(title: str, width: float) -> str:
+    """Each line of ``title`` wrapped within a figure ``width`` inches wide (a line with TeX in it
+    kept whole: a break inside it would show the raw TeX)."""
+    return "\n".join(line if "$" in line else textwrap.fill(line, round(width * 11)) for line in title.splitlines())
 
 
 def _linear_slopes(bias: np.ndarray) -> list[str]:
@@ -239,17 +252,20 @@ def plot_relative_index(
     scalars: np.ndarray | None = None,
     unreached: Sequence[int] = (),
     title: str = "",
+    width: float | None = None,
 ) -> Figure:
     """Which learned parameter each (query, key) pair uses: Shaw's clipped offset
     clip(j - i, -k, k) (a diverging scale: the two clipped ends in opposite colours) or T5's
     log-spaced bucket; that index against the offset; and, with ``scalars`` (heads, buckets),
-    the learned scalar each head adds for each bucket, the ``unreached`` buckets hatched."""
+    the learned scalar each head adds for each bucket, the ``unreached`` buckets hatched. ``width``:
+    in inches (a docs column's by default; narrower for a pane, where the same type is larger)."""
+    width = width or WIDTH
     t = index.shape[0]
     if scalars is None:
-        fig = Figure(figsize=(WIDTH, 3.6), layout=ConstrainedLayoutEngine(wspace=0.12))  # a colour bar apart
+        fig = Figure(figsize=(width, 3.6), layout=ConstrainedLayoutEngine(wspace=0.12))  # a colour bar apart
         ax_m, ax_l = fig.subplots(1, 2)
-    else:  # the learned scalars below, a docs column wide
-        fig = Figure(figsize=(WIDTH, 6.8), layout="constrained")
+    else:  # the learned scalars below, the figure's width
+        fig = Figure(figsize=(width, 6.8), layout="constrained")
         grid = fig.subplot_mosaic([["index", "offset"], ["scalars", "scalars"]])
         ax_m, ax_l = grid["index"], grid["offset"]
     if buckets:
@@ -264,7 +280,7 @@ def plot_relative_index(
         ax_m.set(
             xlabel="key j",
             ylabel="query i",
-            title=f"clipped offset of (i, j); its table row is the offset + {max_distance}",
+            title=f"clipped offset of (i, j);{' ' if width >= WIDTH else chr(10)}its table row is the offset + {max_distance}",
         )
         ax_m.title.set_fontsize(9)
     mid = t // 2
@@ -293,23 +309,25 @@ def plot_relative_index(
         )
         ax_b.set(xlabel="bucket", ylabel="head", title=panel)
         for b in unreached:  # never trained: hatched over in white lines edged in black, read on any colour
-            for colour, width in (("black", 2.4), ("white", 1.0)):
+            for colour, line in (("black", 2.4), ("white", 1.0)):
                 ax_b.add_patch(Rectangle((b - 0.5, -0.5), 1, scalars.shape[0], fill=False, hatch="//",
-                                         edgecolor=colour, hatch_linewidth=width, lw=0))  # fmt: skip
+                                         edgecolor=colour, hatch_linewidth=line, lw=0))  # fmt: skip
         ax_b.set_yticks(range(scalars.shape[0]))
         ax_b.title.set_fontsize(9)
     if title:  # each line kept within the figure's width
-        fig.suptitle("\n".join(textwrap.fill(line, 92) for line in title.splitlines()), fontsize=10.5)
+        fig.suptitle(_fill(title, width), fontsize=10.5)
     return fig
 
 
-def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> Figure:
+def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "", width: float | None = None) -> Figure:
     """RoPE: rotation angle m * theta_i of each 2-D pair over positions (t, d/2),
     and the score q . k between the same vectors placed at positions m and m + k,
     for several m: the curves coincide because RoPE scores depend on the offset n only (the
-    first is drawn as a line, the others as markers on it, so that every one is seen)."""
+    first is drawn as a line, the others as markers on it, so that every one is seen). ``width``: in
+    inches (a docs column's by default; narrower for a pane, where the same type is larger)."""
+    width = width or WIDTH
     _t, _pairs = angles.shape
-    fig = Figure(figsize=(WIDTH, 3.9), layout="constrained")
+    fig = Figure(figsize=(width, 3.9), layout="constrained")
     ax_a, ax_s = fig.subplots(1, 2)
     im = ax_a.imshow(np.cos(angles), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax_a.set(
@@ -327,12 +345,14 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "") -> F
     ax_s.set(
         xlabel="offset n (the key at m + n)",
         ylabel="q · k after rotation",
-        title="the score depends on the offset only:\nthe curves coincide",
+        title="the score depends on the offset only:\nthe curves coincide"
+        if width >= WIDTH
+        else "the score depends on the\noffset only: the curves coincide",
     )
     ax_s.title.set_fontsize(10)
     fig.legend(
         *ax_s.get_legend_handles_labels(), fontsize=9, loc="outside lower right", ncol=3, frameon=False
     )  # on no point
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(_fill(title, width), fontsize=11)
     return fig

@@ -18,8 +18,12 @@ from .. import __version__
 Kind = Literal["encoder", "decoder", "cross"]
 
 
-Text = Annotated[StrictStr, Field(min_length=1, pattern=r"\S")]  # something besides spaces
-Target = Annotated[StrictStr, Field(pattern=r"^$|\S")]  # empty (none given) or something besides spaces
+# what the server strips as space (Python's str.isspace), spelled out: JSON Schema's \s is ECMA's, which
+# differs (it leaves out \x1c-\x1f and \x85, and takes in \ufeff), so a pattern of \S would let through
+# a text the server finds empty
+SPACE = r"\t\n\x0b\x0c\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+Text = Annotated[StrictStr, Field(min_length=1, pattern=f"[^{SPACE}]")]  # something besides spaces
+Target = Annotated[StrictStr, Field(pattern=f"^$|[^{SPACE}]")]  # empty (none given) or something besides spaces
 
 
 def _integral(value: Any) -> Any:
