@@ -161,9 +161,11 @@ def test_an_images_truth_beside_it_gives_each_correctly_named_word_its_box(tmp_p
     coloured = Caption(np.stack([caption.image] * 3, -1), caption.words, 0.0, caption.attention, 8)
     assert truth_boxes(image, coloured) == (boxes, inside)  # a colour file's truth reads the same
     maps = caption.attention.reshape(2, 2, 2)
-    fig = plot_caption_methods(caption.image, caption.words, [("a", maps), ("b", maps)], boxes=boxes)
+    shares = [[1.0, None], [0.25, None]]  # per method, each word's share inside its box
+    fig = plot_caption_methods(caption.image, caption.words, [("a", maps), ("b", maps)], boxes=boxes, inside=shares)
     outlined = [ax for ax in fig.axes if any(isinstance(p, Rectangle) for p in ax.patches)]
     assert len(outlined) == 2  # the first word's panel in each method's row
+    assert [ax.get_xlabel() for ax in outlined] == ["100% in box", "25% in box"]  # each under its own panel
     assert fig.get_figwidth() <= WIDTH
     (tmp_path / "scene.json").write_text('{"words": ["3"], "boxes": [[0, 0, 8]]}')
     with pytest.raises(ValueError, match="not a truth file"):

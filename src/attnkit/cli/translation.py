@@ -84,6 +84,7 @@ def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
     from ..attribution.methods import CAPTION_METHODS
     from ..data.images import greyscale
     from ..evaluation.captioning import truth_boxes
+    from ..evaluation.correctness import attention_in_box
     from ..inspection.capture import model_info, model_label
     from ..loading.model_dir import load_model
     from ..models.image import region_maps
@@ -102,8 +103,13 @@ def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
         grid = cap.attention.shape[1:]
         panels = [(a.label(m), region_maps(a.scores[m][:-1], grid)) for m in methods]  # the end of the caption left out
         boxes, _ = truth_boxes(path, cap)
+        size = cap.image.shape[:2]
+        inside = None if boxes is None else [
+            [None if box is None else attention_in_box(maps[i], box, size) for i, box in enumerate(boxes)]
+            for _, maps in panels
+        ]  # fmt: skip
         title = f"{name}: {path.name}, “{' '.join(cap.words)}”"
-        fig = plot_caption_methods(cap.image, cap.words, panels, boxes=boxes, title=title)
+        fig = plot_caption_methods(cap.image, cap.words, panels, boxes=boxes, inside=inside, title=title)
         target = numbered(args.output, i, len(args.images))
         save_figure(fig, target, dpi=args.dpi)
         print(f"figure: {target}")

@@ -142,11 +142,13 @@ def plot_caption_methods(
     panels: Sequence[tuple[str, np.ndarray]],
     *,
     boxes: Sequence[Box | None] | None = None,
+    inside: Sequence[Sequence[float | None]] | None = None,
     title: str = "",
 ) -> Figure:
     """One row per attribution method ((label, (words, gh, gw)) each row's words summing to 1), the
     image first, then each word's map, every panel on one scale (0 to the largest share);
-    ``boxes``: where each word's object really is (outlined)."""
+    ``boxes``: where each word's object really is (outlined); ``inside``: per method, each word's
+    share inside its box (written in the panel's corner)."""
     if not panels:
         raise ValueError("no method to draw")
     for label, maps in panels:
@@ -175,6 +177,9 @@ def plot_caption_methods(
         for i, (ax, word, weights) in enumerate(zip(row, words, maps)):
             heat = _heat(ax, image, weights, top)
             _box(ax, boxes[i] if boxes is not None else None)
+            share = inside[r][i] if inside is not None else None
+            if share is not None:  # under the panel: over it, the number would cover the map
+                ax.set_xlabel(f"{100 * share:.0f}% in box", fontsize=9, labelpad=2)
             if r == 0:  # every row has the same words: their names once, over the top row
                 ax.set_title(f"“{word}”", fontsize=10)
             ax.set_xticks([])
@@ -192,7 +197,8 @@ def plot_caption_methods(
     scale.set_box_aspect(6)
     if title:
         fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
-    _key(fig, boxes is not None, cited=[f"{name}, {cite.rstrip(')')}" for name, _, cite in named if cite])
+    shares = inside is not None and any(v is not None for row in inside for v in row)
+    _key(fig, boxes is not None, shares, cited=[f"{name}, {cite.rstrip(')')}" for name, _, cite in named if cite])
     return fig
 
 
