@@ -95,7 +95,9 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool,
 def _dims_panel(ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: bool, columns: int) -> None:
     """A few dimensions over the positions, one curve each, stacked so that none hides another."""
     t = pe.shape[0]
-    step = 2.2 * (float(np.abs(pe[:, dims]).max()) if learned else lim)
+    # a trained table: curves spaced by their 99th percentile of |value|, so that one outlier (position 0's
+    # values, often) does not flatten every curve
+    step = 2.2 * (float(np.percentile(np.abs(pe[:, dims]), 99)) if learned else lim)
     for k, j in enumerate(dims):
         # the positions are integers: their samples marked, so that a fast dimension reads as samples, not a zigzag
         ax_s.plot(np.arange(t), pe[:, j] - k * step, lw=1.0, marker="." if t <= 128 and not learned else None, ms=3)
@@ -132,13 +134,15 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     ax_d.plot(np.arange(t), cos[0], label="from position 0")
     ax_d.plot(np.arange(t), cos[mid], label=f"from position {mid}")
     ax_d.axvline(mid, color="grey", lw=0.5)
+    for i, line in zip((0, mid), ax_d.get_lines()):  # each row's own position (1 with itself) marked, clear of the axis
+        ax_d.plot([i], [cos[i, i]], "o", ms=4, color=line.get_color())
     low = float(min(cos[0].min(), cos[mid].min()))
     ax_d.axhline(0, color="grey", lw=0.5)
     ax_d.set(
         xlabel="position j",
         ylabel="cosine similarity" + (" (centred vectors)" if centre else ""),
         ylim=(min(low, 0.0) - 0.05, 1.05),  # down to the data's least, and 0
-        xlim=(0, t - 1),
+        xlim=(-0.03 * (t - 1), t - 1),
         title="two rows of it" + (": it depends on |i − j| only" if not learned else ""),
     )
     under = offset_copy(ax_d.transAxes, fig=fig, y=-36, units="points")  # past the ticks and the x label
