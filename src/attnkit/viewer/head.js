@@ -119,6 +119,20 @@
       });
     }
     drawKey();
+    const { byToken, drawLabels } = labelTokens(svg, g, ex, { q, k, rows, cols, wq, gap, yq, yk, row, font });
+    const pane = document.querySelector("main");
+    const note = $("long-note");
+    if (note && total > 0) note.textContent += `: on average they hold ${(100 * held / total).toFixed(0)} % of a query's attention`;
+    pane.onscroll = () => {
+      if (state.tab === "head" && svg.band && svg.band[0] !== -Infinity) { drawLabels(); svg.focus = null; applyFocus(); }
+    };
+    svg.byToken = byToken; svg.focus = null;
+    focusOnHover(svg);
+    applyFocus();
+  }
+
+  function labelTokens(svg, g, ex, m) {  // each token's label, and the lines that meet it (g's), by token
+    const { q, k, rows, cols, wq, gap, yq, yk, row, font } = m;
     // Labels: every token's, or for a long input only those near the visible part of the pane (drawn
     // again as it scrolls), so that the page lays out a few hundred labels, not thousands.
     const byToken = new Map();  // "q3" / "k5" -> its lines, where its label goes, and the label once drawn
@@ -153,12 +167,10 @@
     };
     svg.band = null;
     drawLabels();
-    const note = $("long-note");
-    if (note && total > 0) note.textContent += `: on average they hold ${(100 * held / total).toFixed(0)} % of a query's attention`;
-    pane.onscroll = () => {
-      if (state.tab === "head" && svg.band && svg.band[0] !== -Infinity) { drawLabels(); svg.focus = null; applyFocus(); }
-    };
-    svg.byToken = byToken; svg.focus = null;
+    return { byToken, drawLabels };
+  }
+
+  function focusOnHover(svg) {  // a token's lines in focus while the pointer is on its label; a click pins it
     const target = (e) => (e.target.tagName === "text" && e.target.dataset.side ? { side: e.target.dataset.side, i: +e.target.dataset.i } : null);
     svg.onmouseover = (e) => { const t = target(e); if (t) { state.hover = t; applyFocus(); } };
     svg.onmouseout = (e) => { if (target(e)) { state.hover = null; applyFocus(); } };
@@ -170,7 +182,6 @@
       applyFocus();
       if (state.tab === "neuron") lib.draw();
     };
-    applyFocus();
   }
 
   // A long input's head view draws each query's strongest keys only: all its lines could not be read.

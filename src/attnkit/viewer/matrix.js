@@ -43,32 +43,44 @@
         ctx.fillText(k[j], 0, 0); ctx.restore();
       });
     }
+    const g = { left, top, cw, ch, cell };  // where the cells are drawn
     if (!state.zoom && state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
-      // local attention: the window [p_t - D, p_t + D] of each row as an orange outline round the row's
-      // cells in it (as the figures draw it: it belongs to its row and leaves the cells in view), and p_t
-      // itself, a white ring (a triangle at the edge when p_t = S * sigmoid(.) passes the last key)
-      const x = (p) => left + (p - cols[0] + 0.5) * cw, last = cols[cols.length - 1];
-      rows.forEach((i, r) => {
-        const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
-        // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
-        const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
-        const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.4;  // apart from the next row's
-        if (first <= lastIn) {
-          ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
-          ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
-        }
-        const rad = Math.max(4, cell / (p <= edge ? 3.5 : 2.6));  // the triangle a little larger: it sits in a corner
-        ctx.beginPath();
-        if (p <= edge) {  // a ring, white edged in black: the cell under it stays in view
-          ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
-          ctx.strokeStyle = "#111"; ctx.lineWidth = 4; ctx.stroke();
-          ctx.strokeStyle = "white"; ctx.lineWidth = 2; ctx.stroke();
-        } else {  // inside the last column, pointing past it
-          ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath();
-          ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.fill(); ctx.stroke();
-        }
-      });
+      drawWindows(ctx, ex, rows, cols, g);
     }
+    interact(canvas, { ex, W, div, q, k, rows, cols, view }, g);
+    drawLegend(ex);
+  }
+
+  function drawWindows(ctx, ex, rows, cols, g) {
+    const { left, top, cw, ch, cell } = g;
+    // local attention: the window [p_t - D, p_t + D] of each row as an orange outline round the row's
+    // cells in it (as the figures draw it: it belongs to its row and leaves the cells in view), and p_t
+    // itself, a white ring (a triangle at the edge when p_t = S * sigmoid(.) passes the last key)
+    const x = (p) => left + (p - cols[0] + 0.5) * cw, last = cols[cols.length - 1];
+    rows.forEach((i, r) => {
+      const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
+      // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
+      const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
+      const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.4;  // apart from the next row's
+      if (first <= lastIn) {
+        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+      }
+      const rad = Math.max(4, cell / (p <= edge ? 3.5 : 2.6));  // the triangle a little larger: it sits in a corner
+      ctx.beginPath();
+      if (p <= edge) {  // a ring, white edged in black: the cell under it stays in view
+        ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
+        ctx.strokeStyle = "#111"; ctx.lineWidth = 4; ctx.stroke();
+        ctx.strokeStyle = "white"; ctx.lineWidth = 2; ctx.stroke();
+      } else {  // inside the last column, pointing past it
+        ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath();
+        ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.fill(); ctx.stroke();
+      }
+    });
+  }
+
+  function interact(canvas, m, g) {  // the readout under the pointer; wheel: zoom about it; drag: pan; double-click: the whole
+    const { ex, W, div, q, k, rows, cols, view } = m, { left, top, cw, ch } = g;
     const at = (e) => {  // the cell under the pointer: (row, column) in rows/cols, or null
       const b = canvas.getBoundingClientRect();
       const c = Math.floor((e.clientX - b.left - left) / cw), r = Math.floor((e.clientY - b.top - top) / ch);
@@ -109,9 +121,7 @@
       drawMatrix();
     };
     canvas.ondblclick = () => { state.zoom = null; drawMatrix(); };
-    drawLegend(ex);
   }
-
 
   function drawLegend(ex) {
     const shownHead = state.head === "mean" ? (heads() > 1 ? "average of heads" : "one attention") : `head ${state.head}`;

@@ -70,40 +70,65 @@
   }
 
   function renderWalkthrough(box, w, measured = null) {  // measured: the px the vectors have, once the table is drawn
+    const v = layout(box, w, measured), redraw = () => { box.innerHTML = ""; renderWalkthrough(box, w); };
+    if (w.d_k > v.kd.length || state.allDims) dimensions(box, w, v, redraw);
+    formula(box, w);
+    if (w.recurrent && w.p_t !== null && state.showOutside && w.allowed.some((a) => !a)) {
+      const fold = html("button", { type: "button", class: "fold" }, box, "fold the keys of weight 0.000");
+      fold.addEventListener("click", () => { state.showOutside = false; redraw(); });
+    }
+    const t = keyTable(box, w, v, () => { state.showOutside = true; redraw(); });
+    if (measured === null && t.offsetWidth > 0) {  // the strips take what the numeric columns leave of the pane
+      const keyRow = [...t.rows].find((r) => r.querySelectorAll("td.vec canvas").length === v.strips);
+      const vectors = keyRow ? [...keyRow.querySelectorAll("td.vec canvas")].reduce((sum, c) => sum + c.offsetWidth, 0) : 0;
+      const left = v.pane.w - 8 - (t.offsetWidth - vectors);  // measured before the table is taken down
+      box.innerHTML = "";
+      renderWalkthrough(box, w, Math.max(v.strips * 8 * 2, left));
+      return;
+    }
+    hint(box, w, v);
+  }
+
+  function layout(box, w, measured) {  // which rows, how large their type, which dimensions at how many px each
     // the weighted values a_j v_j on their own scale (with z, their sum): on v's they would be near white
     const weighted = w.recurrent ? w.v : w.v.map((v, j) => v.map((x) => x * w.weights[j]));
-    const vecLim = absMax([w.q, ...w.k]), termLim = absMax(w.terms), vLim = absMax([...weighted, w.context]);
-    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 8 px or more,
-    // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z)
-    // the table's rows share the pane's height (a row 19 to 40 px, its text and strips growing with it)
     // a local window's keys are the rows that matter: those outside it (weight exactly 0) fold into one row a side,
     // and so does each run of NEGLIGIBLE_RUN or more keys inside it whose weight reads 0.000
     const fold = w.recurrent && w.p_t !== null && !state.showOutside && w.allowed.some((a) => !a);
     const shown = fold ? foldKeys(w.allowed, w.weights) : w.key_tokens.map(() => true);
     const runStart = (j) => !shown[j] && (j === 0 || shown[j - 1] || w.allowed[j] !== w.allowed[j - 1]);
     const rows = shown.filter(Boolean).length + shown.filter((_, j) => runStart(j)).length;
+    // the table's rows share the pane's height (a row 19 to 46 px, its text and strips growing with it)
     const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (rows + 2)), 19, 46);
     // larger type would leave the vectors no room (an RNN's walk-through has two more numeric columns)
     const fontPx = clamp(Math.round(rowH * 0.5), 11, w.recurrent ? 13 : 15);
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
-    // the numeric columns' width is a guess on the first drawing (less than they take, so that the strips fit);
-    // the table is then drawn again with the room it left
+    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 8 px or more,
+    // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z). The numeric
+    // columns' width is a guess on the first drawing (less than they take, so that the strips fit); the table is
+    // then drawn again with the room it left
     const strips = w.recurrent ? 2 : 3, room = measured ?? pane.w - (w.recurrent ? 40 : 30) * fontPx;
     const fit = clamp(Math.floor(room / strips / 8), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
     const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
-    if (w.d_k > kd.length || state.allDims) {
-      const bar = html("div", { class: "dims" }, box);
-      // the dimensions' numbers on hover (of the sentence, and of each cell): in full they would take two lines
-      const which = `dimensions ${kd.join(", ")}` + (w.recurrent ? "" : `; values: dimensions ${vd.join(", ")}`);
-      html("span", { title: which }, bar, kd.length < w.d_k
-        ? `Showing ${kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, which decide the scores` +
-          (w.recurrent ? "" : `; for the values, the ${vd.length} largest |z|`) + ". Hover a cell for its dimension."
-        : `Showing all ${w.d_k} dimensions.`);
-      const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${fit}` : `all ${w.d_k}`);
-      toggle.addEventListener("click", () => { state.allDims = !state.allDims; box.innerHTML = ""; renderWalkthrough(box, w); });
-    }
+    return { weighted, fold, shown, runStart, pane, fontPx, strips, fit, kd, vd, px,
+             vecLim: absMax([w.q, ...w.k]), termLim: absMax(w.terms), vLim: absMax([...weighted, w.context]) };
+  }
+
+  function dimensions(box, w, v, redraw) {  // how many dimensions the strips show, and a button for all of them
+    const bar = html("div", { class: "dims" }, box);
+    // the dimensions' numbers on hover (of the sentence, and of each cell): in full they would take two lines
+    const which = `dimensions ${v.kd.join(", ")}` + (w.recurrent ? "" : `; values: dimensions ${v.vd.join(", ")}`);
+    html("span", { title: which }, bar, v.kd.length < w.d_k
+      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, which decide the scores` +
+        (w.recurrent ? "" : `; for the values, the ${v.vd.length} largest |z|`) + ". Hover a cell for its dimension."
+      : `Showing all ${w.d_k} dimensions.`);
+    const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${v.fit}` : `all ${w.d_k}`);
+    toggle.addEventListener("click", () => { state.allDims = !state.allDims; redraw(); });
+  }
+
+  function formula(box, w) {  // the query, and how its weights are computed
     const f = html("div", { class: "formula" }, box);
     if (w.recurrent) {
       f.textContent = `${w.query_label}. Score e_s = ${w.score}; weights = softmax(e)` +
@@ -114,79 +139,82 @@
       f.textContent = `${w.query_label}, layer ${w.layer}, head ${w.head}. e_j = q·k_j / √${w.d_k}` +
         (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`;
     }
-    if (w.recurrent && w.p_t !== null && state.showOutside && w.allowed.some((a) => !a)) {
-      const fold = html("button", { type: "button", class: "fold" }, box, "fold the keys of weight 0.000");
-      fold.addEventListener("click", () => { state.showOutside = false; box.innerHTML = ""; renderWalkthrough(box, w); });
-    }
+  }
+
+  function keyTable(box, w, v, unfold) {  // the query's row, a row per key (or per folded run), the weighted sum's
     const t = html("table", {}, box), head = html("tr", {}, t);
     const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
-    const cols = w.recurrent
-      ? ["key", "h_t, h̄_s (encoder states)", w.terms_formula, "score e_s", fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
-      : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"];
+    const cols = (w.recurrent
+      ? ["key", "h_t, h̄_s (encoder states)", w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
+      : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"]);
     const vectorColumns = new Set(w.recurrent ? [1, 2] : [1, 2, 8]);  // strips: headed in their middle, set apart
     cols.forEach((c, i) => { if (c) html("th", vectorColumns.has(i) ? { class: "vec" } : {}, head, c); });
+    const n = cols.filter(Boolean).length;
     const qrow = html("tr", { class: "query" }, t);
     html("td", { class: "token" }, qrow, w.recurrent ? `h_t: ${w.query_token}` : `q: ${w.query_token}`);
-    html("td", { class: "vec" }, qrow).appendChild(strip(w.q, vecLim, px, kd, w.recurrent ? "h_t" : "q"));
-    for (let c = 2; c < cols.filter(Boolean).length; c++) html("td", {}, qrow, "");
-    const softmaxInWindow = w.gauss ? w.weights.map((a, j) => (w.gauss[j] > 0 ? a / w.gauss[j] : 0)) : null;
-    const folded = (j) => {  // the first key of a folded run: one row that names the run and unfolds it
-      if (!runStart(j)) return;
-      let end = j; while (end + 1 < shown.length && !shown[end + 1] && w.allowed[end + 1] === w.allowed[j]) end++;
-      const r = html("tr", { class: "masked folded" }, t), cell = html("td", { colspan: String(cols.filter(Boolean).length) }, r);
-      const names = w.key_tokens.slice(j, end + 1).join(" "), count = `${end - j + 1} ${end === j ? "key" : "keys"}`;
-      const where = !w.allowed[j] ? `${j === 0 ? "before" : "after"} the window` : "in the window";
-      cell.append(`${count} ${where} (${names.length > 40 ? names.slice(0, 39) + "…" : names}): ` +
-                  (w.allowed[j] ? `weights below ${NEGLIGIBLE} ` : "weight 0 "));
-      const more = html("button", { type: "button" }, cell, "show them");
-      more.addEventListener("click", () => { state.showOutside = true; box.innerHTML = ""; renderWalkthrough(box, w); });
-    };
+    html("td", { class: "vec" }, qrow).appendChild(strip(w.q, v.vecLim, v.px, v.kd, w.recurrent ? "h_t" : "q"));
+    for (let c = 2; c < n; c++) html("td", {}, qrow, "");
     w.key_tokens.forEach((tok, j) => {
-      folded(j);
-      if (!shown[j]) return;
-      const r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
-      html("td", { class: "token" }, r, tok);
-      html("td", { class: "vec" }, r).appendChild(strip(w.k[j], vecLim, px, kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));
-      html("td", { class: "vec" }, r).appendChild(strip(w.terms[j], termLim, px, kd, `${w.terms_formula} of “${tok}”`));
-      html("td", {}, r, fmt(w.raw[j]));
-      if (w.recurrent) {
-        if (!fold) html("td", {}, r, w.allowed[j] ? "yes" : "no");  // folded: every row shown is in the window
-        if (w.gauss) { html("td", {}, r, w.allowed[j] ? fmt(softmaxInWindow[j]) : "–"); html("td", {}, r, fmt(w.gauss[j])); }
-      } else {
-        html("td", {}, r, fmt(w.raw[j] * w.scale));
-        if (w.bias) html("td", {}, r, fmt(w.bias[j]));
-        if (masked) html("td", {}, r, w.allowed[j] ? "" : "masked (−∞)");
-      }
-      const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
-      bar.style.width = `${Math.round(5 * fontPx * w.weights[j])}px`;
-      cell.appendChild(document.createTextNode(fmt(w.weights[j])));
-      if (!w.recurrent) html("td", { class: "vec" }, r).appendChild(strip(weighted[j], vLim, px, vd, `a_j v_j of “${tok}”`));
+      if (v.runStart(j)) foldedRow(t, w, v, j, n, unfold);
+      if (v.shown[j]) keyRow(t, w, v, j, masked);
     });
-    const z = html("tr", { class: "sum" }, t), n = cols.filter(Boolean).length;
-    const total = fmt(w.weights.reduce((a, b) => a + b, 0));
+    sumRow(t, w, v, n);
+    return t;
+  }
+
+  function foldedRow(t, w, v, j, n, unfold) {  // the first key of a folded run: one row that names the run and unfolds it
+    let end = j; while (end + 1 < v.shown.length && !v.shown[end + 1] && w.allowed[end + 1] === w.allowed[j]) end++;
+    const r = html("tr", { class: "masked folded" }, t), cell = html("td", { colspan: String(n) }, r);
+    const names = w.key_tokens.slice(j, end + 1).join(" "), count = `${end - j + 1} ${end === j ? "key" : "keys"}`;
+    const where = !w.allowed[j] ? `${j === 0 ? "before" : "after"} the window` : "in the window";
+    cell.append(`${count} ${where} (${names.length > 40 ? names.slice(0, 39) + "…" : names}): ` +
+                (w.allowed[j] ? `weights below ${NEGLIGIBLE} ` : "weight 0 "));
+    html("button", { type: "button" }, cell, "show them").addEventListener("click", unfold);
+  }
+
+  function keyRow(t, w, v, j, masked) {  // one key: its vectors, its score taken apart, its weight
+    const tok = w.key_tokens[j], r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
+    html("td", { class: "token" }, r, tok);
+    html("td", { class: "vec" }, r).appendChild(strip(w.k[j], v.vecLim, v.px, v.kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));
+    html("td", { class: "vec" }, r).appendChild(strip(w.terms[j], v.termLim, v.px, v.kd, `${w.terms_formula} of “${tok}”`));
+    html("td", {}, r, fmt(w.raw[j]));
+    if (w.recurrent) {
+      if (!v.fold) html("td", {}, r, w.allowed[j] ? "yes" : "no");  // folded: every row shown is in the window
+      if (w.gauss) {  // the softmax inside the window, before the Gaussian
+        html("td", {}, r, w.allowed[j] ? fmt(w.gauss[j] > 0 ? w.weights[j] / w.gauss[j] : 0) : "–");
+        html("td", {}, r, fmt(w.gauss[j]));
+      }
+    } else {
+      html("td", {}, r, fmt(w.raw[j] * w.scale));
+      if (w.bias) html("td", {}, r, fmt(w.bias[j]));
+      if (masked) html("td", {}, r, w.allowed[j] ? "" : "masked (−∞)");
+    }
+    const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
+    bar.style.width = `${Math.round(5 * v.fontPx * w.weights[j])}px`;
+    cell.appendChild(document.createTextNode(fmt(w.weights[j])));
+    if (!w.recurrent) html("td", { class: "vec" }, r).appendChild(strip(v.weighted[j], v.vLim, v.px, v.vd, `a_j v_j of “${tok}”`));
+  }
+
+  function sumRow(t, w, v, n) {  // the weighted sum of the values (c_t or z), and the weights' sum
+    const z = html("tr", { class: "sum" }, t), total = fmt(w.weights.reduce((a, b) => a + b, 0));
     if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
       html("td", { class: "token" }, z, "c_t = Σ a_s h̄_s");
-      html("td", { class: "vec" }, z).appendChild(strip(w.context, vLim, px, kd, "c_t"));
+      html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vLim, v.px, v.kd, "c_t"));
       for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
       html("td", {}, z, `Σ ${total}`);
     } else {
       html("td", { class: "token" }, z, "z = Σ a_j v_j");
       for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
-      html("td", { class: "vec" }, z).appendChild(strip(w.context, vLim, px, vd, "z"));
+      html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vLim, v.px, v.vd, "z"));
     }
-    if (measured === null && t.offsetWidth > 0) {  // the strips take what the numeric columns leave of the pane
-      const keyRow = [...t.rows].find((r) => r.querySelectorAll("td.vec canvas").length === strips);
-      const vectors = keyRow ? [...keyRow.querySelectorAll("td.vec canvas")].reduce((sum, c) => sum + c.offsetWidth, 0) : 0;
-      const left = pane.w - 8 - (t.offsetWidth - vectors);  // measured before the table is taken down
-      box.innerHTML = "";
-      renderWalkthrough(box, w, Math.max(strips * 8 * 2, left));
-      return;
-    }
+  }
+
+  function hint(box, w, v) {  // the colour scales, and what the scaling does
     const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
     const values = w.recurrent ? "c_t" : "the weighted values and z";
-    html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${vecLim.toFixed(2)}, ` +
-      `the terms on ±${termLim.toFixed(2)}, ${values} on ±${vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums` +
-      (kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${kd.length} shown),` : "") + " to its score." +
+    html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${v.vecLim.toFixed(2)}, ` +
+      `the terms on ±${v.termLim.toFixed(2)}, ${values} on ±${v.vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums` +
+      (v.kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${v.kd.length} shown),` : "") + " to its score." +
       (w.recurrent ? "" : " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
   }
