@@ -236,7 +236,8 @@ def _fourier(a: Ask) -> Drawn:
     title = (
         f"learnable Fourier features of {a.model_name}"
         if trained
-        else f"learnable Fourier features, untrained: random frequencies (gamma = {fourier.gamma}) through an MLP"
+        else f"learnable Fourier features (d_model={a.d_model}), untrained: random frequencies "
+        f"(γ = {fourier.gamma:g}) and an MLP"
     )
     return text, plots.plot_positional_encoding(
         table, title=title, learned=True, centre=True, columns=a.columns, width=a.width

@@ -84,9 +84,8 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool,
     ax_m.set(
         xlabel="frequency i (it falls with i)" if sin_cos else "dimension",
         ylabel="position",
-        title="the table: one row per position"
-        + (",\neach dimension minus its mean over positions" if centre else "")
-        + ("\n(colours stop at the 99th\npercentile of |value|)" if learned else ""),
+        title=("the table, each dimension minus its mean" if centre else "the table: one row per position")
+        + ("\n(colours clipped at the 99th percentile)" if learned else ""),
     )
     fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"value (±{lim:.2g}" + (", clipped)" if learned else ")"))
     return lim
@@ -106,7 +105,7 @@ def _dims_panel(ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: 
         ax_s.text(1.02, -k * step, f"dim {j}{kind}", fontsize=9, va="center", clip_on=False,
                   transform=blended_transform_factory(ax_s.transAxes, ax_s.transData))  # fmt: skip
     ax_s.set_yticks([])
-    ax_s.set_xlim(0, t - 1)
+    ax_s.set_xlim(-0.03 * (t - 1), t - 1)  # position 0 clear of the axis line
     ax_s.set(
         xlabel="position",
         ylabel=f"value (curves offset by {step:.2g})",
@@ -127,7 +126,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         label = "cosine" + (", centred" if centre else "") + " (−1 to 1)"
     ax_c.set(xlabel="position j", ylabel="position i",
-             title=f"cosine similarity of {'centred ' if centre else ''}positions i and j")  # fmt: skip
+             title="cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j"))  # fmt: skip
     fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
 
     mid = t // 2
@@ -143,7 +142,9 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         ylabel="cosine similarity" + (" (centred vectors)" if centre else ""),
         ylim=(min(low, 0.0) - 0.05, 1.05),  # down to the data's least, and 0
         xlim=(-0.03 * (t - 1), t - 1),
-        title="two rows of it" + (": it depends on |i − j| only" if not learned else ""),
+        title="two rows of it"
+        + (": it depends on |i − j| only" if not learned else "")
+        + ("\n(centred, distant pairs point apart)" if centre else ""),
     )
     under = offset_copy(ax_d.transAxes, fig=fig, y=-36, units="points")  # past the ticks and the x label
     ax_d.legend(
