@@ -178,7 +178,7 @@ def _sinusoidal(a: Ask) -> Drawn:
         if k + 40 < n
     ]
     return "\n".join(lines), plots.plot_positional_encoding(
-        pe, title=f"sinusoidal PE, d_model={d}", columns=a.columns, width=a.width, sin_cos=True
+        pe, title=f"sinusoidal PE, d_model={d}, positions 0–{n - 1}", columns=a.columns, width=a.width, sin_cos=True
     )
 
 

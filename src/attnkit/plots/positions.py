@@ -121,7 +121,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     cos = unit @ unit.T
     if cos.min() >= 0:  # no pair points apart (the sinusoids' table): the colours spent on 0 to 1
         im = ax_c.imshow(cos, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-        label = f"cosine (0 to 1; the least is {cos.min():.2f})"
+        label = f"cosine (least {cos.min():.2f})"
     else:
         im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         label = "cosine" + (", centred" if centre else "") + " (−1 to 1)"
@@ -129,19 +129,19 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
              title="cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j"))  # fmt: skip
     fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
 
+    # the two rows against the offset j - i: where the similarity depends on the distance alone, they lie on
+    # one curve (the wide one under the narrow)
     mid = t // 2
-    ax_d.plot(np.arange(t), cos[0], label="from position 0")
-    ax_d.plot(np.arange(t), cos[mid], label=f"from position {mid}")
-    ax_d.axvline(mid, color="grey", lw=0.5)
-    for i, line in zip((0, mid), ax_d.get_lines()):  # each row's own position (1 with itself) marked, clear of the axis
-        ax_d.plot([i], [cos[i, i]], "o", ms=4, color=line.get_color())
+    ax_d.plot(np.arange(t), cos[0], lw=3.0, alpha=0.55, label="from position 0")
+    ax_d.plot(np.arange(t) - mid, cos[mid], lw=1.3, label=f"from position {mid}")
+    ax_d.axvline(0, color="grey", lw=0.5)
     low = float(min(cos[0].min(), cos[mid].min()))
     ax_d.axhline(0, color="grey", lw=0.5)
     ax_d.set(
-        xlabel="position j",
+        xlabel="offset j − i",
         ylabel="cosine similarity" + (" (centred vectors)" if centre else ""),
         ylim=(min(low, 0.0) - 0.05, 1.05),  # down to the data's least, and 0
-        xlim=(-0.03 * (t - 1), t - 1),
+        xlim=(-mid, t - 1),
         title="two rows of it"
         + (": it depends on |i − j| only" if not learned else "")
         + ("\n(centred, distant pairs point apart)" if centre else ""),
