@@ -57,7 +57,7 @@ def plot_positional_encoding(
         (ax_m, ax_s), (ax_c, ax_d) = fig.subplots(2, 2)
 
     lim = _table_panel(fig, ax_m, pe, learned, centre, sin_cos)
-    _dims_panel(ax_s, pe, dims, lim, learned, columns)
+    _dims_panel(ax_s, pe, dims, lim, learned, columns, centre)
     _similarity_panels(fig, ax_c, ax_d, pe, learned, centre)
     for ax in (ax_m, ax_s, ax_c, ax_d):
         ax.title.set_fontsize(10)
@@ -91,7 +91,9 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool,
     return lim
 
 
-def _dims_panel(ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: bool, columns: int) -> None:
+def _dims_panel(
+    ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: bool, columns: int, centre: bool = False
+) -> None:
     """A few dimensions over the positions, one curve each, stacked so that none hides another."""
     t = pe.shape[0]
     # a trained table: curves spaced by their 99th percentile of |value|, so that one outlier (position 0's
@@ -110,6 +112,7 @@ def _dims_panel(ax_s, pe: np.ndarray, dims: Sequence[int], lim: float, learned: 
         xlabel="position",
         ylabel=f"value (curves offset by {step:.2g})",
         title="a few dimensions"
+        + (", centred" if centre else "")
         + ("" if learned else ":" + ("\n" if columns == 2 else " ") + "the frequency falls with the index"),
     )
 
@@ -144,7 +147,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         xlim=(-mid, t - 1),
         title="two rows of it"
         + (": it depends on |i − j| only" if not learned else "")
-        + ("\n(centred, distant pairs point apart)" if centre else ""),
+        + ("\n(the dips below 0 come from the centring)" if centre else ""),
     )
     under = offset_copy(ax_d.transAxes, fig=fig, y=-36, units="points")  # past the ticks and the x label
     ax_d.legend(
