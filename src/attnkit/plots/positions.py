@@ -137,6 +137,10 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     mid = t // 2
     ax_d.plot(np.arange(t), cos[0], lw=3.0, alpha=0.55, label="from position 0")
     ax_d.plot(np.arange(t) - mid, cos[mid], lw=1.3, label=f"from position {mid}")
+    if learned and not centre:  # each row's mean similarity to the others: a position unlike the rest shows in it
+        rest = [(float(cos[i].sum()) - float(cos[i, i])) / max(1, t - 1) for i in (0, mid)]
+        ax_d.text(0.98, 0.97, f"mean to the other positions:\nfrom 0: {rest[0]:.2f}, from {mid}: {rest[1]:.2f}",
+                  transform=ax_d.transAxes, ha="right", va="top", fontsize=8.5, color="#374151")  # fmt: skip
     ax_d.axvline(0, color="grey", lw=0.5)
     low = float(min(cos[0].min(), cos[mid].min()))
     ax_d.axhline(0, color="grey", lw=0.5)
