@@ -200,7 +200,7 @@ def _learned(a: Ask) -> Drawn:
             width=a.width,
         )
     table = module(min(a.length, module.max_len)).detach().float().cpu().numpy()
-    shown = f"positions 0..{len(table) - 1} of its {module.max_len}"
+    shown = f"positions 0–{len(table) - 1} of its {module.max_len}"
     return (
         f"learned positions of {a.model_name}: {shown}, d_model {table.shape[1]}",
         plots.plot_positional_encoding(

@@ -72,7 +72,10 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool,
     lim = 1.0 if not learned else float(np.percentile(np.abs(pe), 99)) or 1.0
     d = pe.shape[1]
     shown = np.concatenate([pe[:, 0::2], pe[:, 1::2]], axis=1) if sin_cos else pe
-    im = ax_m.imshow(shown, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation="nearest")
+    # a trained table has no order across its dimensions: more columns than pixels are averaged, not
+    # sampled (sampling would alias into stripes that are not in it)
+    smooth = "antialiased" if learned and shown.shape[1] > 256 else "nearest"
+    im = ax_m.imshow(shown, aspect="auto", cmap="RdBu_r", vmin=-lim, vmax=lim, interpolation=smooth)
     if sin_cos:  # each half counts its frequencies i from 0: sin in dimension 2i, cos in 2i + 1
         half = (d + 1) // 2
         ax_m.axvline(half - 0.5, color="black", lw=1.0)
