@@ -152,8 +152,8 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         ylabel="cosine similarity" + (" (centred vectors)" if centre else ""),
         ylim=(min(low, 0.0) - 0.05, 1.05),  # down to the data's least, and 0
         xlim=(-mid, t - 1),
-        title="two rows of it"
-        + (": it depends on |i − j| only" if not learned else "")
+        title=f"rows 0 and {mid} of it, by offset"
+        + (":\nit depends on |i − j| only" if not learned else "")
         + ("\n(the dips below 0 come from the centring)" if centre else ""),
     )
     under = offset_copy(ax_d.transAxes, fig=fig, y=-36, units="points")  # past the ticks and the x label
