@@ -131,8 +131,14 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     else:
         im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         label = "cosine" + (", centred" if centre else "") + " (−1 to 1)"
-    ax_c.set(xlabel="position j", ylabel="position i",
-             title="cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j"))  # fmt: skip
+    title = "cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j")
+    if learned and not centre:  # a trained table: the position least like the others, its row and column outlined
+        rest = (cos.sum(1) - np.diag(cos)) / max(1, t - 1)
+        odd = int(np.argmin(rest))
+        for xy, w, h in (((-0.5, odd - 0.5), t, 1), ((odd - 0.5, -0.5), 1, t)):
+            ax_c.add_patch(Rectangle(xy, w, h, fill=False, edgecolor="#e0a000", lw=2.0, clip_on=False))
+        title += f"\n(outlined in gold: position {odd}, the least like the rest)"
+    ax_c.set(xlabel="position j", ylabel="position i", title=title)
     fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
 
     # the two rows against the offset j - i: where the similarity depends on the distance alone, they lie on
