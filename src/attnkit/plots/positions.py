@@ -132,12 +132,17 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         label = "cosine" + (", centred" if centre else "") + " (−1 to 1)"
     title = "cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j")
-    if learned and not centre:  # a trained table: the position least like the others, its row and column outlined
+    if learned and not centre:  # a trained table: the position least like the others, named on both axes
         rest = (cos.sum(1) - np.diag(cos)) / max(1, t - 1)
         odd = int(np.argmin(rest))
-        for xy, w, h in (((-0.5, odd - 0.5), t, 1), ((odd - 0.5, -0.5), 1, t)):
-            ax_c.add_patch(Rectangle(xy, w, h, fill=False, edgecolor="#e0a000", lw=2.0, clip_on=False))
-        title += f"\n(outlined in gold: position {odd}, the least like the rest)"
+        # its ticks on both axes in bold gold: the cells stay in view
+        ticks = sorted({*(int(v) for v in np.arange(0, t, 20)), odd})
+        for axis in (ax_c.xaxis, ax_c.yaxis):
+            axis.set_ticks(ticks, [str(v) for v in ticks])
+            for tick, v in zip(axis.get_ticklabels(), ticks):
+                if v == odd:
+                    tick.set(color="#b07800", fontweight="bold")
+        title += f"\n(in gold: position {odd}, the least like the rest)"
     ax_c.set(xlabel="position j", ylabel="position i", title=title)
     fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
 
@@ -146,10 +151,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     mid = t // 2
     ax_d.plot(np.arange(t), cos[0], lw=3.0, alpha=0.55, label="from position 0")
     ax_d.plot(np.arange(t) - mid, cos[mid], lw=1.3, label=f"from position {mid}")
-    if learned and not centre:  # each row's mean similarity to the others: a position unlike the rest shows in it
-        rest = [(float(cos[i].sum()) - float(cos[i, i])) / max(1, t - 1) for i in (0, mid)]
-        ax_d.text(0.98, 0.97, f"mean to the other positions:\nfrom 0: {rest[0]:.2f}, from {mid}: {rest[1]:.2f}",
-                  transform=ax_d.transAxes, ha="right", va="top", fontsize=8.5, color="#374151")  # fmt: skip
+    rest = [(float(cos[i].sum()) - float(cos[i, i])) / max(1, t - 1) for i in (0, mid)]  # mean to the others
     ax_d.axvline(0, color="grey", lw=0.5)
     low = float(min(cos[0].min(), cos[mid].min()))
     ax_d.axhline(0, color="grey", lw=0.5)
@@ -159,6 +161,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         ylim=(min(low, 0.0) - 0.05, 1.05),  # down to the data's least, and 0
         xlim=(-mid, t - 1),
         title=f"rows 0 and {mid} of it, by offset"
+        + (f"\n(mean to the other positions: {rest[0]:.2f} and {rest[1]:.2f})" if learned and not centre else "")
         + (":\nit depends on |i − j| only" if not learned else "")
         + ("\n(the dips below 0 come from the centring)" if centre else ""),
     )
