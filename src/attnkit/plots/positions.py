@@ -131,9 +131,9 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     else:
         im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
         label = "cosine" + (", centred" if centre else "") + " (−1 to 1)"
+    rest = (cos.sum(1) - np.diag(cos)) / max(1, t - 1)  # each position's mean similarity to the others
     title = "cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j")
     if learned and not centre:  # a trained table: the position least like the others, named on both axes
-        rest = (cos.sum(1) - np.diag(cos)) / max(1, t - 1)
         odd = int(np.argmin(rest))
         # its ticks on both axes in bold gold: the cells stay in view
         ticks = sorted({*(int(v) for v in np.arange(0, t, 20)), odd})
@@ -151,7 +151,6 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     mid = t // 2
     ax_d.plot(np.arange(t), cos[0], lw=3.0, alpha=0.55, label="from position 0")
     ax_d.plot(np.arange(t) - mid, cos[mid], lw=1.3, label=f"from position {mid}")
-    rest = [(float(cos[i].sum()) - float(cos[i, i])) / max(1, t - 1) for i in (0, mid)]  # mean to the others
     ax_d.axvline(0, color="grey", lw=0.5)
     low = float(min(cos[0].min(), cos[mid].min()))
     ax_d.axhline(0, color="grey", lw=0.5)
@@ -161,7 +160,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         ylim=(min(low, 0.0) - 0.05, 1.05),  # down to the data's least, and 0
         xlim=(-mid, t - 1),
         title=f"rows 0 and {mid} of it, by offset"
-        + (f"\n(mean to the other positions: {rest[0]:.2f} and {rest[1]:.2f})" if learned and not centre else "")
+        + (f"\n(mean to the other positions: {rest[0]:.2f} and {rest[mid]:.2f})" if learned and not centre else "")
         + (":\nit depends on |i − j| only" if not learned else "")
         + ("\n(the dips below 0 come from the centring)" if centre else ""),
     )
