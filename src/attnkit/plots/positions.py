@@ -16,6 +16,8 @@ from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from .layout import WIDTH
 
+GOLD = "#b07800"  # a mark that is not on the diverging map's red-white-blue scale
+
 
 def plot_positional_encoding(
     pe: np.ndarray,
@@ -135,13 +137,16 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     title = "cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j")
     if learned and not centre:  # a trained table: the position least like the others, named on both axes
         odd = int(np.argmin(rest))
-        # its ticks on both axes in bold gold: the cells stay in view
+        # marked outside the map, so that its cells stay in view: on both axes a long, thick gold tick points at
+        # its row and its column, under a bold gold label (every label pushed out past the long tick)
         ticks = sorted({*(int(v) for v in np.arange(0, t, 20)), odd})
+        ax_c.tick_params(pad=8)
         for axis in (ax_c.xaxis, ax_c.yaxis):
             axis.set_ticks(ticks, [str(v) for v in ticks])
-            for tick, v in zip(axis.get_ticklabels(), ticks):
+            for tick, v in zip(axis.get_major_ticks(), ticks):
                 if v == odd:
-                    tick.set(color="#b07800", fontweight="bold")
+                    tick.tick1line.set(markeredgecolor=GOLD, markersize=9, markeredgewidth=2.4)
+                    tick.label1.set(color=GOLD, fontweight="bold")
         title += f"\n(in gold: position {odd}, the least like the rest)"
     ax_c.set(xlabel="position j", ylabel="position i", title=title)
     fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
