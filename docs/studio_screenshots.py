@@ -99,7 +99,7 @@ def main() -> None:
             shot("atlas")
             page.click("#tabs [data-tab=attribution]")  # gradient-weighted attention over the output
             page.wait_for_selector("#attr-matrix")
-            hover_cell(page, "#attr-matrix", "“blauen” draws", "token “blue”")  # the strongest cell
+            hover_cell(page, "#attr-matrix", "“blauen” draws", "from “blue”")  # the strongest cell
             shot("attribution")
             page.click("#tabs [data-tab=neuron]")
             page.select_option("#head", "1")

@@ -64,7 +64,7 @@
       }
       $("readout").textContent = i >= 0 && j >= 0 && i < nr && j < nc
         ? (r.side === "encoder" ? `${r.label}: position ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} of itself from “${r.tokens[j]}” (${j})`
-          : `${r.label}: ${row} ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from input token “${r.tokens[j]}” (${j})`) : "";
+          : `${r.label}: ${row} ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from “${r.tokens[j]}” (${j})`) : "";
     };
     c.onmouseleave = () => { ctx.putImageData(drawn, 0, 0); $("readout").textContent = ""; };
     colourBar(html("canvas", {}, box), 1040, peak.toFixed(3), [

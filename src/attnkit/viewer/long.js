@@ -130,7 +130,9 @@
     const font = guess >= 18 ? `13px ${lib.FAMILY}` : guess >= 13 ? `12px ${lib.FAMILY}` : lib.SMALL;
     const below = guess >= 11 ? Math.min(100, 8 + lib.textWidth(k.slice(c0, c1).map((t) => String(t)), font)) : 0;
     const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 64;
-    const top = 22, side = side0(room, left - 64, below);  // the key labels under it, the query labels beside
+    // under the map: the key tokens (their longest's length), or positions and "keys →"
+    const under = below ? below + 6 : 36;
+    const top = 22, side = side0(room, left - 64, under - 36);  // the key labels under it, the query labels beside
     const wide = Math.max(side, Math.min(room.w - left - 40, 1400));  // pooled pixels may be wider than tall: the pane's width
     const { w: cw, h: ch } = lib.fitCells(wide / nc, side / nr);  // every cell its own pixels
     const exact = Math.min(cw, ch) >= 1;
@@ -141,7 +143,7 @@
     let answer;
     try { answer = await ask("/api/overview", body); } catch (err) { $("readout").textContent = String(err.message || err); return; }
     if (mine !== ticket || state.tab !== "matrix") return;
-    const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + 36 + below);
+    const ctx = lib.setupCanvas(canvas, left + w + 24, top + h + under);
     const cells = exact && !answer.coarse;
     canvas.dataset.exact = String(cells);  // every cell drawn from its exact weight
     document.body.classList.toggle("exact-cells", cells);  // no pooling to choose
@@ -171,10 +173,12 @@
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
     const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${SUPERSCRIPT(LOG_DECADES)} or less` : "";
+    const span = r0 === c0 && r1 === c1 && T === S ? `queries and keys ${r0}-${r1 - 1} of ${T}`  // the diagonal's block
+      : `queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}`;
     lib.colourBar($("legend"), Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
-      `layer ${lib.layerName(state.layer)}, ${which}: queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}; ${how}`,
+      `layer ${lib.layerName(state.layer)}, ${which}: ${span}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
-      "wheel: zoom at the pointer · drag: zoom to a box · double-click: the whole map",
+      "wheel: zoom · drag: zoom to a box · double-click: the whole map",
     ], log ? `≤10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0",
     log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, `10⁻${SUPERSCRIPT(LOG_DECADES - 1 - i)}`]) : []);
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";

@@ -252,7 +252,7 @@
   // up to four lines beside the bar, wrapped to fit; ``ticks``: [fraction of the bar, label] between its ends
   function colourBar(canvas, width, top, lines, bottom = "0", ticks = []) {
     width = Math.min(width, area().w);  // never past the pane's edge
-    lines = wrapped(lines, LEGEND, width - BAR - 28).slice(0, 4);
+    lines = wrapped(lines, LEGEND, width - BAR - 28);  // every line, the canvas as tall as they need
     const ctx = setupCanvas(canvas, width, Math.max(44, 8 + 18 * lines.length));
     for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
