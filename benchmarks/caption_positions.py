@@ -52,11 +52,11 @@ def run(model: str, scheme: str, steps: int | None, seed: int, test: int, out: P
 def score(model_dir: Path, seed: int, test: int) -> dict:
     """A trained captioner's scores on ``test`` scenes from held-out scans (seed + 1000)."""
     net, vocab, cfg = load_model(model_dir, task="caption")
-    scenes = make_scenes(test, held_out=True, seed=seed + 1000, size=cfg.data.image_size)
+    scenes = make_scenes(test, held_out=True, seed=seed + 1000, size=cfg.data.scenes.image_size)
     layered = cfg.model.arch == "transformer"  # attention per decoder layer: the last, and the mean of all
     row = {}
     for name, layer in (("last", -1), ("mean", None)) if layered else (("last", -1),):
-        scores, _ = evaluate_captions(net, vocab, scenes, max_words=cfg.data.digits[1] + 2, layer=layer)
+        scores, _ = evaluate_captions(net, vocab, scenes, max_words=cfg.data.scenes.digits[1] + 2, layer=layer)
         row.update(exact=round(scores.exact, 1), bleu=round(scores.bleu, 1))
         row[f"correctness_{name}"] = round(scores.correctness.score, 3)
         row["uniform"] = round(scores.correctness.uniform, 3)

@@ -157,9 +157,9 @@ def caption_correctness(demo: Path, n: int) -> dict[str, float]:
     from attnkit.models.image import region_maps
 
     model, vocab, cfg = load_model(demo, checkpoint_name="best", task="caption")
-    scenes = make_scenes(n, held_out=True, seed=20261124, size=cfg.data.image_size)
+    scenes = make_scenes(n, held_out=True, seed=20261124, size=cfg.data.scenes.image_size)
     captions = caption_images(
-        model, vocab, np.stack([s.image for s in scenes]), max_words=max_caption_words(cfg.data.digits)
+        model, vocab, np.stack([s.image for s in scenes]), max_words=max_caption_words(cfg.data.scenes.digits)
     )
     maps: dict[str, list] = {m: [] for m in CAPTION_METHODS}
     boxes: list = []

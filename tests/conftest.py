@@ -108,7 +108,7 @@ def tiny_captioner(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("captioner") / "model"
     cfg = {
         "out_dir": str(out),
-        "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
+        "data": {"task": "caption", "scenes": {"train": 60, "dev": 4}},
         "model": {
             "arch": "transformer",
             "d_model": 16,

@@ -52,7 +52,7 @@ def workdir(tmp_path_factory) -> Path:
     if importlib.util.find_spec("sklearn") is not None:  # a captioning model (digit scenes need scikit-learn)
         caption = {
             "out_dir": str(d / "captioner"),
-            "data": {"task": "caption", "train_scenes": 100, "dev_scenes": 4},
+            "data": {"task": "caption", "scenes": {"train": 100, "dev": 4}},
             "model": {"arch": "rnn", "d_model": 16, "layers": 1, "rnn": {"hidden": 16}},
             "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 100, "warmup": 1},
         }
@@ -230,7 +230,10 @@ CASES = [
     (["demo", "--task", "poem"], "--task: invalid choice: 'poem'"),
     (["train", "cfg.yaml", "data.task=paint"], "unknown data.task 'paint'"),
     (["train", "cfg.yaml", "data.task=caption", "model.positions=rope"], "model.positions=rope acts inside text"),
-    (["train", "cfg.yaml", "data.task=caption", "data.digits=[3, 12]"], "12 digits do not fit a 32-pixel canvas"),
+    (
+        ["train", "cfg.yaml", "data.task=caption", "data.scenes.digits=[3, 12]"],
+        "12 digits do not fit a 32-pixel canvas",
+    ),
     (["train", "cfg.yaml", "data.task=caption", "model.image.region=5"], "does not tile into model.image.region=5"),
     (
         ["train", "cfg.yaml", "data.task=caption", "model.arch=rnn", "model.image.encoder=vit"],

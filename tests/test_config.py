@@ -130,13 +130,13 @@ def test_keys_of_another_architecture_are_warned_about_and_never_saved(tmp_path,
 
     path = tmp_path / "rnn.yaml"
     path.write_text(
-        "model:\n  arch: rnn\n  transformer:\n    heads: 8\n  rnn:\n    hidden: 64\ndata:\n  train_scenes: 10\n"
+        "model:\n  arch: rnn\n  transformer:\n    heads: 8\n  rnn:\n    hidden: 64\ndata:\n  scenes:\n    train: 10\n"
     )
     cfg = load_config(path, ["model.transformer.ffn=512"], warn=True)
     err = capsys.readouterr().err.strip()
     assert (
         err.count("\n") == 0
-        and "model.transformer.heads, model.transformer.ffn, data.train_scenes do not apply to model.arch=rnn" in err
+        and "model.transformer.heads, model.transformer.ffn, data.scenes.train do not apply to model.arch=rnn" in err
     )
     assert "model.rnn.hidden" not in err  # an RNN key in an RNN config is read
     load_config(path, warn=False)
@@ -144,8 +144,8 @@ def test_keys_of_another_architecture_are_warned_about_and_never_saved(tmp_path,
     save_config(cfg, tmp_path / "saved.yaml")
     saved = yaml.safe_load((tmp_path / "saved.yaml").read_text())
     assert saved["model"]["rnn"]["hidden"] == 64 and "transformer" not in saved["model"]
-    assert "image" not in saved["model"] and "train_scenes" not in saved["data"]
-    assert set(unread(cfg)) >= {"model.transformer", "model.positions", "model.image", "data.digits"}
+    assert "image" not in saved["model"] and "scenes" not in saved["data"]
+    assert set(unread(cfg)) >= {"model.transformer", "model.positions", "model.image", "data.scenes"}
     again = load_config(tmp_path / "saved.yaml", warn=True)
     assert capsys.readouterr().err == "" and again.model.rnn.hidden == 64  # a saved config says only what it uses
     caption = load_config(tmp_path / "saved.yaml", ["data.task=caption", "model.rnn.attention=global"])
@@ -167,6 +167,25 @@ def test_a_flat_model_key_of_an_older_config_is_read_into_its_section(tmp_path, 
     assert config_from_dict({}, ["model.image_encoder=vit"]).model.image.encoder == "vit"
     with pytest.raises(ValueError, match=r"both model.heads and model.transformer.heads"):
         config_from_dict({"model": {"heads": 2, "transformer": {"heads": 4}}})
+
+
+def test_a_flat_scenes_key_of_an_older_captioner_is_read_into_data_scenes(tmp_path, capsys):
+    """A captioner's config written before ``data.scenes`` (a model directory's, say) still reads,
+    with one line naming each key's new place; given both ways, a key is refused."""
+    old = tmp_path / "old.yaml"
+    old.write_text("data:\n  task: caption\n  image_size: 40\n  train_scenes: 12\n  digits: [1, 2]\n")
+    cfg = load_config(old)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"note: {old}: ")
+    assert "data.image_size is now data.scenes.image_size, data.train_scenes is now data.scenes.train" in err
+    new = {"task": "caption", "scenes": {"image_size": 40, "train": 12, "digits": [1, 2]}}
+    assert cfg == config_from_dict({"data": new}) and capsys.readouterr().err == ""
+    assert (cfg.data.scenes.image_size, cfg.data.scenes.train, cfg.data.scenes.digits) == (40, 12, (1, 2))
+    assert config_from_dict({}, ["data.task=caption", "data.noise=0.1"]).data.scenes.noise == 0.1  # an override too
+    with pytest.raises(ValueError, match=r"both data.dev_scenes and data.scenes.dev: keep data.scenes.dev"):
+        config_from_dict({"data": {"dev_scenes": 2, "scenes": {"dev": 4}}})
+    with pytest.raises(ValueError, match=r"config section 'data.scenes' must be a mapping"):
+        config_from_dict({"data": {"digits": [1, 2], "scenes": 3}})
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in SHIPPED.iterdir() if (p / "config.yaml").is_file()))

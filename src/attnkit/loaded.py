@@ -501,7 +501,7 @@ class Captioner(LoadedModel):
 
     def __init__(self, name: str, model: ImageCaptioner, vocab: WordVocabulary, cfg: Config) -> None:
         self.name, self.model, self.vocab, self.cfg = name, model, vocab, cfg
-        m, d = cfg.model, cfg.data
+        m, d = cfg.model, cfg.data.scenes
         self.info = {
             **model_info(model, cfg),
             "image_encoder": m.image.encoder,
@@ -530,7 +530,7 @@ class Captioner(LoadedModel):
         return [type(m).__name__ for m in self.model.position_schemes()]
 
     def _grid(self) -> tuple[int, int]:
-        size = self.cfg.data.image_size
+        size = self.cfg.data.scenes.image_size
         return self.model.region_grid(size, size)
 
     def token_count(self, text: str) -> int:
@@ -541,7 +541,7 @@ class Captioner(LoadedModel):
         return len(self.vocab.encode_tgt([text])[0]) + 1
 
     def read_image(self, raw: bytes, name: str) -> np.ndarray:
-        return decode_image(raw, self.cfg.data.image_size, name=name)
+        return decode_image(raw, self.cfg.data.scenes.image_size, name=name)
 
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         """``sentences``: image files, read at the size the model was trained on."""
@@ -550,7 +550,7 @@ class Captioner(LoadedModel):
             raise ValueError("--max-new-tokens is for decoder-only models; a captioner writes until </s>")
         if targets is not None and len(targets) != len(sentences):
             raise ValueError(f"{len(sentences)} images but {len(targets)} captions")
-        size = self.cfg.data.image_size
+        size = self.cfg.data.scenes.image_size
         images = [read_image(Path(s), size) for s in sentences]  # every file checked before any runs
         return [
             self.prepare_image(im, str(s), target=None if targets is None else targets[i], options=options)
@@ -573,7 +573,7 @@ class Captioner(LoadedModel):
         else:
             options = SearchOptions(beam=(options or SearchOptions(beam=1)).beam)
             found = caption_images(
-                self.model, self.vocab, image[None], options, max_words=max_caption_words(self.cfg.data.digits)
+                self.model, self.vocab, image[None], options, max_words=max_caption_words(self.cfg.data.scenes.digits)
             )[0]
             words, score = found.words, found.score
             ids, output = self.vocab.encode_tgt([" ".join(words)])[0], " ".join(words)

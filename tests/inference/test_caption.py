@@ -110,7 +110,7 @@ def test_attnkit_load_gives_a_captioner_whose_record_is_the_searchs_attention(ti
     # the search's own attention for its own caption: the same numbers from the recorded forward pass
     (own,) = model.prepare([str(tmp_path / "noise.png")], options=SearchOptions(beam=1))
     found = caption_images(
-        model.model, model.vocab, own.image[None], max_words=max_caption_words(model.cfg.data.digits)
+        model.model, model.vocab, own.image[None], max_words=max_caption_words(model.cfg.data.scenes.digits)
     )[0]
     assert found.words == own.tgt_out_tokens[:-1]
     mine = model.capture(own).select("cross", -1, "mean")[: len(found.words)].reshape(found.attention.shape)

@@ -20,7 +20,7 @@ def config(out, **train_keys):
     return config_from_dict(
         {
             "out_dir": str(out),
-            "data": {"task": "caption", "train_scenes": 4000, "dev_scenes": 100, "digits": [1, 2]},
+            "data": {"task": "caption", "scenes": {"train": 4000, "dev": 100, "digits": [1, 2]}},
             "model": {
                 "arch": "rnn",
                 "d_model": 32,

@@ -33,7 +33,7 @@ def test_a_captioner_without_dropout_trains_as_the_plain_run(tmp_path):
     for name, rdrop in (("plain", 0.0), ("rdrop", 5.0)):
         cfg = {
             "out_dir": str(tmp_path / name),
-            "data": {"task": "caption", "train_scenes": 60, "dev_scenes": 4},
+            "data": {"task": "caption", "scenes": {"train": 60, "dev": 4}},
             "model": {
                 "arch": "transformer",
                 "d_model": 16,

@@ -1,6 +1,6 @@
 """Reading and writing a configuration: YAML files, dotted overrides from the command line
 (``model.layers=2``), unknown keys rejected with the nearest valid key suggested, and the flat
-model keys of older configs read into their sections with one line naming the new key."""
+keys of older configs read into their subsections with one line naming the new key."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from .rules import check_config
-from .schema import Config, ImageConfig, RNNConfig, TransformerConfig, is_unread, unread
+from .schema import Config, ImageConfig, RNNConfig, ScenesConfig, TransformerConfig, is_unread, unread
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -109,36 +109,47 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-# the keys a model section held before it had one section per component, and where each is now
-MOVED = {
-    **{k: f"transformer.{k}" for k in (f.name for f in dataclasses.fields(TransformerConfig))},
-    **{k: f"rnn.{k}" for k in (f.name for f in dataclasses.fields(RNNConfig))},
-    **{"image_encoder": "image.encoder", "region": "image.region"},
-}
-assert set(MOVED.values()) >= {f"image.{f.name}" for f in dataclasses.fields(ImageConfig)}
+# the keys a section held before it had one subsection per component, and where each is now
+MOVED: dict[str, dict[str, str]] = {
+    "model": {
+        **{k: f"transformer.{k}" for k in (f.name for f in dataclasses.fields(TransformerConfig))},
+        **{k: f"rnn.{k}" for k in (f.name for f in dataclasses.fields(RNNConfig))},
+        **{"image_encoder": "image.encoder", "region": "image.region"},
+    },
+    "data": {
+        "image_size": "scenes.image_size", "train_scenes": "scenes.train", "dev_scenes": "scenes.dev",
+        "digits": "scenes.digits", "noise": "scenes.noise",
+    },
+}  # fmt: skip
+assert set(MOVED["model"].values()) >= {f"image.{f.name}" for f in dataclasses.fields(ImageConfig)}
+assert set(MOVED["data"].values()) == {f"scenes.{f.name}" for f in dataclasses.fields(ScenesConfig)}
 
 
 def nest_moved_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``data`` with each flat model key of an older config (``model.heads``) in its section
-    (``model.transformer.heads``), and the keys so moved. A key given both ways is refused."""
-    model = data.get("model")
-    if not isinstance(model, dict) or not any(k in MOVED for k in model):
-        return data, []
-    model, moved = dict(model), []
-    for old in [k for k in model if k in MOVED]:
-        section, name = MOVED[old].split(".")
-        inner = model.get(section, {})
-        if not isinstance(inner, dict):
-            raise ValueError(f"config section 'model.{section}' must be a mapping, got {inner!r}")
-        if name in inner:
-            raise ValueError(f"config gives both model.{old} and model.{MOVED[old]}: keep model.{MOVED[old]}")
-        model[section] = {**inner, name: model.pop(old)}
-        moved.append(old)
-    return {**data, "model": model}, moved
+    """``data`` with each flat key of an older config (``model.heads``, ``data.digits``) in its
+    subsection (``model.transformer.heads``, ``data.scenes.digits``), and a line naming each key
+    so moved (``model.heads is now model.transformer.heads``). A key given both ways is refused."""
+    out, moved = dict(data), []
+    for top, keys in MOVED.items():
+        section = data.get(top)
+        if not isinstance(section, dict) or not any(k in keys for k in section):
+            continue
+        section = dict(section)
+        for old in [k for k in section if k in keys]:
+            sub, name = keys[old].split(".")
+            inner = section.get(sub, {})
+            if not isinstance(inner, dict):
+                raise ValueError(f"config section '{top}.{sub}' must be a mapping, got {inner!r}")
+            if name in inner:
+                raise ValueError(f"config gives both {top}.{old} and {top}.{keys[old]}: keep {top}.{keys[old]}")
+            section[sub] = {**inner, name: section.pop(old)}
+            moved.append(f"{top}.{old} is now {top}.{keys[old]}")
+        out[top] = section
+    return out, moved
 
 
 def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None, *, name: str = "config") -> Config:
-    """Build and check a config (``check_config``) from a mapping and dotted overrides. Flat model
+    """Build and check a config (``check_config``) from a mapping and dotted overrides. The flat
     keys of an older config are read into their sections, with one line on stderr naming the new
     keys (``name``: what to call the config in it)."""
     if not isinstance(data, dict):
@@ -147,7 +158,7 @@ def config_from_dict(data: dict[str, Any], overrides: list[str] | None = None, *
         )
     tree, moved = nest_moved_keys(_merge(data, parse_overrides(overrides or [])))
     if moved:
-        print(f"note: {name}: " + ", ".join(f"model.{k} is now model.{MOVED[k]}" for k in moved), file=sys.stderr)
+        print(f"note: {name}: " + ", ".join(moved), file=sys.stderr)
     cfg = _build(Config, tree, "")
     check_config(cfg)
     return cfg

@@ -67,10 +67,10 @@ PROBABILITY = Range(0, 1, high_open=True)  # dropout, label smoothing: 1 would d
 
 RULES: dict[str, Choice | Range] = {
     "data.task": Choice(TASKS),
-    "data.image_size": POSITIVE,
-    "data.train_scenes": POSITIVE,
-    "data.dev_scenes": POSITIVE,
-    "data.noise": NON_NEGATIVE,
+    "data.scenes.image_size": POSITIVE,
+    "data.scenes.train": POSITIVE,
+    "data.scenes.dev": POSITIVE,
+    "data.scenes.noise": NON_NEGATIVE,
     "data.multi30k_variant": Choice(MULTI30K_VARIANTS),
     "data.max_len": POSITIVE,
     "data.max_dev_sentences": NON_NEGATIVE,
@@ -209,7 +209,7 @@ def check_captioner(m: ModelConfig) -> None:
 
 def check_captioning(cfg: Config) -> None:
     """How the keys of an image-captioning config must fit together."""
-    d, m = cfg.data, cfg.model
+    d, m = cfg.data.scenes, cfg.model
     region = m.image.region
     check_captioner(m)
     if m.positions not in IMAGE_POSITIONS:
@@ -222,7 +222,9 @@ def check_captioning(cfg: Config) -> None:
             f"model.rnn.attention={m.rnn.attention} is a window over a 1-D sequence; attention over image regions is global"
         )
     if d.image_size % region:
-        raise ValueError(f"data.image_size={d.image_size} does not tile into model.image.region={region} pixel regions")
+        raise ValueError(
+            f"data.scenes.image_size={d.image_size} does not tile into model.image.region={region} pixel regions"
+        )
     if m.image.encoder == "cnn" and 2 ** int(region).bit_length() != 2 * region:
         raise ValueError(
             f"the CNN halves the resolution per stage: model.image.region must be a power of 2, got {region}"
@@ -235,10 +237,12 @@ def check_captioning(cfg: Config) -> None:
         )
     lo, hi = d.digits
     if not 1 <= lo <= hi:
-        raise ValueError(f"data.digits={[lo, hi]} must be the fewest and most digits per scene, 1 <= fewest <= most")
-    slots = (d.image_size // 10) ** 2  # data.scenes: one 8-pixel digit per 10-pixel slot
+        raise ValueError(
+            f"data.scenes.digits={[lo, hi]} must be the fewest and most digits per scene, 1 <= fewest <= most"
+        )
+    slots = (d.image_size // 10) ** 2  # one 8-pixel digit per 10-pixel slot
     if hi > slots:
-        raise ValueError(f"data.digits: {hi} digits do not fit a {d.image_size}-pixel canvas (at most {slots})")
+        raise ValueError(f"data.scenes.digits: {hi} digits do not fit a {d.image_size}-pixel canvas (at most {slots})")
     if cfg.train.attention_snapshots:
         raise ValueError("train.attention_snapshots takes dev sentences; a captioning run has none (set it to 0)")
 

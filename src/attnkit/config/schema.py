@@ -25,6 +25,18 @@ BLEU_TOKENIZERS = ("13a", "none", "intl", "char", "zh", "ja-mecab", "ko-mecab", 
 
 
 @dataclass
+class ScenesConfig:
+    """``data.task: caption``: scenes of 3-5 real digit scans (scikit-learn's bundled UCI set), the
+    dev scenes made from held-out scans."""
+
+    image_size: int = 32  # canvas side, pixels
+    train: int = 20000  # training scenes
+    dev: int = 500  # dev scenes
+    digits: tuple[int, int] = (3, 5)  # fewest and most digits per scene
+    noise: float = 0.05  # std of the Gaussian pixel noise
+
+
+@dataclass
 class DataConfig:
     """Where the parallel text is (explicit file paths, or ``multi30k``), or, for
     ``task: caption``, the built-in digit scenes of real digit scans."""
@@ -42,12 +54,7 @@ class DataConfig:
     tgt_lang: str = "de"
     max_len: int = 100  # subword tokens per side; longer training pairs are dropped
     max_dev_sentences: int = 0  # 0 = the whole dev set
-    # task: caption -- scenes of 3-5 real digit scans (scikit-learn's bundled UCI set); dev scenes use held-out scans
-    image_size: int = 32  # canvas side, pixels
-    train_scenes: int = 20000
-    dev_scenes: int = 500
-    digits: tuple[int, int] = (3, 5)  # fewest and most digits per scene
-    noise: float = 0.05  # std of the Gaussian pixel noise
+    scenes: ScenesConfig = field(default_factory=ScenesConfig)  # task: caption
 
 
 @dataclass
@@ -184,8 +191,7 @@ def _plain(x: Any) -> Any:
     return x
 
 
-# keys of the data and train sections that only one task reads
-CAPTION_DATA_KEYS = ("image_size", "train_scenes", "dev_scenes", "digits", "noise")
+# keys of the data and train sections that only one task reads (a captioner's are data.scenes)
 TRANSLATION_DATA_KEYS = (
     "train_src", "train_tgt", "dev_src", "dev_tgt", "multi30k", "multi30k_variant", "src_lang", "tgt_lang",
     "max_len", "max_dev_sentences",
@@ -205,7 +211,7 @@ def unread(cfg: Config) -> list[str]:
     if caption:
         out += ["tokenizer", *(f"data.{k}" for k in TRANSLATION_DATA_KEYS), *(f"train.{k}" for k in TEACHER_KEYS)]
     else:
-        out += ["model.image", *(f"data.{k}" for k in CAPTION_DATA_KEYS)]
+        out += ["model.image", "data.scenes"]
     return out
 
 

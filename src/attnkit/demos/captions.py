@@ -51,7 +51,7 @@ def caption_demo_config(out_dir: Path, arch: str, max_steps: int) -> dict[str, A
     )
     return {
         "out_dir": str(out_dir),
-        "data": {"task": "caption", "image_size": 32, "train_scenes": 20000, "dev_scenes": 500},
+        "data": {"task": "caption", "scenes": {"image_size": 32, "train": 20000, "dev": 500}},
         "model": model,
         # configs/digit_scenes_caption_{rnn,vit}.yaml; the cosine decay ends at max_steps
         "train": {
@@ -102,8 +102,8 @@ def _build(out: Path, *, arch: str, max_steps: int, seed: int) -> dict[str, Any]
         raise KeyboardInterrupt
     model, vocab, _ = load_model(out, checkpoint_name="best", task="caption")
     # test scenes: held-out scans, drawn apart from the dev scenes that chose the checkpoint
-    scenes = make_scenes(TEST_SCENES, held_out=True, seed=seed + 1000, size=cfg.data.image_size)
-    scores, captions = evaluate_captions(model, vocab, scenes, max_words=max_caption_words(cfg.data.digits))
+    scenes = make_scenes(TEST_SCENES, held_out=True, seed=seed + 1000, size=cfg.data.scenes.image_size)
+    scores, captions = evaluate_captions(model, vocab, scenes, max_words=max_caption_words(cfg.data.scenes.digits))
     seconds = time.perf_counter() - started
 
     kind = (

@@ -87,9 +87,9 @@ def caption_files(
     from ..loading.model_dir import load_model
 
     model, vocab, cfg = load_model(model_dir, task="caption", **(weights or {}))
-    size = cfg.data.image_size
+    size = cfg.data.scenes.image_size
     images = np.stack([read_image(p, size) for p in paths])  # every file checked before any output
-    captions = caption_images(model, vocab, images, options, max_words=max_caption_words(cfg.data.digits))
+    captions = caption_images(model, vocab, images, options, max_words=max_caption_words(cfg.data.scenes.digits))
     for path, cap in zip(paths, captions):
         print(f"{path}\t{' '.join(cap.words)}")
     return captions

@@ -226,7 +226,7 @@ def load_model(
     model: LoadedModel
     if cfg.data.task == "caption":
         tok = WordVocabulary.load(md.path)
-        model = build_captioner(cfg.model, vocab=tok.tgt_vocab, pad_id=PAD, image_size=cfg.data.image_size)
+        model = build_captioner(cfg.model, vocab=tok.tgt_vocab, pad_id=PAD, image_size=cfg.data.scenes.image_size)
     else:
         tok = Tokenizer.load(md.path, right_to_left=cfg.tokenizer.right_to_left)
         model = build_model(

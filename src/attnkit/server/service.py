@@ -153,11 +153,11 @@ class Studio:
             from ..data.scenes import make_scenes
 
             seed = self._int(request, "scene", 0, 0, 2**31 - 1)
-            d = captioner.cfg.data
+            d = captioner.cfg.data.scenes
             scene = make_scenes(1, held_out=True, seed=seed + 7919, size=d.image_size, count=d.digits, noise=d.noise)[0]
             image, name = scene.image, f"held-out scene {seed}"
         found = caption_images(
-            captioner.model, captioner.vocab, image[None], max_words=max_caption_words(captioner.cfg.data.digits)
+            captioner.model, captioner.vocab, image[None], max_words=max_caption_words(captioner.cfg.data.scenes.digits)
         )[0]
         return {
             "model": m.name,

@@ -134,10 +134,10 @@ class CaptionTask:
     def __init__(self, cfg: Config) -> None:
         from ..data.scenes import make_scenes
 
-        self.cfg, d = cfg, cfg.data
+        self.cfg, d = cfg, cfg.data.scenes
         kwargs: dict[str, Any] = dict(size=d.image_size, count=d.digits, noise=d.noise)
-        train = make_scenes(d.train_scenes, seed=cfg.train.seed, **kwargs)
-        self.dev = make_scenes(d.dev_scenes, held_out=True, seed=cfg.train.seed, **kwargs)
+        train = make_scenes(d.train, seed=cfg.train.seed, **kwargs)
+        self.dev = make_scenes(d.dev, held_out=True, seed=cfg.train.seed, **kwargs)
         self.train_images = np.stack([s.image for s in train])
         self.train_captions = [" ".join(s.words) for s in train]
         self.dev_images = np.stack([s.image for s in self.dev])
@@ -152,7 +152,7 @@ class CaptionTask:
         self.tok = WordVocabulary.load(out_dir)
 
     def batcher(self) -> tuple[ImageBatcher, str]:
-        d = self.cfg.data
+        d = self.cfg.data.scenes
         self.dev_tgt = self.tok.encode_tgt(self.dev_captions)
         line = (
             f"data: {len(self.train_captions)} training scenes, {len(self.dev_captions)} dev scenes from held-out "
@@ -169,11 +169,11 @@ class CaptionTask:
 
     def build_model(self) -> RNNCaptioner | TransformerCaptioner:
         return build_captioner(
-            self.cfg.model, vocab=self.tok.tgt_vocab, pad_id=PAD, image_size=self.cfg.data.image_size
+            self.cfg.model, vocab=self.tok.tgt_vocab, pad_id=PAD, image_size=self.cfg.data.scenes.image_size
         )
 
     def dev_batches(self) -> Iterator[Batch]:
-        per_batch = max(1, self.cfg.train.batch_tokens // (self.cfg.data.digits[1] + 1))
+        per_batch = max(1, self.cfg.train.batch_tokens // (self.cfg.data.scenes.digits[1] + 1))
         for start in range(0, len(self.dev_tgt), per_batch):
             idx = np.arange(start, min(start + per_batch, len(self.dev_tgt)))
             yield collate_images(self.dev_images[idx], [self.dev_tgt[i] for i in idx], idx)
