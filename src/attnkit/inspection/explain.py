@@ -86,6 +86,11 @@ class Walkthrough:
             self.allowed = np.isfinite(self.scaled)
 
     @property
+    def kind_label(self) -> str:
+        """The attention's name: ``encoder self-attention``, ``cross-attention``."""
+        return LABELS[self.kind]
+
+    @property
     def query_label(self) -> str:
         """The query as `plot` labels its row: a cross-attention row by the token it predicts."""
         if self.kind == "cross":

@@ -266,8 +266,7 @@ def _t5(a: Ask) -> Drawn:
         reach = a.trained_len + 1 if a.trained_len else 0  # the longest offset a training pair held
         unreached = unreached_buckets(reach, **sizes, bidirectional=t5.bidirectional) if reach else []
         note = (
-            f"hatched: the {len(unreached)} buckets that no offset within ±{reach}, the longest "
-            "training sequence, falls in: never trained, their scalars are random initial values"
+            f"hatched: {len(unreached)} buckets that no training offset reached (all within ±{reach}), still random"
             if unreached
             else "a bucket of offsets that training never reached keeps its random initial scalar"
         )
@@ -281,7 +280,7 @@ def _t5(a: Ask) -> Drawn:
                 buckets=True,
                 scalars=scalars,
                 unreached=unreached,
-                title=f"T5 bias of {a.model_name}\nbias(i, j) = b[head, bucket(j − i)]; {note}",
+                title=f"T5 bias of {a.model_name}\nbias(i, j) = b[head, bucket(j − i)]\n{note}",
                 width=a.width,
             ),
         )

@@ -16,6 +16,7 @@ from typing import cast
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Rectangle
 
 from ..data.images import Box, greyscale
@@ -159,7 +160,9 @@ def plot_caption_methods(
     # the maps on the left, a row per method named without its paper (the key under the panels cites
     # them); the image once, over the colour bar, on the right
     side = min(1.7, (WIDTH - 2.4) / n)
-    fig = Figure(figsize=(2.4 + side * n, side * len(panels) + 1.0), layout="constrained")
+    # a margin on the right past constrained layout's own, where the colour bar's label ends
+    layout = ConstrainedLayoutEngine(rect=(0, 0, 0.992, 1))
+    fig = Figure(figsize=(2.4 + side * n, side * len(panels) + 1.0), layout=layout)
     left, right = cast(np.ndarray, fig.subfigures(1, 2, width_ratios=[1.0 + side * n, 1.4]))  # 1 x 2: an array
     axes = left.subplots(len(panels), n, squeeze=False)
     heat = None

@@ -57,7 +57,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     query_label = getattr(w, "query_label", f"query {w.query_token!r}")
     where = "RNN decoder (Luong)" if w.recurrent else f"layer {w.layer}, head {w.head}"
     fig.suptitle(
-        textwrap.fill(f"{model + ': ' if model else ''}{w.kind} attention, {where}: {query_label}", 90), fontsize=11
+        textwrap.fill(f"{model + ': ' if model else ''}{w.kind_label}, {where}: {query_label}", 90), fontsize=11
     )
     return fig
 
