@@ -179,7 +179,7 @@
       `layer ${lib.layerName(state.layer)}, ${which}: ${span}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
       "wheel: zoom · drag: zoom to a box · double-click: the whole map",
-    ], log ? `≤10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0",
+    ], log ? `10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0",  // "or less": the note beside the bar
     log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, `10⁻${SUPERSCRIPT(LOG_DECADES - 1 - i)}`]) : []);
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
     $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${T} x ${S} tokens ` +

@@ -6,7 +6,14 @@
     $, html, state, example, queries, keys, shown, heads, rowScale, scaleNote, area, clamp, layerName, layerCount,
     setupCanvas, renderCells, colour, selectTab, KIND_LABEL, LEGEND
   } = lib;
-  function drawModelView() {
+  // the room under the tab's last line, in the pane: what a second pass may give the thumbnails
+  function spareHeight() {
+    if ($("tab-model").hidden) return 0;
+    const m = document.querySelector("main"), box = m.getBoundingClientRect();
+    return Math.floor(box.top + m.clientHeight - 16 - $("tab-model").getBoundingClientRect().bottom);
+  }
+  function drawModelView() { drawModel(0); }
+  function drawModel(bonus) {  // ``bonus``: px of height per layer that the first pass left under the tab
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k), maps = ex.maps[state.kind];
     const grid = $("model-grid"); grid.innerHTML = "";
@@ -15,7 +22,7 @@
     // be; square cells, so that a map keeps its shape (a diagonal at 45 degrees), unless the width binds and the
     // height has room: then cells up to TALLER times as tall as wide fill it (a diagonal at most 51 degrees)
     const TALLER = 1.25;
-    const fitW = Math.floor((room.w - 80) / h) - 8, fitH = Math.floor((room.h - 110) / maps.length) - 8;
+    const fitW = Math.floor((room.w - 80) / h) - 8, fitH = Math.floor((room.h - 110) / maps.length) - 8 + bonus;
     const aspect = clamp(cols.length / Math.max(1, rows.length), 0.5, 2);  // the map's width over its height
     const sideW = clamp(Math.round(Math.min(fitW, fitH * aspect)), 32, 260);
     const square = clamp(Math.round(sideW / aspect), 32, 260);
@@ -66,6 +73,9 @@
     ctx.fillStyle = "#667085";  // the frames, in their own colours' words (blue only where one head is chosen)
     const framed = state.head !== "mean" && !state.apart;
     ctx.fillText((framed ? "blue frame: the layer and head the other views show; " : "") + "red frame: under the pointer", w + 22, 19);
+    // the reserve under the grid is a guess: what it left unused goes to taller thumbnails, once
+    const spare = bonus ? 0 : spareHeight();
+    if (spare >= 2 * maps.length && sideH < Math.min(260, Math.round(TALLER * sideW / aspect))) drawModel(Math.floor(spare / maps.length));
   }
 
   return { tabs: { model: drawModelView } };

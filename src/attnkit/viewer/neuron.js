@@ -19,6 +19,7 @@
     return c;
   }
   const TOP_DIMS = 32;  // at most this many dimensions of a vector are shown, unless all are asked for
+  const MIN_CELL = 11;  // px: a dimension's cell in a strip is at least this wide, to be read ("all" shows every one)
   let stripHeight = 14;  // a vector's cells, px high: set from the pane's height for each walk-through
   function topDims(rows, d) {  // indices of the d dims with the largest sum of |value| over rows, in index order
     const all = [...Array(rows[0].length).keys()];
@@ -104,12 +105,12 @@
     const fontPx = clamp(Math.round(rowH * 0.5), 11, w.recurrent ? 13 : 15);
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
-    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 8 px or more,
+    // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 11 px or more,
     // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z). The numeric
     // columns' width is a guess on the first drawing (less than they take, so that the strips fit); the table is
     // then drawn again with the room it left
     const strips = w.recurrent ? 2 : 3, room = measured ?? pane.w - (w.recurrent ? 40 : 30) * fontPx;
-    const fit = clamp(Math.floor(room / strips / 8), 8, TOP_DIMS);
+    const fit = clamp(Math.floor(room / strips / MIN_CELL), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
     const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
     return { weighted, fold, shown, runStart, pane, fontPx, strips, fit, kd, vd, px,
