@@ -2,6 +2,7 @@
 token labels on the axes, a labelled colour bar for every heatmap (one stated shared scale
 where panels share one), and no text outside the canvas."""
 
+import matplotlib.colors
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -240,6 +241,37 @@ def test_positional_encoding_in_two_rows_keeps_its_four_panels():
     assert min(b.y0 for b in boxes[:2]) > max(b.y1 for b in boxes[2:])  # two rows of two
     with pytest.raises(ValueError, match="columns must be 4"):
         plots.plot_positional_encoding(RNG.normal(size=(40, 16)), columns=3)
+
+
+def test_a_trained_tables_odd_position_is_marked_and_enlarged_on_the_cosine_map():
+    """The position least like the rest, found from the table: gold ticks on both axes of the cosine
+    map, and an enlarged corner (under the diagonal, which mirrors the map above it) with that
+    position's row and column outlined in gold."""
+    from matplotlib.patches import Rectangle
+
+    from attnkit.plots.positions import GOLD
+
+    t = 40
+    base = np.cos(np.arange(t)[:, None] * np.linspace(0.05, 1.0, 16)[None, :])  # smooth: neighbours alike
+    base[3] = -base.mean(0)  # one position unlike the rest: it points away from them
+    fig = plots.plot_positional_encoding(base, learned=True)
+    FigureCanvasAgg(fig).draw()
+    cosine = next(ax for ax in fig.axes if ax.get_title().startswith("cosine similarity"))
+    assert "position 3, the least like the rest" in cosine.get_title()
+    gold = [tick.get_text() for axis in (cosine.xaxis, cosine.yaxis) for tick in axis.get_ticklabels()
+            if tick.get_color() == GOLD]  # fmt: skip
+    assert gold == ["3", "3"]
+    (inset,) = cosine.child_axes
+    box = inset.get_position()
+    assert box.x1 < 0.5 * (cosine.get_position().x0 + cosine.get_position().x1)  # in the lower-left half
+    outlined = sorted(
+        (p.get_x() + 0.5, p.get_y() + 0.5, p.get_width(), p.get_height())
+        for p in inset.patches
+        if isinstance(p, Rectangle) and p.get_edgecolor()[:3] == pytest.approx(matplotlib.colors.to_rgb(GOLD))
+    )
+    first = int(inset.images[0].get_extent()[0] + 0.5)
+    assert outlined == [(first, 3, 12, 1), (3, first, 1, 12)]  # position 3's row and column in the corner
+    assert first <= 3 < first + 12
 
 
 def test_local_window_outlines_the_keys_the_model_attends_to():

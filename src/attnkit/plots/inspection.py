@@ -377,18 +377,22 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
     """One depth's 2-D projection: every token grey, the marked ones in their sentence's colour;
     tokens at one place drawn as rings (the largest below) and named by one label."""
     ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
-    places: dict[tuple[int, int], list[int]] = {}
+    places: list[list[int]] = []  # the marked tokens by place: those within NEAR of a place's first share it
     unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
     for i in sorted(marked):
-        places.setdefault(tuple(np.round(unit[i] * 12).astype(int)), []).append(i)
-    for members in places.values():  # tokens at one place: one ring per sentence, the largest below
+        at = next((members for members in places if np.abs(unit[i] - unit[members[0]]).max() < NEAR), None)
+        if at is None:
+            places.append([i])
+        else:
+            at.append(i)
+    for members in places:  # tokens at one place: one ring per sentence, the largest below
         shown = list(dict.fromkeys(marked[i] for i in members))
         for rank, k in enumerate(shown):
             first = next(i for i in members if marked[i] == k)
             size = 30 * (1 + 1.2 * (len(shown) - 1 - rank))
             ax.scatter(xy[first, 0], xy[first, 1], s=size, color=colours[k % len(colours)], zorder=3 + rank,
                        edgecolors="white", linewidths=0.6)  # fmt: skip
-    _place_labels(ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places.values()])
+    _place_labels(ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places])
     ax.set_title(name, fontsize=9)
     ax.margins(MARGIN)  # no point or ring on the panel's frame
     ax.set_xticks([])
@@ -396,6 +400,7 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
 
 
 MARGIN = 0.09  # a projection panel's data margins, of its width and height
+NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes are drawn at one place, one label
 
 
 def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:

@@ -122,6 +122,30 @@ def _dims_panel(
     )
 
 
+def _corner_inset(ax, cos: np.ndarray, odd: int, cmap, norm) -> None:
+    """The map's corner around position ``odd`` magnified in the lower triangle (which mirrors the
+    upper: nothing is hidden), its row and column outlined in gold: one position's cells are a pixel or
+    two wide on the whole map."""
+    n = 12
+    a = max(0, min(odd - n // 2, cos.shape[0] - n))
+    inset = ax.inset_axes((0.04, 0.04, 0.42, 0.42))  # the lower-left corner: under the diagonal
+    inset.imshow(
+        cos[a : a + n, a : a + n],
+        cmap=cmap,
+        norm=norm,
+        interpolation="nearest",
+        extent=(a - 0.5, a + n - 0.5, a + n - 0.5, a - 0.5),
+    )
+    for xy, w, h in (((a - 0.5, odd - 0.5), n, 1), ((odd - 0.5, a - 0.5), 1, n)):
+        inset.add_patch(Rectangle(xy, w, h, fill=False, edgecolor=GOLD, lw=1.2))
+    inset.set_xticks([])
+    inset.set_yticks([])
+    # its name over its top edge, on white: it lies on the map
+    inset.text(0.5, 1.02, f"positions {a}–{a + n - 1}, enlarged", transform=inset.transAxes, ha="center", va="bottom",
+               fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})  # fmt: skip
+    ax.indicate_inset_zoom(inset, edgecolor="#333333", lw=0.8)
+
+
 def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, centre: bool) -> None:
     """The cosine similarity of every pair of positions, and two of its rows."""
     t = pe.shape[0]
@@ -148,6 +172,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
                     tick.tick1line.set(markeredgecolor=GOLD, markersize=9, markeredgewidth=2.4)
                     tick.label1.set(color=GOLD, fontweight="bold")
         title += f"\n(in gold: position {odd}, the least like the rest)"
+        _corner_inset(ax_c, cos, odd, im.cmap, im.norm)
     ax_c.set(xlabel="position j", ylabel="position i", title=title)
     fig.colorbar(im, ax=ax_c, shrink=0.85, label=label)
 
