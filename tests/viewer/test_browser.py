@@ -69,6 +69,9 @@ def test_transformer_viewer_interactions(browser, toy_records, tmp_path):
     page.click("#lines text[data-side='q'][data-i='1']")  # pinned: stays after the mouse leaves, highlighted
     page.mouse.move(5, 5)
     assert "pinned" in page.inner_text("#readout") and page.locator("#lines line.active").count() > 0
+    page.hover("#lines text[data-side='q'][data-i='1']")  # the pointer back on the pinned token: still pinned
+    assert "(pinned; click again to release)" in page.inner_text("#readout")
+    page.mouse.move(5, 5)
     pin = page.locator("#lines rect.pin[data-side='q'][data-i='1']")
     assert pin.get_attribute("visibility") == "visible"
     assert page.locator("#lines rect.pin[visibility='visible']").count() == 1

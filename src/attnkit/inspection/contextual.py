@@ -123,6 +123,11 @@ def depth_names(depth: int) -> list[str]:
     return names
 
 
+def _quoted(token: str) -> str:
+    """A token as a figure names it: punctuation alone in quotes, so that ". A11" reads as a token."""
+    return token if any(c.isalnum() for c in token) else f"“{token}”"
+
+
 def contextual_figure(v: TokenVectors, words: list[str], *, texts: Sequence[str] = (), title: str = ""):
     """The figure of ``plots.plot_contextual`` for ``v``: similarities of the static vectors and
     of the last layer's; one PCA projection per depth; the occurrences of ``words`` marked; the
@@ -144,7 +149,7 @@ def contextual_figure(v: TokenVectors, words: list[str], *, texts: Sequence[str]
         return name + "\n" + "  ".join(f"{short[i]}–{short[j]} {float(cosine(x[i], x[j])):.2f}" for i, j in pairs)
 
     return plot_contextual(
-        [f"{t} {sentence_name(s)}{p}" for s, p, t in v.labels],
+        [f"{_quoted(t)} {sentence_name(s)}{p}" for s, p, t in v.labels],
         [(name, cosine_matrix(x)) for name, x in (panels[0], panels[-1])],
         [(named(name, x), pca_2d(x)) for name, x in panels],
         {i: v.labels[i][0] for w in words for i in v.find(w)},

@@ -89,10 +89,11 @@ def plot_caption(
 
 def _key(fig, boxes: bool, inside: bool = False, cited: Sequence[str] = ()) -> None:
     """What the marks over the heat maps are, in small type under the panels (and ``cited``: the
-    methods' papers, where the rows name the methods alone)."""
+    methods' papers, where the rows name the methods alone: attributions beside attention)."""
     marks = ["white: the outline of the image's ink (each digit)"]
     marks += ["dashed red: where the word's object really is"] if boxes else []
-    marks += ["% in box: the share of the word's attention inside it"] if inside else []
+    share = "attention or attribution" if cited else "attention"
+    marks += [f"% in box: the share of the word's {share} inside it"] if inside else []
     text = "; ".join(marks) + "." + (f" Methods: {'; '.join(cited)}." if cited else "")
     fig.supxlabel(textwrap.fill(text, int(fig.get_figwidth() * 15)), fontsize=8.5, color="#374151")
 

@@ -406,44 +406,63 @@ NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes a
 def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
     """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``, moving a
     label down (with a thin leader line) when it would overlap one already placed, and to the
-    point's left (its right end beside the point) when it would leave the panel. A label lies on a
-    white ground: a point behind it does not cross its letters."""
+    point's left (its right end beside the point) when it would leave the panel. A label slides a
+    little along its line to clear the other points; where it cannot, its white ground covers them."""
     placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
-    marks = {i: (MARGIN + unit[i]) / (1 + 2 * MARGIN) for i, _ in items}  # the labelled points, in axes fractions
+    at = (MARGIN + unit) / (1 + 2 * MARGIN)  # every point, in axes fractions
+    marks = {i: at[i] for i, _ in items}  # the labelled ones
 
     def clash(left: float, ty: float, width: float) -> bool:
         return any(abs(ty - py) < height and left < px + pw and px < left + width for px, py, pw in placed)
 
-    def covers(left: float, ty: float, width: float, own: int) -> bool:  # another labelled point
-        return any(j != own and left - 0.01 < px < left + width + 0.01 and ty - 0.01 < py < ty + height
-                   for j, (px, py) in marks.items())  # fmt: skip
+    def covers(left: float, ty: float, width: float, own: int, among: np.ndarray) -> bool:
+        """Whether the label would lie on one of the points ``among`` that is not at its own place."""
+        away = among & (np.abs(unit - unit[own]).max(1) >= NEAR)
+        inside = (
+            (left - 0.01 < at[:, 0])
+            & (at[:, 0] < left + width + 0.01)
+            & (ty - 0.01 < at[:, 1])
+            & (at[:, 1] < ty + height)
+        )
+        return bool((away & inside).any())
 
+    labelled = np.isin(np.arange(len(unit)), list(marks))
+    everyone = np.ones(len(unit), dtype=bool)
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
         x, y = marks[i]
         width = 0.022 * len(text)
         right = x + 0.02 + width > 1.0
         left = x - 0.02 - width if right else x + 0.02
-        ty = min(y + 0.02, 0.92)  # inside the panel: a label never crosses its top
-        first = None  # the first place free of labels, if none is free of labelled points too
-        for _ in range(12):
-            if not clash(left, ty, width):
-                first = ty if first is None else first
-                if not covers(left, ty, width, i):
-                    break
-            ty -= height
+        # beside the point, slid a little along its line where that clears every other point (no leader needed);
+        # else down from beside it, the first place free of labels and of labelled points, else free of labels
+        start = min(y + 0.02, 0.92)
+        step = -1 if right else 1  # a slide away from the point
+        slides = [d for d in (0.0, 0.03, 0.06) if left + step * d >= 0.0 and left + step * d + width <= 1.0]
+        slide = next((d for d in slides if not clash(left + step * d, start, width)
+                      and not covers(left + step * d, start, width, i, everyone)), None)  # fmt: skip
+        if slide is not None:
+            left, ty = left + step * slide, start
         else:
-            ty = first if first is not None else ty
+            ty, first = start, None
+            for _ in range(12):
+                if not clash(left, ty, width):
+                    first = ty if first is None else first
+                    if not covers(left, ty, width, i, labelled):
+                        break
+                ty -= height
+            else:
+                ty = first if first is not None else ty
         placed.append((left, ty, width))
         moved = abs(ty - (y + 0.02)) > 0.03
         ax.annotate(
             text,
             xy[i],
-            xytext=(x - 0.02, ty) if right else (left, ty),  # anchored by its right end: its width is estimated
+            xytext=(left + width, ty) if right else (left, ty),  # anchored by its right end: its width is estimated
             textcoords="axes fraction",
             fontsize=7,
             va="bottom",
             ha="right" if right else "left",
-            bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none", "alpha": 0.75},
+            bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none"},  # over a grey point it cannot clear
             zorder=6,
             arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280"} if moved else None,
         )

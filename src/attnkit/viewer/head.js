@@ -202,10 +202,11 @@
   // Focus changes attributes only: the drawing stays, so the pointer never loses its token. Only the
   // focused token's own lines and text change (the rest are dimmed by one class on the drawing), so
   // hovering costs the same with 20 tokens or 2,000.
+  const key = (p) => (p ? `${p.side}${p.i}` : null);  // a token, whichever drawing's object stands for it
   function applyFocus() {
     const svg = $("lines"), byToken = svg.byToken;
     if (!byToken) return;
-    const f = state.hover || state.pinned, key = (p) => (p ? `${p.side}${p.i}` : null);
+    const f = state.hover || state.pinned;
     const was = svg.focus ? byToken.get(svg.focus) : null, now = f ? byToken.get(key(f)) : null;
     if (was && svg.focus !== key(f)) { if (was.text) was.text.classList.remove("active"); for (const l of was.lines) l.classList.remove("active"); }
     if (now) { if (now.text) now.text.classList.add("active"); for (const l of now.lines) l.classList.add("active"); }
@@ -233,7 +234,7 @@
     // the focused token's (other token, weight) pairs in matrix M, and the n strongest of them
     const pairs = (M) => (f.side === "q" ? Array.from(M[f.i], (w, j) => [`${k[j]} (${j})`, w]) : M.map((r, i) => [`${q[i]} (${i})`, r[f.i]]));
     const top = (M, n, sep) => pairs(M).sort((a, b) => b[1] - a[1]).slice(0, n).map(([t, w]) => `${t} ${w.toFixed(2)}`).join(sep);
-    const pin = state.pinned && f === state.pinned ? " (pinned; click again to release)" : "";
+    const pin = state.pinned && key(f) === key(state.pinned) ? " (pinned; click again to release)" : "";
     const who = f.side === "q" ? `“${q[f.i]}” (query ${f.i}) looks at` : `who looks at “${k[f.i]}” (key ${f.i})`;
     if (state.apart && state.head === "mean" && chosen.length > 1) {  // what each drawn head does, in its colour's order
       const each = chosen.map((h) => `head ${h}: ${top(matrixOf(state.layer, h), 2, ", ")}`).join(" · ");
