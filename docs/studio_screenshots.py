@@ -46,6 +46,17 @@ def hover_cell(page, canvas: str, row: str, column: str) -> None:
     raise SystemExit(f"no cell of {canvas} reads {row!r} and {column!r}")
 
 
+def hover_strongest(page, canvas: str) -> None:
+    """Put the pointer on the strongest cell of the middle row of a thumbnail, found by its readout
+    ("...: weight 0.913")."""
+    box = page.locator(canvas).bounding_box()
+    y, best = box["height"] / 2, (-1.0, 0.0)
+    for x in range(2, int(box["width"]) - 1, 3):
+        page.hover(canvas, position={"x": x, "y": y})
+        best = max(best, (float(page.text_content("#readout").rsplit("weight ", 1)[1]), x))
+    page.hover(canvas, position={"x": best[1], "y": y})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captioner", metavar="DIR", help="a trained captioner: also the caption page")
@@ -127,7 +138,7 @@ def main() -> None:
             page.wait_for_function("document.getElementById('src-text').textContent.includes('breakfast')")
             page.click("#tabs [data-tab=model]")
             page.click("#hide-side")  # 72 heads: the whole window's width for them
-            page.hover("#model-grid canvas >> nth=3")
+            hover_strongest(page, "#model-grid canvas >> nth=2")  # layer 0, head 2: a clear diagonal
             shot("encoder")
             page.click("#show-side")
             if args.decoder:

@@ -69,8 +69,8 @@ def _draw_captions(args: argparse.Namespace, captions) -> None:
             continue
         boxes, inside = truth_boxes(path, cap)
         # what each panel shows: the captioner's one attention, or (a Transformer's) the last decoder layer's heads averaged
-        shown = "cross-attention, last decoder layer, mean of heads; " if info.get("arch") == "transformer" else ""
-        title = f"{model_label(info)}: {shown}{path.name}, “{' '.join(cap.words)}”"
+        shown = "\ncross-attention, last decoder layer, mean of heads; " if info.get("arch") == "transformer" else " "
+        title = f"{model_label(info)}:{shown}{path.name}, “{' '.join(cap.words)}”"
         fig = plot_caption(cap.image, cap.words, cap.attention, boxes=boxes, inside=inside, title=title)
         target = numbered(args.output, i, len(args.images))
         save_figure(fig, target, dpi=args.dpi)

@@ -247,7 +247,7 @@ def atlas_figure(atlases: list[Atlas], *, title: str = ""):
         "symmetric-log (linear within a fiftieth of its end), so that small effects show beside large ones. "
         "Sink: the mean weight on the first token, over every query (in causal attention, over the "
         f"queries that see {SINK_KEYS} keys or more). Grids without a colour bar of their own use "
-        "the two keys above the first of them (weights and shares 0 to 1; distances 0 to the grid's longest); each "
+        "the two colour bars above the first of them (weights and shares 0 to 1; distances 0 to the grid's longest); each "
         "head's value is written in its cell."
     )
     return plot_atlas(kinds, title=title, footnote=note)

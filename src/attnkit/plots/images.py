@@ -81,8 +81,9 @@ def plot_caption(
     if heat is not None:
         bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
         bar.set_label(f"attention weight (0-{vmax:g})", fontsize=9)
-    if title:
-        fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
+    if title:  # each of its lines wrapped alone: a line break the caller chose stays
+        width = int(fig.get_figwidth() * 12)
+        fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
     _key(fig, boxes is not None, inside is not None and any(v is not None for v in inside))
     return fig
 

@@ -407,7 +407,8 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
     """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``, moving a
     label down (with a thin leader line) when it would overlap one already placed, and to the
     point's left (its right end beside the point) when it would leave the panel. A label slides a
-    little along its line to clear the other points; where it cannot, its white ground covers them."""
+    little along its line, or moves a line down or up (with a leader), to clear the other points; where it
+    cannot, its white ground covers them."""
     placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
     at = (MARGIN + unit) / (1 + 2 * MARGIN)  # every point, in axes fractions
     marks = {i: at[i] for i, _ in items}  # the labelled ones
@@ -438,10 +439,11 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
         start = min(y + 0.02, 0.92)
         step = -1 if right else 1  # a slide away from the point
         slides = [d for d in (0.0, 0.03, 0.06) if left + step * d >= 0.0 and left + step * d + width <= 1.0]
-        slide = next((d for d in slides if not clash(left + step * d, start, width)
-                      and not covers(left + step * d, start, width, i, everyone)), None)  # fmt: skip
+        near = [start + k * height for k in (0, -1, 1) if 0.0 <= start + k * height <= 0.92]
+        slide = next(((d, t) for t in near for d in slides if not clash(left + step * d, t, width)
+                      and not covers(left + step * d, t, width, i, everyone)), None)  # fmt: skip
         if slide is not None:
-            left, ty = left + step * slide, start
+            left, ty = left + step * slide[0], slide[1]
         else:
             ty, first = start, None
             for _ in range(12):
