@@ -132,8 +132,8 @@ def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
             info.update(window=m.rnn.window)
     else:
         info.update(arch=m.arch, d_model=m.d_model, heads=m.transformer.heads, positions=m.positions)
-    if cfg.data.task == "caption":  # what reads the image
-        info.update(image_encoder=m.image.encoder)
+    if cfg.data.task == "caption":  # what reads the image, and the regions' 2-D positions (an RNN's too)
+        info.update(image_encoder=m.image.encoder, positions=m.positions)
     else:  # the longest sequence per side it was trained on (longer pairs are dropped)
         info.update(max_len=cfg.data.max_len)
     return info

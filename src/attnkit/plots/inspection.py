@@ -356,10 +356,12 @@ def plot_contextual(
     else:
         bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
                       frameon=False, title=key, title_fontsize=8)  # fmt: skip
-    pairs = f";\nunder each name, the cosine similarity of each pair of “{paired}”s at that depth" if paired else ""
+    pairs = (
+        f";\nunder each name, the exact cosine similarity of each pair of “{paired}”s at that depth" if paired else ""
+    )
     bottom.suptitle(
-        "Where each token's vector lies: 2-D PCA, fitted at each depth separately\n(compare groupings within a "
-        f"panel, not places across panels{pairs})",
+        "Where each token's vector lies: 2-D PCA, fitted at each depth separately\n(a sketch: two dimensions keep "
+        f"only part of each distance, and places across panels do not compare{pairs})",
         fontsize=9,
     )
     top.suptitle(
@@ -400,6 +402,7 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
 
 
 MARGIN = 0.09  # a projection panel's data margins, of its width and height
+FLOOR = 0.07  # a label's lowest place in a projection panel (axes fraction): clear of its bottom frame
 NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes are drawn at one place, one label
 
 
@@ -439,21 +442,18 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
         start = min(y + 0.02, 0.92)
         step = -1 if right else 1  # a slide away from the point
         slides = [d for d in (0.0, 0.03, 0.06) if left + step * d >= 0.0 and left + step * d + width <= 1.0]
-        near = [start + k * height for k in (0, -1, 1) if 0.0 <= start + k * height <= 0.92]
+        near = [start + k * height for k in (0, -1, 1) if FLOOR <= start + k * height <= 0.92]
         slide = next(((d, t) for t in near for d in slides if not clash(left + step * d, t, width)
                       and not covers(left + step * d, t, width, i, everyone)), None)  # fmt: skip
         if slide is not None:
             left, ty = left + step * slide[0], slide[1]
         else:
-            ty, first = start, None
-            for _ in range(12):
-                if not clash(left, ty, width):
-                    first = ty if first is None else first
-                    if not covers(left, ty, width, i, labelled):
-                        break
-                ty -= height
-            else:
-                ty = first if first is not None else ty
+            down = [start - k * height for k in range(12)]
+            free = [t for t in down if not clash(left, t, width)]
+            inside = [t for t in free if t >= FLOOR]
+            ty = next((t for t in inside if not covers(left, t, width, i, labelled)), None)
+            if ty is None:
+                ty = next(iter(inside or free), down[-1])
         placed.append((left, ty, width))
         moved = abs(ty - (y + 0.02)) > 0.03
         ax.annotate(

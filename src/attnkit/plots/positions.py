@@ -87,7 +87,7 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool,
         halves.set_xticks([half / 2 - 0.5, half + (d - half) / 2 - 0.5], ["sin: dim 2i", "cos: dim 2i + 1"])
         halves.tick_params(length=0, labelsize=9)
     ax_m.set(
-        xlabel="dimension pair i (the frequency falls with i)" if sin_cos else "dimension",
+        xlabel="pair i (the frequency falls with i)" if sin_cos else "dimension",
         ylabel="position",
         title=("the table, each dimension minus its mean" if centre else "the table: one row per position")
         + ("\n(colours clipped at the 99th percentile)" if learned else ""),

@@ -351,7 +351,8 @@ class Studio:
             width=PANE_INCHES,
         )
         buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=160)  # about 1,050 px: the page fits it to the pane
+        # about 1,050 px: the page fits it to the pane; a label past the canvas is kept, not cut
+        fig.savefig(buf, format="png", dpi=160, bbox_inches="tight", pad_inches=0.05)
         self._positions[m.name] = buf.getvalue()
         return self._positions[m.name]
 
