@@ -436,7 +436,7 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
         x, y = marks[i]
         width = 0.022 * len(text)
         right = x + 0.02 + width > 1.0
-        left = x - 0.02 - width if right else x + 0.02
+        left = x - 0.035 - width if right else x + 0.02  # left of it: clear of its ring (the largest, 3 sentences)
         # beside the point, slid a little along its line where that clears every other point (no leader needed);
         # else down from beside it, the first place free of labels and of labelled points, else free of labels
         start = min(y + 0.02, 0.92)
