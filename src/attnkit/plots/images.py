@@ -81,20 +81,25 @@ def plot_caption(
     if heat is not None:
         bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
         bar.set_label(f"attention weight (0-{vmax:g})", fontsize=9)
-    if title:  # each of its lines wrapped alone: a line break the caller chose stays
-        width = int(fig.get_figwidth() * 12)
-        fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
+    _suptitle(fig, title, 12)
     _key(fig, boxes is not None, inside is not None and any(v is not None for v in inside))
     return fig
 
 
-def _key(fig, boxes: bool, inside: bool = False, cited: Sequence[str] = ()) -> None:
+def _suptitle(fig, title: str, per_inch: int) -> None:
+    """The figure's title, each of its lines wrapped to the figure's width (``per_inch`` characters
+    an inch) alone: a line break the caller chose stays."""
+    if title:
+        width = int(fig.get_figwidth() * per_inch)
+        fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
+
+
+def _key(fig, boxes: bool, inside: bool = False, cited: Sequence[str] = (), shown: str = "attention") -> None:
     """What the marks over the heat maps are, in small type under the panels (and ``cited``: the
-    methods' papers, where the rows name the methods alone: attributions beside attention)."""
+    methods' papers, where the rows name the methods alone; ``shown``: what the maps are)."""
     marks = ["white: the outline of the image's ink (each digit)"]
     marks += ["dashed red: where the word's object really is"] if boxes else []
-    share = "attention or attribution" if cited else "attention"
-    marks += [f"% in box: the share of the word's {share} inside it"] if inside else []
+    marks += [f"% in box: the share of the word's {shown} inside it"] if inside else []
     text = "; ".join(marks) + "." + (f" Methods: {'; '.join(cited)}." if cited else "")
     fig.supxlabel(textwrap.fill(text, int(fig.get_figwidth() * 15)), fontsize=8.5, color="#374151")
 
@@ -200,10 +205,10 @@ def plot_caption_methods(
     end_ticks(bar, top)
     bar.set_label(f"share of the word\n(one scale: 0 to {top:.2g})", fontsize=9)
     scale.set_box_aspect(6)
-    if title:
-        fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 12)), fontsize=10)
+    _suptitle(fig, title, 12)
     shares = inside is not None and any(v is not None for row in inside for v in row)
-    _key(fig, boxes is not None, shares, cited=[f"{name}, {cite.rstrip(')')}" for name, _, cite in named if cite])
+    cited = [f"{name}, {cite.rstrip(')')}" for name, _, cite in named if cite]
+    _key(fig, boxes is not None, shares, cited=cited, shown="attention or attribution")
     return fig
 
 
@@ -252,6 +257,5 @@ def plot_patch_attention(
             bar.ax.text(
                 1.5, uniform, f" uniform {uniform:.3g}", transform=bar.ax.get_yaxis_transform(), fontsize=7, va="center"
             )
-    if title:
-        fig.suptitle(textwrap.fill(title, int(fig.get_figwidth() * 13)), fontsize=10)
+    _suptitle(fig, title, 13)
     return fig
