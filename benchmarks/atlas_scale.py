@@ -89,8 +89,12 @@ def run(folder: Path, n: int, device: str, probes: int, ablate: int) -> dict:
         out["ablation_per_head_s"] = (seconds - setup) / len(heads)
         out["ablated"] = len(heads)
         out["effects"] = np.nan_to_num(got[2][kind], nan=0.0).tolist()
-        _, seconds, out["importance_mib"] = _timed(device, lambda: head_importance(model, prepared), "importance")
-        out["importance_per_input_s"] = seconds / len(prepared)
+        try:
+            _, seconds, out["importance_mib"] = _timed(device, lambda: head_importance(model, prepared), "importance")
+            out["importance_per_input_s"] = seconds / len(prepared)
+        except ValueError as e:  # refused before it starts: more memory than is free
+            out["importance_refused"] = str(e)
+            print(f"  importance: {e}", file=sys.stderr, flush=True)
     return out
 
 
@@ -161,8 +165,12 @@ def main() -> None:
         row += [f"{got['atlas_s'] / got['capture_s']:.2f}", f"{_mib(got['capture_mib'])} / {_mib(got['atlas_mib'])}"]
         if "ablated" in got:
             per = got["ablation_per_head_s"]
-            row += [f"{per:.3f} ({per * HEADS:,.0f} s)", f"{got['importance_per_input_s']:.2f}"]
-            row += [f"{_mib(got['ablation_mib'])} / {_mib(got['importance_mib'])}"]
+            if "importance_refused" in got:
+                need = got["importance_refused"].split(" needs ")[-1].split(" and ")[0]
+                importance, peak = f"refused (needs {need})", "-"
+            else:
+                importance, peak = f"{got['importance_per_input_s']:.2f}", _mib(got["importance_mib"])
+            row += [f"{per:.3f} ({per * HEADS:,.0f} s)", importance, f"{_mib(got['ablation_mib'])} / {peak}"]
         print("| " + " | ".join(row) + " |", flush=True)
     if args.parity and first is not None and args.device != "cpu":
         n, dev = first

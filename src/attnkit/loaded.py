@@ -153,6 +153,11 @@ class LoadedModel(ABC):
         model whose positions stop short of any risk)."""
         return None
 
+    def forward_positions(self, prepared: Prepared) -> int:
+        """How many positions one forward over ``prepared`` runs, its encoder's and decoder's
+        together: what an estimate of its memory counts."""
+        return len(prepared.src_ids) + len(prepared.tgt_in_ids or [])
+
     def token_limit(self, cap: int) -> tuple[int, str]:
         """The longest input this model takes here, at most ``cap``, and what sets it: "its
         positions", "free memory" (the estimate of ``memory_bytes`` against what is free now) or
@@ -814,6 +819,9 @@ class TransformersDecoder(TransformersModel):
 
     def _prompt_length(self, prepared: Prepared) -> int | None:
         return len(prepared.src_ids)
+
+    def forward_positions(self, prepared: Prepared) -> int:
+        return len(prepared.tgt_in_ids or prepared.src_ids)  # the prompt is the sequence's start
 
     def scorer(self, prepared: Prepared) -> Scorer:
         from .attribution.scorers import transformers_decoder_scorer

@@ -21,12 +21,14 @@ def available_bytes() -> int:
 
 
 def device_bytes(device: Any) -> int:
-    """Memory free on an accelerator (CUDA's own count); the system's for the CPU."""
+    """Memory free on an accelerator (CUDA's own count, and what PyTorch holds cached for reuse);
+    the system's for the CPU."""
     import torch
 
     device = torch.device(device)
     if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
+        cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return int(torch.cuda.mem_get_info(device)[0]) + cached
     return available_bytes()
 
 

@@ -243,14 +243,32 @@ def test_the_measure_forms_no_map_and_refuses_a_gradient_that_would_not_fit(llam
     alone, none = scorer.forward(1, maps=False)
     assert calls and none == []
     np.testing.assert_allclose(alone.detach().numpy(), recorded.detach().numpy(), atol=1e-5)
-    need = ablation.gradient_bytes(model.network(), 20)
-    assert need > 4 * 20 * model.network().get_input_embeddings().weight.shape[0]  # the scores at least
+    longest = max(len(p.tgt_in_ids) for p in prepared)  # a decoder's one sequence, prompt included
+    need = ablation.gradient_bytes(model.network(), longest)
+    assert need > 4 * longest * model.network().get_input_embeddings().weight.shape[0]  # the scores at least
     monkeypatch.setattr(memory, "available_bytes", lambda: need)  # less than the headroom allows
-    with pytest.raises(ValueError, match="importance gradient of an input of .* tokens needs"):
+    with pytest.raises(ValueError, match=f"importance gradient of an input of {longest} tokens needs"):
         head_importance(model, prepared)
     # the ablation's forward is estimated too: the scores and their log-softmax at least
-    forward = ablation.forward_bytes(model.network(), 20)
-    assert 2 * 4 * 20 * model.network().get_input_embeddings().weight.shape[0] < forward < need
+    forward = ablation.forward_bytes(model.network(), longest)
+    assert 2 * 4 * longest * model.network().get_input_embeddings().weight.shape[0] < forward < need
     monkeypatch.setattr(memory, "available_bytes", lambda: forward)
-    with pytest.raises(ValueError, match="model's forward over an input of .* tokens needs"):
+    with pytest.raises(ValueError, match=f"model's forward over an input of {longest} tokens needs"):
         ablation.ablation_effects(model, prepared)
+
+
+def test_an_accelerators_free_memory_counts_what_pytorch_holds_cached(monkeypatch):
+    """CUDA's free memory leaves out the blocks PyTorch's allocator keeps for reuse after a step;
+    the estimate counts them free, so a step that follows a larger one is not refused."""
+    import torch
+
+    from attnkit import memory
+
+    gib = 1 << 30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (10 * gib, 140 * gib))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 50 * gib)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 20 * gib)
+    assert memory.device_bytes("cuda:0") == 40 * gib
+    memory.check_fits(32 * gib, "a step", "less", "cuda:0")  # 0.8 of it may be planned
+    with pytest.raises(ValueError, match="a step needs 35.4 GB and 42.9 GB is free: less"):
+        memory.check_fits(33 * gib, "a step", "less", "cuda:0")

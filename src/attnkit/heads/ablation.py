@@ -151,7 +151,7 @@ def ablation_effects(
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
     network = model.network()
-    longest = max(len(p.src_ids) + len(p.tgt_in_ids or []) for p in prepared)
+    longest = max(model.forward_positions(p) for p in prepared)
     check_fits(
         forward_bytes(network, longest),
         f"the model's forward over an input of {longest:,} tokens",
@@ -225,7 +225,7 @@ def head_importance(
     ``ablation_effects``); ``measured``: the model's measure on them, when it is at hand."""
     if not prepared:
         raise ValueError("no inputs to measure the loss on")
-    longest = max(len(p.src_ids) + len(p.tgt_in_ids or []) for p in prepared)
+    longest = max(model.forward_positions(p) for p in prepared)
     check_fits(
         gradient_bytes(model.network(), longest),
         f"the importance gradient of an input of {longest:,} tokens",
