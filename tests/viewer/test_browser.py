@@ -242,6 +242,7 @@ def test_caption_viewer_lays_the_hovered_words_attention_over_the_image(browser,
     assert pixel(12, 1) == pixel(0, 15)
     text = page.inner_text("#readout")
     assert "“3”" in text and "row 2, column 1" in text and "100% of its attention is inside" in text
+    assert page.inner_text("#grid-note").startswith("The model sees 4 × 4 regions of 4 × 4 pixels (the faint grid)")
     page.keyboard.press("ArrowRight")
     assert "“5”" in page.inner_text("#readout") and "0% of its attention" in page.inner_text("#readout")
     assert pixel(13, 2) != pixel(5, 9)  # the lit region moved with the word
@@ -336,6 +337,17 @@ def test_a_page_past_its_budget_holds_every_layer_as_overviews(browser, tmp_path
     page.wait_for_function("document.body.classList.contains('long')")
     page.click("#tabs [data-tab=matrix]")
     page.wait_for_function("/computed in .* in the page/.test(document.getElementById('readout').textContent)")
+    # the whole map square (its diagonal at 45°); its legend and help under it, or beside it where that
+    # makes the map larger (a pane much wider than tall)
+    for width, beside in ((1400, False), (1900, True)):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.evaluate("attnkit.draw()")
+        page.wait_for_function("/computed in .* in the page/.test(document.getElementById('readout').textContent)")
+        matrix, legend = page.locator("#matrix").bounding_box(), page.locator("#legend").bounding_box()
+        assert 0.9 < matrix["width"] / matrix["height"] < 1.15, matrix
+        assert (legend["x"] >= matrix["x"] + matrix["width"]) == beside, (width, matrix, legend)
+        assert (legend["y"] < matrix["y"] + 100) == beside, (width, matrix, legend)
+    page.set_viewport_size({"width": 1400, "height": 900})
     # the last layer, exact: a 40 x 40 block of cells
     page.evaluate("attnkit.state.long = { kind: 'decoder', region: [2000, 2040, 1990, 2030] }; attnkit.draw()")
     page.wait_for_function("document.getElementById('matrix').dataset.exact === 'true'")

@@ -118,6 +118,7 @@
     drawMatrix(ex);
   }
   // the map's side: the pane less its labels, the readout, the colour bar and the help below it, in view
+  const BESIDE = 330;  // px: the legend and help's column beside a square map
   function side0(room, wide = 0, tall = 0) {  // the map's side, less ``wide`` px beside it and ``tall`` under it
     const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
     return Math.max(160, Math.min(room.w - 64 - 20 - wide, room.h - 22 - 140 - help - tall, 1400));
@@ -132,8 +133,16 @@
     const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 64;
     // under the map: the key tokens (their longest's length), or positions and "keys →"
     const under = below ? below + 6 : 36;
-    const top = 22, side = side0(room, left - 64, under - 36);  // the key labels under it, the query labels beside
-    const wide = Math.max(side, Math.min(room.w - left - 40, 1400));  // pooled pixels may be wider than tall: the pane's width
+    $("tab-matrix").classList.remove("beside");  // the legend and help under the map, as side0 measures them
+    const top = 22, under0 = side0(room, left - 64, under - 36);  // the key labels under it, the query labels beside
+    // a squarish map in a pane wider than tall: the legend and help beside it, and the map larger
+    const besideSide = Math.min(room.w - left - 24 - BESIDE, room.h - top - under - 12, 1400);
+    const beside = nc <= 1.25 * nr && nr <= 1.25 * nc && besideSide > 1.1 * under0;
+    $("tab-matrix").classList.toggle("beside", beside);
+    const side = beside ? besideSide : under0;
+    // as wide as the region's shape asks (a square map square, so that its diagonal runs at 45°), within the pane
+    const shaped = (side * nc) / nr;
+    const wide = Math.max(Math.min(160, side), Math.min(shaped, room.w - left - 40, 1400));
     const { w: cw, h: ch } = lib.fitCells(wide / nc, side / nr);  // every cell its own pixels
     const exact = Math.min(cw, ch) >= 1;
     const pw = exact ? nc : Math.min(nc, Math.round(wide)), ph = exact ? nr : Math.min(nr, Math.round(side));
@@ -175,7 +184,7 @@
     const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${SUPERSCRIPT(LOG_DECADES)} or less` : "";
     const span = r0 === c0 && r1 === c1 && T === S ? `queries and keys ${r0}-${r1 - 1} of ${T}`  // the diagonal's block
       : `queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}`;
-    lib.colourBar($("legend"), Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
+    lib.colourBar($("legend"), beside ? room.w - left - w - 36 : Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
       `layer ${lib.layerName(state.layer)}, ${which}: ${span}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
       "wheel: zoom · drag: zoom to a box · double-click: the whole map",

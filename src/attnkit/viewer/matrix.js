@@ -8,6 +8,7 @@
   } = lib;
   // The matrix: every cell in sight, or (wheel to zoom, drag to pan, double-click for all) a part of it.
   function drawMatrix() {
+    $("tab-matrix").classList.remove("beside");  // the legend under the map (a long map may set it beside)
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k);
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);

@@ -12,7 +12,7 @@
   const SVG = "http://www.w3.org/2000/svg";
   const FAMILY = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
   const SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
-  const LEGEND = "12.5px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";  // a colour bar's words
+  const LEGEND = "13.5px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";  // a colour bar's words
   const $ = (id) => document.getElementById(id);
   const state = { example: 0, kind: null, layer: 0, head: "mean", chips: new Set(), apart: false, scale: "abs",
                   hideSpecial: false, pinned: null, hover: null, tab: "head", model: null, allDims: false, showOutside: false, zoom: null,
@@ -252,8 +252,9 @@
   // up to four lines beside the bar, wrapped to fit; ``ticks``: [fraction of the bar, label] between its ends
   function colourBar(canvas, width, top, lines, bottom = "0", ticks = []) {
     width = Math.min(width, area().w);  // never past the pane's edge
-    lines = wrapped(lines, LEGEND, width - BAR - 28);  // every line, the canvas as tall as they need
-    const ctx = setupCanvas(canvas, width, Math.max(44, 8 + 18 * lines.length));
+    const under = width - BAR - 28 < 220;  // too narrow for the words beside the bar: under it
+    lines = wrapped(lines, LEGEND, under ? width - 12 : width - BAR - 28);  // every line, the canvas as tall as they need
+    const ctx = setupCanvas(canvas, width, under ? 48 + 18 * lines.length : Math.max(44, 8 + 18 * lines.length));
     for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = LEGEND; ctx.textBaseline = "top";
     ctx.textAlign = "left"; ctx.fillText(bottom, 10, 22);
@@ -265,7 +266,7 @@
       ctx.fillText(label, x, 22);
     }
     ctx.textAlign = "left";
-    lines.forEach((line, i) => ctx.fillText(line, BAR + 22, 4 + 18 * i));
+    lines.forEach((line, i) => ctx.fillText(line, under ? 10 : BAR + 22, (under ? 46 : 4) + 18 * i));
   }
 
   // ---- tabs and drawing ----------------------------------------------------------------
