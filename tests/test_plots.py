@@ -215,6 +215,9 @@ def test_projection_labels_neither_overlap_nor_leave_their_panel():
         assert frame.x0 - 1 <= a.x0 and a.x1 <= frame.x1 + 1, f"{notes[i].get_text()} leaves its panel"
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b), "two labels overlap"
+    # the two unmarked points lie in open space: no label is set on them
+    for x, y in panel.transData.transform(points[8:]):
+        assert not any(a.x0 - 2 <= x <= a.x1 + 2 and a.y0 - 2 <= y <= a.y1 + 2 for a in boxes), (x, y)
 
 
 def test_contextual_key_writes_out_each_sentence():

@@ -407,11 +407,11 @@ NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes a
 
 
 def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
-    """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``, moving a
-    label down (with a thin leader line) when it would overlap one already placed, and to the
-    point's left (its right end beside the point) when it would leave the panel. A label slides a
-    little along its line, or moves a line down or up (with a leader), to clear the other points; where it
-    cannot, its white ground covers them."""
+    """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``: beside
+    the point, on its right or else its left (its right end by the point, as where the right would
+    leave the panel), slid a little along its line or moved up to three lines up or down (with a thin
+    leader line), the nearest place clear of the labels already placed and of every other point;
+    where none is, down from the point, and its white ground covers the points it cannot clear."""
     placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
     at = (MARGIN + unit) / (1 + 2 * MARGIN)  # every point, in axes fractions
     marks = {i: at[i] for i, _ in items}  # the labelled ones
@@ -425,7 +425,7 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
         inside = (
             (left - 0.01 < at[:, 0])
             & (at[:, 0] < left + width + 0.01)
-            & (ty - 0.01 < at[:, 1])
+            & (ty - 0.015 < at[:, 1])
             & (at[:, 1] < ty + height)
         )
         return bool((away & inside).any())
@@ -435,19 +435,26 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
         x, y = marks[i]
         width = 0.022 * len(text)
-        right = x + 0.02 + width > 1.0
-        left = x - 0.035 - width if right else x + 0.02  # left of it: clear of its ring (the largest, 3 sentences)
-        # beside the point, slid a little along its line where that clears every other point (no leader needed);
-        # else down from beside it, the first place free of labels and of labelled points, else free of labels
         start = min(y + 0.02, 0.92)
-        step = -1 if right else 1  # a slide away from the point
-        slides = [d for d in (0.0, 0.03, 0.06) if left + step * d >= 0.0 and left + step * d + width <= 1.0]
-        near = [start + k * height for k in (0, -1, 1) if FLOOR <= start + k * height <= 0.92]
-        slide = next(((d, t) for t in near for d in slides if not clash(left + step * d, t, width)
-                      and not covers(left + step * d, t, width, i, everyone)), None)  # fmt: skip
-        if slide is not None:
-            left, ty = left + step * slide[0], slide[1]
-        else:
+        # beside the point (right of it, else left of it: its right end by the point, clear of its ring), slid a
+        # little along its line or up to three lines up or down, the nearest place clear of labels and points
+        sides = [True] if x + 0.02 + width > 1.0 else [False, True]
+        spots = []
+        for lines in (0, -1, 1, -2, 2, -3, 3):
+            for right in sides:
+                step = -1 if right else 1  # a slide away from the point
+                base = x - 0.035 - width if right else x + 0.02
+                spots += [(right, base + step * d, start + lines * height, d) for d in (0.0, 0.03, 0.06, 0.1)]
+        spots = [sp for sp in spots if sp[1] >= 0.0 and sp[1] + width <= 1.0 and FLOOR <= sp[2] <= 0.92]
+        found = next(
+            (sp for sp in spots if not clash(sp[1], sp[2], width) and not covers(sp[1], sp[2], width, i, everyone)),
+            None,
+        )
+        if found is not None:
+            right, left, ty, slid = found
+        else:  # down from beside it, the first place free of labels and of labelled points, else free of labels
+            right, slid = sides[0], 0.0
+            left = x - 0.035 - width if right else x + 0.02
             down = [start - k * height for k in range(12)]
             free = [t for t in down if not clash(left, t, width)]
             inside = [t for t in free if t >= FLOOR]
@@ -455,7 +462,7 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
             if ty is None:
                 ty = next(iter(inside or free), down[-1])
         placed.append((left, ty, width))
-        moved = abs(ty - (y + 0.02)) > 0.03
+        moved = abs(ty - (y + 0.02)) > 0.03 or slid > 0.05  # a leader to a label set apart from its point
         ax.annotate(
             text,
             xy[i],
