@@ -142,7 +142,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
             done = "/computed in/.test(document.getElementById('readout').textContent)"
             page.wait_for_function(done, timeout=120_000)
             shot("studio_long_matrix.png")
-            page.click("#show-side")  # the tile's 24 x 24 cells fill the pane beside the controls
+            # the tile's 24 x 24 cells, the controls still hidden: as large as the window allows
             page.evaluate(
                 "(() => { const t = attnkit.example().remote.decoder[2];"
                 " attnkit.state.long = { kind: 'decoder', region: [t - 24, t, t - 24, t] }; attnkit.draw(); })()"

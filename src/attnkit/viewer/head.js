@@ -47,7 +47,7 @@
     const ex = example();
     const made = ex.prompt_length != null ? ex.tgt_in_tokens.length - ex.prompt_length : 0;
     if (made > 0)
-      html("span", { class: "mode generated" }, box, `italic: the ${made === 1 ? "token" : `${made} tokens`} the model generated after the prompt ·`);
+      html("span", { class: "mode generated" }, box, `italic, in orange: the ${made === 1 ? "token" : `${made} tokens`} the model generated after the prompt.`);
     html("span", { class: "mode" }, box, state.apart
       ? "each head in its colour; click heads to add or remove them"
       : state.head === "mean" ? `the average of ${h} heads; click a head to see it alone` : `head ${state.head} alone; click it again for the average`);

@@ -118,7 +118,7 @@
     drawMatrix(ex);
   }
   // the map's side: the pane less its labels, the readout, the colour bar and the help below it, in view
-  const BESIDE = 330;  // px: the legend and help's column beside a square map
+  const BESIDE = 360;  // px: the legend and help's column beside a square map
   function side0(room, wide = 0, tall = 0) {  // the map's side, less ``wide`` px beside it and ``tall`` under it
     const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
     return Math.max(160, Math.min(room.w - 64 - 20 - wide, room.h - 22 - 140 - help - tall, 1400));
@@ -130,7 +130,7 @@
     const guess = Math.min(side0(room) / nc, side0(room) / nr);  // px per cell, about: room for the tokens?
     const font = guess >= 18 ? `13px ${lib.FAMILY}` : guess >= 13 ? `12px ${lib.FAMILY}` : lib.SMALL;
     const below = guess >= 11 ? Math.min(100, 8 + lib.textWidth(k.slice(c0, c1).map((t) => String(t)), font)) : 0;
-    const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 64;
+    const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 76;
     // under the map: the key tokens (their longest's length), or positions and "keys →"
     const under = below ? below + 6 : 36;
     $("tab-matrix").classList.remove("beside");  // the legend and help under the map, as side0 measures them

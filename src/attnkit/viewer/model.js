@@ -19,14 +19,11 @@
     const grid = $("model-grid"); grid.innerHTML = "";
     const h = heads(), room = area();
     // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can
-    // be; square cells, so that a map keeps its shape (a diagonal at 45 degrees), unless the width binds and the
-    // height has room: then cells up to TALLER times as tall as wide fill it (a diagonal at most 51 degrees)
-    const TALLER = 1.25;
+    // be; square cells, so that a map keeps its shape (a diagonal at 45 degrees)
     const fitW = Math.floor((room.w - 80) / h) - 8, fitH = Math.floor((room.h - 110) / maps.length) - 8 + bonus;
     const aspect = clamp(cols.length / Math.max(1, rows.length), 0.5, 2);  // the map's width over its height
     const sideW = clamp(Math.round(Math.min(fitW, fitH * aspect)), 32, 260);
-    const square = clamp(Math.round(sideW / aspect), 32, 260);
-    const sideH = clamp(Math.round(Math.min(fitH, TALLER * sideW / aspect)), square, 260);
+    const sideH = clamp(Math.round(sideW / aspect), 32, 260);
     grid.style.gridTemplateColumns = `auto repeat(${h}, ${sideW + 4}px)`;
     const narrow = sideW < 64;  // "head 10" wider than its thumbnail: the word once, in the corner
     html("div", { class: "axis" }, grid, narrow ? "head" : "");
@@ -73,9 +70,10 @@
     ctx.fillStyle = "#667085";  // the frames, in their own colours' words (blue only where one head is chosen)
     const framed = state.head !== "mean" && !state.apart;
     ctx.fillText((framed ? "blue frame: the layer and head the other views show; " : "") + "red frame: under the pointer", w + 22, 19);
-    // the reserve under the grid is a guess: what it left unused goes to taller thumbnails, once
+    // the reserve under the grid is a guess: what it left unused goes to larger thumbnails, once, where the
+    // height bound them
     const spare = bonus ? 0 : spareHeight();
-    if (spare >= 2 * maps.length && sideH < Math.min(260, Math.round(TALLER * sideW / aspect))) drawModel(Math.floor(spare / maps.length));
+    if (spare >= 2 * maps.length && sideW < Math.min(fitW, 260)) drawModel(Math.floor(spare / maps.length));
   }
 
   return { tabs: { model: drawModelView } };
