@@ -330,32 +330,7 @@ def plot_contextual(
         _projection_panel(ax, name, xy, marked, labels, colours)
     for ax in grid.flat[len(projections) :]:
         ax.axis("off")
-    marked_words = " and ".join(f"“{w}”" for w in words)
-    handles = [
-        Line2D(
-            [],
-            [],
-            ls="none",
-            marker="o",
-            color=colours[k % len(colours)],
-            label=f"{marked_words} in sentence {name}",
-        )
-        for k, name in enumerate(sentences)
-        if k in set(marked.values())
-    ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
-    naming = "A token is named by its sentence and its position in it ([CLS] = 0)."
-    free = len(projections) < grid.size  # the key in the first free cell of the grid, else below
-    columns = 40 if free else 120
-    written = [
-        textwrap.fill(f"{name}: “{text}”", columns, subsequent_indent="    ") for name, text in zip(sentences, texts)
-    ]
-    key = "\n".join([textwrap.fill(naming, columns), *written])
-    if free:
-        grid.flat[len(projections)].legend(handles=handles, loc="center", fontsize=8, frameon=False, title=key,
-                                           title_fontsize=8, alignment="left")  # fmt: skip
-    else:
-        bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
-                      frameon=False, title=key, title_fontsize=8)  # fmt: skip
+    _contextual_key(bottom, grid, len(projections), colours, marked, words, sentences, texts)
     pairs = (
         f";\nunder each name, the exact cosine similarity of each pair of “{paired}”s at that depth" if paired else ""
     )
@@ -372,6 +347,37 @@ def plot_contextual(
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], words, sentences, texts) -> None:
+    """The projections' key: each sentence's colour, written out, and how a token is named; in the
+    grid's first free cell, else under the panels."""
+    marked_words = " and ".join(f"“{w}”" for w in words)
+    handles = [
+        Line2D(
+            [],
+            [],
+            ls="none",
+            marker="o",
+            color=colours[k % len(colours)],
+            label=f"{marked_words} in sentence {name}",
+        )
+        for k, name in enumerate(sentences)
+        if k in set(marked.values())
+    ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
+    naming = "A token is named by its sentence and its position in it ([CLS] = 0)."
+    free = panels < grid.size  # the key in the first free cell of the grid, else below
+    columns = 40 if free else 120
+    written = [
+        textwrap.fill(f"{name}: “{text}”", columns, subsequent_indent="    ") for name, text in zip(sentences, texts)
+    ]
+    key = "\n".join([textwrap.fill(naming, columns), *written])
+    if free:
+        grid.flat[panels].legend(handles=handles, loc="center", fontsize=8, frameon=False, title=key,
+                                           title_fontsize=8, alignment="left")  # fmt: skip
+    else:
+        bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
+                      frameon=False, title=key, title_fontsize=8)  # fmt: skip
 
 
 def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], labels: Sequence[str],

@@ -123,6 +123,16 @@
     const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
     return Math.max(160, Math.min(room.w - 64 - 20 - wide, room.h - 22 - 140 - help - tall, 1400));
   }
+  // the map's side, and whether its legend and help go beside it: a squarish map in a pane wider than tall,
+  // where that makes the map larger (else under it, the key labels under the map, the query labels beside)
+  function placeLegend(room, left, top, under, nr, nc) {
+    $("tab-matrix").classList.remove("beside");  // the legend and help under the map, as side0 measures them
+    const below = side0(room, left - 64, under - 36);
+    const aside = Math.min(room.w - left - 24 - BESIDE, room.h - top - under - 12, 1400);
+    const beside = nc <= 1.25 * nr && nr <= 1.25 * nc && aside > 1.1 * below;
+    $("tab-matrix").classList.toggle("beside", beside);
+    return { side: beside ? aside : below, beside };
+  }
   async function drawMatrix(ex) {
     const mine = ++ticket, canvas = $("matrix"), [, , T, S] = shape(ex), room = lib.area();
     const [r0, r1, c0, c1] = region(ex), nr = r1 - r0, nc = c1 - c0;
@@ -133,13 +143,7 @@
     const left = guess >= 11 ? Math.min(120, 12 + lib.textWidth(q.slice(r0, r1).map((t) => String(t)), font)) : 76;
     // under the map: the key tokens (their longest's length), or positions and "keys →"
     const under = below ? below + 6 : 36;
-    $("tab-matrix").classList.remove("beside");  // the legend and help under the map, as side0 measures them
-    const top = 22, under0 = side0(room, left - 64, under - 36);  // the key labels under it, the query labels beside
-    // a squarish map in a pane wider than tall: the legend and help beside it, and the map larger
-    const besideSide = Math.min(room.w - left - 24 - BESIDE, room.h - top - under - 12, 1400);
-    const beside = nc <= 1.25 * nr && nr <= 1.25 * nc && besideSide > 1.1 * under0;
-    $("tab-matrix").classList.toggle("beside", beside);
-    const side = beside ? besideSide : under0;
+    const top = 22, { side, beside } = placeLegend(room, left, top, under, nr, nc);
     // as wide as the region's shape asks (a square map square, so that its diagonal runs at 45°), within the pane
     const shaped = (side * nc) / nr;
     const wide = Math.max(Math.min(160, side), Math.min(shaped, room.w - left - 40, 1400));
