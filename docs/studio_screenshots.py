@@ -140,14 +140,8 @@ def main() -> None:
             page.wait_for_function("document.getElementById('src-text').textContent.includes('breakfast')")
             page.click("#tabs [data-tab=model]")
             page.click("#hide-side")  # 72 heads: the whole window's width for them
-            # the width binds 12 heads' square thumbnails: the window no taller than the view, no empty band under it
-            page.wait_for_timeout(400)
-            bottom = page.evaluate("Math.ceil(document.getElementById('tab-model').getBoundingClientRect().bottom)")
-            page.set_viewport_size({"width": VIEWPORT["width"], "height": min(VIEWPORT["height"], bottom + 24)})
-            page.wait_for_timeout(400)
             hover_strongest(page, "#model-grid canvas >> nth=2")  # layer 0, head 2: a clear diagonal
             shot("encoder")
-            page.set_viewport_size(VIEWPORT)
             page.click("#show-side")
             if args.decoder:
                 page.select_option("#model", Path(args.decoder).name)

@@ -189,6 +189,9 @@ def test_each_view_fills_its_pane(browser, tmp_path, viewport):
         w, h = share(selector)
         assert max(w, h) > 0.85 and min(w, h) > 0.6 and w <= 1.01, (tab, w, h)
         assert share(legend)[0] <= 1.01, legend  # its words wrap within the pane
+        if tab == "model":  # a 12 x 12 map's thumbnail square: its diagonal at 45 degrees
+            thumb = page.locator("#model-grid canvas").first.bounding_box()
+            assert abs(thumb["width"] - thumb["height"]) <= 1, thumb
     assert errors == []
 
 

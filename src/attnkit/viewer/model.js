@@ -16,7 +16,7 @@
   function drawModel(bonus) {  // ``bonus``: px of height per layer that the first pass left under the tab
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k), maps = ex.maps[state.kind];
-    const grid = $("model-grid"); grid.innerHTML = "";
+    const grid = $("model-grid"); grid.innerHTML = ""; grid.style.rowGap = "";
     const h = heads(), room = area();
     // thumbnails as large as the pane allows: every head of a layer in one row, every layer in sight if it can
     // be; square cells, so that a map keeps its shape (a diagonal at 45 degrees)
@@ -74,6 +74,8 @@
     // height bound them
     const spare = bonus ? 0 : spareHeight();
     if (spare >= 2 * maps.length && sideW < Math.min(fitW, 260)) drawModel(Math.floor(spare / maps.length));
+    else if (spare > 24 && maps.length > 1)  // the width bound them: the layers spread over the height left
+      grid.style.rowGap = `${4 + Math.min(20, Math.floor((spare - 24) / (maps.length - 1)))}px`;
   }
 
   return { tabs: { model: drawModelView } };
