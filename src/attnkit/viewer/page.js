@@ -249,7 +249,7 @@
       return out;
     });
   }
-  // up to four lines beside the bar, wrapped to fit; ``ticks``: [fraction of the bar, label] between its ends
+  // its lines beside the bar, wrapped to fit (under it where the canvas is too narrow); ``ticks``: [fraction of the bar, label] between its ends
   function colourBar(canvas, width, top, lines, bottom = "0", ticks = []) {
     width = Math.min(width, area().w);  // never past the pane's edge
     const under = width - BAR - 28 < 220;  // too narrow for the words beside the bar: under it
