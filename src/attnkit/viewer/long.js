@@ -117,8 +117,8 @@
     state.long = { kind: state.kind, region: whole ? null : r };
     drawMatrix(ex);
   }
-  // the map's side: the pane less its labels, the readout, the colour bar and the help below it, in view
   const BESIDE = 360;  // px: the legend and help's column beside a square map
+  // the map's side: the pane less its labels, the readout, the colour bar and the help below it, in view
   function side0(room, wide = 0, tall = 0) {  // the map's side, less ``wide`` px beside it and ``tall`` under it
     const help = [...document.querySelectorAll("#tab-matrix .hint")].reduce((h, e) => h + e.offsetHeight, 0);
     return Math.max(160, Math.min(room.w - 64 - 20 - wide, room.h - 22 - 140 - help - tall, 1400));
