@@ -15,7 +15,7 @@ text is those docs, repeated as far as needed. Each measurement runs in its own 
   record    ``attnkit.load`` on the directory, ``capture`` of the same tokens (every attention
             call recorded: q, k and each row's log-sum-exp), then the record saved as .npz;
             (--float16) also with q and k kept in float16 and the log-sum-exp of the rounded
-            q and k (one more pass over the scores)
+            q and k (one more fused pass)
   before    (--before) the same capture forming every map (layers x heads x t x t); with
             --before-src DIR, attnkit's own capture from that checkout (``git worktree add DIR
             e995841``: eager attention, every map kept); refused with one line where the maps

@@ -57,8 +57,8 @@ if TYPE_CHECKING:
     from .viewer.notebook import NotebookView
 
 DEFAULT_NEW_TOKENS = 20  # a decoder-only model's continuation, unless asked otherwise
-# longer inputs keep their record's q and k in float16: half the memory, and one more pass over the
-# scores for the log-sum-exp of the rounded q and k (so that every row still sums to 1)
+# longer inputs keep their record's q and k in float16: half the memory, and one more fused pass
+# for the log-sum-exp of the rounded q and k (so that every row still sums to 1)
 COMPACT_FROM = 32_768
 GRADIENT_NAMES = tuple(GRADIENT_METHODS)
 

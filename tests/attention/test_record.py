@@ -207,6 +207,47 @@ def test_a_float16_record_stays_within_its_stated_error():
         np.testing.assert_allclose(MapView(half, head).dense(), weights[head].numpy(), atol=2e-3)
 
 
+LSE_RULES = {
+    "causal": {"causal": True},
+    "a key mask": {"key_mask": True},
+    "cross (t != s)": {"t": 9},
+    "causal, fewer queries than keys": {"causal": True, "t": 7},
+    "a mask and a bias": {"mask": True, "bias": True},
+}
+
+
+@pytest.mark.parametrize("rules", list(LSE_RULES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_the_log_sum_exp_of_a_calls_own_q_and_k_is_torchs(rules, dtype):
+    """``lse_of`` (a fused kernel where the only rule is causal over a square map or a key mask,
+    else rows of scores) against ``torch.logsumexp`` of the eager scores of the very q and k the
+    call keeps (float16 ones rounded): 4e-6 absolute, for scores of magnitude up to ~60."""
+    case = LSE_RULES[rules]
+    t, s = case.get("t", 31), 31
+    q, k, _ = _qkv(t=t, s=s, seed=3)
+    q, k = (q * 4).to(dtype), (k * 4).to(dtype)
+    g = torch.Generator().manual_seed(4)
+    key_mask = torch.rand(s, generator=g) > 0.4 if case.get("key_mask") else None
+    mask = torch.rand(1, t, s, generator=g) > 0.3 if case.get("mask") else None
+    bias = torch.randn(4, t, s, generator=g) if case.get("bias") else None
+    call = AttentionCall(
+        "decoder",
+        0,
+        q=q[0],
+        k=k[0],
+        scale=8**-0.5,
+        causal=bool(case.get("causal")),
+        key_mask=key_mask,
+        mask=mask,
+        bias=bias,
+    )
+    additive = record.additive_term(None if key_mask is None else key_mask.expand(t, s), None)
+    if mask is not None:
+        additive = record.additive_term(mask, bias)
+    scores, _ = _eager(q.float(), groups(k.float(), 4), 8**-0.5, call.causal, additive)
+    np.testing.assert_allclose(record.lse_of(call).numpy(), torch.logsumexp(scores[0], -1).numpy(), atol=4e-6)
+
+
 def test_a_float16_recording_keeps_the_log_sum_exp_of_its_rounded_q_and_k():
     """Large scores (q and k of norm ~50): rounding q and k to float16 moves each score by far more
     than 1e-6, so the log-sum-exp is of the rounded ones and every row still sums to 1."""
