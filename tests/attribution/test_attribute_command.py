@@ -1,6 +1,8 @@
 """`attnkit attribute`: the methods on a trained model's output tokens and on its encoder, as a
 figure and as scores."""
 
+import argparse
+
 import numpy as np
 import pytest
 
@@ -10,7 +12,15 @@ from attnkit.cli import main
 from attnkit.inspection import capture
 from attnkit.loading.model_dir import load_model
 
-pytestmark = pytest.mark.slow  # a trained toy model
+
+def test_the_command_takes_the_librarys_methods():
+    """``--method`` offers exactly the library's methods (and "all"), in the library's order."""
+    from attnkit.attribution import ALL_METHODS
+    from attnkit.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    method = next(a for a in commands.choices["attribute"]._actions if "--method" in a.option_strings)
+    assert list(method.choices) == [*ALL_METHODS, "all"]
 
 
 def test_encoder_scores_are_each_method_on_the_captured_maps(trained_toys, tmp_path, capsys):

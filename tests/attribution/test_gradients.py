@@ -215,7 +215,9 @@ def test_every_gradient_method_on_models_run_by_transformers(hf, family):
     model = attnkit.load(hf[family], device="cpu")
     p = _prepared(model)
     flow = ["flow"] if model.capabilities.writes == "continuation" else []
-    found = attribute_model(model, p, [*GRADIENT_METHODS, "attention", "rollout", "value-norm", *flow])
+    methods, done = [*GRADIENT_METHODS, "attention", "rollout", "value-norm", *flow], []
+    found = attribute_model(model, p, methods, done=done.append)
+    assert done == methods  # each method said as it is done (the command's progress bar), in order
     n_rows = len(p.tgt_in_tokens) - 1 if model.capabilities.writes == "continuation" else len(p.tgt_out_tokens)
     n_cols = len(p.tgt_in_tokens) if model.capabilities.writes == "continuation" else len(p.src_tokens)
     assert found.side == "output" and (len(found.rows), len(found.cols)) == (n_rows, n_cols)

@@ -90,6 +90,12 @@ def test_every_subcommand_speaks_the_shared_flags(name, capsys):
     assert not any(o.help == argparse.SUPPRESS for o in options.values())  # no hidden spellings
 
 
+def test_an_option_is_taken_by_its_whole_name_only(capsys):
+    """A prefix of an option is no second spelling of it: ``--out`` is not ``--output``."""
+    assert main(["positions", "--out", "x.png"]) == 2
+    assert "unrecognized arguments: --out x.png" in capsys.readouterr().err
+
+
 def test_importing_attnkit_and_its_help_leave_matplotlib_out():
     code = (
         "import sys, attnkit, attnkit.cli; attnkit.cli.build_parser(); "

@@ -242,10 +242,12 @@ def attribute(
     side: str | None = None,
     value_norms: np.ndarray | None = None,
     scorer: Scorer | None = None,
+    done: Callable[[str], None] | None = None,
 ) -> Attribution:
     """Every method's scores on ``side`` (default: the output side where the model has one).
     value-norm takes the model's (layers, q, k) ``value_norms`` (``LoadedModel.value_norms``), the
-    gradient methods its ``Scorer`` (``LoadedModel.scorer``)."""
+    gradient methods its ``Scorer`` (``LoadedModel.scorer``); ``done(method)`` is called as each
+    method's scores are ready (a progress bar)."""
     side = check(record, methods, side)
     rows, cols = axes(record, side)
     read = "encoder" if side != "output" else "decoder" if decoder_only(record) else "cross"
@@ -267,6 +269,8 @@ def attribute(
                 positions = METHODS[m][0](record.maps["encoder"].astype(np.float32))
             # the sentence vector is the positions' mean: so is what it draws from
             out.scores[m] = positions.mean(0, keepdims=True) if side == "sentence" else positions
+        if done is not None:
+            done(m)
     for m, scores in out.scores.items():
         if scores.shape != (len(rows), len(cols)):
             raise ValueError(f"{m}: {scores.shape} scores for {len(rows)} x {len(cols)} tokens")
@@ -311,9 +315,15 @@ def attribute_caption(
 
 
 def attribute_model(
-    model: Attributable, prepared: Prepared, methods: list[str], *, side: str | None = None
+    model: Attributable,
+    prepared: Prepared,
+    methods: list[str],
+    *,
+    side: str | None = None,
+    done: Callable[[str], None] | None = None,
 ) -> Attribution:
-    """``attribute`` on one prepared sentence of a loaded model: its maps, value vectors and gradients."""
+    """``attribute`` on one prepared sentence of a loaded model: its maps, value vectors and
+    gradients (``done``: as ``attribute``'s)."""
     can = model.capabilities
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
@@ -327,4 +337,4 @@ def attribute_model(
         raise ValueError(f"{refused[0]} is not run on {can.a} (it takes: {', '.join(can.attributions)})")
     norms = model.value_norms(prepared, value_norm_kind(record, side)) if "value-norm" in methods else None
     scorer = model.scorer(prepared) if any(m in GRADIENT_METHODS for m in methods) else None
-    return attribute(record, methods, side=side, value_norms=norms, scorer=scorer)
+    return attribute(record, methods, side=side, value_norms=norms, scorer=scorer, done=done)

@@ -98,7 +98,12 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (``UsageError``), not usage + message."""
+    """An ArgumentParser whose errors are one line (``UsageError``), not usage + message, and
+    that takes each option by its whole name only (a prefix is no second spelling of it)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(self.prog, message)

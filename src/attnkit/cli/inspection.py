@@ -10,8 +10,6 @@ from pathlib import Path
 from ..attribution.methods import ALL_METHODS
 from . import flags as F
 
-# attnkit.attribution.ALL_METHODS, named here so that building the parser imports no torch
-
 
 def _figure(fig, args: argparse.Namespace) -> None:
     from ..atomic import save_figure
@@ -66,7 +64,7 @@ def _sharded(args: argparse.Namespace, work, inputs=None, *, everywhere: bool = 
         )
         done = []
         for p in found:
-            done.append(work(model, p))
+            done.append(work(model, p, bar))
             bar.update(1)
         return done
 
@@ -231,7 +229,7 @@ def cmd_heads(args: argparse.Namespace) -> None:
         records, info = _records(args)
     else:
         inputs = _probe(args) if args.probe else None
-        shared, model = _sharded(args, lambda model, p: (model.capture(p), p), inputs, everywhere=bool(args.ablate))
+        shared, model = _sharded(args, lambda model, p, _: (model.capture(p), p), inputs, everywhere=bool(args.ablate))
         if shared is None:  # another process than the first: the first reports
             return
         records, prepared = [r for r, _ in shared], [p for _, p in shared]
@@ -411,12 +409,16 @@ def cmd_attribute(args: argparse.Namespace) -> None:
 
     from ..inspection.maps import Maps
 
-    def score(model, prepared):  # one sentence: its record (maps dropped) and its scores
+    def score(model, prepared, bar):  # one sentence: its record (maps dropped) and its scores
         record = model.capture(prepared)
         side, methods = methods_of(record)
         if args.method == "all":  # what the model can take of what its record allows
             methods = [m for m in methods if m in model.capabilities.attributions]
-        found = attribute_model(model, prepared, methods, side=side)
+
+        def done(method: str) -> None:  # the bar says which of the sentence's methods are done
+            bar.set_postfix_str(f"{method} done ({methods.index(method) + 1}/{len(methods)})")
+
+        found = attribute_model(model, prepared, methods, side=side, done=done)
         record.maps = Maps()
         return record, found
 

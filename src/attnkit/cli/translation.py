@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..attribution.methods import CAPTION_METHODS
 from . import flags as F
 
 
@@ -147,7 +148,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def add_commands(add) -> None:
+    """The commands that use a trained model, each with its flags."""
     add("models", cmd_models, "list the trained models installed with attnkit (usable by name as MODEL)")
+    for add_one in (_add_translate, _add_caption, _add_evaluate):
+        add_one(add)
+
+
+def _add_translate(add) -> None:
     p = add("translate", cmd_translate, "translate stdin or a file with a trained model")
     F.model_arg(p)
     F.ensemble(p)
@@ -167,6 +174,8 @@ def add_commands(add) -> None:
         help="longer inputs are cut to this many subwords, with a warning (default: the model's limit)",
     )
 
+
+def _add_caption(add) -> None:
     p = add("caption", cmd_caption, "caption image files with a trained captioning model and draw its attention")
     F.model_arg(p)
     p.add_argument(
@@ -178,7 +187,7 @@ def add_commands(add) -> None:
     F.search_args(p)
     p.add_argument(
         "--attribute",
-        choices=["attention", "grad-attention", "integrated-gradients", "input-x-gradient", "all"],
+        choices=[*CAPTION_METHODS, "all"],
         default=None,
         help="with -o: draw each word's share of every region by this method (all: one row per method, one "
         "scale): raw attention, gradient-weighted attention (Chefer et al. 2021), integrated gradients or "
@@ -192,6 +201,8 @@ def add_commands(add) -> None:
     )
     F.dpi(p)
 
+
+def _add_evaluate(add) -> None:
     p = add("evaluate", cmd_evaluate, "translate a test set and print BLEU, chrF and speed")
     F.model_arg(p)
     F.ensemble(p)
