@@ -13,6 +13,7 @@ Shapes: P target positions over all pairs (each pair's words and its EOS), k wor
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,3 +138,27 @@ def teacher_words(
         ids[rows] = words.cpu()[keep].numpy()
         probs[rows] = best.cpu()[keep].numpy()
     return TeacherWords(ids, probs, offsets)
+
+
+def write_teacher_words(
+    teacher: Teacher,
+    src: Sequence[list[int]],
+    tgt: Sequence[list[int]],
+    path: Path,
+    *,
+    top: int,
+    batch_tokens: int,
+    device: torch.device,
+    say=print,
+) -> None:
+    """The teacher's words at every target position of the pairs ``src``, ``tgt`` (``teacher_words``)
+    saved to ``path``, saying what it does and how long it took."""
+    began = time.perf_counter()
+    say(f"the teacher reads the {len(tgt):,} training pairs")
+    models = [m.to(device) for m in teacher.models]
+    words = teacher_words(models, src, tgt, top=top, batch_tokens=batch_tokens, device=device)
+    words.save(path)
+    say(
+        f"its {words.ids.shape[1]} most likely words at each of {len(words.ids):,} positions "
+        f"({time.perf_counter() - began:.0f} s)"
+    )

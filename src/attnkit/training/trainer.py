@@ -33,10 +33,11 @@ from ..atomic import remove_stale
 from ..config import Config, check_config, config_from_dict, resume_changes, save_config
 from ..data import Batch, BucketBatcher
 from ..data.tokenizer import PAD
-from ..loading.model_dir import ModelDir, load_checkpoint, resolve_device, save_atomic
+from ..loading.model_dir import ModelDir, load_checkpoint, resolve_device
 from ..search import greedy_search
 from . import distributed
-from .distillation import TABLE, TeacherWords, load_teacher, teacher_words
+from .checkpoint import restore_state, save_state, save_weights
+from .distillation import TABLE, TeacherWords, load_teacher, write_teacher_words
 from .flops import device_peak, update_flops
 from .loss import LossSums, projected_label_smoothed_loss, rdrop_loss
 from .runlog import Progress, RunLog, StopRequest, Window
@@ -110,24 +111,7 @@ class Trainer:
             for directory in (self.md.path, self.md.checkpoints, self.md.snapshots, self.md.path / "subwords"):
                 # left by a run killed mid-write
                 remove_stale(directory)
-        start = self.start  # train.init_from's model, checked in __init__
-        if self.resume_state is None and self.world.main:
-            if start is not None:
-                # its vocabulary, so the config says what the run used; the sampling is this run's
-                cfg.tokenizer = dataclasses.replace(start.tokenizer, sampling=cfg.tokenizer.sampling)
-                start.vocabulary.save(self.md.path)
-                self.say(f"starting from {cfg.train.init_from}: its vocabulary and weights")
-            elif self.teacher is not None:  # the student learns the teacher's words: its vocabulary
-                cfg.tokenizer = dataclasses.replace(self.teacher.tokenizer_config, sampling=cfg.tokenizer.sampling)
-                self.teacher.tokenizer.save(self.md.path)
-                self.say(f"the vocabulary of the teacher, {cfg.train.teacher}")
-            else:
-                self.task.make_vocabulary(self.md.path)
-            save_config(cfg, self.md.config_path)
-        self.world.barrier()  # the other ranks read the vocabulary rank 0 made
-        made_here = start is None and self.teacher is None
-        if self.resume_state is not None or not made_here or not self.world.main:
-            self.task.load_vocabulary(self.md.path)
+        self._vocabulary()
         self.batcher: BucketBatcher | ImageBatcher
         self.batcher, described = self.task.batcher()
         if (sampled := distributed.sampling(self.batcher)) is not None:
@@ -136,33 +120,13 @@ class Trainer:
         if cfg.train.teacher:
             self.teacher_words = self._teacher_words()
         self.model = self.task.build_model().to(self.device)
-        if start is not None:
-            self.model.load_state_dict(start.weights)
+        if self.start is not None:
+            self.model.load_state_dict(self.start.weights)
         self.optimizer = build_optimizer(cfg.train, self.model.parameters())
         self.state = Progress()
         self.scheduler = build_scheduler(cfg.train, self.optimizer, clock=self._train_seconds)
         if self.resume_state is not None:
-            s = self.resume_state
-            self.model.load_state_dict(s["model"])
-            self.optimizer.load_state_dict(s["optimizer"])
-            self.scheduler.load_state_dict(s["scheduler"])
-            self.state = Progress(**s["progress"])
-            torch.set_rng_state(s["rng"]["torch"])
-            if torch.cuda.is_available() and s["rng"].get("cuda"):
-                torch.cuda.set_rng_state_all(s["rng"]["cuda"])
-            self._apply_changes()
-            if self.world.main:  # snapshots a killed run took after its last checkpoint are taken again
-                for step, path in self.md.snapshot_files():
-                    if step > self.state.step:
-                        path.unlink()
-            kept = ""
-            if (sampled := distributed.sampling(self.batcher)) is not None:
-                draw = sampled.kept_draw(self.state.epoch)
-                kept = f"; its subword draw read back from {draw}" if draw else "; its subwords drawn anew"
-            self.say(
-                f"resumed from {self.md.last} at step {self.state.step} "
-                f"(epoch {self.state.epoch}, batch {self.state.batch}{kept})"
-            )
+            self._resume(self.resume_state)
         self.ddp = distributed.wrap(self.model, self.world, self.device)  # the model, or DDP around it
         self.trained: Callable[..., Any] = self.ddp  # what the training step calls
         if cfg.train.compile:  # compiled graphs are cached on disk by inductor, so a resumed run starts faster
@@ -175,6 +139,45 @@ class Trainer:
         self.peak = device_peak(self.device) if translation else None
         if self.peak is not None:
             self.say(f"float32 matmul peak: {self.peak / 1e9:.0f} GFLOP/s per process (the MFU logged is against it)")
+
+    def _vocabulary(self) -> None:
+        """The run's vocabulary: train.init_from's or the teacher's (the student learns its
+        words), else made from the training data by rank 0; every rank reads it back."""
+        cfg, start, teacher = self.cfg, self.start, self.teacher
+        if self.resume_state is None and self.world.main:
+            if start is not None:
+                # its vocabulary, so the config says what the run used; the sampling is this run's
+                cfg.tokenizer = dataclasses.replace(start.tokenizer, sampling=cfg.tokenizer.sampling)
+                start.vocabulary.save(self.md.path)
+                self.say(f"starting from {cfg.train.init_from}: its vocabulary and weights")
+            elif teacher is not None:
+                cfg.tokenizer = dataclasses.replace(teacher.tokenizer_config, sampling=cfg.tokenizer.sampling)
+                teacher.tokenizer.save(self.md.path)
+                self.say(f"the vocabulary of the teacher, {cfg.train.teacher}")
+            else:
+                self.task.make_vocabulary(self.md.path)
+            save_config(cfg, self.md.config_path)
+        self.world.barrier()  # the other ranks read the vocabulary rank 0 made
+        made_here = start is None and teacher is None
+        if self.resume_state is not None or not made_here or not self.world.main:
+            self.task.load_vocabulary(self.md.path)
+
+    def _resume(self, saved: dict) -> None:
+        """The state of the interrupted run put back, with the settings the command changes."""
+        self.state = restore_state(saved, self.model, self.optimizer, self.scheduler)
+        self._apply_changes()
+        if self.world.main:  # snapshots a killed run took after its last checkpoint are taken again
+            for step, path in self.md.snapshot_files():
+                if step > self.state.step:
+                    path.unlink()
+        kept = ""
+        if (sampled := distributed.sampling(self.batcher)) is not None:
+            draw = sampled.kept_draw(self.state.epoch)
+            kept = f"; its subword draw read back from {draw}" if draw else "; its subwords drawn anew"
+        self.say(
+            f"resumed from {self.md.last} at step {self.state.step} "
+            f"(epoch {self.state.epoch}, batch {self.state.batch}{kept})"
+        )
 
     def _apply_changes(self) -> None:
         """Settings changed on resume: the optimizer's own (lr, weight decay) are set in its
@@ -193,29 +196,9 @@ class Trainer:
 
     # ------------------------------------------------------------ checkpoints
     def _save(self) -> None:
-        s = self.state
-        rng: dict[str, Tensor | list[Tensor]] = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
-        full = {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "progress": vars(s).copy(),
-            "rng": rng,
-            "config": self.cfg.to_dict(),
-        }
-        save_atomic(full, self.md.last)
+        save_state(self.md.last, self.model, self.optimizer, self.scheduler, self.state, self.cfg.to_dict())
         if (sampled := distributed.sampling(self.batcher)) is not None:  # a resumed run starts in this epoch
-            sampled.prune_draws(s.epoch)
-
-    def _save_step(self, improved: bool) -> None:
-        weights = {"model": self.model.state_dict(), "step": self.state.step}
-        save_atomic(weights, self.md.checkpoints / f"step_{self.state.step}.pt")
-        for old in self.md.step_checkpoints()[: -self.cfg.train.keep_last]:
-            old.unlink(missing_ok=True)
-        if improved or not self.md.best.is_file():
-            save_atomic(weights, self.md.best)
+            sampled.prune_draws(self.state.epoch)
 
     # ------------------------------------------------------------- validation
     @torch.inference_mode()
@@ -296,21 +279,15 @@ class Trainer:
                     f"train.teacher={cfg.train.teacher} has another vocabulary or target order "
                     f"(tokenizer.right_to_left) than {self.md.path}"
                 )
-            began = time.perf_counter()
-            self.say(f"the teacher reads the {len(batcher.tgt):,} training pairs")
-            models = [m.to(self.device) for m in teacher.models]
-            words = teacher_words(
-                models,
+            write_teacher_words(
+                teacher,
                 batcher.src,
                 batcher.tgt,
+                path,
                 top=cfg.train.teacher_top,
                 batch_tokens=cfg.train.batch_tokens,
                 device=self.device,
-            )
-            words.save(path)
-            self.say(
-                f"its {words.ids.shape[1]} most likely words at each of {len(words.ids):,} positions "
-                f"({time.perf_counter() - began:.0f} s)"
+                say=self.say,
             )
         self.teacher = None  # the models are not needed again
         self.world.barrier()  # the other ranks read the table rank 0 wrote
@@ -545,7 +522,7 @@ class Trainer:
         )
         if tc.attention_snapshots and self.world.main:
             self._snapshot(result)
-        self._save_step(improved)
+        save_weights(self.md, self.model, s.step, best=improved, keep_last=tc.keep_last)
         self._save()
         return tc.patience > 0 and s.bad_evals >= tc.patience
 
