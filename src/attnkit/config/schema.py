@@ -191,12 +191,10 @@ def _plain(x: Any) -> Any:
     return x
 
 
-# keys of the data and train sections that only one task reads (a captioner's are data.scenes)
-TRANSLATION_DATA_KEYS = (
-    "train_src", "train_tgt", "dev_src", "dev_tgt", "multi30k", "multi30k_variant", "src_lang", "tgt_lang",
-    "max_len", "max_dev_sentences",
-)  # fmt: skip
-TEACHER_KEYS = ("teacher", "teacher_weight", "teacher_top")  # word-level distillation: translation only
+# keys of the data and train sections that only a translator reads: the data section's text keys
+# (a captioner's are data.scenes) and word-level distillation's teacher_* keys
+TRANSLATION_DATA_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig) if f.name not in ("task", "scenes"))
+TEACHER_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name.startswith("teacher"))
 
 
 def unread(cfg: Config) -> list[str]:

@@ -57,7 +57,7 @@ def patch_figure(record: AttentionRecord, *, head: int | str = "mean", model: st
     assert record.image is not None and record.grid is not None  # an image record
     maps = record.get("encoder")
     rows, columns = record.grid
-    which = f"head {head}" if head != "mean" else "mean of heads"
+    which = f"head {head}" if head != "mean" else "mean of heads" if maps.shape[1] > 1 else "one attention (no heads)"
     panels = [
         (f"layer {layer}", record.select("encoder", layer, head)[0, 1:].reshape(rows, columns))
         for layer in range(maps.shape[0])

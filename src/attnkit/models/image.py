@@ -28,7 +28,7 @@ from ..positions.grid import GridPositions
 from .dropout import Dropout
 from .outputs import AttentionMaps, EncoderOutput
 from .rnn import CELLS, RNNSeq2Seq
-from .transformer import TransformerSeq2Seq, _unique
+from .transformer import TransformerSeq2Seq, unique_modules
 
 IMAGE_ENCODERS = ("cnn", "vit")  # config.IMAGE_ENCODERS
 
@@ -149,7 +149,7 @@ class RNNCaptioner(RNNSeq2Seq):
         return EncoderOutput(memory, mask, AttentionMaps() if need_weights else None, final)
 
     def position_schemes(self) -> list[nn.Module]:
-        return _unique([self.encoder.embed.positions])
+        return unique_modules([self.encoder.embed.positions])
 
     def region_grid(self, height: int, width: int) -> tuple[int, int]:
         return self.encoder.embed.grid(height, width)

@@ -293,7 +293,7 @@ class TransformerSeq2Seq(nn.Module):
         return self.src_embed.input_module()
 
     def position_schemes(self) -> list[nn.Module]:
-        return _unique(
+        return unique_modules(
             [self.src_embed.positions, self.tgt_embed.positions]
             + [cast(MultiHeadAttention, s.module).positions for s in self.attention_sites()]
         )
@@ -395,13 +395,13 @@ class TransformerEncoderModel(nn.Module):
         ]
 
     def position_schemes(self) -> list[nn.Module]:
-        return _unique(
+        return unique_modules(
             [getattr(self.embed, "positions", None)]
             + [cast(MultiHeadAttention, s.module).positions for s in self.attention_sites()]
         )
 
 
-def _unique(modules: Sequence[nn.Module | None]) -> list[nn.Module]:
+def unique_modules(modules: Sequence[nn.Module | None]) -> list[nn.Module]:
     """The modules that are there, each once (layers may share one scheme), in order."""
     out: list[nn.Module] = []
     for m in modules:
