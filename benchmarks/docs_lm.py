@@ -96,6 +96,19 @@ def main() -> None:
     print(f"{step} steps in {args.minutes:g} min; last loss {loss.item():.3f}; saved {args.out}")
 
 
+def _studio_text(model: Path, tokens: int) -> str:
+    """The longest cut of the docs that is at most ``tokens`` tokens once the studio has trimmed it
+    (a cut after a line break loses that token)."""
+    import transformers as T
+
+    tok = T.AutoTokenizer.from_pretrained(model)
+    for n in range(tokens, 0, -1):
+        text = capture_scale.text_of(model, n)[0].strip()
+        if len(tok(text)["input_ids"]) <= tokens:
+            return text
+    raise ValueError(f"no cut of the docs is at most {tokens} tokens")
+
+
 def screens(model: Path, out: Path, tokens: int) -> None:
     """The studio over the first ``tokens`` tokens of the docs: the head list sorted by each head's
     largest weight (the most focused first), the first head's matrix, and a zoomed block of its
@@ -108,7 +121,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
 
     from attnkit.viewer.screenshot import VIEWPORT, find_browser
 
-    text, _ = capture_scale.text_of(model, tokens)
+    text = _studio_text(model, tokens)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -7,7 +7,7 @@
   } = lib;
   const attributionCache = new Map();
   const ABOUT = {  // what the chosen method does, under the map
-    "attention": "Raw attention: the last layer's weights, the mean of its heads.",
+    "attention": "Raw attention: the last layer's weights (the mean of its heads, where it has several).",
     "rollout": "Rollout multiplies every layer's attention, mixed with the residual connection (Abnar & Zuidema 2020).",
     "flow": "Flow: the most weight that can pass from each input through every layer, as a flow network (Abnar & Zuidema 2020).",
     "value-norm": "Value-norm weighs each weight by the size of what the token sends, ‖a f(x)‖ (Kobayashi et al. 2020).",

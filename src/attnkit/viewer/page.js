@@ -246,6 +246,12 @@
         if (last !== null && measurer.measureText(last).width <= room) out[out.length - 1] = last;
         else out.push(word);
       }
+      const n = out.length, prev = n > 1 && !out[n - 1].includes(" ") ? out[n - 2].split(" ") : [];
+      const moved = prev.length > 2 ? `${prev[prev.length - 1]} ${out[n - 1]}` : null;
+      if (moved !== null && measurer.measureText(moved).width <= room) {  // no lone word on a line of its own
+        out[n - 1] = moved;
+        out[n - 2] = prev.slice(0, -1).join(" ");
+      }
       return out;
     });
   }
