@@ -228,7 +228,7 @@ def test_a_long_input_in_the_studio_at_8192_tokens(browser, tmp_path):
 
         page.click("#tabs [data-tab=matrix]")
         page.wait_for_function("/computed in/.test(document.getElementById('readout').textContent)")
-        assert "8001 x 8001 tokens" in page.inner_text("#readout")
+        assert "8,001 × 8,001 tokens" in page.inner_text("#readout")
         box = page.locator("#matrix").bounding_box()
         at = (box["x"] + 64 + 120, box["y"] + 22 + 200)  # inside the map, below its diagonal
         page.mouse.move(*at)

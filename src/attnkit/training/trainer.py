@@ -7,9 +7,10 @@ and the search interface used for validation, nor about the data: the task
 model and dev scores. Resuming restores the model,
 optimizer, schedule, RNG states and the data position (epoch, batch), so a run
 killed at any moment and resumed ends with the same parameters as one that
-never stopped. Beside it: ``runlog`` (the log, where the run is, stop signals),
-``start`` (train.init_from and the teacher), ``distributed`` (processes and each
-rank's batches).
+never stopped. Beside it: ``checkpoint`` (the state saved and restored), ``runlog``
+(the log, where the run is, stop signals), ``start`` (train.init_from and the
+teacher), ``distillation`` (the teacher's words), ``distributed`` (processes and
+each rank's batches).
 """
 
 from __future__ import annotations

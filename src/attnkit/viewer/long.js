@@ -101,6 +101,7 @@
   }
 
   function shape(ex) { return ex.remote[state.kind]; }  // layers, heads, queries, keys
+  const count = (n) => n.toLocaleString("en-US");  // 2,047: a long input's lengths read as the docs write them
   function mapBody(ex, layer = state.layer, head = state.head) {
     return { record: ex.record || "page", kind: state.kind, layer: layer, head: head };
   }
@@ -186,8 +187,8 @@
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
     const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${SUPERSCRIPT(LOG_DECADES)} or less` : "";
-    const span = r0 === c0 && r1 === c1 && T === S ? `queries and keys ${r0}-${r1 - 1} of ${T}`  // the diagonal's block
-      : `queries ${r0}-${r1 - 1} of ${T}, keys ${c0}-${c1 - 1} of ${S}`;
+    const span = r0 === c0 && r1 === c1 && T === S ? `queries and keys ${r0}-${r1 - 1} of ${count(T)}`  // the diagonal's block
+      : `queries ${r0}-${r1 - 1} of ${count(T)}, keys ${c0}-${c1 - 1} of ${count(S)}`;
     lib.colourBar($("legend"), beside ? room.w - left - w - 36 : Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
       `layer ${lib.layerName(state.layer)}, ${which}: ${span}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
@@ -195,7 +196,7 @@
     ], log ? `10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0",  // "or less": the note beside the bar
     log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, `10⁻${SUPERSCRIPT(LOG_DECADES - 1 - i)}`]) : []);
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
-    $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${T} x ${S} tokens ` +
+    $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${count(T)} × ${count(S)} tokens ` +
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
     wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact: cells });
   }
@@ -293,7 +294,7 @@
     }
     lib.colourBar($("model-legend"), 860, "1", [
       "attention weight (absolute); each pixel: the largest weight of the cells it covers",
-      `${L} layer(s) × ${H} head(s) over ${shape(ex)[2]} x ${shape(ex)[3]} tokens`,
+      `${L} layer(s) × ${H} head(s) over ${count(shape(ex)[2])} × ${count(shape(ex)[3])} tokens`,
     ]);
     let done = 0;
     for (const [l, j, c] of cells) {  // layer by layer: the first rows appear while the rest are computed

@@ -72,7 +72,7 @@
     if (info.heads !== undefined) parts.push(`${info.heads} heads`);
     if (info.positions) parts.push(`${info.positions} positions`);
     if (info.step !== undefined) parts.push(`step ${info.step}`);
-    return name + parts.join(" · ");
+    return name + parts.map((part) => part.replaceAll(" ", "\u00a0")).join(" · ");  // lines break between the parts only
   }
 
   // ---- packed maps (a static page): each layer unpacked when it is first shown ------------
