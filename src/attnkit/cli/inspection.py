@@ -34,9 +34,10 @@ SHARD = 32  # sentences a process prepares at once (a translation's beam search 
 
 
 def _sharded(args: argparse.Namespace, work, inputs=None, *, everywhere: bool = False):
-    """``work(model, prepared sentence)`` over every sentence of ``args`` (or ``inputs(model)``),
-    the sentences shared out over the processes torchrun started (``training.distributed.
-    map_sharded``): (the results in order on rank 0, None on the others; the loaded model).
+    """``work(model, prepared sentence, progress bar)`` over every sentence of ``args`` (or
+    ``inputs(model)``), the sentences shared out over the processes torchrun started
+    (``training.distributed.map_sharded``): (the results in order on rank 0, None on the others;
+    the loaded model). The bar counts sentences; ``work`` may say more on it (its postfix).
     ``everywhere``: the results on every process, and the process group kept for more work."""
     from ..loaded import load
     from ..loading.model_dir import resolve_device
