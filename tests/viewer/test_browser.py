@@ -90,6 +90,9 @@ def test_transformer_viewer_interactions(browser, toy_records, tmp_path):
     assert page.evaluate("document.getElementById('matrix').width") > 0
     box = page.locator("#matrix").bounding_box()
     assert box["height"] > 250  # a short sentence gets large cells (the largest, 44 px); a long one fills the window
+    cross = records[0].maps["cross"]  # above the map, before any cell is pointed at: which map it is, and its size
+    overview = f"layer {layers - 1}, head {heads - 1}: {cross.shape[2]} queries × {cross.shape[3]} keys"
+    assert overview in page.inner_text("#readout"), page.inner_text("#readout")
     assert "Seq2Seq" not in page.inner_text("header")  # the header says what the model is, not its class
     page.mouse.move(box["x"] + box["width"] - 40, box["y"] + box["height"] - 12)  # a cell near the bottom right
     assert "weight" in page.inner_text("#readout")

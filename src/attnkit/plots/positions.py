@@ -12,7 +12,7 @@ from matplotlib.colors import Normalize, SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Rectangle
-from matplotlib.transforms import blended_transform_factory, offset_copy
+from matplotlib.transforms import blended_transform_factory
 
 from .layout import WIDTH
 
@@ -86,11 +86,11 @@ def _table_panel(fig: Figure, ax_m, pe: np.ndarray, learned: bool, centre: bool,
         halves = ax_m.secondary_xaxis("top")
         halves.set_xticks([half / 2 - 0.5, half + (d - half) / 2 - 0.5], ["sin: dim 2i", "cos: dim 2i + 1"])
         halves.tick_params(length=0, labelsize=9)
-    ax_m.set(
-        xlabel="pair i (the frequency falls with i)" if sin_cos else "dimension",
-        ylabel="position",
-        title=("the table, each dimension minus its mean" if centre else "the table: one row per position")
+    ax_m.set(xlabel="pair i (the frequency falls with i)" if sin_cos else "dimension", ylabel="position")
+    ax_m.set_title(
+        ("the table, each dimension minus its mean" if centre else "the table: one row per position")
         + ("\n(colours clipped at the 99th percentile)" if learned else ""),
+        pad=9 if sin_cos else 6,  # clear of the sin and cos labels over the halves
     )
     fig.colorbar(im, ax=ax_m, shrink=0.85, label=f"value (±{lim:.2g}" + (", clipped)" if learned else ")"))
     return lim
@@ -194,10 +194,8 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
         + (":\nit depends on |i − j| only" if not learned else "")
         + ("\n(the dips below 0 come from the centring)" if centre else ""),
     )
-    under = offset_copy(ax_d.transAxes, fig=fig, y=-36, units="points")  # past the ticks and the x label
-    ax_d.legend(
-        fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=under, ncol=2, frameon=False
-    )  # under: on no curve
+    # in the panel, in whichever corner the curves leave most free (matplotlib's "best"), on a white box
+    ax_d.legend(fontsize=9, loc="best", framealpha=0.9, handlelength=1.6, borderaxespad=0.3)
 
 
 def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8, width: float | None = None) -> Figure:

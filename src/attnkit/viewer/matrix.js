@@ -4,7 +4,7 @@
 (window.attnkitViews = window.attnkitViews || {}).matrix = function (lib) {
   const {
     $, state, example, queries, keys, shown, heads, matrixOf, rowScale, area, clamp, fitCells, textWidth, layerName,
-    setupCanvas, renderCells, colourBar, BAR, FAMILY, SMALL
+    setupCanvas, renderCells, colourBar, BAR, FAMILY, SMALL, KIND_LABEL
   } = lib;
   // The matrix: every cell in sight, or (wheel to zoom, drag to pan, double-click for all) a part of it.
   function drawMatrix() {
@@ -48,7 +48,12 @@
     if (!state.zoom && state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
       drawWindows(ctx, ex, rows, cols, g);
     }
-    interact(canvas, { ex, W, div, q, k, rows, cols, view }, g);
+    // the line above the map, while no cell is pointed at: which map it is and how large
+    const which = heads() === 1 ? "the only head" : state.head === "mean" ? `average of ${heads()} heads` : `head ${state.head}`;
+    const overview = `${KIND_LABEL[state.kind]}, layer ${layerName(state.layer)}, ${which}: ` +
+      `${rows.length.toLocaleString("en")} queries × ${cols.length.toLocaleString("en")} keys`;
+    $("readout").textContent = overview;
+    interact(canvas, { ex, W, div, q, k, rows, cols, view, overview }, g);
     drawLegend(ex);
   }
 
@@ -81,7 +86,7 @@
   }
 
   function interact(canvas, m, g) {  // the readout under the pointer; wheel: zoom about it; drag: pan; double-click: the whole
-    const { ex, W, div, q, k, rows, cols, view } = m, { left, top, cw, ch } = g;
+    const { ex, W, div, q, k, rows, cols, view, overview } = m, { left, top, cw, ch } = g;
     const at = (e) => {  // the cell under the pointer: (row, column) in rows/cols, or null
       const b = canvas.getBoundingClientRect();
       const c = Math.floor((e.clientX - b.left - left) / cw), r = Math.floor((e.clientY - b.top - top) / ch);
@@ -97,7 +102,7 @@
         return;
       }
       const hit = at(e);
-      if (!hit) { $("readout").textContent = ""; return; }
+      if (!hit) { $("readout").textContent = overview; return; }
       const i = rows[hit.r], j = cols[hit.c];
       let text = `${q[i]} (${i}) → ${k[j]} (${j}): weight ${W[i][j].toFixed(3)}`;
       if (state.pooled) text += " (zoomed out: a pixel shows the largest weight of the cells it covers)";
@@ -108,7 +113,7 @@
     let drag = null;
     canvas.onmousedown = (e) => { if (state.zoom) drag = { x: e.clientX, y: e.clientY, view: view }; };
     canvas.onmouseup = () => { drag = null; };
-    canvas.onmouseleave = () => { drag = null; $("readout").textContent = ""; };
+    canvas.onmouseleave = () => { drag = null; $("readout").textContent = overview; };
     canvas.onwheel = (e) => {  // zoom about the cell under the pointer
       const hit = at(e);
       if (!hit) return;
@@ -125,7 +130,7 @@
   }
 
   function drawLegend(ex) {
-    const shownHead = state.head === "mean" ? (heads() > 1 ? "average of heads" : "one attention") : `head ${state.head}`;
+    const shownHead = heads() === 1 ? "the only head" : state.head === "mean" ? "average of heads" : `head ${state.head}`;
     let text = `layer ${layerName(state.layer)}, ${shownHead}: ` +
       (state.scale === "row" ? "weight ÷ its row's largest (per-query scale)" : "attention weight (absolute)");
     if (state.hideSpecial) text += "; special tokens hidden, rows not renormalised";
