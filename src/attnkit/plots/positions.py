@@ -142,7 +142,7 @@ def _corner_inset(ax, cos: np.ndarray, odd: int, cmap, norm) -> None:
     inset.set_yticks([])
     # its name over its top edge, on white: it lies on the map
     inset.text(0.5, 1.02, f"positions {a}–{a + n - 1}, enlarged", transform=inset.transAxes, ha="center", va="bottom",
-               fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})  # fmt: skip
+               fontsize=9, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})  # fmt: skip
     ax.indicate_inset_zoom(inset, edgecolor="#333333", lw=0.8)
 
 
@@ -162,7 +162,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     if learned and not centre:  # a trained table: the position least like the others, named on both axes
         odd = int(np.argmin(rest))
         # marked outside the map, so that its cells stay in view: on both axes a long, thick gold tick points at
-        # its row and its column, under a bold gold label (every label pushed out past the long tick)
+        # its row and its column, under a gold label (every label pushed out past the long tick)
         ticks = sorted({*(int(v) for v in np.arange(0, t, 20)), odd})
         ax_c.tick_params(pad=8)
         for axis in (ax_c.xaxis, ax_c.yaxis):
@@ -170,7 +170,7 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
             for tick, v in zip(axis.get_major_ticks(), ticks):
                 if v == odd:
                     tick.tick1line.set(markeredgecolor=GOLD, markersize=9, markeredgewidth=2.4)
-                    tick.label1.set(color=GOLD, fontweight="bold")
+                    tick.label1.set(color=GOLD)
         title += f"\n(in gold: position {odd}, the least like the rest)"
         _corner_inset(ax_c, cos, odd, im.cmap, im.norm)
     ax_c.set(xlabel="position j", ylabel="position i", title=title)
@@ -239,7 +239,7 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8, wi
             ax.tick_params(bottom=False, labelbottom=False)
         if n % cols == 0:
             ax.set_ylabel("query i", fontsize=9)
-        ax.tick_params(labelsize=8)
+        ax.tick_params(labelsize=9)
     for ax in axes[len(shown) :]:
         ax.set_visible(False)
     bar = top.colorbar(im, ax=list(axes[: len(shown)]), shrink=0.9)
@@ -250,6 +250,7 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8, wi
         ]
         ends = [vmin, *sorted(decades), 0.0]
         bar.set_ticks(ends, labels=[f"{v:g}".replace("-", "−") for v in ends])
+        bar.minorticks_off()  # no unlabelled marks between them
     scale = f"log scale, linear within ±{linear_within:.2g}; " if logarithmic else ""
     what = f"{scale}{vmin:.3g} to {vmax:.3g}, every head".replace("-", "−")
     bar.set_label("bias added to the score\n" + textwrap.fill(f"({what})", round(side * rows * 16)), fontsize=9)
@@ -267,7 +268,7 @@ def plot_score_bias(bias: np.ndarray, *, title: str = "", max_heads: int = 8, wi
         seen += "\nm halves from head to head, so the last heads' lines lie close to 0"
     ax_l.set_title(seen, fontsize=10)
     if heads <= 8:
-        ax_l.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+        ax_l.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     if title:
         fig.suptitle(_fill(title, width), fontsize=11)
     return fig

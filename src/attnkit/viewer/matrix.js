@@ -67,7 +67,9 @@
       const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
       // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
       const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
-      const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = ch * 0.4;  // apart from the next row's
+      // the outline on the row's edges, its stroke over them (no sliver of a cell outside it), a row's
+      // black edge meeting the next row's between them
+      const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = Math.max(0.3 * ch, ch / 2 - 1.25);
       if (first <= lastIn) {
         ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
         ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
@@ -138,9 +140,10 @@
     const q = queries(ex, state.kind), k = keys(ex, state.kind), z = state.zoom;
     const where = z ? `queries ${z.r}-${z.r + z.nr - 1} of ${z.rows}, keys ${z.c}-${z.c + z.nc - 1} of ${z.cols}: drag to move, wheel to zoom, double-click for all`
       : q.length * k.length > 400 ? "wheel to zoom in, drag to move" : "";
-    const second = ex.p_t && state.kind === "cross" && !z ? `orange outline: each row's window p_t ± ${ex.window}; white ring: p_t (a triangle: past the last key)`
-      : where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "");
-    colourBar($("legend"), BAR + 760, state.scale === "row" ? "row's largest" : "1", [text, second]);
+    const more = ex.p_t && state.kind === "cross" && !z  // a line each: the wrap never splits one apart
+      ? [`orange outline: each row's window p_t ± ${ex.window}`, "white ring: p_t; a triangle: p_t lies past the last key"]
+      : [where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "")];
+    colourBar($("legend"), BAR + 760, state.scale === "row" ? "row's largest" : "1", [text, ...more]);
   }
 
   return { tabs: { matrix: drawMatrix } };
