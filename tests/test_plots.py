@@ -193,6 +193,18 @@ def test_attention_maps_show_their_tokens(name):
         assert all(t.get_rotation() == 0 for t in ax.texts if t.get_text() == "␣")
 
 
+def test_a_lone_punctuation_mark_reads_upright_among_turned_keys():
+    # turned by 60 degrees, a comma reads as a backtick and an apostrophe as a hyphen
+    keys = ["sunday", ",", "woman", "'", "##s", "a"]
+    fig = plots.plot_alignment(_softmax(RNG.normal(size=(2, len(keys)))), keys, ["x", "y"])
+    FigureCanvasAgg(fig).draw()
+    ax = fig.get_axes()[0]
+    turned = [t.get_text() for t in ax.get_xticklabels()]
+    assert turned == ["sunday", "", "woman", "", "##s", "a"]  # a lone letter stays with the words
+    upright = {t.get_text(): t.get_rotation() for t in ax.texts}
+    assert upright == {",": 0.0, "'": 0.0}
+
+
 def test_projection_labels_neither_overlap_nor_leave_their_panel():
     # eight marked tokens bunched in two tight clusters, one at the right edge: labels must be moved apart
     # (a label per place: points 0.09 apart fall in different places, but their labels would touch)

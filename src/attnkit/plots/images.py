@@ -80,7 +80,7 @@ def plot_caption(
         ax.set_visible(False)
     if heat is not None:
         bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
-        bar.set_label(f"attention weight (0-{vmax:g})", fontsize=9)
+        bar.set_label(f"attention weight (0 to {vmax:g})", fontsize=9)
     _suptitle(fig, title, 12)
     _key(fig, boxes is not None, inside is not None and any(v is not None for v in inside))
     return fig
@@ -251,7 +251,7 @@ def plot_patch_attention(
         ax.set_visible(False)
     if heat is not None:
         bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
-        bar.set_label(f"attention weight (0-{top:.3g})", fontsize=8)
+        bar.set_label(f"attention weight (0 to {top:.3g})", fontsize=8)
         if uniform is not None and uniform <= top:
             bar.ax.axhline(uniform, color="black", lw=1.5)
             bar.ax.text(

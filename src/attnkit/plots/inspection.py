@@ -323,7 +323,7 @@ def plot_contextual(
         upright_spaces(ax)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
-    top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity\n(one scale, -0.2 to 1, both panels)")
+    top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity\n(one scale, −0.2 to 1, both panels)")
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
     grid = bottom.subplots(rows, cols, squeeze=False)
     for ax, (name, xy) in zip(grid.flat, projections):
@@ -383,8 +383,10 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
 def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], labels: Sequence[str],
                       colours: Sequence[str]) -> None:  # fmt: skip
     """One depth's 2-D projection: every token grey, the marked ones in their sentence's colour;
-    tokens at one place drawn as rings (the largest below) and named by one label."""
-    ax.scatter(xy[:, 0], xy[:, 1], s=8, color="#9ca3af")
+    tokens at one place drawn as rings (the largest below) and named by one label. The other tokens'
+    grey dots are drawn over the rings, so that none hides under a marked one."""
+    other = np.setdiff1d(np.arange(len(xy)), list(marked))
+    ax.scatter(xy[other, 0], xy[other, 1], s=8, color="#9ca3af", zorder=5)
     places: list[list[int]] = []  # the marked tokens by place: those within NEAR of a place's first share it
     unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
     for i in sorted(marked):
@@ -412,38 +414,73 @@ FLOOR = 0.07  # a label's lowest place in a projection panel (axes fraction): cl
 NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes are drawn at one place, one label
 
 
-def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
-    """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``: beside
-    the point, on its right or else its left (its right end by the point, as where the right would
-    leave the panel), slid a little along its line or moved up to three lines up or down (with a thin
-    leader line), the nearest place clear of the labels already placed and of every other point;
-    where none is, down from the point, and its white ground covers the points it cannot clear."""
-    placed: list[tuple[float, float, float]] = []  # (left, bottom, width) in axes fractions
-    at = (MARGIN + unit) / (1 + 2 * MARGIN)  # every point, in axes fractions
-    marks = {i: at[i] for i, _ in items}  # the labelled ones
+class _Spots:
+    """Where a projection panel's labels may go, in axes fractions: the points (``unit``: scaled to 0..1
+    per axis), the labelled ones, and the labels placed so far, each (left, bottom, width) of
+    ``height``."""
 
-    def clash(left: float, ty: float, width: float) -> bool:
-        return any(abs(ty - py) < height and left < px + pw and px < left + width for px, py, pw in placed)
+    def __init__(self, unit: np.ndarray, labelled: list[int], height: float) -> None:
+        self.unit, self.height = unit, height
+        self.at = (MARGIN + unit) / (1 + 2 * MARGIN)  # every point, in axes fractions
+        self.marks = {i: self.at[i] for i in labelled}
+        self.placed: list[tuple[float, float, float]] = []
 
-    def covers(left: float, ty: float, width: float, own: int, among: np.ndarray) -> bool:
-        """Whether the label would lie on one of the points ``among`` that is not at its own place."""
-        away = among & (np.abs(unit - unit[own]).max(1) >= NEAR)
-        inside = (
-            (left - 0.01 < at[:, 0])
-            & (at[:, 0] < left + width + 0.01)
-            & (ty - 0.015 < at[:, 1])
-            & (at[:, 1] < ty + height)
-        )
+    def apart(self, j: int, own: int) -> bool:  # not drawn at one place with ``own``
+        return bool(np.abs(self.unit[j] - self.unit[own]).max() >= NEAR)
+
+    def clash(self, left: float, ty: float, width: float) -> bool:  # on a label placed before
+        return any(abs(ty - py) < self.height and left < px + pw and px < left + width for px, py, pw in self.placed)
+
+    def covers(self, left: float, ty: float, width: float, own: int, every: bool) -> bool:
+        """Whether the label would lie on a point (``every``: any, else a labelled one) not at its own place."""
+        among = np.ones(len(self.unit), dtype=bool) if every else np.isin(np.arange(len(self.unit)), list(self.marks))
+        away = among & (np.abs(self.unit - self.unit[own]).max(1) >= NEAR)
+        x, y = self.at[:, 0], self.at[:, 1]
+        inside = (left - 0.01 < x) & (x < left + width + 0.01) & (ty - 0.015 < y) & (y < ty + self.height)
         return bool((away & inside).any())
 
-    labelled = np.isin(np.arange(len(unit)), list(marks))
-    everyone = np.ones(len(unit), dtype=bool)
+    def leader(self, ty: float, own: int, slid: float) -> bool:  # a label set apart from its point: a line to it
+        return abs(ty + self.height / 2 - self.marks[own][1]) > 0.03 or slid > 0.05
+
+    def astray(self, left: float, ty: float, width: float, right: bool, own: int) -> bool:
+        """Whether the label would seem to name another labelled point: one lies between the label and its
+        own point, or by the leader from the label's near end to its point."""
+        end = np.array([left + width if right else left, ty + self.height / 2])
+        seg = self.marks[own] - end
+        lo, hi = sorted((end[0], self.marks[own][0]))
+        for j, p in self.marks.items():
+            if not self.apart(j, own):
+                continue
+            if lo - 0.01 < p[0] < hi + 0.01 and ty < p[1] < ty + self.height:
+                return True
+            t = float(np.clip(np.dot(p - end, seg) / max(float(np.dot(seg, seg)), 1e-12), 0.0, 1.0))
+            if np.hypot(*(end + t * seg - p)) < 0.025:
+                return True
+        return False
+
+    def fits(self, spot: tuple[bool, float, float, float], own: int, width: float, every: bool) -> bool:
+        right, left, ty, _ = spot
+        return not (
+            self.clash(left, ty, width)
+            or self.covers(left, ty, width, own, every)
+            or self.astray(left, ty, width, right, own)
+        )
+
+
+def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
+    """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``: beside
+    the point and level with it, on its right or else its left (its right end by the point, as where
+    the right would leave the panel), slid a little along its line or moved up to three lines up or
+    down (with a thin leader line), the nearest place clear of the labels already placed and of every
+    other point, and where it names no other labelled point; else the nearest such place clear of the
+    labelled points, its white ground over the grey ones; where none is, down from the point."""
+    spots_of = _Spots(unit, [i for i, _ in items], height)
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
-        x, y = marks[i]
+        x, y = spots_of.marks[i]
         width = 0.022 * len(text)
-        start = min(y + 0.02, 0.92)
+        start = min(y - height / 2, 0.92)  # level with the point
         # beside the point (right of it, else left of it: its right end by the point, clear of its ring), slid a
-        # little along its line or up to three lines up or down, the nearest place clear of labels and points
+        # little along its line or up to three lines up or down
         sides = [True] if x + 0.02 + width > 1.0 else [False, True]
         spots = []
         for lines in (0, -1, 1, -2, 2, -3, 3):
@@ -452,32 +489,31 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
                 base = x - 0.035 - width if right else x + 0.02
                 spots += [(right, base + step * d, start + lines * height, d) for d in (0.0, 0.03, 0.06, 0.1)]
         spots = [sp for sp in spots if sp[1] >= 0.0 and sp[1] + width <= 1.0 and FLOOR <= sp[2] <= 0.92]
-        found = next(
-            (sp for sp in spots if not clash(sp[1], sp[2], width) and not covers(sp[1], sp[2], width, i, everyone)),
-            None,
-        )
+        found = next((sp for every in (True, False) for sp in spots if spots_of.fits(sp, i, width, every)), None)
         if found is not None:
             right, left, ty, slid = found
         else:  # down from beside it, the first place free of labels and of labelled points, else free of labels
             right, slid = sides[0], 0.0
             left = x - 0.035 - width if right else x + 0.02
             down = [start - k * height for k in range(12)]
-            free = [t for t in down if not clash(left, t, width)]
+            free = [t for t in down if not spots_of.clash(left, t, width)]
             inside = [t for t in free if t >= FLOOR]
-            ty = next((t for t in inside if not covers(left, t, width, i, labelled)), None)
+            ty = next((t for t in inside if not spots_of.covers(left, t, width, i, False)), None)
             if ty is None:
                 ty = next(iter(inside or free), down[-1])
-        placed.append((left, ty, width))
-        moved = abs(ty - (y + 0.02)) > 0.03 or slid > 0.05  # a leader to a label set apart from its point
+        spots_of.placed.append((left, ty, width))
         ax.annotate(
             text,
             xy[i],
-            xytext=(left + width, ty) if right else (left, ty),  # anchored by its right end: its width is estimated
+            # anchored by its near end (its width is estimated), its middle on the line the search kept
+            xytext=(left + width if right else left, ty + height / 2),
             textcoords="axes fraction",
             fontsize=7,
-            va="bottom",
+            va="center",
             ha="right" if right else "left",
             bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none"},  # over a grey point it cannot clear
             zorder=6,
-            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280"} if moved else None,
+            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280", "shrinkB": 4}
+            if spots_of.leader(ty, i, slid)
+            else None,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import blended_transform_factory, offset_copy
@@ -17,20 +18,22 @@ SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey, set apart from the tok
 
 def upright_spaces(ax, *, top: bool = False) -> None:
     """Draw a bare word boundary (␣) upright among turned key labels, and in grey on both axes:
-    turned, the open box reads as a bracket. Its x tick keeps no text (a tick label's rotation is
-    the axis's) but keeps its tick mark; the glyph is written under the mark (``top``: over it, the
-    key labels being above the axes)."""
+    turned, the open box reads as a bracket; and a lone punctuation mark upright, in its label's
+    colour (turned, a comma reads as a backtick). Its x tick keeps no text (a tick label's rotation
+    is the axis's) but keeps its tick mark; the glyph is written under the mark (``top``: over it,
+    the key labels being above the axes)."""
     _upright_y(ax)
     labels = ax.get_xticklabels()
     texts = [label.get_text() for label in labels]
-    if SPACE not in texts:
+    if not any(map(_upright, texts)):
         return
     first = labels[0]
     size = first.get_fontsize()
+    colours = [label.get_color() for label in labels]
     ticks = ax.get_xticks()
     ax.set_xticks(
         ticks,
-        ["" if t == SPACE else t for t in texts],
+        ["" if _upright(t) else t for t in texts],
         rotation=first.get_rotation(),
         ha=first.get_ha(),
         rotation_mode=first.get_rotation_mode(),
@@ -39,10 +42,18 @@ def upright_spaces(ax, *, top: bool = False) -> None:
     at = offset_copy(
         blended_transform_factory(ax.transData, ax.transAxes), fig=ax.figure, y=6 if top else -6, units="points"
     )
-    for x, t in zip(ticks, texts):
+    for x, t, colour in zip(ticks, texts, colours):
         if t == SPACE:
             ax.text(x, 1 if top else 0, SPACE, transform=at, ha="center", va="bottom" if top else "top",
                     fontsize=size * 1.5, color=SPACE_COLOUR)  # fmt: skip
+        elif _upright(t):
+            ax.text(x, 1 if top else 0, t, transform=at, ha="center", va="bottom" if top else "top",
+                    fontsize=size, color=colour)  # fmt: skip
+
+
+def _upright(label: str) -> bool:
+    """A key label drawn upright among turned ones: the word boundary, or one punctuation mark."""
+    return label == SPACE or (len(label) == 1 and unicodedata.category(label)[0] in "PS")
 
 
 def _upright_y(ax) -> None:

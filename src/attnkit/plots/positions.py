@@ -140,8 +140,8 @@ def _corner_inset(ax, cos: np.ndarray, odd: int, cmap, norm) -> None:
         inset.add_patch(Rectangle(xy, w, h, fill=False, edgecolor=GOLD, lw=1.2))
     inset.set_xticks([])
     inset.set_yticks([])
-    # its name over its top edge, on white: it lies on the map
-    inset.text(0.5, 1.02, f"positions {a}–{a + n - 1}, enlarged", transform=inset.transAxes, ha="center", va="bottom",
+    # its name over its top edge from its left end (inside the map's frame), on white: it lies on the map
+    inset.text(0.0, 1.02, f"positions {a}–{a + n - 1}, enlarged", transform=inset.transAxes, ha="left", va="bottom",
                fontsize=9, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.0})  # fmt: skip
     ax.indicate_inset_zoom(inset, edgecolor="#333333", lw=0.8)
 
