@@ -195,12 +195,12 @@ def test_attention_maps_show_their_tokens(name):
 
 def test_a_lone_punctuation_mark_reads_upright_among_turned_keys():
     # turned by 60 degrees, a comma reads as a backtick and an apostrophe as a hyphen
-    keys = ["sunday", ",", "woman", "'", "##s", "a"]
+    keys = ["sunday", ",", "woman", "'", "##s", "a", "."]
     fig = plots.plot_alignment(_softmax(RNG.normal(size=(2, len(keys)))), keys, ["x", "y"])
     FigureCanvasAgg(fig).draw()
     ax = fig.get_axes()[0]
     turned = [t.get_text() for t in ax.get_xticklabels()]
-    assert turned == ["sunday", "", "woman", "", "##s", "a"]  # a lone letter stays with the words
+    assert turned == ["sunday", "", "woman", "", "##s", "a", "."]  # a letter, or a full stop, reads right turned
     upright = {t.get_text(): t.get_rotation() for t in ax.texts}
     assert upright == {",": 0.0, "'": 0.0}
 
@@ -221,12 +221,20 @@ def test_projection_labels_neither_overlap_nor_leave_their_panel():
     panel = fig.get_axes()[-1]
     notes = [t for t in panel.texts if t.get_text()]
     assert len(notes) == 8
-    boxes = [t.get_window_extent(renderer) for t in notes]
+    boxes = [Text.get_window_extent(t, renderer) for t in notes]  # the words alone, not their leaders
     frame = panel.get_window_extent(renderer)
     for i, a in enumerate(boxes):
         assert frame.x0 - 1 <= a.x0 and a.x1 <= frame.x1 + 1, f"{notes[i].get_text()} leaves its panel"
         for b in boxes[i + 1 :]:
             assert not a.overlaps(b), "two labels overlap"
+    for note in notes:  # a leader runs through no other label
+        if note.arrow_patch is not None:
+            path = note.arrow_patch.get_path().transformed(note.arrow_patch.get_transform())
+            along = path.interpolated(50).vertices
+            for other, box in zip(notes, boxes):
+                if other is not note:
+                    crossing = [box.contains(x, y) for x, y in along]
+                    assert not any(crossing), f"{note.get_text()}'s leader crosses {other.get_text()}"
     # the two unmarked points lie in open space: no label is set on them
     for x, y in panel.transData.transform(points[8:]):
         assert not any(a.x0 - 2 <= x <= a.x1 + 2 and a.y0 - 2 <= y <= a.y1 + 2 for a in boxes), (x, y)

@@ -359,7 +359,9 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
             [],
             ls="none",
             marker="o",
-            color=colours[k % len(colours)],
+            markerfacecolor="none",
+            markeredgecolor=colours[k % len(colours)],
+            markeredgewidth=RING_WIDTH,
             label=f"{marked_words} in sentence {name}",
         )
         for k, name in enumerate(sentences)
@@ -382,11 +384,11 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
 
 def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], labels: Sequence[str],
                       colours: Sequence[str]) -> None:  # fmt: skip
-    """One depth's 2-D projection: every token grey, the marked ones in their sentence's colour;
-    tokens at one place drawn as rings (the largest below) and named by one label. The other tokens'
-    grey dots are drawn over the rings, so that none hides under a marked one."""
+    """One depth's 2-D projection: every token a grey dot, the marked ones a ring in their sentence's
+    colour (hollow: a grey dot under one stays in view); tokens at one place drawn as rings one inside
+    the other and named by one label."""
     other = np.setdiff1d(np.arange(len(xy)), list(marked))
-    ax.scatter(xy[other, 0], xy[other, 1], s=8, color="#9ca3af", zorder=5)
+    ax.scatter(xy[other, 0], xy[other, 1], s=8, color="#9ca3af", zorder=2)
     places: list[list[int]] = []  # the marked tokens by place: those within NEAR of a place's first share it
     unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
     for i in sorted(marked):
@@ -395,13 +397,13 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
             places.append([i])
         else:
             at.append(i)
-    for members in places:  # tokens at one place: one ring per sentence, the largest below
+    for members in places:  # tokens at one place: one ring per sentence, one inside the other
         shown = list(dict.fromkeys(marked[i] for i in members))
         for rank, k in enumerate(shown):
             first = next(i for i in members if marked[i] == k)
-            size = 30 * (1 + 1.2 * (len(shown) - 1 - rank))
-            ax.scatter(xy[first, 0], xy[first, 1], s=size, color=colours[k % len(colours)], zorder=3 + rank,
-                       edgecolors="white", linewidths=0.6)  # fmt: skip
+            size = RING * (1 + 1.3 * (len(shown) - 1 - rank))
+            ax.scatter(xy[first, 0], xy[first, 1], s=size, facecolors="none", edgecolors=colours[k % len(colours)],
+                       linewidths=RING_WIDTH, zorder=3 + rank)  # fmt: skip
     _place_labels(ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places])
     ax.set_title(name, fontsize=9)
     ax.margins(MARGIN)  # no point or ring on the panel's frame
@@ -409,6 +411,7 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
     ax.set_yticks([])
 
 
+RING, RING_WIDTH = 32, 1.8  # a marked token's ring: its size (points squared) and its line's width
 MARGIN = 0.09  # a projection panel's data margins, of its width and height
 FLOOR = 0.07  # a label's lowest place in a projection panel (axes fraction): clear of its bottom frame
 NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes are drawn at one place, one label
@@ -424,6 +427,32 @@ class _Spots:
         self.at = (MARGIN + unit) / (1 + 2 * MARGIN)  # every point, in axes fractions
         self.marks = {i: self.at[i] for i in labelled}
         self.placed: list[tuple[float, float, float]] = []
+        self.leaders: list[np.ndarray] = []  # the leaders drawn so far, each a few points along it
+
+    def place(self, left: float, ty: float, width: float, right: bool, own: int, slid: float) -> bool:
+        """Keep the label's place (and its leader's); whether it has a leader."""
+        self.placed.append((left, ty, width))
+        drawn = self.leader(ty, own, slid)
+        if drawn:
+            self.leaders.append(self._along(left, ty, width, right, own))
+        return drawn
+
+    def _along(self, left: float, ty: float, width: float, right: bool, own: int) -> np.ndarray:
+        end = np.array([left + width if right else left, ty + self.height / 2])
+        return end + np.linspace(0.0, 1.0, 24)[:, None] * (self.marks[own] - end)
+
+    def _inside(self, pts: np.ndarray, left: float, ty: float, width: float) -> bool:
+        x, y = pts[:, 0], pts[:, 1]
+        return bool(((left < x) & (x < left + width) & (ty + 0.01 < y) & (y < ty + self.height - 0.01)).any())
+
+    def crossed(self, left: float, ty: float, width: float, right: bool, own: int, slid: float) -> bool:
+        """Whether the label would lie on a leader drawn before, or its leader run through a label."""
+        if any(self._inside(line, left, ty, width) for line in self.leaders):
+            return True
+        if not self.leader(ty, own, slid):
+            return False
+        line = self._along(left, ty, width, right, own)[1:]  # its own end lies on its label
+        return any(self._inside(line, px, py, pw) for px, py, pw in self.placed)
 
     def apart(self, j: int, own: int) -> bool:  # not drawn at one place with ``own``
         return bool(np.abs(self.unit[j] - self.unit[own]).max() >= NEAR)
@@ -442,38 +471,47 @@ class _Spots:
     def leader(self, ty: float, own: int, slid: float) -> bool:  # a label set apart from its point: a line to it
         return abs(ty + self.height / 2 - self.marks[own][1]) > 0.03 or slid > 0.05
 
-    def astray(self, left: float, ty: float, width: float, right: bool, own: int) -> bool:
-        """Whether the label would seem to name another labelled point: one lies between the label and its
-        own point, or by the leader from the label's near end to its point."""
+    def astray(self, left: float, ty: float, width: float, right: bool, own: int, every: bool) -> bool:
+        """Whether the label would seem to name another point: one lies between the label and its own
+        point, by the far end of its leader, or on its leader (``every``; else a grey point only closer
+        to that end or to the leader)."""
         end = np.array([left + width if right else left, ty + self.height / 2])
         seg = self.marks[own] - end
         lo, hi = sorted((end[0], self.marks[own][0]))
-        for j, p in self.marks.items():
-            if not self.apart(j, own):
+        reach = float(np.hypot(*seg))
+        for j, p in enumerate(self.at):
+            if j == own or not self.apart(j, own):
                 continue
             if lo - 0.01 < p[0] < hi + 0.01 and ty < p[1] < ty + self.height:
                 return True
+            strict = every or j in self.marks
+            if reach > 0.06 and np.hypot(*(p - end)) < (0.09 if strict else 0.05):  # by the leader's far end
+                return True
             t = float(np.clip(np.dot(p - end, seg) / max(float(np.dot(seg, seg)), 1e-12), 0.0, 1.0))
-            if np.hypot(*(end + t * seg - p)) < 0.025:
+            if np.hypot(*(end + t * seg - p)) < (0.025 if strict else 0.015):  # on the leader
                 return True
         return False
 
     def fits(self, spot: tuple[bool, float, float, float], own: int, width: float, every: bool) -> bool:
-        right, left, ty, _ = spot
+        """Whether a label may go at ``spot`` (right, left, bottom, slide): on no label, leader or point,
+        and seeming to name no other point (``every``), else no other labelled point."""
+        right, left, ty, slid = spot
         return not (
             self.clash(left, ty, width)
-            or self.covers(left, ty, width, own, every)
-            or self.astray(left, ty, width, right, own)
+            or self.crossed(left, ty, width, right, own, slid)
+            or self.covers(left, ty, width, own, True)
+            or self.astray(left, ty, width, right, own, every)
         )
 
 
 def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
     """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``: beside
     the point and level with it, on its right or else its left (its right end by the point, as where
-    the right would leave the panel), slid a little along its line or moved up to three lines up or
-    down (with a thin leader line), the nearest place clear of the labels already placed and of every
-    other point, and where it names no other labelled point; else the nearest such place clear of the
-    labelled points, its white ground over the grey ones; where none is, down from the point."""
+    the right would leave the panel), slid along its line or moved up to six lines up or down (with a
+    thin leader line), the nearest place clear of the labels and leaders already placed and of every
+    other point, where it seems to name no other point (none between it and its point, by its
+    leader's far end or on its leader); else the same where it seems to name no other labelled point;
+    where none is, down from the point, its white ground over the grey points it cannot clear."""
     spots_of = _Spots(unit, [i for i, _ in items], height)
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
         x, y = spots_of.marks[i]
@@ -483,12 +521,16 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
         # little along its line or up to three lines up or down
         sides = [True] if x + 0.02 + width > 1.0 else [False, True]
         spots = []
-        for lines in (0, -1, 1, -2, 2, -3, 3):
+        for lines in (0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6):
             for right in sides:
                 step = -1 if right else 1  # a slide away from the point
                 base = x - 0.035 - width if right else x + 0.02
-                spots += [(right, base + step * d, start + lines * height, d) for d in (0.0, 0.03, 0.06, 0.1)]
+                spots += [
+                    (right, base + step * d, start + lines * height, d) for d in (0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3)
+                ]
         spots = [sp for sp in spots if sp[1] >= 0.0 and sp[1] + width <= 1.0 and FLOOR <= sp[2] <= 0.92]
+        # the nearest first: a slide of 0.1 (of the panel's width) counts as a line up or down (a stable sort)
+        spots.sort(key=lambda sp: round(abs(sp[2] - start) / height + 10 * sp[3], 6))
         found = next((sp for every in (True, False) for sp in spots if spots_of.fits(sp, i, width, every)), None)
         if found is not None:
             right, left, ty, slid = found
@@ -501,7 +543,7 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
             ty = next((t for t in inside if not spots_of.covers(left, t, width, i, False)), None)
             if ty is None:
                 ty = next(iter(inside or free), down[-1])
-        spots_of.placed.append((left, ty, width))
+        leads = spots_of.place(left, ty, width, right, i, slid)
         ax.annotate(
             text,
             xy[i],
@@ -513,7 +555,14 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
             ha="right" if right else "left",
             bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none"},  # over a grey point it cannot clear
             zorder=6,
-            arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#6b7280", "shrinkB": 4}
-            if spots_of.leader(ty, i, slid)
+            # the leader from the label's near end (as the search measured it) to the point's ring
+            arrowprops={
+                "arrowstyle": "-",
+                "lw": 0.4,
+                "color": "#6b7280",
+                "shrinkB": 4,
+                "relpos": (1.0 if right else 0.0, 0.5),
+            }
+            if leads
             else None,
         )

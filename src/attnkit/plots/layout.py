@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from matplotlib.textpath import TextPath
 from matplotlib.transforms import blended_transform_factory, offset_copy
@@ -18,10 +17,10 @@ SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey, set apart from the tok
 
 def upright_spaces(ax, *, top: bool = False) -> None:
     """Draw a bare word boundary (␣) upright among turned key labels, and in grey on both axes:
-    turned, the open box reads as a bracket; and a lone punctuation mark upright, in its label's
-    colour (turned, a comma reads as a backtick). Its x tick keeps no text (a tick label's rotation
-    is the axis's) but keeps its tick mark; the glyph is written under the mark (``top``: over it,
-    the key labels being above the axes)."""
+    turned, the open box reads as a bracket; and a lone mark that turned reads as another (a comma
+    as a backtick, an apostrophe as a hyphen) upright in a small box, in its label's colour. Its x
+    tick keeps no text (a tick label's rotation is the axis's) but keeps its tick mark; the glyph is
+    written under the mark (``top``: over it, the key labels being above the axes)."""
     _upright_y(ax)
     labels = ax.get_xticklabels()
     texts = [label.get_text() for label in labels]
@@ -46,14 +45,19 @@ def upright_spaces(ax, *, top: bool = False) -> None:
         if t == SPACE:
             ax.text(x, 1 if top else 0, SPACE, transform=at, ha="center", va="bottom" if top else "top",
                     fontsize=size * 1.5, color=SPACE_COLOUR)  # fmt: skip
-        elif _upright(t):
+        elif _upright(t):  # boxed: bare, a comma or apostrophe under a tick could pass for a mark of the axis
             ax.text(x, 1 if top else 0, t, transform=at, ha="center", va="bottom" if top else "top",
-                    fontsize=size, color=colour)  # fmt: skip
+                    fontsize=size * 1.2, color=colour, fontweight="bold",
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "none", "ec": SPACE_COLOUR, "lw": 0.6})  # fmt: skip
+
+
+TURNED_AMISS = set(",;:'`\"‘’‚“”„-‐–—|")  # marks that, turned, read as another (a comma as a backtick)
 
 
 def _upright(label: str) -> bool:
-    """A key label drawn upright among turned ones: the word boundary, or one punctuation mark."""
-    return label == SPACE or (len(label) == 1 and unicodedata.category(label)[0] in "PS")
+    """A key label drawn upright among turned ones: the word boundary, or a lone mark that turned
+    would read as another (a full stop reads as itself either way)."""
+    return label == SPACE or label in TURNED_AMISS
 
 
 def _upright_y(ax) -> None:
