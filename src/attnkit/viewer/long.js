@@ -263,12 +263,15 @@
       if (!p.inside) return;
       e.preventDefault();
       const [, , T, S] = shape(ex), f = e.deltaY < 0 ? 0.5 : 2;
+      // from the region last asked for (a wheel while the map is still being drawn zooms on from it), the
+      // pointer at the same place in it
+      const [r0, r1, c0, c1] = region(ex), i = r0 + (p.y / g.h) * (r1 - r0), j = c0 + (p.x / g.w) * (c1 - c0);
       const zoom = (a, b, at, n) => {
         const len = Math.max(1, Math.min(n, Math.round((b - a) * f))), start = Math.round(at - ((at - a) / (b - a)) * len);
         const s = Math.max(0, Math.min(n - len, start));
         return [s, s + len];
       };
-      setRegion(ex, [...zoom(g.r0, g.r1, p.i, T), ...zoom(g.c0, g.c1, p.j, S)]);
+      setRegion(ex, [...zoom(r0, r1, i, T), ...zoom(c0, c1, j, S)]);
     };
     canvas.ondblclick = () => setRegion(ex, [0, 1e12, 0, 1e12]);
   }
