@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib import colormaps, patheffects
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Polygon, Rectangle
 
 from ..data.tokenizer import SPACE
 from .layout import WIDTH, fit_height, upright_spaces
@@ -102,18 +102,28 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
             # (few of them): on the row's edges, its stroke over them, so that no sliver of a cell shows outside
             # it; short ones: a little inside them, so that two rows' outlines stay apart
             inset = 0.02 if len(p_t) <= 16 else 0.04
-            ax.add_patch(
-                Rectangle(
-                    (lo, row - 0.5 + inset),
-                    hi - lo,
-                    1 - 2 * inset,
-                    fill=False,
-                    edgecolor=WINDOW_COLOUR,
-                    lw=1.2,
-                    path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
-                    zorder=2,
+            top, bottom = row - 0.5 + inset, row + 0.5 - inset
+            # a window cut by the matrix's edge is open on that side: it goes on past it
+            if lo > -0.5 and hi < edge:
+                lines = [[(lo, top), (hi, top), (hi, bottom), (lo, bottom)]]  # closed below
+            elif hi < edge:
+                lines = [[(lo, top), (hi, top), (hi, bottom), (lo, bottom)]]
+            elif lo > -0.5:
+                lines = [[(hi, top), (lo, top), (lo, bottom), (hi, bottom)]]
+            else:
+                lines = [[(lo, top), (hi, top)], [(lo, bottom), (hi, bottom)]]
+            for line in lines:
+                ax.add_patch(
+                    Polygon(
+                        line,
+                        closed=lo > -0.5 and hi < edge,
+                        fill=False,
+                        edgecolor=WINDOW_COLOUR,
+                        lw=1.2,
+                        zorder=2,
+                        path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
+                    )
                 )
-            )
         # the key's swatch as the outline looks in the figure, round a cell of the scale's low end
         # (drawn off the axes, which clip it: it is there for the legend only)
         ax.add_patch(
@@ -125,7 +135,7 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
                 edgecolor=WINDOW_COLOUR,
                 lw=1.2,
                 path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
-                label=f"window $p_t \\pm D$ (D = {window})",
+                label=f"window $p_t \\pm D$ ($D$ = {window})",
             )
         )
     if window is not None:  # what the weights are, in the legend: why a row may sum to less than 1
@@ -141,7 +151,7 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
             label="$p_t$, the predicted centre", zorder=3, clip_on=False)  # fmt: skip
     if (~inside).any():
         ax.plot(np.full((~inside).sum(), edge), rows[~inside], ls="none", color="white", marker=">", ms=7,
-                mec="black", mew=0.8, label="$p_t$ past the last key", zorder=3, clip_on=False)  # fmt: skip
+                mec="black", mew=0.8, label="$p_t$ past the matrix's right edge", zorder=3, clip_on=False)  # fmt: skip
 
 
 def _fontsize(n: int) -> float:

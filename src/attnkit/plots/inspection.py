@@ -404,7 +404,9 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
             size = RING * (1 + 1.3 * (len(shown) - 1 - rank))
             ax.scatter(xy[first, 0], xy[first, 1], s=size, facecolors="none", edgecolors=colours[k % len(colours)],
                        linewidths=RING_WIDTH, zorder=3 + rank)  # fmt: skip
-    _place_labels(ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places])
+    # each label clear of its place's outer ring: the ring's radius and half its line, in points
+    rings = {m[0]: (RING * (1 + 1.3 * (len({marked[i] for i in m}) - 1))) ** 0.5 / 2 + RING_WIDTH for m in places}
+    _place_labels(ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places], rings)
     ax.set_title(name, fontsize=9)
     ax.margins(MARGIN)  # no point or ring on the panel's frame
     ax.set_xticks([])
@@ -504,7 +506,15 @@ class _Spots:
         )
 
 
-def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, str]], *, height: float = 0.075) -> None:
+def _place_labels(
+    ax,
+    xy: np.ndarray,
+    unit: np.ndarray,
+    items: list[tuple[int, str]],
+    rings: dict[int, float],
+    *,
+    height: float = 0.075,
+) -> None:
     """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``: beside
     the point and level with it, on its right or else its left (its right end by the point, as where
     the right would leave the panel), slid along its line or moved up to six lines up or down (with a
@@ -513,8 +523,10 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
     leader's far end or on its leader); else the same where it seems to name no other labelled point;
     where none is, down from the point, its white ground over the grey points it cannot clear."""
     spots_of = _Spots(unit, [i for i, _ in items], height)
+    wide = ax.bbox.width * 72 / ax.get_figure(root=True).dpi  # the panel's width in points
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
         x, y = spots_of.marks[i]
+        gap = (rings.get(i, 4.0) + 3.0) / wide  # past its ring, 3 points clear
         width = 0.022 * len(text)
         start = min(y - height / 2, 0.92)  # level with the point
         # beside the point (right of it, else left of it: its right end by the point, clear of its ring), slid a
@@ -524,7 +536,7 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
         for lines in (0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6):
             for right in sides:
                 step = -1 if right else 1  # a slide away from the point
-                base = x - 0.035 - width if right else x + 0.02
+                base = x - gap - 0.015 - width if right else x + gap
                 spots += [
                     (right, base + step * d, start + lines * height, d) for d in (0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3)
                 ]
@@ -536,11 +548,13 @@ def _place_labels(ax, xy: np.ndarray, unit: np.ndarray, items: list[tuple[int, s
             right, left, ty, slid = found
         else:  # down from beside it, the first place free of labels and of labelled points, else free of labels
             right, slid = sides[0], 0.0
-            left = x - 0.035 - width if right else x + 0.02
+            left = x - gap - 0.015 - width if right else x + gap
             down = [start - k * height for k in range(12)]
             free = [t for t in down if not spots_of.clash(left, t, width)]
             inside = [t for t in free if t >= FLOOR]
-            ty = next((t for t in inside if not spots_of.covers(left, t, width, i, False)), None)
+            ty = next(
+                (t for every in (True, False) for t in inside if not spots_of.covers(left, t, width, i, every)), None
+            )
             if ty is None:
                 ty = next(iter(inside or free), down[-1])
         leads = spots_of.place(left, ty, width, right, i, slid)
