@@ -318,6 +318,35 @@ def test_local_window_outlines_the_keys_the_model_attends_to():
         assert (row[torch.from_numpy(inside)] > 0).all(), (centre, row)
 
 
+def test_a_local_window_cut_by_the_matrix_is_open_on_that_side():
+    """A window that would hold keys before the first or after the last is drawn open on that side
+    (it goes on past the matrix); one that ends at the first or last key exactly is closed."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Polygon
+
+    from attnkit.plots.attention import _draw_local_window, window_cells
+
+    s, window = 9, 2
+    cases = {0.5: "left", 7.5: "right", 4.0: "closed", 2.0: "closed", 6.0: "closed"}
+    fig = Figure()
+    ax = fig.add_subplot()
+    _draw_local_window(ax, np.array(list(cases)), window, s)
+    outlines = [p for p in ax.patches if isinstance(p, Polygon) and p.get_xy()[:, 1].min() > -1]
+    assert len(outlines) == len(cases)
+    for outline, (centre, side) in zip(outlines, cases.items()):
+        xs = outline.get_xy()[:, 0]
+        first, last = window_cells(centre, window, s)
+        assert {round(x, 6) for x in xs} == {first, last}, (centre, xs)
+        assert outline.get_closed() == (side == "closed"), centre
+        if side != "closed":  # the open side is the path's two ends
+            ends = {xs[0], xs[-1]}
+            assert ends == ({first} if side == "left" else {last}), (centre, xs)
+    ax.cla()
+    _draw_local_window(ax, np.array([4.0]), 10, s)  # cut at both ends: only its top and bottom lines
+    lines = [p for p in ax.patches if isinstance(p, Polygon) and p.get_xy()[:, 1].min() > -1]
+    assert len(lines) == 2 and not any(line.get_closed() for line in lines)
+
+
 def test_every_score_formula_sets_as_maths():
     """The walk-through writes each score function's formulas, as the model and the RNN rename
     them, in mathtext: each must parse, vectors bold and indices not."""

@@ -103,20 +103,21 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
             # it; short ones: a little inside them, so that two rows' outlines stay apart
             inset = 0.02 if len(p_t) <= 16 else 0.04
             top, bottom = row - 0.5 + inset, row + 0.5 - inset
-            # a window cut by the matrix's edge is open on that side: it goes on past it
-            if lo > -0.5 and hi < edge:
-                lines = [[(lo, top), (hi, top), (hi, bottom), (lo, bottom)]]  # closed below
-            elif hi < edge:
-                lines = [[(lo, top), (hi, top), (hi, bottom), (lo, bottom)]]
-            elif lo > -0.5:
+            # a window cut by the matrix's edge (it would hold a key before the first or after the last) is open
+            # on that side: it goes on past it
+            cut_left, cut_right = math.ceil(centre - window) < 0, math.floor(centre + window) > s - 1
+            box = [(lo, top), (hi, top), (hi, bottom), (lo, bottom)]  # open on the left; closed by the Polygon
+            if cut_left and cut_right:
+                lines = [box[:2], box[2:]]
+            elif cut_right:
                 lines = [[(hi, top), (lo, top), (lo, bottom), (hi, bottom)]]
             else:
-                lines = [[(lo, top), (hi, top)], [(lo, bottom), (hi, bottom)]]
+                lines = [box]
             for line in lines:
                 ax.add_patch(
                     Polygon(
                         line,
-                        closed=lo > -0.5 and hi < edge,
+                        closed=not cut_left and not cut_right,
                         fill=False,
                         edgecolor=WINDOW_COLOUR,
                         lw=1.2,
