@@ -240,6 +240,16 @@ def test_projection_labels_neither_overlap_nor_leave_their_panel():
         assert not any(a.x0 - 2 <= x <= a.x1 + 2 and a.y0 - 2 <= y <= a.y1 + 2 for a in boxes), (x, y)
 
 
+def test_tokens_at_one_place_share_one_label_at_the_docs_type_size():
+    """Three "apple"s drawn at one place: one label, the word named once; a label at 9 pt or more."""
+    labels = ["apple A4", "apple A10", "apple B1", "“.” A11", "red A9"]
+    points = np.array([[0.0, 0.0], [0.001, 0.0], [0.0, 0.001], [1.0, 1.0], [0.5, 0.2]])
+    fig = plot_contextual(labels, [("static", np.eye(5))], [("layer 1", points)], {0: 0, 1: 0, 2: 1, 3: 0})
+    notes = [t for t in fig.get_axes()[-1].texts if t.get_text()]
+    assert sorted(t.get_text() for t in notes) == ["apple A4, A10, B1", "“.” A11"]
+    assert min(t.get_fontsize() for t in notes) >= 9
+
+
 def test_contextual_key_writes_out_each_sentence():
     """The key names the sentences the token labels point to (A, B), each written out in full."""
     labels = ["apple A1", "red A2", "apple B1"]

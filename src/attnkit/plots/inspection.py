@@ -310,12 +310,13 @@ def plot_contextual(
     place share one label; ``paired``: the word whose pairs' cosines a projection's name gives
     on its second line."""
     n = len(labels)
-    cols = min(3, len(projections))
+    cols = min(2, len(projections))  # two a row: wide enough for labels at the docs' own type size
     rows = -(-len(projections) // cols)
     side = (WIDTH - 2.5) / 2  # a similarity panel, inches: two and their colour bar a docs column wide
-    fig = Figure(figsize=(WIDTH, side + 1.3 + 2.6 * rows), layout="constrained")
-    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side + 1.3, 2.6 * rows]))
-    fs = min(8.0, max(5.0, side / n * 72 * 0.6))  # a label about 0.6 of its row
+    high = 2.9 * rows + (0.9 if len(projections) % cols == 0 else 0.0)  # the key under a full grid
+    fig = Figure(figsize=(WIDTH, side + 1.3 + high), layout="constrained")
+    top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side + 1.3, high]))
+    fs = min(9.0, max(5.0, side / n * 72 * 0.65))  # a label about 0.65 of its row
     axes = top.subplots(1, len(similarities))
     for ax, (name, sim) in zip(np.atleast_1d(axes), similarities):
         im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1, interpolation="nearest")
@@ -375,11 +376,11 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
     ]
     key = "\n".join([textwrap.fill(naming, columns), *written])
     if free:
-        grid.flat[panels].legend(handles=handles, loc="center", fontsize=8, frameon=False, title=key,
-                                           title_fontsize=8, alignment="left")  # fmt: skip
+        grid.flat[panels].legend(handles=handles, loc="center", fontsize=9, frameon=False, title=key,
+                                           title_fontsize=9, alignment="left")  # fmt: skip
     else:
-        bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=8,
-                      frameon=False, title=key, title_fontsize=8)  # fmt: skip
+        bottom.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)), fontsize=9,
+                      frameon=False, title=key, title_fontsize=9)  # fmt: skip
 
 
 def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], labels: Sequence[str],
@@ -406,13 +407,25 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
                        linewidths=RING_WIDTH, zorder=3 + rank)  # fmt: skip
     # each label clear of its place's outer ring: the ring's radius and half its line, in points
     rings = {m[0]: (RING * (1 + 1.3 * (len({marked[i] for i in m}) - 1))) ** 0.5 / 2 + RING_WIDTH for m in places}
-    _place_labels(ax, xy, unit, [(members[0], ", ".join(labels[i] for i in members)) for members in places], rings)
-    ax.set_title(name, fontsize=9)
+    _place_labels(
+        ax, xy, unit, [(members[0], _shared_label([labels[i] for i in members])) for members in places], rings
+    )
+    ax.set_title(name, fontsize=10)
     ax.margins(MARGIN)  # no point or ring on the panel's frame
     ax.set_xticks([])
     ax.set_yticks([])
 
 
+def _shared_label(labels: list[str]) -> str:
+    """One label for tokens drawn at one place: a word named once before its places ("apple A4, A10"),
+    else each token's own label."""
+    parts = [label.rsplit(" ", 1) for label in labels]
+    if len(parts) > 1 and all(len(p) == 2 and p[0] == parts[0][0] for p in parts):
+        return f"{parts[0][0]} " + ", ".join(p[1] for p in parts)
+    return ", ".join(labels)
+
+
+LABEL_SIZE = 9  # a projection label's type size, points
 RING, RING_WIDTH = 32, 1.8  # a marked token's ring: its size (points squared) and its line's width
 MARGIN = 0.09  # a projection panel's data margins, of its width and height
 FLOOR = 0.07  # a label's lowest place in a projection panel (axes fraction): clear of its bottom frame
@@ -424,8 +437,9 @@ class _Spots:
     per axis), the labelled ones, and the labels placed so far, each (left, bottom, width) of
     ``height``."""
 
-    def __init__(self, unit: np.ndarray, labelled: list[int], height: float) -> None:
+    def __init__(self, unit: np.ndarray, labelled: list[int], height: float, aspect: float = 1.0) -> None:
         self.unit, self.height = unit, height
+        self.scale = np.array([aspect, 1.0])  # axes fractions to lengths on one scale (the panel's height)
         self.at = (MARGIN + unit) / (1 + 2 * MARGIN)  # every point, in axes fractions
         self.marks = {i: self.at[i] for i in labelled}
         self.placed: list[tuple[float, float, float]] = []
@@ -478,14 +492,16 @@ class _Spots:
         point, by the far end of its leader, or on its leader (``every``; else a grey point only closer
         to that end or to the leader)."""
         end = np.array([left + width if right else left, ty + self.height / 2])
-        seg = self.marks[own] - end
         lo, hi = sorted((end[0], self.marks[own][0]))
-        reach = float(np.hypot(*seg))
         for j, p in enumerate(self.at):
+            if j != own and self.apart(j, own) and lo - 0.01 < p[0] < hi + 0.01 and ty < p[1] < ty + self.height:
+                return True
+        # the distances below as lengths: a fraction of the panel's height, across as up
+        end, seg = end * self.scale, (self.marks[own] - end) * self.scale
+        reach = float(np.hypot(*seg))
+        for j, p in enumerate(self.at * self.scale):
             if j == own or not self.apart(j, own):
                 continue
-            if lo - 0.01 < p[0] < hi + 0.01 and ty < p[1] < ty + self.height:
-                return True
             strict = every or j in self.marks
             if reach > 0.06 and np.hypot(*(p - end)) < (0.09 if strict else 0.05):  # by the leader's far end
                 return True
@@ -512,8 +528,6 @@ def _place_labels(
     unit: np.ndarray,
     items: list[tuple[int, str]],
     rings: dict[int, float],
-    *,
-    height: float = 0.075,
 ) -> None:
     """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``: beside
     the point and level with it, on its right or else its left (its right end by the point, as where
@@ -522,12 +536,14 @@ def _place_labels(
     other point, where it seems to name no other point (none between it and its point, by its
     leader's far end or on its leader); else the same where it seems to name no other labelled point;
     where none is, down from the point, its white ground over the grey points it cannot clear."""
-    spots_of = _Spots(unit, [i for i, _ in items], height)
-    wide = ax.bbox.width * 72 / ax.get_figure(root=True).dpi  # the panel's width in points
+    dpi = ax.get_figure(root=True).dpi
+    wide, tall = ax.bbox.width * 72 / dpi, ax.bbox.height * 72 / dpi  # the panel's size in points
+    height = 1.35 * LABEL_SIZE / tall  # a line of labels (its white ground a little more than the type), axes fractions
+    spots_of = _Spots(unit, [i for i, _ in items], height, wide / tall)
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
         x, y = spots_of.marks[i]
         gap = (rings.get(i, 4.0) + 3.0) / wide  # past its ring, 3 points clear
-        width = 0.022 * len(text)
+        width = 0.62 * LABEL_SIZE * len(text) / wide  # DejaVu Sans: about 0.6 of its size a character
         start = min(y - height / 2, 0.92)  # level with the point
         # beside the point (right of it, else left of it: its right end by the point, clear of its ring), slid a
         # little along its line or up to three lines up or down
@@ -564,7 +580,7 @@ def _place_labels(
             # anchored by its near end (its width is estimated), its middle on the line the search kept
             xytext=(left + width if right else left, ty + height / 2),
             textcoords="axes fraction",
-            fontsize=7,
+            fontsize=LABEL_SIZE,
             va="center",
             ha="right" if right else "left",
             bbox={"boxstyle": "square,pad=0.05", "fc": "white", "ec": "none"},  # over a grey point it cannot clear
