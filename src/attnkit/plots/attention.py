@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib import colormaps, patheffects
 from matplotlib.figure import Figure
 from matplotlib.patches import Polygon, Rectangle
+from matplotlib.transforms import offset_copy
 
 from ..data.tokenizer import SPACE
 from .layout import WIDTH, fit_height, upright_spaces
@@ -32,8 +33,8 @@ def plot_alignment(
 ) -> Figure:
     """Heatmap of a (t, s) attention matrix, rows ``tgt_tokens`` and columns ``src_tokens``, on the
     scale 0 .. ``vmax`` (None: 0 .. the largest weight, said on the colour bar); optionally local
-    attention's p_t and window [p_t - D, p_t + D], both cut at the matrix's edges (a p_t past
-    the last key, possible as p_t = S * sigmoid(.), is marked at the edge)."""
+    attention's p_t and window [p_t - D, p_t + D], the window open where the matrix's edge cuts it
+    (a p_t past the last key's cell, possible as p_t = S * sigmoid(.), is marked just past the edge)."""
     t, s = weights.shape
     if len(src_tokens) != s or len(tgt_tokens) != t:
         raise ValueError(f"weights are {t}x{s} but got {len(tgt_tokens)} target and {len(src_tokens)} source tokens")
@@ -89,11 +90,13 @@ def window_cells(centre: float, window: int, s: int) -> tuple[float, float]:
 
 
 def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
-    """p_t per output row (a white dot; a white triangle at the edge when it lies past the last
-    key) and the window [p_t - D, p_t + D] as an orange outline round the row's cells in it."""
+    """p_t per output row (a white dot; a white triangle just past the right edge when it lies past
+    the last key's cell) and the window [p_t - D, p_t + D] as an orange outline round the row's cells
+    in it, open on a side the matrix's edge cuts (no frame there, so that the open side shows)."""
     edge = s - 0.5
     rows = np.arange(len(p_t))
     if window is not None:
+        ax.spines[:].set_visible(False)
         for row, centre in enumerate(p_t):
             lo, hi = window_cells(centre, window, s)
             if lo > hi:  # no key within p_t ± D
@@ -136,7 +139,7 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
                 edgecolor=WINDOW_COLOUR,
                 lw=1.2,
                 path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
-                label=f"window $p_t \\pm D$ ($D$ = {window})",
+                label=f"window $p_t \\pm D$ ($D$ = {window}),\nopen where the matrix's edge cuts it",
             )
         )
     if window is not None:  # what the weights are, in the legend: why a row may sum to less than 1
@@ -150,9 +153,11 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
     # each output step has its own centre: marks per row, never a line joining rows
     ax.plot(p_t[inside], rows[inside], ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8,
             label="$p_t$, the predicted centre", zorder=3, clip_on=False)  # fmt: skip
-    if (~inside).any():
+    if (~inside).any():  # just outside the matrix, clear of any dot on its edge
+        beyond = offset_copy(ax.transData, fig=ax.get_figure(root=True), x=6, units="points")
         ax.plot(np.full((~inside).sum(), edge), rows[~inside], ls="none", color="white", marker=">", ms=7,
-                mec="black", mew=0.8, label="$p_t$ past the matrix's right edge", zorder=3, clip_on=False)  # fmt: skip
+                mec="black", mew=0.8, label="$p_t$ past the matrix's right edge", zorder=3, clip_on=False,
+                transform=beyond)  # fmt: skip
 
 
 def _fontsize(n: int) -> float:
