@@ -368,7 +368,10 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
         for k, name in enumerate(sentences)
         if k in set(marked.values())
     ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
-    naming = "A token is named by its sentence and its position in it ([CLS] = 0)."
+    naming = (
+        "A token is named by its sentence and its position in it ([CLS] = 0); tokens at one place share "
+        "one label, their rings one inside another."
+    )
     free = panels < grid.size  # the key in the first free cell of the grid, else below
     columns = 40 if free else 120
     written = [
