@@ -121,6 +121,7 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
                     Polygon(
                         line,
                         closed=not cut_left and not cut_right,
+                        clip_on=False,  # a side on the matrix's edge drawn whole, not half
                         fill=False,
                         edgecolor=WINDOW_COLOUR,
                         lw=1.2,

@@ -369,8 +369,8 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
         if k in set(marked.values())
     ] + [Line2D([], [], ls="none", marker="o", ms=4, color="#9ca3af", label="every other token")]
     naming = (
-        "A token is named by its sentence and its position in it ([CLS] = 0); tokens at one place share "
-        "one label, their rings one inside another."
+        "A token is named by its sentence and its position in it ([CLS] = 0; special tokens are not drawn); "
+        "tokens at one place share one label, their rings one inside another."
     )
     free = panels < grid.size  # the key in the first free cell of the grid, else below
     columns = 40 if free else 120
@@ -431,7 +431,7 @@ def _shared_label(labels: list[str]) -> str:
 LABEL_SIZE = 9  # a projection label's type size, points
 RING, RING_WIDTH = 32, 1.8  # a marked token's ring: its size (points squared) and its line's width
 MARGIN = 0.09  # a projection panel's data margins, of its width and height
-FLOOR = 0.07  # a label's lowest place in a projection panel (axes fraction): clear of its bottom frame
+FLOOR = 0.025  # a label's lowest place in a projection panel (axes fraction): clear of its bottom frame
 NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes are drawn at one place, one label
 
 
@@ -462,7 +462,7 @@ class _Spots:
 
     def _inside(self, pts: np.ndarray, left: float, ty: float, width: float) -> bool:
         x, y = pts[:, 0], pts[:, 1]
-        return bool(((left < x) & (x < left + width) & (ty + 0.01 < y) & (y < ty + self.height - 0.01)).any())
+        return bool(((left < x) & (x < left + width) & (ty - 0.005 < y) & (y < ty + self.height + 0.005)).any())
 
     def crossed(self, left: float, ty: float, width: float, right: bool, own: int, slid: float) -> bool:
         """Whether the label would lie on a leader drawn before, or its leader run through a label."""
@@ -562,7 +562,19 @@ def _place_labels(
         spots = [sp for sp in spots if sp[1] >= 0.0 and sp[1] + width <= 1.0 and FLOOR <= sp[2] <= 0.92]
         # the nearest first: a slide of 0.1 (of the panel's width) counts as a line up or down (a stable sort)
         spots.sort(key=lambda sp: round(abs(sp[2] - start) / height + 10 * sp[3], 6))
-        found = next((sp for every in (True, False) for sp in spots if spots_of.fits(sp, i, width, every)), None)
+        # near places first (two lines, a slide of 0.1), seeming to name no other point, else no other labelled
+        # one; then the same farther off: a short leader by a grey point reads better than a long one
+        near = [sp for sp in spots if abs(sp[2] - start) <= 2.01 * height and sp[3] <= 0.1]
+        found = next(
+            (
+                sp
+                for group in (near, spots)
+                for every in (True, False)
+                for sp in group
+                if spots_of.fits(sp, i, width, every)
+            ),
+            None,
+        )
         if found is not None:
             right, left, ty, slid = found
         else:  # down from beside it, the first place free of labels and of labelled points, else free of labels
