@@ -250,6 +250,33 @@ def test_tokens_at_one_place_share_one_label_at_the_docs_type_size():
     assert min(t.get_fontsize() for t in notes) >= 9
 
 
+def test_a_projection_is_drawn_at_one_scale_across_and_up():
+    """A map of distances drawn as it is: a data unit is as long across as up on the saved page (to 0.5 %),
+    however tall or flat the points lie, and every point inside its panel."""
+    labels = [f"t{i} A{i}" for i in range(6)]
+    flat = np.array([[0.0, 0.0], [4.0, 0.1], [1.0, -0.1], [3.0, 0.05], [2.0, 0.0], [0.5, 0.02]])
+    fig = plot_contextual(labels, [("static", np.eye(6))], [("flat", flat), ("tall", flat[:, ::-1])], {0: 0})
+    FigureCanvasAgg(fig).draw()
+    for ax, xy in zip([ax for ax in fig.axes if ax.get_title() in ("flat", "tall")], (flat, flat[:, ::-1])):
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        across, up = (x1 - x0) / ax.bbox.width, (y1 - y0) / ax.bbox.height
+        assert abs(across / up - 1) < 0.005, ax.get_title()
+        assert (xy[:, 0] > x0).all() and (xy[:, 0] < x1).all() and (xy[:, 1] > y0).all() and (xy[:, 1] < y1).all()
+
+
+def test_contextual_key_says_when_the_tokenizer_lowercases():
+    """Texts with capitals and tokens without: the key says the tokenizer writes tokens in lower case."""
+    labels = ["apple A1", "red A2", "apple B1"]
+    points = np.array([[0.0, 0.0], [0.5, 0.2], [1.0, 1.0]])
+    keys = []
+    for texts in (["A red apple.", "Apple pie."], ["a red apple.", "apple pie."]):
+        fig = plot_contextual(labels, [("static", np.eye(3))], [("layer 1", points)], {0: 0, 2: 1},
+                              sentences=["A", "B"], texts=texts, words=["apple"])  # fmt: skip
+        (key,) = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + [k for s in fig.subfigs for k in s.legends]
+        keys.append(" ".join(key.get_title().get_text().split()))
+    assert "lower case" in keys[0] and "lower case" not in keys[1]
+
+
 def test_contextual_key_writes_out_each_sentence():
     """The key names the sentences the token labels point to (A, B), each written out in full."""
     labels = ["apple A1", "red A2", "apple B1"]

@@ -107,11 +107,37 @@ def pair_report(v: TokenVectors, pairs: list[tuple[int, int]]) -> str:
     return "\n".join(lines)
 
 
-def pca_2d(x: np.ndarray) -> np.ndarray:
-    """(N, d) -> (N, 2) projection on the two main principal components."""
-    centred = x - x.mean(0, keepdims=True)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    return centred @ vt[:2].T
+def cosine_map(x: np.ndarray, keep: Sequence[int] = (), *, weight: float = 100.0, steps: int = 1000) -> np.ndarray:
+    """(N, d) -> (N, 2): places whose distances approximate the cosine distances 1 − cos of the rows
+    of ``x`` (metric multidimensional scaling by SMACOF, started from classical scaling); the pairs
+    among ``keep`` count ``weight`` times, so that their distances are kept close to exact. Turned
+    so that the places spread most across."""
+    d = np.clip(1.0 - cosine_matrix(x.astype(np.float64)), 0.0, 2.0)
+    d = (d + d.T) / 2
+    np.fill_diagonal(d, 0.0)
+    n = len(d)
+    w = np.ones((n, n))
+    kept = np.asarray(keep, dtype=int)
+    w[np.ix_(kept, kept)] = weight
+    np.fill_diagonal(w, 0.0)
+    v = np.diag(w.sum(1)) - w
+    v_inv = np.linalg.pinv(v)
+    centred = np.eye(n) - 1.0 / n  # classical scaling: the two main axes of the double-centred squares
+    values, vectors = np.linalg.eigh(-0.5 * centred @ d**2 @ centred)
+    places = vectors[:, -2:][:, ::-1] * np.sqrt(np.maximum(values[-2:][::-1], 0.0))
+    stress = np.inf
+    for _ in range(steps):  # the Guttman transform: each step lowers the weighted stress
+        apart = np.linalg.norm(places[:, None] - places[None], axis=-1)
+        ratio = np.divide(w * d, apart, out=np.zeros_like(d), where=apart > 0)
+        b = np.diag(ratio.sum(1)) - ratio
+        places = v_inv @ b @ places
+        apart = np.linalg.norm(places[:, None] - places[None], axis=-1)
+        before, stress = stress, float((w * (apart - d) ** 2).sum() / 2)
+        if before - stress <= 1e-10 * max(stress, 1e-12):
+            break
+    places -= places.mean(0)
+    _, _, axes = np.linalg.svd(places, full_matrices=False)
+    return places @ axes.T
 
 
 def depth_names(depth: int) -> list[str]:
@@ -130,14 +156,13 @@ def _quoted(token: str) -> str:
 
 def contextual_figure(v: TokenVectors, words: list[str], *, texts: Sequence[str] = (), title: str = ""):
     """The figure of ``plots.plot_contextual`` for ``v``: similarities of the static vectors and
-    of the last layer's; one PCA projection per depth; the occurrences of ``words`` marked; the
+    of the last layer's; one map of the cosine distances per depth; the occurrences of ``words`` marked; the
     sentences written out from ``texts`` (what was given, in order)."""
     from ..plots.inspection import plot_contextual
 
     depth = v.layers.shape[0]
     panels = [("static (token table)", v.static)] + list(zip(depth_names(depth), v.layers))
-    # the most repeated word's occurrences (up to 3): their cosines under each projection's name, which the PCA
-    # only approximates
+    # the most repeated word's occurrences (up to 3): their cosines under each map's name, their distances kept
     word = max(words, key=lambda w: len(v.find(w)), default="")
     found = v.find(word)[:3] if word else []
     pairs = [(i, j) for a, i in enumerate(found) for j in found[a + 1 :]]
@@ -151,7 +176,7 @@ def contextual_figure(v: TokenVectors, words: list[str], *, texts: Sequence[str]
     return plot_contextual(
         [f"{_quoted(t)} {sentence_name(s)}{p}" for s, p, t in v.labels],
         [(name, cosine_matrix(x)) for name, x in (panels[0], panels[-1])],
-        [(named(name, x), pca_2d(x)) for name, x in panels],
+        [(named(name, x), cosine_map(x, found)) for name, x in panels],
         {i: v.labels[i][0] for w in words for i in v.find(w)},
         sentences=[sentence_name(s) for s in sorted({s for s, _, _ in v.labels})],
         texts=texts,

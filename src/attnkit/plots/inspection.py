@@ -310,10 +310,10 @@ def plot_contextual(
     place share one label; ``paired``: the word whose pairs' cosines a projection's name gives
     on its second line."""
     n = len(labels)
-    cols = min(2, len(projections))  # two a row: wide enough for labels at the docs' own type size
+    cols = min(3, len(projections))  # three a row: near square, as a map drawn at one scale is
     rows = -(-len(projections) // cols)
     side = (WIDTH - 2.5) / 2  # a similarity panel, inches: two and their colour bar a docs column wide
-    high = 2.9 * rows + (0.9 if len(projections) % cols == 0 else 0.0)  # the key under a full grid
+    high = 3.2 * rows + (0.9 if len(projections) % cols == 0 else 0.0)  # the key under a full grid
     fig = Figure(figsize=(WIDTH, side + 1.3 + high), layout="constrained")
     top, bottom = cast(np.ndarray, fig.subfigures(2, 1, height_ratios=[side + 1.3, high]))
     fs = min(9.0, max(5.0, side / n * 72 * 0.65))  # a label about 0.65 of its row
@@ -327,17 +327,25 @@ def plot_contextual(
     top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity\n(one scale, −0.2 to 1, both panels)")
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
     grid = bottom.subplots(rows, cols, squeeze=False)
-    for ax, (name, xy) in zip(grid.flat, projections):
-        _projection_panel(ax, name, xy, marked, labels, colours)
+    for ax, (name, _) in zip(grid.flat, projections):
+        ax.set_title(name, fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
     for ax in grid.flat[len(projections) :]:
         ax.axis("off")
-    _contextual_key(bottom, grid, len(projections), colours, marked, words, sentences, texts)
+    # an uncased tokenizer's tokens: the texts have capitals, the tokens (less their "A4" names) none
+    lowered = any(c.isupper() for t in texts for c in t) and not any(
+        c.isupper() for label in labels for c in label.rsplit(" ", 1)[0]
+    )
+    _contextual_key(bottom, grid, len(projections), colours, marked, words, sentences, texts, lowered)
     pairs = (
-        f";\nunder each name, the exact cosine similarity of each pair of “{paired}”s at that depth" if paired else ""
+        f";\nunder each name, the cosine similarity of each pair of “{paired}”s, whose distances the map keeps"
+        if paired
+        else ""
     )
     bottom.suptitle(
-        "Where each token's vector lies: 2-D PCA, fitted at each depth separately\n(a sketch: two dimensions keep "
-        f"only part of each distance, and places across panels do not compare{pairs})",
+        "Where each token's vector lies: maps whose distances stand for cosine distances (1 − cos), one per depth\n"
+        f"(metric MDS, one scale across and up; two dimensions keep only part of each distance{pairs})",
         fontsize=9,
     )
     top.suptitle(
@@ -347,12 +355,19 @@ def plot_contextual(
     )
     if title:
         fig.suptitle(title, fontsize=11)
+    # the panels' sizes settled before their points go in: a length across is then the same length up
+    if (layout := fig.get_layout_engine()) is not None:
+        layout.execute(fig)
+        fig.set_layout_engine("none")
+    for ax, (_, xy) in zip(grid.flat, projections):
+        _projection_panel(ax, xy, marked, labels, colours)
     return fig
 
 
-def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], words, sentences, texts) -> None:
-    """The projections' key: each sentence's colour, written out, and how a token is named; in the
-    grid's first free cell, else under the panels."""
+def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], words, sentences, texts,
+                    lowered: bool) -> None:  # fmt: skip
+    """The projections' key: each sentence's colour, written out, and how a token is named (``lowered``:
+    the tokenizer writes the texts in lower case); in the grid's first free cell, else under the panels."""
     marked_words = " and ".join(f"“{w}”" for w in words)
     handles = [
         Line2D(
@@ -371,6 +386,7 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
     naming = (
         "A token is named by its sentence and its position in it ([CLS] = 0; special tokens are not drawn); "
         "tokens at one place share one label, their rings one inside another."
+        + (" The tokenizer writes every token in lower case." if lowered else "")
     )
     free = panels < grid.size  # the key in the first free cell of the grid, else below
     columns = 40 if free else 120
@@ -386,7 +402,7 @@ def _contextual_key(bottom, grid, panels: int, colours, marked: dict[int, int], 
                       frameon=False, title=key, title_fontsize=9)  # fmt: skip
 
 
-def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], labels: Sequence[str],
+def _projection_panel(ax, xy: np.ndarray, marked: dict[int, int], labels: Sequence[str],
                       colours: Sequence[str]) -> None:  # fmt: skip
     """One depth's 2-D projection: every token a grey dot, the marked ones a ring in their sentence's
     colour (hollow: a grey dot under one stays in view); tokens at one place drawn as rings one inside
@@ -394,7 +410,7 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
     other = np.setdiff1d(np.arange(len(xy)), list(marked))
     ax.scatter(xy[other, 0], xy[other, 1], s=8, color="#9ca3af", zorder=2)
     places: list[list[int]] = []  # the marked tokens by place: those within NEAR of a place's first share it
-    unit = (xy - xy.min(0)) / (np.ptp(xy, axis=0) + 1e-9)  # each axis scaled to 0..1
+    unit = _one_scale(ax, xy)
     for i in sorted(marked):
         at = next((members for members in places if np.abs(unit[i] - unit[members[0]]).max() < NEAR), None)
         if at is None:
@@ -413,10 +429,21 @@ def _projection_panel(ax, name: str, xy: np.ndarray, marked: dict[int, int], lab
     _place_labels(
         ax, xy, unit, [(members[0], _shared_label([labels[i] for i in members])) for members in places], rings
     )
-    ax.set_title(name, fontsize=10)
-    ax.margins(MARGIN)  # no point or ring on the panel's frame
-    ax.set_xticks([])
-    ax.set_yticks([])
+
+
+def _one_scale(ax, xy: np.ndarray) -> np.ndarray:
+    """Set the panel's limits so that a length across is the same length up (a distance on the page is
+    one distance in the data, whichever way it runs) and the points fill it to its margins; returns the
+    points scaled so that 0..1 spans the panel within its margins, as labels are placed."""
+    dpi = ax.get_figure(root=True).dpi
+    size = np.array([ax.bbox.width, ax.bbox.height]) * 72 / dpi  # the panel, points
+    low, high = xy.min(0), xy.max(0)
+    per_point = max(float(((high - low) / size).max()), 1e-12)  # data units a point: one axis filled
+    half = size * per_point * (1 + 2 * MARGIN) / 2
+    centre = (low + high) / 2
+    ax.set_xlim(centre[0] - half[0], centre[0] + half[0])
+    ax.set_ylim(centre[1] - half[1], centre[1] + half[1])
+    return (xy - (centre - half)) / (2 * half) * (1 + 2 * MARGIN) - MARGIN
 
 
 def _shared_label(labels: list[str]) -> str:
@@ -436,8 +463,8 @@ NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes a
 
 
 class _Spots:
-    """Where a projection panel's labels may go, in axes fractions: the points (``unit``: scaled to 0..1
-    per axis), the labelled ones, and the labels placed so far, each (left, bottom, width) of
+    """Where a projection panel's labels may go, in axes fractions: the points (``unit``: 0..1 spans
+    the panel within its margins), the labelled ones, and the labels placed so far, each (left, bottom, width) of
     ``height``."""
 
     def __init__(self, unit: np.ndarray, labelled: list[int], height: float, aspect: float = 1.0) -> None:
@@ -532,7 +559,7 @@ def _place_labels(
     items: list[tuple[int, str]],
     rings: dict[int, float],
 ) -> None:
-    """Label points ``xy[i]`` (``unit[i]``: the same scaled to 0..1 per axis) with ``text``: beside
+    """Label points ``xy[i]`` (``unit[i]``: the same where 0..1 spans the panel within its margins) with ``text``: beside
     the point and level with it, on its right or else its left (its right end by the point, as where
     the right would leave the panel), slid along its line or moved up to six lines up or down (with a
     thin leader line), the nearest place clear of the labels and leaders already placed and of every
