@@ -194,15 +194,16 @@ def test_attention_maps_show_their_tokens(name):
 
 
 def test_a_lone_punctuation_mark_reads_upright_among_turned_keys():
-    # turned by 60 degrees, a comma reads as a backtick and an apostrophe as a hyphen
+    # turned by 60 degrees, a comma reads as a backtick, an apostrophe as a hyphen, and a full stop is a
+    # speck beside its tick
     keys = ["sunday", ",", "woman", "'", "##s", "a", "."]
     fig = plots.plot_alignment(_softmax(RNG.normal(size=(2, len(keys)))), keys, ["x", "y"])
     FigureCanvasAgg(fig).draw()
     ax = fig.get_axes()[0]
     turned = [t.get_text() for t in ax.get_xticklabels()]
-    assert turned == ["sunday", "", "woman", "", "##s", "a", "."]  # a letter, or a full stop, reads right turned
+    assert turned == ["sunday", "", "woman", "", "##s", "a", ""]  # a word reads right turned
     upright = {t.get_text(): t.get_rotation() for t in ax.texts}
-    assert upright == {",": 0.0, "'": 0.0}
+    assert upright == {",": 0.0, "'": 0.0, ".": 0.0}
 
 
 def test_projection_labels_neither_overlap_nor_leave_their_panel():

@@ -73,7 +73,11 @@ def plot_alignment(
     ax.set_xlim(-0.5, s - 0.5)
     ax.set_ylim(t - 0.5, -0.5)
     scale = "0 to 1" if vmax == 1.0 else f"0 to {top:.2g}, this figure's largest" if vmax is None else f"0 to {top:g}"
-    fig.colorbar(im, ax=ax, shrink=0.8, label=f"attention weight ({scale})")
+    # what a local window's weights are, by their scale: why a row may sum to less than 1
+    # (wrapped to the bar: about 0.6 of the figure's height, a character 6 points)
+    local = "softmax in the window (local-p: × a Gaussian, a row sums to < 1)" if window is not None else ""
+    local = "".join("\n" + line for line in textwrap.wrap(local, int(fig.get_figheight() * 0.6 * 72 / 6)))
+    fig.colorbar(im, ax=ax, shrink=0.8, label=f"attention weight ({scale}){local}")
     if title:  # wrapped to the figure's width: a title never runs off the canvas
         width = int(fig.get_figwidth() * 12)
         ax.set_title("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
@@ -142,13 +146,6 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
                 path_effects=[patheffects.withStroke(linewidth=2.2, foreground="black")],
                 label=f"window $p_t \\pm D$ ($D$ = {window}),\nopen where the matrix's edge cuts it",
             )
-        )
-    if window is not None:  # what the weights are, in the legend: why a row may sum to less than 1
-        ax.plot(
-            [],
-            [],
-            ls="none",
-            label="weight: softmax in the window\n(local-p: × a Gaussian, a row sums to < 1)",
         )
     inside = p_t <= edge
     # each output step has its own centre: marks per row, never a line joining rows

@@ -18,7 +18,8 @@ SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey, set apart from the tok
 def upright_spaces(ax, *, top: bool = False) -> None:
     """Draw a bare word boundary (␣) upright among turned key labels, and in grey on both axes:
     turned, the open box reads as a bracket; and a lone mark that turned reads as another (a comma
-    as a backtick, an apostrophe as a hyphen) upright in a small box, in its label's colour. Its x
+    as a backtick, an apostrophe as a hyphen) or is hardly seen (a full stop) upright in a small box,
+    in its label's colour. Its x
     tick keeps no text (a tick label's rotation is the axis's) but keeps its tick mark; the glyph is
     written under the mark (``top``: over it, the key labels being above the axes)."""
     _upright_y(ax)
@@ -51,12 +52,14 @@ def upright_spaces(ax, *, top: bool = False) -> None:
                     bbox={"boxstyle": "round,pad=0.2", "fc": "none", "ec": SPACE_COLOUR, "lw": 0.6})  # fmt: skip
 
 
-TURNED_AMISS = set(",;:'`\"‘’‚“”„-‐–—|")  # marks that, turned, read as another (a comma as a backtick)
+# marks that, turned, read as another (a comma as a backtick) or hardly read at all (a full stop, a dot
+# beside its tick)
+TURNED_AMISS = set(",.;:'`\"‘’‚“”„-‐–—|")
 
 
 def _upright(label: str) -> bool:
     """A key label drawn upright among turned ones: the word boundary, or a lone mark that turned
-    would read as another (a full stop reads as itself either way)."""
+    would read as another or hardly be seen."""
     return label == SPACE or label in TURNED_AMISS
 
 
