@@ -540,6 +540,31 @@ class _Spots:
                 return True
         return False
 
+    def candidates(self, x: float, start: float, width: float, gap: float, sides: list[bool]) -> list:
+        """Places (right, left, bottom, slide) for a label ``width`` wide beside a point at ``x``, its line
+        at ``start``: right of it or left of it (``sides``; on the left its right end by the point), ``gap``
+        clear of it, slid a little along its line or up to six lines up or down; inside the panel, the
+        nearest first (a slide of 0.1 of the panel's width counts as a line up or down)."""
+        spots = []
+        for lines in (0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6):
+            for right in sides:
+                step = -1 if right else 1  # a slide away from the point
+                base = x - gap - 0.015 - width if right else x + gap
+                slides = (0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3)
+                spots += [(right, base + step * d, start + lines * self.height, d) for d in slides]
+        spots = [sp for sp in spots if sp[1] >= 0.0 and sp[1] + width <= 1.0 and FLOOR <= sp[2] <= 0.92]
+        spots.sort(key=lambda sp: round(abs(sp[2] - start) / self.height + 10 * sp[3], 6))  # a stable sort
+        return spots
+
+    def below(self, left: float, start: float, width: float, own: int) -> float:
+        """Where no place fits: down from ``start``, the first line free of labels and of points, else of
+        labelled points, else of labels."""
+        down = [start - k * self.height for k in range(12)]
+        free = [t for t in down if not self.clash(left, t, width)]
+        inside = [t for t in free if t >= FLOOR]
+        ty = next((t for every in (True, False) for t in inside if not self.covers(left, t, width, own, every)), None)
+        return ty if ty is not None else next(iter(inside or free), down[-1])
+
     def fits(self, spot: tuple[bool, float, float, float], own: int, width: float, every: bool) -> bool:
         """Whether a label may go at ``spot`` (right, left, bottom, slide): on no label, leader or point,
         and seeming to name no other point (``every``), else no other labelled point."""
@@ -578,17 +603,7 @@ def _place_labels(
         # beside the point (right of it, else left of it: its right end by the point, clear of its ring), slid a
         # little along its line or up to three lines up or down
         sides = [True] if x + 0.02 + width > 1.0 else [False, True]
-        spots = []
-        for lines in (0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6):
-            for right in sides:
-                step = -1 if right else 1  # a slide away from the point
-                base = x - gap - 0.015 - width if right else x + gap
-                spots += [
-                    (right, base + step * d, start + lines * height, d) for d in (0.0, 0.03, 0.06, 0.1, 0.15, 0.2, 0.3)
-                ]
-        spots = [sp for sp in spots if sp[1] >= 0.0 and sp[1] + width <= 1.0 and FLOOR <= sp[2] <= 0.92]
-        # the nearest first: a slide of 0.1 (of the panel's width) counts as a line up or down (a stable sort)
-        spots.sort(key=lambda sp: round(abs(sp[2] - start) / height + 10 * sp[3], 6))
+        spots = spots_of.candidates(x, start, width, gap, sides)
         # near places first (two lines, a slide of 0.1), seeming to name no other point, else no other labelled
         # one; then the same farther off: a short leader by a grey point reads better than a long one
         near = [sp for sp in spots if abs(sp[2] - start) <= 2.01 * height and sp[3] <= 0.1]
@@ -604,17 +619,10 @@ def _place_labels(
         )
         if found is not None:
             right, left, ty, slid = found
-        else:  # down from beside it, the first place free of labels and of labelled points, else free of labels
+        else:
             right, slid = sides[0], 0.0
             left = x - gap - 0.015 - width if right else x + gap
-            down = [start - k * height for k in range(12)]
-            free = [t for t in down if not spots_of.clash(left, t, width)]
-            inside = [t for t in free if t >= FLOOR]
-            ty = next(
-                (t for every in (True, False) for t in inside if not spots_of.covers(left, t, width, i, every)), None
-            )
-            if ty is None:
-                ty = next(iter(inside or free), down[-1])
+            ty = spots_of.below(left, start, width, i)
         leads = spots_of.place(left, ty, width, right, i, slid)
         ax.annotate(
             text,
