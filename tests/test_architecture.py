@@ -1,5 +1,6 @@
 """The package's shape: imports between its parts run one way, and nothing outside models/
-reaches into a model's layers (everything goes through models/interface.py)."""
+reaches into a model's layers (everything goes through models/interface.py), and no function
+runs over 80 lines."""
 
 import ast
 import re
@@ -97,3 +98,16 @@ def test_only_models_touch_a_models_layers():
             if PRIVATE.search(code):
                 offenders.append(f"{rel}:{i}: {line.strip()}")
     assert offenders == []
+
+
+def test_no_function_runs_over_eighty_lines():
+    """A function reads on one screen: none in the package is longer than 80 lines (its docstring included)."""
+    long = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > 80
+    ]
+    assert not long, long
