@@ -278,6 +278,16 @@ def test_contextual_key_says_when_the_tokenizer_lowercases():
     assert "lower case" in keys[0] and "lower case" not in keys[1]
 
 
+def test_tokens_near_but_apart_keep_their_own_labels():
+    """Two "apple"s 1.5 % of the map apart (a cosine distance of 0.03 on a map a unit wide) are two
+    places, each with its own label: one shared label would say their vectors are the same."""
+    labels = ["apple A4", "apple A10", "red A9", "a A8"]
+    points = np.array([[0.0, 0.0], [0.015, 0.0], [1.0, 1.0], [0.5, 0.2]])
+    fig = plot_contextual(labels, [("static", np.eye(4))], [("layer 1", points)], {0: 0, 1: 0})
+    notes = sorted(t.get_text() for t in fig.get_axes()[-1].texts if t.get_text())
+    assert notes == ["apple A10", "apple A4"]
+
+
 def test_contextual_key_writes_out_each_sentence():
     """The key names the sentences the token labels point to (A, B), each written out in full."""
     labels = ["apple A1", "red A2", "apple B1"]

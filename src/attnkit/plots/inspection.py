@@ -72,7 +72,7 @@ def _legend_room(ax, *, columns: int) -> None:
     ax.set_ylim(lo, hi + (hi - lo) * 0.085 * lines / (1 - 0.085 * lines))  # the legend's share of the new height
     ax.set_yticks(ticks)
     # a white ground, so that a line that crosses the head room (local attention's p_t) does not run through the words
-    ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=True, framealpha=0.92, edgecolor="none",
+    ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=True, framealpha=1.0, edgecolor="none",
               borderaxespad=0.3, handlelength=1.2)  # fmt: skip
 
 
@@ -102,14 +102,15 @@ def _heatmap(fig, ax, rows, title, colour_label, xlabel, beside=(), wrap=44) -> 
     im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     for other, more in beside:
         other.imshow(more, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    fig.colorbar(im, ax=[ax, *(o for o, _ in beside)], shrink=0.9, label=f"{colour_label} (±{lim:.2g})")
+    # the bar as tall as the rows it colours
+    fig.colorbar(im, ax=[ax, *(o for o, _ in beside)], shrink=1.0, label=f"{colour_label} (±{lim:.2g})")
     ax.set(xlabel=xlabel)
     (beside[0][0] if beside else ax).set_title(wrap_math(title, wrap))
 
 
 def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     """1. the query (its own row) over the keys, on one scale; 2. the terms q ⊙ k_j, one row a key,
-    their title level with panel 1's."""
+    their title just above their rows."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
     query, key = (math("h_t"), math("h̄_s")) if w.recurrent else (math("q"), math("k"))
@@ -132,9 +133,9 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     )
     _heatmap(fig, axes["prod"], w.terms[:, :shown], "", "term", _dimensions(w, dims))
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
-    note = axes["note"]  # panel 2's title, level with panel 1's, above the rows it names
+    note = axes["note"]  # panel 2's title, just above the rows it names (panel 1's query row is beside it)
     note.set_axis_off()
-    note.set_title(wrap_math(f"2. {terms}: {sums}", 44))
+    note.set_title(wrap_math(f"2. {terms}: {sums}", 44), y=0.0, pad=4)
 
 
 def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]) -> None:
@@ -202,7 +203,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
                 color="#dc2626",
                 marker=".",
                 lw=1,
-                label=f"Gaussian around {math('p_t')} = {w.p_t:.2f}",
+                label=f"Gaussian around {math('p_t')} ({math('σ = D/2')})",
             )
     else:
         unscaled = f"softmax({math('q · k_j')}), unscaled"  # grey as in panel 3: the raw scores' colour
@@ -219,9 +220,8 @@ def _window(axes, w, s: int) -> None:
         lo, hi = window_cells(w.p_t, w.window, s)  # the cells of the keys the model attends to
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
                       label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})")  # fmt: skip
-        named = panel is axes["scores"] or w.gauss is None  # the Gaussian's entry names p_t in panel 4
         panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=0.5,
-                      label=f"{math('p_t')} = {w.p_t:.2f}" if named else "_nolegend_")  # fmt: skip
+                      label=f"{math('p_t')} = {w.p_t:.2f}")  # fmt: skip
         panel.set_xlim(-0.5, s - 0.5)
 
 
@@ -459,7 +459,7 @@ LABEL_SIZE = 9  # a projection label's type size, points
 RING, RING_WIDTH = 32, 1.8  # a marked token's ring: its size (points squared) and its line's width
 MARGIN = 0.09  # a projection panel's data margins, of its width and height
 FLOOR = 0.025  # a label's lowest place in a projection panel (axes fraction): clear of its bottom frame
-NEAR = 0.025  # of a projection's extent: tokens closer than this on both axes are drawn at one place, one label
+NEAR = 0.004  # of a projection's extent: tokens closer than this on both axes are drawn at one place, one label
 
 
 class _Spots:
@@ -527,6 +527,10 @@ class _Spots:
             if j != own and self.apart(j, own) and lo - 0.01 < p[0] < hi + 0.01 and ty < p[1] < ty + self.height:
                 return True
         # the distances below as lengths: a fraction of the panel's height, across as up
+        far = np.array([left if right else left + width, ty + self.height / 2]) * self.scale  # the end off its point
+        for j in self.marks:  # a labelled point by the label's far end: the label would seem to name it
+            if j != own and self.apart(j, own) and np.hypot(*(self.marks[j] * self.scale - far)) < 0.06:
+                return True
         end, seg = end * self.scale, (self.marks[own] - end) * self.scale
         reach = float(np.hypot(*seg))
         for j, p in enumerate(self.at * self.scale):
