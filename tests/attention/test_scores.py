@@ -84,3 +84,19 @@ def test_mismatched_query_size():
     fn = build_score("general", query_dim=4, key_dim=4)
     with pytest.raises(ValueError, match="query last dimension is 3, expected 4"):
         fn(torch.randn(1, 2, 3), torch.randn(1, 2, 4))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_query_factor_times_each_key_is_the_terms(name):
+    """Where the score is a product with each key (dot, scaled dot, general), its query factor times
+    the key, dimension by dimension, is that key's terms, and sums to the paper's score (1e-12);
+    a tanh score has terms of another form and no factor."""
+    fn = build_score(name, query_dim=6, key_dim=6, hidden_dim=5).double()
+    q, k = torch.randn(6, dtype=torch.float64), torch.randn(4, 6, dtype=torch.float64)
+    factor = fn.query_factor(q)
+    if name in ("concat", "additive"):
+        assert factor is None and fn.factor_formula == ""
+        return
+    assert factor is not None and fn.factor_formula
+    torch.testing.assert_close(factor * k, fn.terms(q, k), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close((factor * k).sum(-1), direct(name, fn, q[None], k)[0], rtol=1e-12, atol=1e-12)

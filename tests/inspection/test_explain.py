@@ -88,7 +88,8 @@ def test_errors(trained_toys):
 @pytest.mark.parametrize("feeding", [True, False])
 def test_recurrent_walkthrough_reproduces_luong_attention(trained_toys, attention, score, feeding):
     """Every score, window and decoder wiring: the recomputed weights are the model's, the
-    per-dimension terms sum to the scores, and local attention puts no weight outside its window."""
+    per-dimension terms sum to the scores (and are the query factor times each key, where the score
+    is such a product), and local attention puts no weight outside its window."""
     tok = Tokenizer.load(trained_toys["rnn"])
     cfg = config_from_dict(
         {
@@ -108,6 +109,9 @@ def test_recurrent_walkthrough_reproduces_luong_attention(trained_toys, attentio
         w = explain(net, p, kind="cross", query=query)
         assert w.recurrent and w.max_error < 1e-5
         np.testing.assert_allclose(w.terms.sum(-1), w.raw, atol=1e-5)
+        if w.factor is not None:  # the figure's strip times each encoder state: the terms
+            np.testing.assert_allclose(w.factor[None] * w.k, w.terms, atol=1e-5)
+        assert (w.factor is None) == (score in ("concat", "additive"))
         np.testing.assert_allclose(w.context, w.weights @ w.v, atol=1e-5)
         assert np.all(w.weights[~w.allowed] == 0)
         if attention == "global":

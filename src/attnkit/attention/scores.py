@@ -30,6 +30,7 @@ class ScoreFunction(nn.Module):
 
     formula: str  # the score, as `explain` shows it; set by each subclass
     terms_formula: str  # what each row of ``terms`` is
+    factor_formula = ""  # what ``query_factor`` is, where the terms are a product with each key
 
     def __init__(self, *, query_dim: int, key_dim: int) -> None:
         super().__init__()
@@ -55,6 +56,11 @@ class ScoreFunction(nn.Module):
         row summing to that key's score (for a dot product, q ⊙ k_j)."""
         raise NotImplementedError(f"{type(self).__name__} has no per-dimension terms")
 
+    def query_factor(self, q: Tensor) -> Tensor | None:
+        """The vector that ``terms`` multiplies each key by, dimension by dimension (for a dot product,
+        q itself); None where the terms are no such product."""
+        return None
+
     @staticmethod
     def _check_dim(x: Tensor, expected: int, what: str) -> None:
         if x.shape[-1] != expected:
@@ -77,8 +83,13 @@ class DotScore(ScoreFunction):
         self._check_dim(q, self.query_dim, "query")
         return q @ prepared.transpose(-2, -1)  # (..., t, s)
 
+    factor_formula = "q"
+
     def terms(self, q: Tensor, k: Tensor) -> Tensor:
         return q * self.prepare_keys(k)
+
+    def query_factor(self, q: Tensor) -> Tensor | None:
+        return q
 
 
 class ScaledDotScore(DotScore):
@@ -95,8 +106,13 @@ class ScaledDotScore(DotScore):
         self._check_dim(q, self.query_dim, "query")
         return scaled_dot(q, prepared)  # (..., t, s)
 
+    factor_formula = "q / √d"
+
     def terms(self, q: Tensor, k: Tensor) -> Tensor:
         return q * self.prepare_keys(k) / math.sqrt(k.shape[-1])
+
+    def query_factor(self, q: Tensor) -> Tensor | None:
+        return q / math.sqrt(self.key_dim)
 
 
 class GeneralScore(ScoreFunction):
@@ -117,8 +133,13 @@ class GeneralScore(ScoreFunction):
         self._check_dim(q, self.query_dim, "query")
         return (q @ self.W_a) @ prepared.transpose(-2, -1)  # (..., t, s)
 
+    factor_formula = "W_aᵀ q"
+
     def terms(self, q: Tensor, k: Tensor) -> Tensor:
         return (q @ self.W_a) * self.prepare_keys(k)  # (W_a^T q) ⊙ k_j
+
+    def query_factor(self, q: Tensor) -> Tensor | None:
+        return q @ self.W_a
 
 
 class _TanhScore(ScoreFunction):

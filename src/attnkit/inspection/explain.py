@@ -78,6 +78,9 @@ class Walkthrough:
     recurrent: bool = False  # Luong attention of an RNN decoder: one head, no 1/sqrt(d_k) step
     x: np.ndarray | None = None  # (d_model,) the layer input of the query token (after LayerNorm when pre-norm)
     q_formula: str = "= x W^Q"  # what q is (a model run by transformers: as its layer computed it, positions applied)
+    # an RNN's score as a product with each key: the query's side of it (general: W_aᵀ h_t), and its name
+    factor: np.ndarray | None = None
+    factor_formula: str = ""
 
     def __post_init__(self) -> None:
         if self.terms is None:
@@ -149,6 +152,8 @@ class Walkthrough:
             "",
             f"q = h_t, the decoder state   {fmt(self.q)}",
         ]
+        if self.factor is not None and self.factor_formula != "h_t":
+            lines.append(f"{self.factor_formula}, which multiplies each h̄_s   {fmt(self.factor)}")
         if self.p_t is not None:
             assert self.window is not None  # local attention: set with p_t
             n = len(self.key_tokens)
@@ -320,6 +325,7 @@ def _explain_recurrent(
     h = states[query]
     s = keys.shape[0]
     terms = module.score.terms(h, keys)  # (s, ·)
+    factor = module.score.query_factor(h)  # what the terms multiply each encoder state by
     raw = terms.sum(-1)
     positions = torch.arange(s, device=keys.device, dtype=raw.dtype)
     allowed = torch.ones(s, dtype=torch.bool, device=keys.device)
@@ -359,6 +365,8 @@ def _explain_recurrent(
         score=module.score.formula.replace("q", "h_t").replace("k", "h̄_s"),
         terms_formula=module.score.terms_formula.replace("q", "h_t").replace("k", "h̄_s"),
         terms=cpu(terms),
+        factor=None if factor is None else cpu(factor),
+        factor_formula=module.score.factor_formula.replace("q", "h_t"),
         allowed=cpu(allowed).astype(bool),
         p_t=p_t,
         window=window,

@@ -73,7 +73,7 @@ def _legend_room(ax, *, columns: int) -> None:
     ax.set_yticks(ticks)
     # a white ground, so that a line that crosses the head room (local attention's p_t) does not run through the words
     ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=True, framealpha=1.0, edgecolor="none",
-              borderaxespad=0.3, handlelength=1.2)  # fmt: skip
+              borderaxespad=0.0, handlelength=1.2)  # flush with the frame: no strip of shading above it  # fmt: skip
 
 
 def _mark_query(axes, w, kept: np.ndarray) -> None:
@@ -113,13 +113,19 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     their title just above their rows."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
-    query, key = (math("h_t"), math("h̄_s")) if w.recurrent else (math("q"), math("k"))
+    # an RNN's query as its score multiplies each encoder state by (general: W_aᵀ h_t), so that panel 2 is
+    # panel 1's strip times each of its rows
+    factor = w.recurrent and w.factor is not None
+    query, key = (math(w.factor_formula if factor else "h_t"), math("h̄_s")) if w.recurrent else (math("q"), math("k"))
+    strip = w.factor if factor else w.q
     title = (
         f"1. {query} and encoder states {key}, one scale" if w.recurrent else "1. the query and the keys, on one scale"
     )
+    if factor and w.factor_formula != "h_t":
+        title += f" ({math('h_t')}: the decoder state)"
     labels = list(w.key_tokens)
     _heatmap(fig, axes["qk"], w.k[:, :shown], title, "value", _dimensions(w, dims),
-             beside=[(axes["q"], w.q[None, :shown])])  # fmt: skip
+             beside=[(axes["q"], strip[None, :shown])])  # fmt: skip
     axes["q"].set_xticks([])
     axes["q"].set_yticks([0], [f"{query}: {plain(w.query_token)}"], **ticks)
     axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)  # the symbol once, on the axis
