@@ -73,7 +73,7 @@ def _legend_room(ax, *, columns: int) -> None:
     ax.set_yticks(ticks)
     # a white ground, so that a line that crosses the head room (local attention's p_t) does not run through the words
     ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=True, framealpha=1.0, edgecolor="none",
-              borderaxespad=0.0, handlelength=1.2)  # flush with the frame: no strip of shading above it  # fmt: skip
+              borderaxespad=0.3, handlelength=1.2)  # fmt: skip
 
 
 def _mark_query(axes, w, kept: np.ndarray) -> None:
@@ -202,7 +202,9 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
         )
         if w.gauss is not None:  # the Gaussian where it weighs keys (in the window), its curve faint outside
             inside = w.weights > 0 if w.window is None else np.abs(x - w.p_t) <= w.window
-            ax.plot(x, w.gauss, color="#dc2626", lw=0.8, alpha=0.35)
+            ax.plot(
+                x, w.gauss, color="#dc2626", lw=0.8, alpha=0.35, label="the Gaussian outside the window (weights 0)"
+            )
             ax.plot(
                 x[inside],
                 w.gauss[inside],
