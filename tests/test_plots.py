@@ -416,18 +416,25 @@ def test_every_score_formula_sets_as_maths():
     assert all(line.count("$") % 2 == 0 for line in wrap_math(long, 44).splitlines())  # never broken inside
 
 
-def test_a_walkthrough_marks_the_querys_own_key_and_keeps_its_legends_off_the_bars():
+def test_a_walkthrough_marks_the_querys_own_key_and_keeps_its_keys_off_the_bars():
+    for walkthrough in (_walkthrough(), _recurrent_walkthrough()):
+        fig = plot_walkthrough(walkthrough)
+        fig.canvas.draw()  # tick labels as drawn
+        legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend() is not None]
+        assert len(legends) == 2  # the scores and the weights
+        for ax, legend in legends:
+            key, frame, title = (a.get_window_extent() for a in (legend, ax, ax.title))
+            assert frame.y1 <= key.y0 < frame.y1 + 6  # just above the panel, over none of its bars
+            assert key.y1 <= title.y0  # under the panel's title
+            ends = [e for bars in ax.containers for p in bars for e in (p.get_y(), p.get_y() + p.get_height())]
+            top, span = max(ends), max(ends) - min(ends)
+            assert ax.get_ylim()[1] <= max(1.05, top + 0.06 * span)  # no head room made for a key in the panel
+            handles = legend.legend_handles
+            assert type(handles[0]).__name__ == "Rectangle" and handles[0].get_facecolor()[:3] != (1, 1, 1)
     fig = plot_walkthrough(_walkthrough())
-    fig.canvas.draw()  # tick labels as drawn
+    fig.canvas.draw()
     bold = [sum(t.get_fontweight() == "bold" for t in ax.get_yticklabels() + ax.get_xticklabels()) for ax in fig.axes]
     assert sorted(b for b in bold if b) == [1] * 6  # q, and key 2 in each of the five panels
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend is None:
-            continue
-        box = legend.get_window_extent().transformed(ax.transData.inverted())
-        tops = [p.get_height() for p in ax.patches if p.get_height() > 0]
-        assert box.y0 > max(tops)  # the legend sits in the head room above the tallest bar
 
 
 def test_attribution_panels_name_the_keys_over_the_top_row_and_under_the_last():

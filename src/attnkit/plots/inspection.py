@@ -8,6 +8,8 @@ from typing import Any, cast
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -25,8 +27,8 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     wide = s > 20  # a long input's scores and weights each take the figure's width, for their key labels
     # a long input's weighted rows: those with a weight worth drawing (the rest are 0 at two decimals)
     kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
-    keys, bars, values = 1.0 + 0.22 * s, 3.4, 1.1 + 0.17 * (len(kept) + 1)  # inches: a line a key, the axis label
-    # the query has a row of its own above the keys, so that panels 1 and 2 share one row a key
+    keys, bars, values = 1.0 + 0.22 * s, 3.0, 1.1 + 0.17 * (len(kept) + 1)  # inches: a line a key, the axis label
+    # the query has a row of its own above the keys, so that panels 1 and 2 share one row per key
     if wide:
         layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
         heights = [0.6, keys, bars, bars, values]
@@ -34,6 +36,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         layout = [["q", "note"], ["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
         heights = [0.6, keys, bars, values]
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout="constrained")  # a docs column wide
+    fig.get_layout_engine().set(h_pad=0.1)  # inches between rows: turned key labels clear the next title
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
     _vector_panels(fig, axes, w, dims, ticks)
@@ -47,8 +50,8 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     _softmax_panel(axes["softmax"], w, x, labels, dict(slant, **ticks))
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
         _window(axes, w, s)
-    for name in ("scores", "softmax"):  # inside the panel, in head room made for it above the bars
-        _legend_room(axes[name], columns=2 if wide else 1)
+    for name in ("scores", "softmax"):
+        _key_above(axes[name], columns=2 if wide else 1)
     _values_panel(fig, axes["values"], w, kept, dims, ticks)
     if not w.recurrent and w.kind != "cross":  # self-attention: the query is one of the keys
         _mark_query(axes, w, kept)
@@ -62,18 +65,17 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     return fig
 
 
-def _legend_room(ax, *, columns: int) -> None:
-    """The panel's legend inside it, top left, over head room added above the tallest bar (a line of
-    the legend's height each), so that it covers no bar."""
-    entries = len(ax.get_legend_handles_labels()[0])
-    lo, hi = ax.get_ylim()
-    lines = -(-entries // columns)
-    ticks = [t for t in ax.get_yticks() if lo - 1e-9 <= t <= hi + 1e-9]  # no tick in the head room
-    ax.set_ylim(lo, hi + (hi - lo) * 0.085 * lines / (1 - 0.085 * lines))  # the legend's share of the new height
-    ax.set_yticks(ticks)
-    # a white ground, so that a line that crosses the head room (local attention's p_t) does not run through the words
-    ax.legend(fontsize=8.5, loc="upper left", ncol=columns, frameon=True, framealpha=1.0, edgecolor="none",
-              borderaxespad=0.3, handlelength=1.2)  # fmt: skip
+def _key_above(ax, *, columns: int) -> None:
+    """The panel's key just above it, its bars first, and its title above the key, so that the key
+    covers no bar and the panel's y-range is its data's."""
+    handles, labels = ax.get_legend_handles_labels()
+    order = sorted(range(len(handles)), key=lambda i: not isinstance(handles[i], BarContainer))
+    key = ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=8.5, loc="lower left",
+                    bbox_to_anchor=(0, 1), ncol=columns, frameon=False, borderaxespad=0.2, borderpad=0,
+                    handlelength=1.2, columnspacing=1.5)  # fmt: skip
+    canvas = ax.figure.canvas if isinstance(ax.figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(ax.figure)
+    tall = key.get_window_extent(canvas.get_renderer()).height * 72 / ax.figure.dpi  # points
+    ax.set_title(ax.get_title(), pad=tall + 0.2 * 8.5 + 4)  # over the key and the gap under it
 
 
 def _mark_query(axes, w, kept: np.ndarray) -> None:
@@ -109,7 +111,7 @@ def _heatmap(fig, ax, rows, title, colour_label, xlabel, beside=(), wrap=44) -> 
 
 
 def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
-    """1. the query (its own row) over the keys, on one scale; 2. the terms q ⊙ k_j, one row a key,
+    """1. the query (its own row) over the keys, on one scale; 2. the terms q ⊙ k_j, one row per key,
     their title just above their rows."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
@@ -129,7 +131,7 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     axes["q"].set_xticks([])
     axes["q"].set_yticks([0], [f"{query}: {plain(w.query_token)}"], **ticks)
     axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)  # the symbol once, on the axis
-    axes["qk"].set_ylabel(f"{key}, one row a {'source token' if w.recurrent else 'key'}", fontsize=9)
+    axes["qk"].set_ylabel(f"{key}, one row per {'source token' if w.recurrent else 'key'}", fontsize=9)
 
     terms = math(w.terms_formula if w.recurrent else "q ⊙ k_j")
     sums = (
@@ -139,6 +141,9 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     )
     _heatmap(fig, axes["prod"], w.terms[:, :shown], "", "term", _dimensions(w, dims))
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
+    for label in axes["qk"].get_yticklabels() + axes["prod"].get_yticklabels():
+        if label.get_text() == ".":  # a lone full stop, hardly seen at the labels' size
+            label.set(fontweight="bold", fontsize=label.get_fontsize() * 1.4)
     note = axes["note"]  # panel 2's title, just above the rows it names (panel 1's query row is beside it)
     note.set_axis_off()
     note.set_title(wrap_math(f"2. {terms}: {sums}", 44), y=0.0, pad=4)
@@ -193,33 +198,24 @@ def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]
 def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
     """4. the weights: an RNN's (local-p's Gaussian beside them), or with and without the scaling."""
     if w.recurrent:
-        ax.bar(
-            x,
-            w.weights,
-            width=0.6,
-            color="#2563eb",
-            label="softmax in the window × Gaussian" if w.gauss is not None else "softmax: the attention weights",
-        )
+        ax.bar(x, w.weights, width=0.6, color="#2563eb", label=f"weight {math('a_s')}")
         if w.gauss is not None:  # the Gaussian where it weighs keys (in the window), its curve faint outside
             inside = w.weights > 0 if w.window is None else np.abs(x - w.p_t) <= w.window
+            ax.plot(x[inside], w.gauss[inside], color="#dc2626", marker=".", lw=1,
+                    label=f"Gaussian around {math('p_t')} ({math('σ = D/2')})")  # fmt: skip
             ax.plot(
                 x, w.gauss, color="#dc2626", lw=0.8, alpha=0.35, label="the Gaussian outside the window (weights 0)"
             )
-            ax.plot(
-                x[inside],
-                w.gauss[inside],
-                color="#dc2626",
-                marker=".",
-                lw=1,
-                label=f"Gaussian around {math('p_t')} ({math('σ = D/2')})",
-            )
+        title = "4. the weights: softmax in the window × Gaussian" if w.gauss is not None else "4. the weights: softmax"
     else:
         unscaled = f"softmax({math('q · k_j')}), unscaled"  # grey as in panel 3: the raw scores' colour
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label=unscaled, color="#9ca3af")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the weights", color="#2563eb")
+        title = "4. softmax, unscaled and scaled"
     ax.set_xticks(x, labels, **ticks)
     upright_spaces(ax)
-    ax.set(ylim=(0, 1.05), yticks=np.linspace(0, 1, 6), title="4. softmax", ylabel="weight")
+    ylabel = "weight / Gaussian factor" if w.recurrent and w.gauss is not None else "weight"
+    ax.set(ylim=(0, 1.05), yticks=np.linspace(0, 1, 6), title=title, ylabel=ylabel)
 
 
 def _window(axes, w, s: int) -> None:
