@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.lines import Line2D
 
 from .attention import window_cells
@@ -35,8 +36,8 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     else:
         layout = [["q", "note"], ["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
         heights = [0.6, keys, bars, values]
-    fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout="constrained")  # a docs column wide
-    fig.get_layout_engine().set(h_pad=0.1)  # inches between rows: turned key labels clear the next title
+    # a docs column wide; 0.1 inches between rows, so that turned key labels clear the next panel's title
+    fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout=ConstrainedLayoutEngine(h_pad=0.1))
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
     _vector_panels(fig, axes, w, dims, ticks)
