@@ -126,8 +126,8 @@ def cosine_map(x: np.ndarray, keep: Sequence[int] = (), *, weight: float = 100.0
     values, vectors = np.linalg.eigh(-0.5 * centred @ d**2 @ centred)
     places = vectors[:, -2:][:, ::-1] * np.sqrt(np.maximum(values[-2:][::-1], 0.0))
     stress = np.inf
+    apart = np.linalg.norm(places[:, None] - places[None], axis=-1)
     for _ in range(steps):  # the Guttman transform: each step lowers the weighted stress
-        apart = np.linalg.norm(places[:, None] - places[None], axis=-1)
         ratio = np.divide(w * d, apart, out=np.zeros_like(d), where=apart > 0)
         b = np.diag(ratio.sum(1)) - ratio
         places = v_inv @ b @ places

@@ -89,6 +89,11 @@ class Walkthrough:
             self.allowed = np.isfinite(self.scaled)
 
     @property
+    def factor_transforms(self) -> bool:
+        """Whether what an RNN's score multiplies each key by is other than h_t itself (general: W_aᵀ h_t)."""
+        return self.factor is not None and self.factor_formula != "h_t"
+
+    @property
     def kind_label(self) -> str:
         """The attention's name: ``encoder self-attention``, ``cross-attention``."""
         return LABELS[self.kind]
@@ -152,7 +157,8 @@ class Walkthrough:
             "",
             f"q = h_t, the decoder state   {fmt(self.q)}",
         ]
-        if self.factor is not None and self.factor_formula != "h_t":
+        if self.factor_transforms:
+            assert self.factor is not None  # set where it transforms
             lines.append(f"{self.factor_formula}, which multiplies each h̄_s   {fmt(self.factor)}")
         if self.p_t is not None:
             assert self.window is not None  # local attention: set with p_t

@@ -124,7 +124,7 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     title = (
         f"1. {query} and encoder states {key}, one scale" if w.recurrent else "1. the query and the keys, on one scale"
     )
-    if factor and w.factor_formula != "h_t":
+    if w.recurrent and w.factor_transforms:
         title += f" ({math('h_t')}: the decoder state)"
     labels = list(w.key_tokens)
     _heatmap(fig, axes["qk"], w.k[:, :shown], title, "value", _dimensions(w, dims),
@@ -440,8 +440,7 @@ def _one_scale(ax, xy: np.ndarray) -> np.ndarray:
     """Set the panel's limits so that a length across is the same length up (a distance on the page is
     one distance in the data, whichever way it runs) and the points fill it to its margins; returns the
     points scaled so that 0..1 spans the panel within its margins, as labels are placed."""
-    dpi = ax.get_figure(root=True).dpi
-    size = np.array([ax.bbox.width, ax.bbox.height]) * 72 / dpi  # the panel, points
+    size = np.array(_size_in_points(ax))
     low, high = xy.min(0), xy.max(0)
     per_point = max(float(((high - low) / size).max()), 1e-12)  # data units a point: one axis filled
     half = size * per_point * (1 + 2 * MARGIN) / 2
@@ -449,6 +448,12 @@ def _one_scale(ax, xy: np.ndarray) -> np.ndarray:
     ax.set_xlim(centre[0] - half[0], centre[0] + half[0])
     ax.set_ylim(centre[1] - half[1], centre[1] + half[1])
     return (xy - (centre - half)) / (2 * half) * (1 + 2 * MARGIN) - MARGIN
+
+
+def _size_in_points(ax) -> tuple[float, float]:
+    """The panel's width and height in points, as laid out."""
+    dpi = ax.get_figure(root=True).dpi
+    return ax.bbox.width * 72 / dpi, ax.bbox.height * 72 / dpi
 
 
 def _shared_label(labels: list[str]) -> str:
@@ -600,8 +605,7 @@ def _place_labels(
     other point, where it seems to name no other point (none between it and its point, by its
     leader's far end or on its leader); else the same where it seems to name no other labelled point;
     where none is, down from the point, its white ground over the grey points it cannot clear."""
-    dpi = ax.get_figure(root=True).dpi
-    wide, tall = ax.bbox.width * 72 / dpi, ax.bbox.height * 72 / dpi  # the panel's size in points
+    wide, tall = _size_in_points(ax)
     height = 1.35 * LABEL_SIZE / tall  # a line of labels (its white ground a little more than the type), axes fractions
     spots_of = _Spots(unit, [i for i, _ in items], height, wide / tall)
     for i, text in sorted(items, key=lambda item: -unit[item[0], 1]):  # from the top down
