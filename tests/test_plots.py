@@ -458,3 +458,20 @@ def test_attribution_panels_name_the_keys_over_the_top_row_and_under_the_last():
     assert shown(grids[-1], top=False) == ["A", "", "man"] and shown(grids[-1], top=True) == []
     space = [t for t in grids[0].texts if t.get_text() == "\u2423"]
     assert len(space) == 1 and space[0].get_va() == "bottom"  # drawn above the top row, not under it
+
+
+def test_a_walkthrough_draws_the_query_on_its_own_scale_and_names_a_lone_mark():
+    import dataclasses
+
+    w = _walkthrough()
+    w = dataclasses.replace(w, q=w.q / 10, key_tokens=[*w.key_tokens[:-1], "."])  # a query far smaller than its keys
+    fig = plot_walkthrough(w)
+    fig.canvas.draw()
+    panel = {ax.get_label(): ax for ax in fig.axes}
+    strip, keys = (next(a for a in panel[name].get_children() if isinstance(a, AxesImage)) for name in ("q", "qk"))
+    assert strip.get_clim()[1] == pytest.approx(np.abs(w.q).max()) and keys.get_clim()[1] == pytest.approx(
+        np.abs(w.k).max()
+    )
+    assert strip.colorbar is not None and strip.colorbar.ax.get_ylabel() == "$\\mathbf{q}$"
+    rows = [t.get_text() for t in panel["qk"].get_yticklabels()]
+    assert rows[-1] == "“.”"  # quoted where it stands upright, so that it is seen as a token

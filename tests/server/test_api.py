@@ -86,6 +86,14 @@ def test_explain_reproduces_the_maps(client, studio, names, arch, kind):
         np.testing.assert_allclose(w["weights"], shown["maps"][kind][layer][head][query], atol=2e-3)
         assert w["max_error"] < 1e-5 and w["recurrent"] == (arch == "rnn")
         assert len(w["k"]) == len(w["key_tokens"]) and len(w["q"]) == w["d_k"]
+        # the RNN's general score multiplies each encoder state by W_aᵀ h_t: the neuron view's query strip
+        assert (w["factor"] is not None) == (arch == "rnn") and w["factor_formula"] == (
+            "W_aᵀ h_t" if w["factor"] else ""
+        )
+        if w["factor"] is not None:
+            np.testing.assert_allclose(
+                np.array(w["factor"])[None] * np.array(w["k"]), w["terms"], atol=2e-3
+            )  # 4 decimals
     if kind == "decoder":  # causal: masked scores travel as null
         assert (
             w["scaled"][-1] is not None

@@ -15,7 +15,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.lines import Line2D
 
 from .attention import window_cells
-from .layout import WIDTH, math, plain, upright_spaces, wrap_math
+from .layout import TURNED_AMISS, WIDTH, math, plain, upright_spaces, wrap_math
 
 QUERY_COLOUR = "#b54708"  # the query, and its own key where it is one of the keys
 
@@ -25,17 +25,14 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     to the scores; raw and scaled scores; softmax with and without 1/sqrt(d_k); the values
     weighted into z. Every heatmap has its colour bar."""
     s = w.k.shape[0]
-    wide = s > 20  # a long input's scores and weights each take the figure's width, for their key labels
+    wide = s > 20  # a long input's key labels stand upright, and its weighted values are those worth drawing
     # a long input's weighted rows: those with a weight worth drawing (the rest are 0 at two decimals)
     kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
-    keys, bars, values = 1.0 + 0.22 * s, 3.0, 1.1 + 0.17 * (len(kept) + 1)  # inches: a line a key, the axis label
+    # inches: a line a key, the axis label; the scores and the weights each the figure's width, for their labels
+    keys, bars, values = 1.0 + 0.22 * s, 3.0 if wide else 2.5, max(2.4, 1.1 + 0.17 * (len(kept) + 1))
     # the query has a row of its own above the keys, so that panels 1 and 2 share one row per key
-    if wide:
-        layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
-        heights = [0.6, keys, bars, bars, values]
-    else:
-        layout = [["q", "note"], ["qk", "prod"], ["scores", "softmax"], ["values", "values"]]
-        heights = [0.6, keys, bars, values]
+    layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
+    heights = [0.6, keys, bars, bars, values]
     # a docs column wide; 0.1 inches between rows, so that turned key labels clear the next panel's title
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout=ConstrainedLayoutEngine(h_pad=0.1))
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
@@ -43,26 +40,30 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     _vector_panels(fig, axes, w, dims, ticks)
 
     x, labels = np.arange(s), list(w.key_tokens)
-    # a long input's key labels stand upright side by side; a short one's lean, easier to read
+    # key labels level where each fits its key's width; else a short input's lean, easier to read, and a long
+    # one's stand upright side by side (a character about 0.6 of the type's size, the panel about the figure's width)
+    level = max(map(len, labels)) * 0.6 * ticks["fontsize"] + 6 < (WIDTH - 1.4) * 72 / s
     slant: dict[str, Any] = (
-        dict(rotation=60, ha="right", rotation_mode="anchor") if s <= 20 else dict(rotation=90, ha="center")
+        dict(rotation=0, ha="center")
+        if level
+        else dict(rotation=60, ha="right", rotation_mode="anchor")
+        if s <= 20
+        else dict(rotation=90, ha="center")
     )
     _scores_panel(axes["scores"], w, x, labels, dict(slant, **ticks))
     _softmax_panel(axes["softmax"], w, x, labels, dict(slant, **ticks))
     if w.p_t is not None and w.window is not None:  # local attention: the window the weights are confined to
         _window(axes, w, s)
     for name in ("scores", "softmax"):
-        _key_above(axes[name], columns=2 if wide else 1)
+        _key_above(axes[name], columns=2)
     _values_panel(fig, axes["values"], w, kept, dims, ticks)
     if not w.recurrent and w.kind != "cross":  # self-attention: the query is one of the keys
         _mark_query(axes, w, kept)
     for ax in axes.values():
         ax.title.set_fontsize(10)
     query_label = getattr(w, "query_label", f"query {w.query_token!r}")
-    where = "RNN decoder (Luong)" if w.recurrent else f"layer {w.layer}, head {w.head}"
-    fig.suptitle(
-        textwrap.fill(f"{model + ': ' if model else ''}{w.kind_label}, {where}: {query_label}", 90), fontsize=11
-    )
+    where = " of the RNN decoder (Luong)," if w.recurrent else f", layer {w.layer}, head {w.head},"
+    fig.suptitle(textwrap.fill(f"{model + ': ' if model else ''}{w.kind_label}{where} {query_label}", 90), fontsize=11)
     return fig
 
 
@@ -71,7 +72,7 @@ def _key_above(ax, *, columns: int) -> None:
     covers no bar and the panel's y-range is its data's."""
     handles, labels = ax.get_legend_handles_labels()
     order = sorted(range(len(handles)), key=lambda i: not isinstance(handles[i], BarContainer))
-    key = ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=8.5, loc="lower left",
+    key = ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=9, loc="lower left",
                     bbox_to_anchor=(0, 1), ncol=columns, frameon=False, borderaxespad=0.2, borderpad=0,
                     handlelength=1.2, columnspacing=1.5)  # fmt: skip
     canvas = ax.figure.canvas if isinstance(ax.figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(ax.figure)
@@ -90,6 +91,11 @@ def _mark_query(axes, w, kept: np.ndarray) -> None:
         label.set(color=QUERY_COLOUR, fontweight="bold")
 
 
+def _named(token: str) -> str:
+    """A key as an upright label names it: a lone mark in quotes, so that a full stop is seen as a token."""
+    return f"“{token}”" if token in TURNED_AMISS else token
+
+
 def _dimensions(w, dims: int, name: str = "") -> str:
     """The x label of a walk-through heatmap: which dimensions it shows, of how many."""
     d_k = w.k.shape[1]
@@ -98,17 +104,25 @@ def _dimensions(w, dims: int, name: str = "") -> str:
     return f"dimension (first {shown} of {name} = {d_k})" if shown < d_k else f"dimension ({name} = {d_k})"
 
 
-def _heatmap(fig, ax, rows, title, colour_label, xlabel, beside=(), wrap=44) -> None:
-    """A diverging heatmap with its colour bar; ``beside``: (axes, rows) drawn on the same scale in
-    axes of their own (their first takes the title)."""
-    lim = max(float(np.abs(a).max()) for a in (rows, *(more for _, more in beside))) or 1.0
+def _heatmap(fig, ax, rows, title, colour_label, xlabel, wrap=44) -> None:
+    """A diverging heatmap with its colour bar, as tall as its rows."""
+    lim = float(np.abs(rows).max()) or 1.0
     im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    for other, more in beside:
-        other.imshow(more, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    # the bar as tall as the rows it colours
-    fig.colorbar(im, ax=[ax, *(o for o, _ in beside)], shrink=1.0, label=f"{colour_label} (±{lim:.2g})")
+    fig.colorbar(im, ax=ax, shrink=1.0, label=f"{colour_label} (±{lim:.2g})")
     ax.set(xlabel=xlabel)
-    (beside[0][0] if beside else ax).set_title(wrap_math(title, wrap))
+    ax.set_title(wrap_math(title, wrap))
+
+
+def _strip(fig, ax, row: np.ndarray, name: str, token: str, ticks: dict[str, Any]) -> None:
+    """One vector (``name``, of ``token``) as a strip on its own scale (a query is often far smaller
+    than its keys), with a short colour bar of its own, named level beside it."""
+    lim = float(np.abs(row).max()) or 1.0
+    im = ax.imshow(row[None], cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    bar = fig.colorbar(im, ax=ax, shrink=1.0, aspect=4)
+    bar.set_ticks([-lim, 0, lim], labels=[f"−{lim:.2g}", "0", f"{lim:.2g}"], fontsize=8)
+    bar.set_label(name, rotation=0, ha="left", va="center", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([0], [f"{name}: {plain(token)}"], **ticks)
 
 
 def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
@@ -121,30 +135,25 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     factor = w.recurrent and w.factor is not None
     query, key = (math(w.factor_formula if factor else "h_t"), math("h̄_s")) if w.recurrent else (math("q"), math("k"))
     strip = w.factor if factor else w.q
-    title = (
-        f"1. {query} and encoder states {key}, one scale" if w.recurrent else "1. the query and the keys, on one scale"
-    )
+    title = f"1. {query} and the encoder states {key}" if w.recurrent else "1. the query and the keys"
+    title += ", each on its own scale"
     if w.recurrent and w.factor_transforms:
         title += f" ({math('h_t')}: the decoder state)"
-    labels = list(w.key_tokens)
-    _heatmap(fig, axes["qk"], w.k[:, :shown], title, "value", _dimensions(w, dims),
-             beside=[(axes["q"], strip[None, :shown])])  # fmt: skip
-    axes["q"].set_xticks([])
-    axes["q"].set_yticks([0], [f"{query}: {plain(w.query_token)}"], **ticks)
+    labels = [_named(t) for t in w.key_tokens]
+    _heatmap(fig, axes["qk"], w.k[:, :shown], "", "value", _dimensions(w, dims))
+    _strip(fig, axes["q"], strip[:shown], query, w.query_token, ticks)
+    axes["q"].set_title(wrap_math(title, 50))
     axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)  # the symbol once, on the axis
     axes["qk"].set_ylabel(f"{key}, one row per {'source token' if w.recurrent else 'key'}", fontsize=9)
 
     terms = math(w.terms_formula if w.recurrent else "q ⊙ k_j")
     sums = (
-        "each row sums to the score"
+        f"each row sums to the score{'' if w.recurrent else ' ' + math('q · k_j')}"
         if shown == d_k
         else f"a row's sum over all {d_k} dimensions ({shown} shown) is the score"
     )
     _heatmap(fig, axes["prod"], w.terms[:, :shown], "", "term", _dimensions(w, dims))
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
-    for label in axes["qk"].get_yticklabels() + axes["prod"].get_yticklabels():
-        if label.get_text() == ".":  # a lone full stop, hardly seen at the labels' size
-            label.set(fontweight="bold", fontsize=label.get_fontsize() * 1.4)
     note = axes["note"]  # panel 2's title, just above the rows it names (panel 1's query row is beside it)
     note.set_axis_off()
     note.set_title(wrap_math(f"2. {terms}: {sums}", 44), y=0.0, pad=4)
@@ -167,7 +176,7 @@ def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]
     xlabel = _dimensions(w, dims, "H" if w.recurrent else "d_v")
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, :shown]]), title, "value", xlabel, wrap=90)
     ax.axhline(len(kept) - 0.5, color="black", lw=1.5)
-    rows = [f"{w.weights[j]:.2f} {value}: {plain(labels[j])}" for j in kept]
+    rows = [f"{w.weights[j]:.2f} {value}: {plain(_named(labels[j]))}" for j in kept]
     ax.set_yticks(range(len(kept) + 1), rows + [total], **ticks)
 
 
@@ -225,7 +234,7 @@ def _window(axes, w, s: int) -> None:
         lo, hi = window_cells(w.p_t, w.window, s)  # the cells of the keys the model attends to
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
                       label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})")  # fmt: skip
-        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=0.5,
+        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=3,  # over the bars
                       label=f"{math('p_t')} = {w.p_t:.2f}")  # fmt: skip
         panel.set_xlim(-0.5, s - 0.5)
 

@@ -290,6 +290,8 @@ class Walkthrough(BaseModel):
     recurrent: bool
     score: str
     terms_formula: str
+    factor: Vector | None
+    factor_formula: str
     d_k: int
     scale: float
     q: Vector

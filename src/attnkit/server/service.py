@@ -614,6 +614,9 @@ def walkthrough_json(w: Walkthrough) -> dict:
         "recurrent": w.recurrent,
         "score": w.score,
         "terms_formula": w.terms_formula,
+        # what an RNN's score multiplies each key by, where it is not h_t itself (general: W_aᵀ h_t)
+        "factor": _list(w.factor) if w.factor_transforms else None,
+        "factor_formula": w.factor_formula if w.factor_transforms else "",
         "d_k": int(w.q.shape[0]),
         "scale": w.scale,
         "q": _list(w.q),

@@ -114,7 +114,7 @@
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
     const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
     return { weighted, fold, shown, runStart, pane, fontPx, strips, fit, kd, vd, px,
-             vecLim: absMax([w.q, ...w.k]), termLim: absMax(w.terms), vLim: absMax([...weighted, w.context]) };
+             vecLim: absMax([w.factor ?? w.q, ...w.k]), termLim: absMax(w.terms), vLim: absMax([...weighted, w.context]) };
   }
 
   function dimensions(box, w, v, redraw) {  // how many dimensions the strips show, and a button for all of them
@@ -142,18 +142,22 @@
     }
   }
 
+  // the query's row: what the score multiplies each key by (an RNN's general score: W_aᵀ h_t, the decoder state
+  // through W_a), so that each row of the terms is that strip times the key's
+  function queryName(w) { return w.factor ? w.factor_formula : w.recurrent ? "h_t" : "q"; }
+
   function keyTable(box, w, v, unfold) {  // the query's row, a row per key (or per folded run), the weighted sum's
     const t = html("table", {}, box), head = html("tr", {}, t);
     const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
     const cols = (w.recurrent
-      ? ["key", "h_t, h̄_s (encoder states)", w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
+      ? ["key", `${queryName(w)}, h̄_s (encoder states)`, w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
       : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"]);
     const vectorColumns = new Set(w.recurrent ? [1, 2] : [1, 2, 8]);  // strips: headed in their middle, set apart
     cols.forEach((c, i) => { if (c) html("th", vectorColumns.has(i) ? { class: "vec" } : {}, head, c); });
     const n = cols.filter(Boolean).length;
     const qrow = html("tr", { class: "query" }, t);
-    html("td", { class: "token" }, qrow, w.recurrent ? `h_t: ${w.query_token}` : `q: ${w.query_token}`);
-    html("td", { class: "vec" }, qrow).appendChild(strip(w.q, v.vecLim, v.px, v.kd, w.recurrent ? "h_t" : "q"));
+    html("td", { class: "token" }, qrow, `${queryName(w)}: ${w.query_token}`);
+    html("td", { class: "vec" }, qrow).appendChild(strip(w.factor ?? w.q, v.vecLim, v.px, v.kd, queryName(w)));
     for (let c = 2; c < n; c++) html("td", {}, qrow, "");
     w.key_tokens.forEach((tok, j) => {
       if (v.runStart(j)) foldedRow(t, w, v, j, n, unfold);
@@ -211,7 +215,7 @@
   }
 
   function hint(box, w, v) {  // the colour scales, and what the scaling does
-    const vectors = w.recurrent ? "h_t and the encoder states" : "q and the keys";
+    const vectors = w.recurrent ? `${queryName(w)} and the encoder states` : "q and the keys";
     const values = w.recurrent ? "c_t" : "the weighted values and z";
     html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${v.vecLim.toFixed(2)}, ` +
       `the terms on ±${v.termLim.toFixed(2)}, ${values} on ±${v.vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums` +
