@@ -140,7 +140,8 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     if w.recurrent and w.factor_transforms:
         title += f" ({math('h_t')}: the decoder state)"
     labels = [_named(t) for t in w.key_tokens]
-    _heatmap(fig, axes["qk"], w.k[:, :shown], "", "value", _dimensions(w, dims))
+    entry = f"{math('h̄_s')}, encoder state" if w.recurrent else f"{math('k')}, key"
+    _heatmap(fig, axes["qk"], w.k[:, :shown], "", entry, _dimensions(w, dims))
     _strip(fig, axes["q"], strip[:shown], query, w.query_token, ticks)
     axes["q"].set_title(wrap_math(title, 50))
     axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)  # the symbol once, on the axis

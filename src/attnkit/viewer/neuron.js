@@ -113,7 +113,11 @@
     const fit = clamp(Math.floor(room / strips / MIN_CELL), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
     const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
-    return { weighted, fold, shown, runStart, pane, fontPx, strips, fit, kd, vd, px,
+    // the softmax inside the window, from the scores (not the rounded weights over the Gaussian)
+    const top = Math.max(...w.scaled.filter((x, j) => w.allowed[j] && x !== null));
+    const e = w.scaled.map((x, j) => (w.allowed[j] && x !== null ? Math.exp(x - top) : 0));
+    const total = e.reduce((a, b) => a + b, 0), inWindow = e.map((x) => x / total);
+    return { weighted, fold, shown, runStart, pane, fontPx, strips, fit, kd, vd, px, inWindow,
              vecLim: absMax([w.factor ?? w.q, ...w.k]), termLim: absMax(w.terms), vLim: absMax([...weighted, w.context]) };
   }
 
@@ -186,7 +190,7 @@
     if (w.recurrent) {
       if (!v.fold) html("td", {}, r, w.allowed[j] ? "yes" : "no");  // folded: every row shown is in the window
       if (w.gauss) {  // the softmax inside the window, before the Gaussian
-        html("td", {}, r, w.allowed[j] ? fmt(w.gauss[j] > 0 ? w.weights[j] / w.gauss[j] : 0) : "–");
+        html("td", {}, r, w.allowed[j] ? fmt(v.inWindow[j]) : "–");
         html("td", {}, r, fmt(w.gauss[j]));
       }
     } else {
@@ -204,7 +208,8 @@
     const z = html("tr", { class: "sum" }, t), total = fmt(w.weights.reduce((a, b) => a + b, 0));
     if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
       html("td", { class: "token" }, z, "c_t = Σ a_s h̄_s");
-      html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vLim, v.px, v.kd, "c_t"));
+      // c_t, a weighted average of the encoder states, on their scale
+      html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vecLim, v.px, v.kd, "c_t"));
       for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
       html("td", {}, z, `Σ ${total}`);
     } else {
@@ -215,10 +220,10 @@
   }
 
   function hint(box, w, v) {  // the colour scales, and what the scaling does
-    const vectors = w.recurrent ? `${queryName(w)} and the encoder states` : "q and the keys";
-    const values = w.recurrent ? "c_t" : "the weighted values and z";
+    const vectors = w.recurrent ? `${queryName(w)}, the encoder states and c_t` : "q and the keys";
+    const values = w.recurrent ? "" : `, the weighted values and z on ±${v.vLim.toFixed(2)}`;
     html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${v.vecLim.toFixed(2)}, ` +
-      `the terms on ±${v.termLim.toFixed(2)}, ${values} on ±${v.vLim.toFixed(2)}. Each row of “${w.terms_formula}” sums` +
+      `the terms on ±${v.termLim.toFixed(2)}${values}. Each row of “${w.terms_formula}” sums` +
       (v.kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${v.kd.length} shown),` : "") + " to its score." +
       (w.recurrent ? "" : " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
