@@ -108,7 +108,8 @@ def _heatmap(fig, ax, rows, title, colour_label, xlabel, wrap=44) -> None:
     """A diverging heatmap with its colour bar, as tall as its rows."""
     lim = float(np.abs(rows).max()) or 1.0
     im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
-    fig.colorbar(im, ax=ax, shrink=1.0, label=f"{colour_label} (±{lim:.2g})")
+    # a bar about 0.14 inches wide whatever its length (a row about 0.22 inches), its label by its ticks
+    fig.colorbar(im, ax=ax, shrink=1.0, aspect=max(20.0, len(rows) / 0.65), label=f"{colour_label} (±{lim:.2g})")
     ax.set(xlabel=xlabel)
     ax.set_title(wrap_math(title, wrap))
 
