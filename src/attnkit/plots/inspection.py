@@ -127,7 +127,7 @@ def _strip(fig, ax, row: np.ndarray, name: str, token: str, ticks: dict[str, Any
 
 
 def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
-    """1. the query (its own row) over the keys, on one scale; 2. the terms q ⊙ k_j, one row per key,
+    """1. the query (its own row) over the keys, each on its own scale; 2. the terms q ⊙ k_j, one row per key,
     their title just above their rows."""
     s, d_k = w.k.shape
     shown = min(d_k, dims)
