@@ -475,3 +475,32 @@ def test_a_walkthrough_draws_the_query_on_its_own_scale_and_names_a_lone_mark():
     assert strip.colorbar is not None and strip.colorbar.ax.get_ylabel() == "$\\mathbf{q}$"
     rows = [t.get_text() for t in panel["qk"].get_yticklabels()]
     assert rows[-1] == "“.”"  # quoted where it stands upright, so that it is seen as a token
+
+
+def test_a_walkthrough_shows_the_dimensions_that_decide_the_scores_and_names_them():
+    """Of more dimensions than it shows, a walk-through shows those with the largest Σ_s |term| (no dimension
+    left out weighs more than one shown), each column at its own dimension's cells, named on the axis; an RNN's
+    weighted states show the same dimensions, and the window and p_t are named once, in panel 3's key."""
+    w = _recurrent_walkthrough()
+    fig = plot_walkthrough(w, dims=3)
+    fig.canvas.draw()
+    panel = {ax.get_label(): ax for ax in fig.axes}
+    weight = np.abs(w.terms).sum(axis=0)
+    shown = sorted(np.argsort(weight)[-3:])  # the three heaviest by the terms themselves
+    assert weight[shown].min() >= np.delete(weight, shown).max()
+    for name in ("qk", "prod", "values"):
+        ticks = {*panel[name].get_xticks(), *panel[name].get_xticks(minor=True)}
+        assert sorted(ticks) == [0, 1, 2], name  # a tick on every column, named or not
+    image = {
+        n: next(a for a in panel[n].get_children() if isinstance(a, AxesImage)).get_array()
+        for n in ("qk", "prod", "values")
+    }
+    np.testing.assert_array_equal(image["qk"], w.k[:, shown])
+    np.testing.assert_array_equal(image["prod"], w.terms[:, shown])
+    np.testing.assert_allclose(image["values"][-1], w.context[shown])  # c_t on the same dimensions
+    assert [t.get_text() for t in panel["values"].get_xticklabels()] == [str(d) for d in shown]
+    assert [t.get_text() for t in panel["qk"].get_xticklabels()] == [str(d) for d in shown[::2]]  # every other
+    assert "the 3 of" in panel["prod"].get_xlabel() and "shown in panels 1 and 2" in panel["values"].get_xlabel()
+    keys = [[t.get_text() for t in panel[n].get_legend().get_texts()] for n in ("scores", "softmax")]
+    named = [[t for t in key if t.startswith("window") or f"{w.p_t:.2f}" in t] for key in keys]
+    assert len(named[0]) == 2 and named[1] == []  # the window and p_t, in panel 3's key only

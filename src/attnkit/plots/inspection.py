@@ -29,7 +29,11 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     # a long input's weighted rows: those with a weight worth drawing (the rest are 0 at two decimals)
     kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
     # inches: a line a key, the axis label; the scores and the weights each the figure's width, for their labels
-    keys, bars, values = 1.0 + 0.22 * s, 3.0 if wide else 2.5, max(2.4, 1.1 + 0.17 * (len(kept) + 1))
+    keys, bars, values = (
+        1.0 + 0.22 * s + 0.2 * (w.k.shape[1] > dims),
+        3.0 if wide else 2.5,
+        max(1.5, 1.0 + 0.2 * (len(kept) + 1)),
+    )
     # the query has a row of its own above the keys, so that panels 1 and 2 share one row per key
     layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
     heights = [0.6, keys, bars, bars, values]
@@ -37,7 +41,13 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout=ConstrainedLayoutEngine(h_pad=0.1))
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
-    _vector_panels(fig, axes, w, dims, ticks)
+    # the dimensions that decide the scores (largest Σ_j |q_d k_jd|); the values', those of z (an RNN's values
+    # are its keys, the encoder states: the same dimensions)
+    chosen, by = _top(w.terms, dims), "with the largest Σ |term| over the rows"
+    summed: tuple[np.ndarray, str] = (chosen, "shown in panels 1 and 2")
+    if not w.recurrent:
+        summed = (_top(w.context[None], dims), f"with the largest |{math('z')}|")
+    _vector_panels(fig, axes, w, chosen, by, ticks)
 
     x, labels = np.arange(s), list(w.key_tokens)
     # key labels level where each fits its key's width; else a short input's lean, easier to read, and a long
@@ -56,7 +66,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         _window(axes, w, s)
     for name in ("scores", "softmax"):
         _key_above(axes[name], columns=2)
-    _values_panel(fig, axes["values"], w, kept, dims, ticks)
+    _values_panel(fig, axes["values"], w, kept, *summed, ticks)
     if not w.recurrent and w.kind != "cross":  # self-attention: the query is one of the keys
         _mark_query(axes, w, kept)
     for ax in axes.values():
@@ -72,12 +82,13 @@ def _key_above(ax, *, columns: int) -> None:
     covers no bar and the panel's y-range is its data's."""
     handles, labels = ax.get_legend_handles_labels()
     order = sorted(range(len(handles)), key=lambda i: not isinstance(handles[i], BarContainer))
-    key = ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=9, loc="lower left",
-                    bbox_to_anchor=(0, 1), ncol=columns, frameon=False, borderaxespad=0.2, borderpad=0,
+    size, gap = 9, 0.2  # the key's type, and its gap to the panel in units of that type
+    key = ax.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=size, loc="lower left",
+                    bbox_to_anchor=(0, 1), ncol=columns, frameon=False, borderaxespad=gap, borderpad=0,
                     handlelength=1.2, columnspacing=1.5)  # fmt: skip
     canvas = ax.figure.canvas if isinstance(ax.figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(ax.figure)
     tall = key.get_window_extent(canvas.get_renderer()).height * 72 / ax.figure.dpi  # points
-    ax.set_title(ax.get_title(), pad=tall + 0.2 * 8.5 + 4)  # over the key and the gap under it
+    ax.set_title(ax.get_title(), pad=tall + gap * size + 4)  # over the key and the gap under it
 
 
 def _mark_query(axes, w, kept: np.ndarray) -> None:
@@ -96,21 +107,34 @@ def _named(token: str) -> str:
     return f"“{token}”" if token in TURNED_AMISS else token
 
 
-def _dimensions(w, dims: int, name: str = "") -> str:
-    """The x label of a walk-through heatmap: which dimensions it shows, of how many."""
-    d_k = w.k.shape[1]
+def _top(rows: np.ndarray, dims: int) -> np.ndarray:
+    """The ``dims`` dimensions with the largest Σ over ``rows`` of |value|, in index order (all, if no more)."""
+    if rows.shape[1] <= dims:
+        return np.arange(rows.shape[1])
+    return np.sort(np.argsort(-np.abs(rows).sum(axis=0), kind="stable")[:dims])
+
+
+def _dimensions(ax, w, chosen: np.ndarray, by: str, name: str = "", step: int = 1) -> None:
+    """A walk-through heatmap's x axis: which dimensions it shows, of how many; chosen ones named, every
+    ``step``-th where a column is too narrow for its number (each column keeps a tick)."""
+    d = w.v.shape[1] if name == "d_v" else w.k.shape[1]
     name = math(name or ("H" if w.recurrent else "d_k"))
-    shown = min(d_k, dims)
-    return f"dimension (first {shown} of {name} = {d_k})" if shown < d_k else f"dimension ({name} = {d_k})"
+    if len(chosen) == d:
+        ax.set_xlabel(f"dimension ({name} = {d})")
+        return
+    ax.set_xticks(range(0, len(chosen), step), [str(c) for c in chosen[::step]], fontsize=7, rotation=90)
+    ax.set_xticks(range(len(chosen)), minor=True)
+    ax.tick_params(axis="x", which="both", length=2, pad=1)
+    named = " (every other named)" if step > 1 else ""
+    ax.set_xlabel(f"dimension{named}: the {len(chosen)} of {name} = {d}{chr(10) if named else ' '}{by}", fontsize=9)
 
 
-def _heatmap(fig, ax, rows, title, colour_label, xlabel, wrap=44) -> None:
+def _heatmap(fig, ax, rows, title, colour_label, wrap=44) -> None:
     """A diverging heatmap with its colour bar, as tall as its rows."""
     lim = float(np.abs(rows).max()) or 1.0
     im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     # a bar about 0.14 inches wide whatever its length (a row about 0.22 inches), its label by its ticks
     fig.colorbar(im, ax=ax, shrink=1.0, aspect=max(20.0, len(rows) / 0.65), label=f"{colour_label} (±{lim:.2g})")
-    ax.set(xlabel=xlabel)
     ax.set_title(wrap_math(title, wrap))
 
 
@@ -126,11 +150,10 @@ def _strip(fig, ax, row: np.ndarray, name: str, token: str, ticks: dict[str, Any
     ax.set_yticks([0], [f"{name}: {plain(token)}"], **ticks)
 
 
-def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
-    """1. the query (its own row) over the keys, each on its own scale; 2. the terms q ⊙ k_j, one row per key,
-    their title just above their rows."""
+def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, ticks: dict[str, Any]) -> None:
+    """1. the query (its own row) over the keys, each on its own scale; 2. the terms q ⊙ k_j, one row per key;
+    both on the ``chosen`` dimensions."""
     s, d_k = w.k.shape
-    shown = min(d_k, dims)
     # an RNN's query as its score multiplies each encoder state by (general: W_aᵀ h_t), so that panel 2 is
     # panel 1's strip times each of its rows
     factor = w.recurrent and w.factor is not None
@@ -141,30 +164,45 @@ def _vector_panels(fig, axes, w, dims: int, ticks: dict[str, Any]) -> None:
     if w.recurrent and w.factor_transforms:
         title += f" ({math('h_t')}: the decoder state)"
     labels = [_named(t) for t in w.key_tokens]
-    entry = f"{math('h̄_s')}, encoder state" if w.recurrent else f"{math('k')}, key"
-    _heatmap(fig, axes["qk"], w.k[:, :shown], "", entry, _dimensions(w, dims))
-    _strip(fig, axes["q"], strip[:shown], query, w.query_token, ticks)
+    # the vectors' symbol once, on the colour bar that reads them; the axis says what a row is
+    entry = f"{key}, encoder state" if w.recurrent else f"{key}, key"
+    _heatmap(fig, axes["qk"], w.k[:, chosen], "", entry)
+    _dimensions(axes["qk"], w, chosen, by, step=2)  # a column about 6 points wide
+    _strip(fig, axes["q"], strip[chosen], query, w.query_token, ticks)
     axes["q"].set_title(wrap_math(title, 50))
-    axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)  # the symbol once, on the axis
-    axes["qk"].set_ylabel(f"{key}, one row per {'source token' if w.recurrent else 'key'}", fontsize=9)
+    axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)
+    axes["qk"].set_ylabel(f"one row per {'source token' if w.recurrent else 'key'}", fontsize=9)
 
     terms = math(w.terms_formula if w.recurrent else "q ⊙ k_j")
     sums = (
         f"each row sums to the score{'' if w.recurrent else ' ' + math('q · k_j')}"
-        if shown == d_k
-        else f"a row's sum over all {d_k} dimensions ({shown} shown) is the score"
+        if len(chosen) == d_k
+        else f"a row's sum over all {d_k} dimensions ({len(chosen)} shown) is the score"
     )
-    _heatmap(fig, axes["prod"], w.terms[:, :shown], "", "term", _dimensions(w, dims))
+    _heatmap(fig, axes["prod"], w.terms[:, chosen], "", "term")
+    _dimensions(axes["prod"], w, chosen, by, step=2)
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
-    note = axes["note"]  # panel 2's title, just above the rows it names (panel 1's query row is beside it)
+    note = axes["note"]  # panel 2's title level with panel 1's; under it, how a row is made
     note.set_axis_off()
-    note.set_title(wrap_math(f"2. {terms}: {sums}", 44), y=0.0, pad=4)
+    note.set_title(wrap_math(f"2. {terms}: {sums}", 44))
+    row = "s" if w.recurrent else "j"
+    note.text(
+        0.5,
+        0.4,
+        wrap_math(f"row {math(row)} = the strip {query} × row {math(row)} of panel 1, cell by cell", 36),
+        transform=note.transAxes,
+        ha="center",
+        va="center",
+        fontsize=9,
+        color="#374151",
+        in_layout=False,
+    )
 
 
-def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]) -> None:
+def _values_panel(fig, ax, w, kept: np.ndarray, chosen: np.ndarray, by: str, ticks: dict[str, Any]) -> None:
     """5. the kept keys' values, each times its weight, over their sum z (an RNN: the encoder states
-    into the context c_t), the figure's width."""
-    s, shown = w.k.shape[0], min(w.k.shape[1], dims)
+    into the context c_t), the figure's width, on the ``chosen`` dimensions."""
+    s = w.k.shape[0]
     labels = list(w.key_tokens)
     value, total = (math("h̄_s"), math("c_t = Σ_s a_s h̄_s")) if w.recurrent else (math("v"), math("z = Σ_j a_j v_j"))
     title = (
@@ -174,9 +212,10 @@ def _values_panel(fig, ax, w, kept: np.ndarray, dims: int, ticks: dict[str, Any]
     )
     if len(kept) < s:
         title += f": {len(kept)} of {s} keys (weight ≥ 0.005)"
-    weighted = w.weights[kept, None] * w.v[kept, :shown]
-    xlabel = _dimensions(w, dims, "H" if w.recurrent else "d_v")
-    _heatmap(fig, ax, np.vstack([weighted, w.context[None, :shown]]), title, "value", xlabel, wrap=90)
+    title += ", on one scale (a small weight makes a pale row)"
+    weighted = w.weights[kept, None] * w.v[kept][:, chosen]
+    _heatmap(fig, ax, np.vstack([weighted, w.context[None, chosen]]), title, "value", wrap=90)
+    _dimensions(ax, w, chosen, by, "H" if w.recurrent else "d_v")
     ax.axhline(len(kept) - 0.5, color="black", lw=1.5)
     rows = [f"{w.weights[j]:.2f} {value}: {plain(_named(labels[j]))}" for j in kept]
     ax.set_yticks(range(len(kept) + 1), rows + [total], **ticks)
@@ -214,11 +253,11 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
         if w.gauss is not None:  # the Gaussian where it weighs keys (in the window), its curve faint outside
             inside = w.weights > 0 if w.window is None else np.abs(x - w.p_t) <= w.window
             ax.plot(x[inside], w.gauss[inside], color="#dc2626", marker=".", lw=1,
-                    label=f"Gaussian around {math('p_t')} ({math('σ = D/2')})")  # fmt: skip
-            ax.plot(
-                x, w.gauss, color="#dc2626", lw=0.8, alpha=0.35, label="the Gaussian outside the window (weights 0)"
-            )
+                    label=f"Gaussian around {math('p_t')} ({math('σ = D/2')}), faint outside the window")  # fmt: skip
+            ax.plot(x, w.gauss, color="#dc2626", lw=0.8, alpha=0.35)
         title = "4. the weights: softmax in the window × Gaussian" if w.gauss is not None else "4. the weights: softmax"
+        if w.window is not None:
+            title += " (window and " + math("p_t") + " as in 3)"
     else:
         unscaled = f"softmax({math('q · k_j')}), unscaled"  # grey as in panel 3: the raw scores' colour
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label=unscaled, color="#9ca3af")
@@ -232,12 +271,13 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
 
 def _window(axes, w, s: int) -> None:
     """Local attention's window p_t ± D shaded on the scores and the weights."""
-    for panel in (axes["scores"], axes["softmax"]):
+    for panel in (axes["scores"], axes["softmax"]):  # named in panel 3's key, once
+        named = panel is axes["scores"]
         lo, hi = window_cells(w.p_t, w.window, s)  # the cells of the keys the model attends to
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
-                      label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})")  # fmt: skip
+                      label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})" if named else None)  # fmt: skip
         panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=3,  # over the bars
-                      label=f"{math('p_t')} = {w.p_t:.2f}")  # fmt: skip
+                      label=f"{math('p_t')} = {w.p_t:.2f}" if named else None)  # fmt: skip
         panel.set_xlim(-0.5, s - 0.5)
 
 
