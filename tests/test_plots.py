@@ -426,6 +426,7 @@ def test_a_walkthrough_marks_the_querys_own_key_and_keeps_its_keys_off_the_bars(
             key, frame, title = (a.get_window_extent() for a in (legend, ax, ax.title))
             assert frame.y1 <= key.y0 < frame.y1 + 6  # just above the panel, over none of its bars
             assert key.y1 <= title.y0  # under the panel's title
+            assert key.x1 <= frame.x1 + 1  # no wider than its panel (else the layout narrows the other panels)
             ends = [e for bars in ax.containers for p in bars for e in (p.get_y(), p.get_y() + p.get_height())]
             top, span = max(ends), max(ends) - min(ends)
             assert ax.get_ylim()[1] <= max(1.05, top + 0.06 * span)  # no head room made for a key in the panel
@@ -499,8 +500,21 @@ def test_a_walkthrough_shows_the_dimensions_that_decide_the_scores_and_names_the
     np.testing.assert_array_equal(image["prod"], w.terms[:, shown])
     np.testing.assert_allclose(image["values"][-1], w.context[shown])  # c_t on the same dimensions
     assert [t.get_text() for t in panel["values"].get_xticklabels()] == [str(d) for d in shown]
-    assert [t.get_text() for t in panel["qk"].get_xticklabels()] == [str(d) for d in shown[::2]]  # every other
+    assert panel["qk"].get_xticklabels() == [] and "(named in panel 5)" in panel["prod"].get_xlabel()
     assert "the 3 of" in panel["prod"].get_xlabel() and "shown in panels 1 and 2" in panel["values"].get_xlabel()
     keys = [[t.get_text() for t in panel[n].get_legend().get_texts()] for n in ("scores", "softmax")]
     named = [[t for t in key if t.startswith("window") or f"{w.p_t:.2f}" in t] for key in keys]
     assert len(named[0]) == 2 and named[1] == []  # the window and p_t, in panel 3's key only
+
+
+def test_a_transformer_walkthrough_names_every_other_dimension_and_shows_the_values_of_largest_z():
+    w = _walkthrough()
+    fig = plot_walkthrough(w, dims=4)
+    fig.canvas.draw()
+    panel = {ax.get_label(): ax for ax in fig.axes}
+    shown = sorted(np.argsort(np.abs(w.terms).sum(axis=0))[-4:])
+    assert [t.get_text() for t in panel["qk"].get_xticklabels()] == [str(d) for d in shown[::2]]
+    by_z = sorted(np.argsort(np.abs(w.context))[-4:])  # the values' own: those of largest |z|
+    assert [t.get_text() for t in panel["values"].get_xticklabels()] == [str(d) for d in by_z]
+    values = next(a for a in panel["values"].get_children() if isinstance(a, AxesImage)).get_array()
+    np.testing.assert_allclose(values[:-1], w.weights[:, None] * w.v[:, by_z])

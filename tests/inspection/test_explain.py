@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+import torch
 
 from attnkit.config import config_from_dict
 from attnkit.data import Tokenizer
@@ -120,4 +121,8 @@ def test_recurrent_walkthrough_reproduces_luong_attention(trained_toys, attentio
             assert w.allowed.sum() <= 2 * w.window + 1 and abs(np.flatnonzero(w.allowed) - w.p_t).max() <= w.window
         if attention == "local-p":  # the Gaussian is not renormalised: the weights sum to at most 1
             assert w.gauss is not None and w.weights.sum() <= 1.0 + 1e-6
+            # the softmax before the Gaussian, over the window alone, against PyTorch's masked softmax
+            masked = torch.from_numpy(np.where(w.allowed, w.raw, -np.inf))
+            np.testing.assert_allclose(w.in_window, torch.softmax(masked, -1).numpy(), atol=1e-6)
+            np.testing.assert_allclose(w.in_window * w.gauss, w.weights, atol=1e-6)
     assert "match the model's forward pass" in w.report() and w.score in w.report()

@@ -94,6 +94,8 @@ def test_explain_reproduces_the_maps(client, studio, names, arch, kind):
             np.testing.assert_allclose(
                 np.array(w["factor"])[None] * np.array(w["k"]), w["terms"], atol=2e-3
             )  # 4 decimals
+        # local-p: the softmax inside the window travels with the Gaussian it is multiplied by
+        assert (w["in_window"] is None) == (w["gauss"] is None)
     if kind == "decoder":  # causal: masked scores travel as null
         assert (
             w["scaled"][-1] is not None

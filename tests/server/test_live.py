@@ -115,7 +115,10 @@ def test_type_translate_and_explore(browser, server, trained_toys):
     page.click("#lines text[data-side='q'][data-i='2']")
     page.click("#tabs [data-tab=neuron]")
     page.wait_for_selector("#neuron table")
-    assert "Score e_s = (W_aᵀ h_t) · h̄_s" in page.inner_text("#neuron")
+    # the formula's subscripts typeset (no underscores), the token in the query's name left as it is
+    formula = page.inner_html("#neuron .formula")
+    assert "Score e<sub>s</sub> = (W<sub>a</sub>ᵀ h<sub>t</sub>) · h̄<sub>s</sub>" in formula and "_" not in formula
+    assert "Each row of “(W<sub>a</sub>ᵀ h<sub>t</sub>) ⊙ h̄<sub>s</sub>” sums" in page.inner_html("#neuron .hint")
 
     page.fill("#text", "")
     page.click("#go")

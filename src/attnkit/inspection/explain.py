@@ -94,6 +94,18 @@ class Walkthrough:
         return self.factor is not None and self.factor_formula != "h_t"
 
     @property
+    def in_window(self) -> np.ndarray:
+        """(s,) the softmax of the scores over the keys this query may attend to, 0 elsewhere: local-p's
+        weights before its Gaussian."""
+        assert self.allowed is not None  # set by __post_init__
+        out = np.zeros_like(self.raw, dtype=np.float64)
+        inside = self.scaled[self.allowed].astype(np.float64)
+        if inside.size:
+            e = np.exp(inside - inside.max())
+            out[self.allowed] = e / e.sum()
+        return out
+
+    @property
     def kind_label(self) -> str:
         """The attention's name: ``encoder self-attention``, ``cross-attention``."""
         return LABELS[self.kind]
@@ -175,11 +187,7 @@ class Walkthrough:
         )
         lines += ["", head + f"  {'weight':>8}"]
         assert self.allowed is not None  # set by __post_init__
-        inside = self.scaled[self.allowed]
-        align = np.zeros_like(self.raw)
-        if inside.size:
-            e = np.exp(inside - inside.max())
-            align[self.allowed] = e / e.sum()
+        align = self.in_window
         for j, t in enumerate(self.key_tokens):
             if not self.allowed[j]:
                 lines.append(

@@ -30,7 +30,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     kept = np.flatnonzero(w.weights >= 0.005) if wide else np.arange(s)
     # inches: a line a key, the axis label; the scores and the weights each the figure's width, for their labels
     keys, bars, values = (
-        1.0 + 0.22 * s + 0.2 * (w.k.shape[1] > dims),
+        1.0 + 0.19 * s + 0.2 * (w.k.shape[1] > dims),
         3.0 if wide else 2.5,
         max(1.5, 1.0 + 0.2 * (len(kept) + 1)),
     )
@@ -41,15 +41,16 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout=ConstrainedLayoutEngine(h_pad=0.1))
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
-    # the dimensions that decide the scores (largest Σ_j |q_d k_jd|); the values', those of z (an RNN's values
+    # the dimensions that carry most of the scores (largest Σ_j |q_d k_jd|); the values', those of z (an RNN's values
     # are its keys, the encoder states: the same dimensions)
     chosen, by = _top(w.terms, dims), "with the largest Σ |term| over the rows"
     summed: tuple[np.ndarray, str] = (chosen, "shown in panels 1 and 2")
     if not w.recurrent:
         summed = (_top(w.context[None], dims), f"with the largest |{math('z')}|")
-    _vector_panels(fig, axes, w, chosen, by, ticks)
+    # a column of panels 1 and 2 is about 6 points wide: its numbers in panel 5 where it shows the same ones
+    _vector_panels(fig, axes, w, chosen, by, 0 if w.recurrent else 2, ticks)
 
-    x, labels = np.arange(s), list(w.key_tokens)
+    x, labels = np.arange(s), [_named(t) for t in w.key_tokens]  # a lone mark quoted in every panel
     # key labels level where each fits its key's width; else a short input's lean, easier to read, and a long
     # one's stand upright side by side (a character about 0.6 of the type's size, the panel about the figure's width)
     level = max(map(len, labels)) * 0.6 * ticks["fontsize"] + 6 < (WIDTH - 1.4) * 72 / s
@@ -73,6 +74,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         ax.title.set_fontsize(10)
     query_label = getattr(w, "query_label", f"query {w.query_token!r}")
     where = " of the RNN decoder (Luong)," if w.recurrent else f", layer {w.layer}, head {w.head},"
+    query_label += " (counted from 0)"
     fig.suptitle(textwrap.fill(f"{model + ': ' if model else ''}{w.kind_label}{where} {query_label}", 90), fontsize=11)
     return fig
 
@@ -115,17 +117,22 @@ def _top(rows: np.ndarray, dims: int) -> np.ndarray:
 
 
 def _dimensions(ax, w, chosen: np.ndarray, by: str, name: str = "", step: int = 1) -> None:
-    """A walk-through heatmap's x axis: which dimensions it shows, of how many; chosen ones named, every
-    ``step``-th where a column is too narrow for its number (each column keeps a tick)."""
+    """A walk-through heatmap's x axis: which dimensions it shows, of how many; the chosen ones named,
+    every ``step``-th where a column is too narrow for its number, none (0) where panel 5 names the same
+    ones. Each column keeps a tick."""
     d = w.v.shape[1] if name == "d_v" else w.k.shape[1]
     name = math(name or ("H" if w.recurrent else "d_k"))
     if len(chosen) == d:
         ax.set_xlabel(f"dimension ({name} = {d})")
         return
-    ax.set_xticks(range(0, len(chosen), step), [str(c) for c in chosen[::step]], fontsize=7, rotation=90)
+    if step:  # turned: a column is narrower than a number (the full width: 32 of them about 14 points each)
+        ax.set_xticks(range(0, len(chosen), step), [str(c) for c in chosen[::step]], fontsize=7 if step > 1 else 8,
+                      rotation=90)  # fmt: skip
+    else:
+        ax.set_xticks([])
     ax.set_xticks(range(len(chosen)), minor=True)
     ax.tick_params(axis="x", which="both", length=2, pad=1)
-    named = " (every other named)" if step > 1 else ""
+    named = {0: " (named in panel 5)", 1: "", 2: " (every other named)"}[min(step, 2)]
     ax.set_xlabel(f"dimension{named}: the {len(chosen)} of {name} = {d}{chr(10) if named else ' '}{by}", fontsize=9)
 
 
@@ -138,8 +145,8 @@ def _heatmap(fig, ax, rows, title, colour_label, wrap=44) -> None:
     ax.set_title(wrap_math(title, wrap))
 
 
-def _strip(fig, ax, row: np.ndarray, name: str, token: str, ticks: dict[str, Any]) -> None:
-    """One vector (``name``, of ``token``) as a strip on its own scale (a query is often far smaller
+def _strip(fig, ax, row: np.ndarray, name: str, label: str, ticks: dict[str, Any]) -> None:
+    """One vector (``name``, its row ``label``) as a strip on its own scale (a query is often far smaller
     than its keys), with a short colour bar of its own, named level beside it."""
     lim = float(np.abs(row).max()) or 1.0
     im = ax.imshow(row[None], cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
@@ -147,12 +154,12 @@ def _strip(fig, ax, row: np.ndarray, name: str, token: str, ticks: dict[str, Any
     bar.set_ticks([-lim, 0, lim], labels=[f"−{lim:.2g}", "0", f"{lim:.2g}"], fontsize=8)
     bar.set_label(name, rotation=0, ha="left", va="center", fontsize=9)
     ax.set_xticks([])
-    ax.set_yticks([0], [f"{name}: {plain(token)}"], **ticks)
+    ax.set_yticks([0], [label], **ticks)
 
 
-def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, ticks: dict[str, Any]) -> None:
+def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, step: int, ticks: dict[str, Any]) -> None:
     """1. the query (its own row) over the keys, each on its own scale; 2. the terms q ⊙ k_j, one row per key;
-    both on the ``chosen`` dimensions."""
+    both on the ``chosen`` dimensions, named every ``step``-th (0: in panel 5)."""
     s, d_k = w.k.shape
     # an RNN's query as its score multiplies each encoder state by (general: W_aᵀ h_t), so that panel 2 is
     # panel 1's strip times each of its rows
@@ -167,8 +174,10 @@ def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, ticks: dict[str, A
     # the vectors' symbol once, on the colour bar that reads them; the axis says what a row is
     entry = f"{key}, encoder state" if w.recurrent else f"{key}, key"
     _heatmap(fig, axes["qk"], w.k[:, chosen], "", entry)
-    _dimensions(axes["qk"], w, chosen, by, step=2)  # a column about 6 points wide
-    _strip(fig, axes["q"], strip[chosen], query, w.query_token, ticks)
+    _dimensions(axes["qk"], w, chosen, by, step=step)
+    # a cross-attention query is the state that predicts its token, not the token's own vector
+    label = f"{query} (→ {plain(w.query_token)})" if w.kind == "cross" else f"{query}: {plain(w.query_token)}"
+    _strip(fig, axes["q"], strip[chosen], query, label, ticks)
     axes["q"].set_title(wrap_math(title, 50))
     axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)
     axes["qk"].set_ylabel(f"one row per {'source token' if w.recurrent else 'key'}", fontsize=9)
@@ -180,7 +189,7 @@ def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, ticks: dict[str, A
         else f"a row's sum over all {d_k} dimensions ({len(chosen)} shown) is the score"
     )
     _heatmap(fig, axes["prod"], w.terms[:, chosen], "", "term")
-    _dimensions(axes["prod"], w, chosen, by, step=2)
+    _dimensions(axes["prod"], w, chosen, by, step=step)
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
     note = axes["note"]  # panel 2's title level with panel 1's; under it, how a row is made
     note.set_axis_off()
@@ -204,14 +213,16 @@ def _values_panel(fig, ax, w, kept: np.ndarray, chosen: np.ndarray, by: str, tic
     into the context c_t), the figure's width, on the ``chosen`` dimensions."""
     s = w.k.shape[0]
     labels = list(w.key_tokens)
-    value, total = (math("h̄_s"), math("c_t = Σ_s a_s h̄_s")) if w.recurrent else (math("v"), math("z = Σ_j a_j v_j"))
+    value, total = (math("h̄_s"), math("c_t = Σ a_s h̄_s")) if w.recurrent else (math("v"), math("z = Σ a_j v_j"))
     title = (
         f"5. the encoder states weighted, {math('a_s h̄_s')}, and their sum {math('c_t')}"
         if w.recurrent
         else f"5. weighted values {math('a_j v_j')} and their sum {math('z')}"
     )
     if len(kept) < s:
-        title += f": {len(kept)} of {s} keys (weight ≥ 0.005)"
+        inside = int(np.count_nonzero(w.allowed))
+        of = f"the {inside} keys in the window ({s} in all)" if inside < s else f"{s} keys"
+        title += f": {len(kept)} of {of} (weight ≥ 0.005)"
     title += ", on one scale (a small weight makes a pale row)"
     weighted = w.weights[kept, None] * w.v[kept][:, chosen]
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, chosen]]), title, "value", wrap=90)
@@ -249,7 +260,11 @@ def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]
 def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
     """4. the weights: an RNN's (local-p's Gaussian beside them), or with and without the scaling."""
     if w.recurrent:
-        ax.bar(x, w.weights, width=0.6, color="#2563eb", label=f"weight {math('a_s')}")
+        if w.gauss is not None:  # the softmax before the Gaussian, outlined behind the weights it becomes
+            ax.bar(x, w.in_window, width=0.6, facecolor="none", edgecolor="#1e3a8a", lw=0.8, ls=(0, (2, 1)),
+                   label="softmax in the window")  # fmt: skip
+        product = " = softmax × Gaussian" if w.gauss is not None else ""
+        ax.bar(x, w.weights, width=0.6, color="#2563eb", label=f"weight {math('a_s')}{product}")
         if w.gauss is not None:  # the Gaussian where it weighs keys (in the window), its curve faint outside
             inside = w.weights > 0 if w.window is None else np.abs(x - w.p_t) <= w.window
             ax.plot(x[inside], w.gauss[inside], color="#dc2626", marker=".", lw=1,
@@ -259,7 +274,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
         if w.window is not None:
             title += " (window and " + math("p_t") + " as in 3)"
     else:
-        unscaled = f"softmax({math('q · k_j')}), unscaled"  # grey as in panel 3: the raw scores' colour
+        unscaled = f"softmax({math('q · k_j')}): without the scaling (a what-if)"  # grey: the raw scores' colour
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label=unscaled, color="#9ca3af")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the weights", color="#2563eb")
         title = "4. softmax, unscaled and scaled"
@@ -276,7 +291,7 @@ def _window(axes, w, s: int) -> None:
         lo, hi = window_cells(w.p_t, w.window, s)  # the cells of the keys the model attends to
         panel.axvspan(lo, hi, color="#ff9f1c", alpha=0.18, lw=0, zorder=0,
                       label=f"window: the keys within {math('p_t ± D')} ({math('D')} = {w.window})" if named else None)  # fmt: skip
-        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.5, ls="--", zorder=3,  # over the bars
+        panel.axvline(min(w.p_t, s - 0.5), color="#ff9f1c", lw=1.2, ls="--", alpha=0.8, zorder=3,  # over the bars
                       label=f"{math('p_t')} = {w.p_t:.2f}" if named else None)  # fmt: skip
         panel.set_xlim(-0.5, s - 0.5)
 

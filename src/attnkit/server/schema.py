@@ -308,6 +308,7 @@ class Walkthrough(BaseModel):
     p_t: float | None
     window: int | None
     gauss: Vector | None
+    in_window: Vector | None = Field(description="local-p: the softmax inside the window, before the Gaussian")
     max_error: float | None
     server_ms: float
 

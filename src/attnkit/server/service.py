@@ -633,5 +633,6 @@ def walkthrough_json(w: Walkthrough) -> dict:
         "p_t": None if w.p_t is None else round(w.p_t, DIGITS),
         "window": w.window,
         "gauss": _list(w.gauss),
+        "in_window": None if w.gauss is None else _list(w.in_window),
         "max_error": float(f"{w.max_error:.2e}") if math.isfinite(w.max_error) else None,
     }

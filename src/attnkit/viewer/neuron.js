@@ -5,7 +5,13 @@
   const { $, html, state, example, area, clamp, fmt, diverging, api, live, currentModel } = lib;
   const explainCache = new Map();  // request -> walk-through
   let neuronTicket = 0;  // a neuron view drawn for an older request is dropped
-  function strip(values, lim, px, dims, what) {  // the chosen dims of one vector as coloured cells (blue < 0 < red)
+  // a formula's subscripts (h_t, Σ_s, W_aᵀ) set as subscripts, not as underscores; a token is never typeset
+  function typeset(el, formula, rest = "") {
+    formula.split(/_([A-Za-z0-9]+)/).forEach((part, i) => { if (i % 2) html("sub", {}, el, part); else if (part) el.append(part); });
+    if (rest) el.append(rest);
+    return el;
+  }
+  function strip(values, lim, px, dims, what, of = "") {  // the chosen dims of one vector as coloured cells (blue < 0 < red)
     const c = document.createElement("canvas");
     c.width = dims.length; c.height = 1;
     c.style.width = `${dims.length * px}px`; c.style.height = `${stripHeight}px`;
@@ -13,7 +19,8 @@
     dims.forEach((d, x) => { ctx.fillStyle = diverging(values[d] / lim); ctx.fillRect(x, 0, 1, 1); });
     c.addEventListener("mousemove", (e) => {
       const d = dims[clamp(Math.floor((e.clientX - c.getBoundingClientRect().left) / px), 0, dims.length - 1)];
-      $("readout").textContent = `${what}, dimension ${d}: ${fmt(values[d])}`;
+      const readout = $("readout"); readout.textContent = "";
+      typeset(readout, what, `${of}, dimension ${d}: ${fmt(values[d])}`);
     });
     c.addEventListener("mouseleave", () => { $("readout").textContent = ""; });
     return c;
@@ -106,27 +113,24 @@
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 11 px or more,
-    // at most TOP_DIMS, those that decide the scores (largest Σ_j |term|; for the values, those of z). The numeric
+    // at most TOP_DIMS, those that carry most of the scores (largest Σ_j |term|; for the values, those of z). The numeric
     // columns' width is a guess on the first drawing (less than they take, so that the strips fit); the table is
     // then drawn again with the room it left
     const strips = w.recurrent ? 2 : 3, room = measured ?? pane.w - (w.recurrent ? 40 : 30) * fontPx;
     const fit = clamp(Math.floor(room / strips / MIN_CELL), 8, TOP_DIMS);
     const kd = topDims(w.terms, fit), vd = w.recurrent ? kd : topDims([w.context], fit);
     const px = clamp(Math.floor(room / strips / Math.max(kd.length, vd.length)), 2, 16);
-    // the softmax inside the window, from the scores (not the rounded weights over the Gaussian)
-    const top = Math.max(...w.scaled.filter((x, j) => w.allowed[j] && x !== null));
-    const e = w.scaled.map((x, j) => (w.allowed[j] && x !== null ? Math.exp(x - top) : 0));
-    const total = e.reduce((a, b) => a + b, 0), inWindow = e.map((x) => x / total);
-    return { weighted, fold, shown, runStart, pane, fontPx, strips, fit, kd, vd, px, inWindow,
-             vecLim: absMax([w.factor ?? w.q, ...w.k]), termLim: absMax(w.terms), vLim: absMax([...weighted, w.context]) };
+    // the query on its own scale; the keys (an RNN: with c_t, their weighted average) on theirs
+    return { weighted, fold, shown, runStart, pane, fontPx, strips, fit, kd, vd, px, qLim: absMax([w.factor ?? w.q]),
+             vecLim: absMax(w.k), termLim: absMax(w.terms), vLim: absMax([...weighted, w.context]) };
   }
 
   function dimensions(box, w, v, redraw) {  // how many dimensions the strips show, and a button for all of them
     const bar = html("div", { class: "dims" }, box);
     // the dimensions' numbers on hover (of the sentence, and of each cell): in full they would take two lines
     const which = `dimensions ${v.kd.join(", ")}` + (w.recurrent ? "" : `; values: dimensions ${v.vd.join(", ")}`);
-    html("span", { title: which }, bar, v.kd.length < w.d_k
-      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, which decide the scores` +
+    typeset(html("span", { title: which }, bar), v.kd.length < w.d_k
+      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, the largest share of the scores` +
         (w.recurrent ? "" : `; for the values, the ${v.vd.length} largest |z|`) + ". Hover a cell for its dimension."
       : `Showing all ${w.d_k} dimensions.`);
     const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${v.fit}` : `all ${w.d_k}`);
@@ -135,14 +139,15 @@
 
   function formula(box, w) {  // the query, and how its weights are computed
     const f = html("div", { class: "formula" }, box);
+    f.append(`${w.query_label}`);  // the query's name holds a token: never typeset
     if (w.recurrent) {
-      f.textContent = `${w.query_label}. Score e_s = ${w.score}; weights = softmax(e)` +
+      typeset(f, `. Score e_s = ${w.score}; weights = softmax(e)` +
         (w.gauss ? ` inside the window, × exp(−(s − p_t)² / 2(D/2)²) with p_t = ${fmt(w.p_t, 2)}, D = ${w.window}` :
          w.p_t !== null ? ` inside the window p_t ± D = ${fmt(w.p_t, 2)} ± ${w.window}` : "") +
-        `; c_t = Σ a_s h̄_s. Recomputed weights match the model to ${w.max_error}.`;
+        `; c_t = Σ a_s h̄_s. Recomputed weights match the model to ${w.max_error}.`);
     } else {
-      f.textContent = `${w.query_label}, layer ${w.layer}, head ${w.head}. e_j = q·k_j / √${w.d_k}` +
-        (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`;
+      typeset(f, `, layer ${w.layer}, head ${w.head}. e_j = q·k_j / √${w.d_k}` +
+        (w.bias ? " + positional bias" : "") + `; a = softmax(e); z = Σ a_j v_j. Recomputed weights match the model to ${w.max_error}.`);
     }
   }
 
@@ -157,11 +162,13 @@
       ? ["key", `${queryName(w)}, h̄_s (encoder states)`, w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
       : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"]);
     const vectorColumns = new Set(w.recurrent ? [1, 2] : [1, 2, 8]);  // strips: headed in their middle, set apart
-    cols.forEach((c, i) => { if (c) html("th", vectorColumns.has(i) ? { class: "vec" } : {}, head, c); });
+    cols.forEach((c, i) => { if (c) typeset(html("th", vectorColumns.has(i) ? { class: "vec" } : {}, head), c); });
     const n = cols.filter(Boolean).length;
     const qrow = html("tr", { class: "query" }, t);
-    html("td", { class: "token" }, qrow, `${queryName(w)}: ${w.query_token}`);
-    html("td", { class: "vec" }, qrow).appendChild(strip(w.factor ?? w.q, v.vecLim, v.px, v.kd, queryName(w)));
+    // a cross-attention query is the state that predicts its token, not the token's own vector
+    typeset(html("td", { class: "token" }, qrow), queryName(w), w.kind === "cross" ? ` (→ ${w.query_token})` : `: ${w.query_token}`);
+    // the query on its own scale (a query is often far smaller than its keys), as in `attnkit explain`
+    html("td", { class: "vec" }, qrow).appendChild(strip(w.factor ?? w.q, v.qLim, v.px, v.kd, queryName(w)));
     for (let c = 2; c < n; c++) html("td", {}, qrow, "");
     w.key_tokens.forEach((tok, j) => {
       if (v.runStart(j)) foldedRow(t, w, v, j, n, unfold);
@@ -184,13 +191,13 @@
   function keyRow(t, w, v, j, masked) {  // one key: its vectors, its score taken apart, its weight
     const tok = w.key_tokens[j], r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
     html("td", { class: "token" }, r, tok);
-    html("td", { class: "vec" }, r).appendChild(strip(w.k[j], v.vecLim, v.px, v.kd, `${w.recurrent ? "h̄_s" : "k"} of “${tok}”`));
-    html("td", { class: "vec" }, r).appendChild(strip(w.terms[j], v.termLim, v.px, v.kd, `${w.terms_formula} of “${tok}”`));
+    html("td", { class: "vec" }, r).appendChild(strip(w.k[j], v.vecLim, v.px, v.kd, w.recurrent ? "h̄_s" : "k", ` of “${tok}”`));
+    html("td", { class: "vec" }, r).appendChild(strip(w.terms[j], v.termLim, v.px, v.kd, w.terms_formula, ` of “${tok}”`));
     html("td", {}, r, fmt(w.raw[j]));
     if (w.recurrent) {
       if (!v.fold) html("td", {}, r, w.allowed[j] ? "yes" : "no");  // folded: every row shown is in the window
       if (w.gauss) {  // the softmax inside the window, before the Gaussian
-        html("td", {}, r, w.allowed[j] ? fmt(v.inWindow[j]) : "–");
+        html("td", {}, r, w.allowed[j] ? fmt(w.in_window[j]) : "–");
         html("td", {}, r, fmt(w.gauss[j]));
       }
     } else {
@@ -201,32 +208,34 @@
     const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
     bar.style.width = `${Math.round(5 * v.fontPx * w.weights[j])}px`;
     cell.appendChild(document.createTextNode(fmt(w.weights[j])));
-    if (!w.recurrent) html("td", { class: "vec" }, r).appendChild(strip(v.weighted[j], v.vLim, v.px, v.vd, `a_j v_j of “${tok}”`));
+    if (!w.recurrent) html("td", { class: "vec" }, r).appendChild(strip(v.weighted[j], v.vLim, v.px, v.vd, "a_j v_j", ` of “${tok}”`));
   }
 
   function sumRow(t, w, v, n) {  // the weighted sum of the values (c_t or z), and the weights' sum
     const z = html("tr", { class: "sum" }, t), total = fmt(w.weights.reduce((a, b) => a + b, 0));
     if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
-      html("td", { class: "token" }, z, "c_t = Σ a_s h̄_s");
+      typeset(html("td", { class: "token" }, z), "c_t = Σ a_s h̄_s");
       // c_t, a weighted average of the encoder states, on their scale
       html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vecLim, v.px, v.kd, "c_t"));
       for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
       html("td", {}, z, `Σ ${total}`);
     } else {
-      html("td", { class: "token" }, z, "z = Σ a_j v_j");
+      typeset(html("td", { class: "token" }, z), "z = Σ a_j v_j");
       for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
       html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vLim, v.px, v.vd, "z"));
     }
   }
 
-  function hint(box, w, v) {  // the colour scales, and what the scaling does
-    const vectors = w.recurrent ? `${queryName(w)}, the encoder states and c_t` : "q and the keys";
+  function hint(box, w, v) {  // the colour scales, what the scaling does, why local-p's weights sum below 1
+    const query = queryName(w), keys = w.recurrent ? "the encoder states and c_t" : "the keys";
     const values = w.recurrent ? "" : `, the weighted values and z on ±${v.vLim.toFixed(2)}`;
-    html("p", { class: "hint" }, box, `Vectors are coloured blue (negative) to red (positive): ${vectors} on ±${v.vecLim.toFixed(2)}, ` +
-      `the terms on ±${v.termLim.toFixed(2)}${values}. Each row of “${w.terms_formula}” sums` +
-      (v.kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${v.kd.length} shown),` : "") + " to its score." +
-      (w.recurrent ? "" : " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
-        `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`));
+    const p = html("p", { class: "hint" }, box);  // names no token: typeset whole
+    typeset(p, `Vectors are coloured blue (negative) to red (positive): ${query} on ±${v.qLim.toFixed(2)} (its own scale), ` +
+      `${keys} on ±${v.vecLim.toFixed(2)}, the terms on ±${v.termLim.toFixed(2)}${values}. Each row of “${w.terms_formula}” sums` +
+      (v.kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${v.kd.length} shown),` : "") + " to its score.");
+    if (w.gauss) typeset(p, ` The weights are the softmax inside the window times the Gaussian factor, not renormalised, so they sum to ${fmt(w.weights.reduce((a, b) => a + b, 0))}, not 1.`);
+    if (!w.recurrent) typeset(p, " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
+        `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`);
   }
 
   return { tabs: { neuron: drawNeuron }, clear: () => explainCache.clear(), foldKeys };
