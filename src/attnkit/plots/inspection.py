@@ -74,8 +74,8 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
         ax.title.set_fontsize(10)
     query_label = getattr(w, "query_label", f"query {w.query_token!r}")
     where = " of the RNN decoder (Luong)," if w.recurrent else f", layer {w.layer}, head {w.head},"
-    query_label += " (counted from 0)"
-    fig.suptitle(textwrap.fill(f"{model + ': ' if model else ''}{w.kind_label}{where} {query_label}", 90), fontsize=11)
+    query_label += " (counted from 0)" if w.recurrent else " (all counted from 0)"
+    fig.suptitle(textwrap.fill(f"{model + ': ' if model else ''}{w.kind_label}{where} {query_label}", 100), fontsize=11)
     return fig
 
 
@@ -123,6 +123,8 @@ def _dimensions(ax, w, chosen: np.ndarray, by: str, name: str = "", step: int = 
     d = w.v.shape[1] if name == "d_v" else w.k.shape[1]
     name = math(name or ("H" if w.recurrent else "d_k"))
     if len(chosen) == d:
+        if d <= 64:  # one spacing in every panel, wide or narrow
+            ax.set_xticks(range(0, d, 5 if d <= 40 else 10))
         ax.set_xlabel(f"dimension ({name} = {d})")
         return
     if step:  # turned: a column is narrower than a number (the full width: 32 of them about 14 points each)
@@ -141,18 +143,18 @@ def _heatmap(fig, ax, rows, title, colour_label, wrap=44) -> None:
     lim = float(np.abs(rows).max()) or 1.0
     im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     # a bar about 0.14 inches wide whatever its length (a row about 0.22 inches), its label by its ticks
-    fig.colorbar(im, ax=ax, shrink=1.0, aspect=max(20.0, len(rows) / 0.65), label=f"{colour_label} (±{lim:.2g})")
+    fig.colorbar(im, ax=ax, shrink=1.0, aspect=max(20.0, len(rows) / 0.65), label=f"{colour_label} (±{lim:.3g})")
     ax.set_title(wrap_math(title, wrap))
 
 
 def _strip(fig, ax, row: np.ndarray, name: str, label: str, ticks: dict[str, Any]) -> None:
-    """One vector (``name``, its row ``label``) as a strip on its own scale (a query is often far smaller
-    than its keys), with a short colour bar of its own, named level beside it."""
+    """One vector (``name``, its row ``label``) as a strip on its own scale (a query's size often differs
+    greatly from its keys'), with a short colour bar of its own, named level beside it."""
     lim = float(np.abs(row).max()) or 1.0
     im = ax.imshow(row[None], cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     bar = fig.colorbar(im, ax=ax, shrink=1.0, aspect=4)
-    bar.set_ticks([-lim, 0, lim], labels=[f"−{lim:.2g}", "0", f"{lim:.2g}"], fontsize=8)
-    bar.set_label(name, rotation=0, ha="left", va="center", fontsize=9)
+    bar.set_ticks([])  # its range named beside it, as the other bars name theirs (white: 0)
+    bar.set_label(f"{name} (±{lim:.3g})", rotation=0, ha="left", va="center", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([0], [label], **ticks)
 
@@ -214,21 +216,20 @@ def _values_panel(fig, ax, w, kept: np.ndarray, chosen: np.ndarray, by: str, tic
     s = w.k.shape[0]
     labels = list(w.key_tokens)
     value, total = (math("h̄_s"), math("c_t = Σ a_s h̄_s")) if w.recurrent else (math("v"), math("z = Σ a_j v_j"))
-    title = (
-        f"5. the encoder states weighted, {math('a_s h̄_s')}, and their sum {math('c_t')}"
-        if w.recurrent
-        else f"5. weighted values {math('a_j v_j')} and their sum {math('z')}"
-    )
+    weighted_name, total_name = (math("a_s h̄_s"), math("c_t")) if w.recurrent else (math("a_j v_j"), math("z"))
+    title = f"5. weighted {'encoder states' if w.recurrent else 'values'} {weighted_name}"
     if len(kept) < s:
         inside = int(np.count_nonzero(w.allowed))
-        of = f"the {inside} keys in the window ({s} in all)" if inside < s else f"{s} keys"
-        title += f": {len(kept)} of {of} (weight ≥ 0.005)"
-    title += ", on one scale (a small weight makes a pale row)"
+        of = f"of {inside} in the window, {s} in all" if inside < s else f"of {s}"
+        title += f" of the {len(kept)} keys of weight ≥ 0.005 ({of}), and {total_name}, the sum over all"
+    else:
+        title += f" and their sum {total_name}"
+    title += "; one scale: a small weight makes a pale row"
     weighted = w.weights[kept, None] * w.v[kept][:, chosen]
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, chosen]]), title, "value", wrap=90)
     _dimensions(ax, w, chosen, by, "H" if w.recurrent else "d_v")
     ax.axhline(len(kept) - 0.5, color="black", lw=1.5)
-    rows = [f"{w.weights[j]:.2f} {value}: {plain(_named(labels[j]))}" for j in kept]
+    rows = [f"{w.weights[j]:.2f} × {value}({plain(_named(labels[j]))})" for j in kept]
     ax.set_yticks(range(len(kept) + 1), rows + [total], **ticks)
 
 
@@ -260,11 +261,17 @@ def _scores_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]
 def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any]) -> None:
     """4. the weights: an RNN's (local-p's Gaussian beside them), or with and without the scaling."""
     if w.recurrent:
-        if w.gauss is not None:  # the softmax before the Gaussian, outlined behind the weights it becomes
-            ax.bar(x, w.in_window, width=0.6, facecolor="none", edgecolor="#1e3a8a", lw=0.8, ls=(0, (2, 1)),
+        if w.gauss is not None:  # the softmax before the Gaussian: a wider hollow bar behind the weight it becomes
+            some = w.in_window >= 0.005  # a hollow bar of height 0 would draw a line on the axis
+            ax.bar(x[some], w.in_window[some], width=0.8, facecolor="none", edgecolor="#1e3a8a", lw=0.9,
                    label="softmax in the window")  # fmt: skip
+            top = int(np.argmax(w.weights))  # its product printed beside it, low, under the Gaussian
+            ax.annotate(f"{w.in_window[top]:.3f} × {w.gauss[top]:.3f} = {w.weights[top]:.3f}",
+                        (top + 0.45, w.weights[top] * 0.3), xytext=(3, 0), textcoords="offset points", ha="left",
+                        va="center", fontsize=8, bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))  # fmt: skip
         product = " = softmax × Gaussian" if w.gauss is not None else ""
-        ax.bar(x, w.weights, width=0.6, color="#2563eb", label=f"weight {math('a_s')}{product}")
+        ax.bar(x, w.weights, width=0.5 if w.gauss is not None else 0.6, color="#2563eb",
+               label=f"weight {math('a_s')}{product}")  # fmt: skip
         if w.gauss is not None:  # the Gaussian where it weighs keys (in the window), its curve faint outside
             inside = w.weights > 0 if w.window is None else np.abs(x - w.p_t) <= w.window
             ax.plot(x[inside], w.gauss[inside], color="#dc2626", marker=".", lw=1,
@@ -277,10 +284,14 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
         unscaled = f"softmax({math('q · k_j')}): without the scaling (a what-if)"  # grey: the raw scores' colour
         ax.bar(x - 0.2, w.unscaled_weights, width=0.4, label=unscaled, color="#9ca3af")
         ax.bar(x + 0.2, w.weights, width=0.4, label="softmax(scaled): the weights", color="#2563eb")
+        for shift, row in ((-0.2, w.unscaled_weights), (0.2, w.weights)):  # each series' largest weight, printed
+            top = int(np.argmax(row))
+            ax.annotate(f"{row[top]:.2f}", (top + shift, row[top]), xytext=(0, 1), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)  # fmt: skip
         title = "4. softmax, unscaled and scaled"
     ax.set_xticks(x, labels, **ticks)
     upright_spaces(ax)
-    ylabel = "weight / Gaussian factor" if w.recurrent and w.gauss is not None else "weight"
+    ylabel = f"weight {math('a_s')}; Gaussian factor" if w.recurrent and w.gauss is not None else "weight"
     ax.set(ylim=(0, 1.05), yticks=np.linspace(0, 1, 6), title=title, ylabel=ylabel)
 
 

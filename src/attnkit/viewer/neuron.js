@@ -34,6 +34,7 @@
     const weight = all.map((k) => rows.reduce((a, r) => a + Math.abs(r[k] || 0), 0));
     return all.sort((a, b) => weight[b] - weight[a]).slice(0, d).sort((a, b) => a - b);
   }
+  const LONE_MARK = /^[,.;:'`"‘’‚“”„\-‐–—|]$/;
   const NEGLIGIBLE = 0.0005, NEGLIGIBLE_RUN = 3;  // a weight below NEGLIGIBLE reads 0.000
   function foldKeys(allowed, weights) {  // which keys keep a row of their own: in the window, and not in a negligible run
     const shown = allowed.slice();
@@ -45,6 +46,7 @@
     }
     return shown;
   }
+  const named = (tok) => (LONE_MARK.test(tok) ? `“${tok}”` : tok);  // a lone mark quoted, seen as a token
   const absMax = (rows) => Math.max(1e-9, ...rows.flat().filter((x) => x !== null).map(Math.abs));
 
   async function drawNeuron() {
@@ -107,13 +109,13 @@
     const runStart = (j) => !shown[j] && (j === 0 || shown[j - 1] || w.allowed[j] !== w.allowed[j - 1]);
     const rows = shown.filter(Boolean).length + shown.filter((_, j) => runStart(j)).length;
     // the table's rows share the pane's height (a row 19 to 46 px, its text and strips growing with it)
-    const pane = area(), rowH = clamp(Math.floor((pane.h - 190) / (rows + 2)), 19, 46);
+    const pane = area(), rowH = clamp(Math.floor((pane.h - 250) / (rows + 2)), 19, 46);
     // larger type would leave the vectors no room (an RNN's walk-through has two more numeric columns)
     const fontPx = clamp(Math.round(rowH * 0.5), 11, w.recurrent ? 13 : 15);
     stripHeight = rowH - 8;
     box.style.setProperty("--neuron-font", `${fontPx}px`);
     // the vector columns get what the numeric columns leave of the pane: as many dimensions as fit at 11 px or more,
-    // at most TOP_DIMS, those that carry most of the scores (largest Σ_j |term|; for the values, those of z). The numeric
+    // at most TOP_DIMS, those of the largest terms (largest Σ_j |term|; for the values, those of z). The numeric
     // columns' width is a guess on the first drawing (less than they take, so that the strips fit); the table is
     // then drawn again with the room it left
     const strips = w.recurrent ? 2 : 3, room = measured ?? pane.w - (w.recurrent ? 40 : 30) * fontPx;
@@ -130,7 +132,7 @@
     // the dimensions' numbers on hover (of the sentence, and of each cell): in full they would take two lines
     const which = `dimensions ${v.kd.join(", ")}` + (w.recurrent ? "" : `; values: dimensions ${v.vd.join(", ")}`);
     typeset(html("span", { title: which }, bar), v.kd.length < w.d_k
-      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, the largest share of the scores` +
+      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, most of the terms' magnitude` +
         (w.recurrent ? "" : `; for the values, the ${v.vd.length} largest |z|`) + ". Hover a cell for its dimension."
       : `Showing all ${w.d_k} dimensions.`);
     const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${v.fit}` : `all ${w.d_k}`);
@@ -141,9 +143,10 @@
     const f = html("div", { class: "formula" }, box);
     f.append(`${w.query_label}`);  // the query's name holds a token: never typeset
     if (w.recurrent) {
+      const keys = w.allowed.flatMap((a, j) => (a ? [j] : [])), span = `s ∈ [${keys[0]}, ${keys[keys.length - 1]}]`;
       typeset(f, `. Score e_s = ${w.score}; weights = softmax(e)` +
-        (w.gauss ? ` inside the window, × exp(−(s − p_t)² / 2(D/2)²) with p_t = ${fmt(w.p_t, 2)}, D = ${w.window}` :
-         w.p_t !== null ? ` inside the window p_t ± D = ${fmt(w.p_t, 2)} ± ${w.window}` : "") +
+        (w.gauss ? ` inside the window (${span}) × exp(−(s − p_t)² / 2σ²) with σ = D/2, p_t = ${fmt(w.p_t, 2)}, D = ${w.window}` :
+         w.p_t !== null ? ` inside the window p_t ± D = ${fmt(w.p_t, 2)} ± ${w.window} (${span})` : "") +
         `; c_t = Σ a_s h̄_s. Recomputed weights match the model to ${w.max_error}.`);
     } else {
       typeset(f, `, layer ${w.layer}, head ${w.head}. e_j = q·k_j / √${w.d_k}` +
@@ -159,17 +162,19 @@
     const t = html("table", {}, box), head = html("tr", {}, t);
     const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
     const cols = (w.recurrent
-      ? ["key", `${queryName(w)}, h̄_s (encoder states)`, w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
-      : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j", "a_j v_j"]);
-    const vectorColumns = new Set(w.recurrent ? [1, 2] : [1, 2, 8]);  // strips: headed in their middle, set apart
+      ? ["key", "s", `${queryName(w)}, h̄_s (encoder states)`, w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax in window" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
+      : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j",
+         v.vd.join() === v.kd.join() ? "a_j v_j" : "a_j v_j (top |z|)"]);
+    const vectorColumns = new Set(w.recurrent ? [2, 3] : [1, 2, 8]);  // strips: headed in their middle, set apart
     cols.forEach((c, i) => { if (c) typeset(html("th", vectorColumns.has(i) ? { class: "vec" } : {}, head), c); });
     const n = cols.filter(Boolean).length;
     const qrow = html("tr", { class: "query" }, t);
     // a cross-attention query is the state that predicts its token, not the token's own vector
     typeset(html("td", { class: "token" }, qrow), queryName(w), w.kind === "cross" ? ` (→ ${w.query_token})` : `: ${w.query_token}`);
-    // the query on its own scale (a query is often far smaller than its keys), as in `attnkit explain`
+    if (w.recurrent) html("td", {}, qrow, "");  // the query has no position among the keys
+    // the query on its own scale (its size often differs greatly from its keys'), as in `attnkit explain`
     html("td", { class: "vec" }, qrow).appendChild(strip(w.factor ?? w.q, v.qLim, v.px, v.kd, queryName(w)));
-    for (let c = 2; c < n; c++) html("td", {}, qrow, "");
+    for (let c = w.recurrent ? 3 : 2; c < n; c++) html("td", {}, qrow, "");
     w.key_tokens.forEach((tok, j) => {
       if (v.runStart(j)) foldedRow(t, w, v, j, n, unfold);
       if (v.shown[j]) keyRow(t, w, v, j, masked);
@@ -181,7 +186,7 @@
   function foldedRow(t, w, v, j, n, unfold) {  // the first key of a folded run: one row that names the run and unfolds it
     let end = j; while (end + 1 < v.shown.length && !v.shown[end + 1] && w.allowed[end + 1] === w.allowed[j]) end++;
     const r = html("tr", { class: "masked folded" }, t), cell = html("td", { colspan: String(n) }, r);
-    const names = w.key_tokens.slice(j, end + 1).join(" "), count = `${end - j + 1} ${end === j ? "key" : "keys"}`;
+    const names = w.key_tokens.slice(j, end + 1).map(named).join(" "), count = `${end - j + 1} ${end === j ? "key" : "keys"}`;
     const where = !w.allowed[j] ? `${j === 0 ? "before" : "after"} the window` : "in the window";
     cell.append(`${count} ${where} (${names.length > 40 ? names.slice(0, 39) + "…" : names}): ` +
                 (w.allowed[j] ? `weights below ${NEGLIGIBLE} ` : "weight 0 "));
@@ -191,6 +196,7 @@
   function keyRow(t, w, v, j, masked) {  // one key: its vectors, its score taken apart, its weight
     const tok = w.key_tokens[j], r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
     html("td", { class: "token" }, r, tok);
+    if (w.recurrent) html("td", {}, r, String(j));  // its position s: the Gaussian's distance from p_t
     html("td", { class: "vec" }, r).appendChild(strip(w.k[j], v.vecLim, v.px, v.kd, w.recurrent ? "h̄_s" : "k", ` of “${tok}”`));
     html("td", { class: "vec" }, r).appendChild(strip(w.terms[j], v.termLim, v.px, v.kd, w.terms_formula, ` of “${tok}”`));
     html("td", {}, r, fmt(w.raw[j]));
@@ -215,19 +221,20 @@
     const z = html("tr", { class: "sum" }, t), total = fmt(w.weights.reduce((a, b) => a + b, 0));
     if (w.recurrent) {  // c_t lives in the encoder states' space: under them; the weights' sum under the weights
       typeset(html("td", { class: "token" }, z), "c_t = Σ a_s h̄_s");
+      html("td", {}, z, "");
       // c_t, a weighted average of the encoder states, on their scale
       html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vecLim, v.px, v.kd, "c_t"));
-      for (let c = 2; c < n - 1; c++) html("td", {}, z, "");
+      for (let c = 3; c < n - 1; c++) html("td", {}, z, "");
       html("td", {}, z, `Σ ${total}`);
     } else {
       typeset(html("td", { class: "token" }, z), "z = Σ a_j v_j");
-      for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? total : "");
+      for (let c = 1; c < n - 1; c++) html("td", {}, z, c === n - 2 ? `Σ ${total}` : "");
       html("td", { class: "vec" }, z).appendChild(strip(w.context, v.vLim, v.px, v.vd, "z"));
     }
   }
 
   function hint(box, w, v) {  // the colour scales, what the scaling does, why local-p's weights sum below 1
-    const query = queryName(w), keys = w.recurrent ? "the encoder states and c_t" : "the keys";
+    const query = queryName(w), keys = w.recurrent ? "the encoder states and c_t (their weighted sum, under them)" : "the keys";
     const values = w.recurrent ? "" : `, the weighted values and z on ±${v.vLim.toFixed(2)}`;
     const p = html("p", { class: "hint" }, box);  // names no token: typeset whole
     typeset(p, `Vectors are coloured blue (negative) to red (positive): ${query} on ±${v.qLim.toFixed(2)} (its own scale), ` +
