@@ -474,7 +474,7 @@ def test_a_walkthrough_draws_the_query_on_its_own_scale_and_names_a_lone_mark():
         np.abs(w.k).max()
     )
     assert (
-        strip.colorbar is not None and strip.colorbar.ax.get_ylabel() == f"$\\mathbf{{q}}$ (±{np.abs(w.q).max():.3g})"
+        strip.colorbar is not None and strip.colorbar.ax.get_ylabel() == f"$\\mathbf{{q}}$ (±{np.abs(w.q).max():.2f})"
     )
     rows = [t.get_text() for t in panel["qk"].get_yticklabels()]
     assert rows[-1] == "“.”"  # quoted where it stands upright, so that it is seen as a token

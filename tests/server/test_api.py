@@ -113,6 +113,8 @@ def test_walkthrough_json_is_the_library_walkthrough(studio, names):
     w = explain(m.model, p, kind="encoder", layer=0, head=1, query=2)
     j = walkthrough_json(w)
     np.testing.assert_allclose(j["terms"], w.q[None] * w.k, atol=1e-4)
+    # to 6 decimals: the page's 3 are rounded once (0.92853 must not travel as 0.9285 and show as 0.928)
+    np.testing.assert_allclose(j["weights"], w.weights, atol=5.1e-7, rtol=0)
     assert j["query_token"] == p.src_tokens[2] and j["score"] == w.score
 
 

@@ -32,7 +32,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     keys, bars, values = (
         1.0 + 0.19 * s + 0.2 * (w.k.shape[1] > dims),
         3.0 if wide else 2.5,
-        max(1.5, 1.0 + 0.2 * (len(kept) + 1)),
+        max(1.8, 1.0 + 0.2 * (len(kept) + 1)),
     )
     # the query has a row of its own above the keys, so that panels 1 and 2 share one row per key
     layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
@@ -43,7 +43,9 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
     # the dimensions that carry most of the scores (largest Σ_j |q_d k_jd|); the values', those of z (an RNN's values
     # are its keys, the encoder states: the same dimensions)
-    chosen, by = _top(w.terms, dims), "with the largest Σ |term| over the rows"
+    chosen = _top(w.terms, dims)
+    share = np.abs(w.terms[:, chosen]).sum() / (np.abs(w.terms).sum() or 1.0)
+    by = "with the largest Σ |term| over the rows" + (f": {share:.0%} of it" if len(chosen) < w.terms.shape[1] else "")
     summed: tuple[np.ndarray, str] = (chosen, "shown in panels 1 and 2")
     if not w.recurrent:
         summed = (_top(w.context[None], dims), f"with the largest |{math('z')}|")
@@ -138,23 +140,29 @@ def _dimensions(ax, w, chosen: np.ndarray, by: str, name: str = "", step: int = 
     ax.set_xlabel(f"dimension{named}: the {len(chosen)} of {name} = {d}{chr(10) if named else ' '}{by}", fontsize=9)
 
 
-def _heatmap(fig, ax, rows, title, colour_label, wrap=44) -> None:
-    """A diverging heatmap with its colour bar, as tall as its rows."""
-    lim = float(np.abs(rows).max()) or 1.0
+def _range(lim: float) -> str:
+    """A colour scale's limit as the studio prints it: two decimals."""
+    return f"{lim:.2f}" if lim < 100 else f"{lim:.0f}"
+
+
+def _heatmap(fig, ax, rows, title, colour_label, wrap=44, whole: np.ndarray | None = None) -> None:
+    """A diverging heatmap with its colour bar, as tall as its rows; its scale that of ``whole`` (every
+    dimension, of which ``rows`` shows some) where given."""
+    lim = float(np.abs(rows if whole is None else whole).max()) or 1.0
     im = ax.imshow(rows, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     # a bar about 0.14 inches wide whatever its length (a row about 0.22 inches), its label by its ticks
-    fig.colorbar(im, ax=ax, shrink=1.0, aspect=max(20.0, len(rows) / 0.65), label=f"{colour_label} (±{lim:.3g})")
+    fig.colorbar(im, ax=ax, shrink=1.0, aspect=max(20.0, len(rows) / 0.65), label=f"{colour_label} (±{_range(lim)})")
     ax.set_title(wrap_math(title, wrap))
 
 
-def _strip(fig, ax, row: np.ndarray, name: str, label: str, ticks: dict[str, Any]) -> None:
+def _strip(fig, ax, row: np.ndarray, chosen: np.ndarray, name: str, label: str, ticks: dict[str, Any]) -> None:
     """One vector (``name``, its row ``label``) as a strip on its own scale (a query's size often differs
     greatly from its keys'), with a short colour bar of its own, named level beside it."""
-    lim = float(np.abs(row).max()) or 1.0
-    im = ax.imshow(row[None], cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
+    lim = float(np.abs(row).max()) or 1.0  # over every dimension: the strip shows ``row[chosen]`` of it
+    im = ax.imshow(row[chosen][None], cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     bar = fig.colorbar(im, ax=ax, shrink=1.0, aspect=4)
     bar.set_ticks([])  # its range named beside it, as the other bars name theirs (white: 0)
-    bar.set_label(f"{name} (±{lim:.3g})", rotation=0, ha="left", va="center", fontsize=9)
+    bar.set_label(f"{name} (±{_range(lim)})", rotation=0, ha="left", va="center", fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([0], [label], **ticks)
 
@@ -174,12 +182,12 @@ def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, step: int, ticks: 
         title += f" ({math('h_t')}: the decoder state)"
     labels = [_named(t) for t in w.key_tokens]
     # the vectors' symbol once, on the colour bar that reads them; the axis says what a row is
-    entry = f"{key}, encoder state" if w.recurrent else f"{key}, key"
-    _heatmap(fig, axes["qk"], w.k[:, chosen], "", entry)
+    entry = f"{key}, encoder state" if w.recurrent else key
+    _heatmap(fig, axes["qk"], w.k[:, chosen], "", entry, whole=w.k)
     _dimensions(axes["qk"], w, chosen, by, step=step)
     # a cross-attention query is the state that predicts its token, not the token's own vector
     label = f"{query} (→ {plain(w.query_token)})" if w.kind == "cross" else f"{query}: {plain(w.query_token)}"
-    _strip(fig, axes["q"], strip[chosen], query, label, ticks)
+    _strip(fig, axes["q"], strip, chosen, query, label, ticks)
     axes["q"].set_title(wrap_math(title, 50))
     axes["qk"].set_yticks(range(s), [plain(t) for t in labels], **ticks)
     axes["qk"].set_ylabel(f"one row per {'source token' if w.recurrent else 'key'}", fontsize=9)
@@ -190,7 +198,7 @@ def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, step: int, ticks: 
         if len(chosen) == d_k
         else f"a row's sum over all {d_k} dimensions ({len(chosen)} shown) is the score"
     )
-    _heatmap(fig, axes["prod"], w.terms[:, chosen], "", "term")
+    _heatmap(fig, axes["prod"], w.terms[:, chosen], "", "term", whole=w.terms)
     _dimensions(axes["prod"], w, chosen, by, step=step)
     axes["prod"].set_yticks(range(s), labels, **ticks)  # the same rows as panel 1's keys
     note = axes["note"]  # panel 2's title level with panel 1's; under it, how a row is made
@@ -226,7 +234,8 @@ def _values_panel(fig, ax, w, kept: np.ndarray, chosen: np.ndarray, by: str, tic
         title += f" and their sum {total_name}"
     title += "; one scale: a small weight makes a pale row"
     weighted = w.weights[kept, None] * w.v[kept][:, chosen]
-    _heatmap(fig, ax, np.vstack([weighted, w.context[None, chosen]]), title, "value", wrap=90)
+    whole = np.vstack([w.weights[kept, None] * w.v[kept], w.context[None]])
+    _heatmap(fig, ax, np.vstack([weighted, w.context[None, chosen]]), title, "value", wrap=90, whole=whole)
     _dimensions(ax, w, chosen, by, "H" if w.recurrent else "d_v")
     ax.axhline(len(kept) - 0.5, color="black", lw=1.5)
     rows = [f"{w.weights[j]:.2f} × {value}({plain(_named(labels[j]))})" for j in kept]
@@ -266,7 +275,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
             ax.bar(x[some], w.in_window[some], width=0.8, facecolor="none", edgecolor="#1e3a8a", lw=0.9,
                    label="softmax in the window")  # fmt: skip
             top = int(np.argmax(w.weights))  # its product printed beside it, low, under the Gaussian
-            ax.annotate(f"{w.in_window[top]:.3f} × {w.gauss[top]:.3f} = {w.weights[top]:.3f}",
+            ax.annotate(f"{w.in_window[top]:.4f} × {w.gauss[top]:.4f} = {w.weights[top]:.4f}",
                         (top + 0.45, w.weights[top] * 0.3), xytext=(3, 0), textcoords="offset points", ha="left",
                         va="center", fontsize=8, bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))  # fmt: skip
         product = " = softmax × Gaussian" if w.gauss is not None else ""

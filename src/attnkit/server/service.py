@@ -590,18 +590,21 @@ def _grid(a: np.ndarray) -> list[list[float | None]]:
     return [[None if not np.isfinite(v) else round(float(v), 6) for v in row] for row in a]
 
 
-def _list(a: np.ndarray | None) -> list | None:
+WALK_DIGITS = 6  # a walk-through's values: the page shows 3 decimals, rounded once from these
+
+
+def _list(a: np.ndarray | None, digits: int = DIGITS) -> list | None:
     """Rounded floats for JSON; -inf (a masked score) becomes null."""
     if a is None:
         return None
     a = np.asarray(a, dtype=np.float64)
-    out = np.round(a, DIGITS).astype(object)
+    out = np.round(a, digits).astype(object)
     out[~np.isfinite(a)] = None
     return out.tolist()
 
 
 def walkthrough_json(w: Walkthrough) -> dict:
-    """Every value of a walk-through, JSON-ready."""
+    """Every value of a walk-through, JSON-ready (to WALK_DIGITS decimals)."""
     assert w.allowed is not None  # set by Walkthrough.__post_init__
     return {
         "kind": w.kind,
@@ -615,24 +618,24 @@ def walkthrough_json(w: Walkthrough) -> dict:
         "score": w.score,
         "terms_formula": w.terms_formula,
         # what an RNN's score multiplies each key by, where it is not h_t itself (general: W_aᵀ h_t)
-        "factor": _list(w.factor) if w.factor_transforms else None,
+        "factor": _list(w.factor, WALK_DIGITS) if w.factor_transforms else None,
         "factor_formula": w.factor_formula if w.factor_transforms else "",
         "d_k": int(w.q.shape[0]),
         "scale": w.scale,
-        "q": _list(w.q),
-        "k": _list(w.k),
-        "v": _list(w.v),
-        "terms": _list(w.terms),
-        "raw": _list(w.raw),
-        "bias": _list(w.bias),
+        "q": _list(w.q, WALK_DIGITS),
+        "k": _list(w.k, WALK_DIGITS),
+        "v": _list(w.v, WALK_DIGITS),
+        "terms": _list(w.terms, WALK_DIGITS),
+        "raw": _list(w.raw, WALK_DIGITS),
+        "bias": _list(w.bias, WALK_DIGITS),
         "allowed": [bool(x) for x in w.allowed],
-        "scaled": _list(w.scaled),
-        "weights": _list(w.weights),
-        "unscaled_weights": _list(w.unscaled_weights),
-        "context": _list(w.context),
+        "scaled": _list(w.scaled, WALK_DIGITS),
+        "weights": _list(w.weights, WALK_DIGITS),
+        "unscaled_weights": _list(w.unscaled_weights, WALK_DIGITS),
+        "context": _list(w.context, WALK_DIGITS),
         "p_t": None if w.p_t is None else round(w.p_t, DIGITS),
         "window": w.window,
-        "gauss": _list(w.gauss),
-        "in_window": None if w.gauss is None else _list(w.in_window),
+        "gauss": _list(w.gauss, WALK_DIGITS),
+        "in_window": None if w.gauss is None else _list(w.in_window, WALK_DIGITS),
         "max_error": float(f"{w.max_error:.2e}") if math.isfinite(w.max_error) else None,
     }

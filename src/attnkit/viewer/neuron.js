@@ -131,8 +131,12 @@
     const bar = html("div", { class: "dims" }, box);
     // the dimensions' numbers on hover (of the sentence, and of each cell): in full they would take two lines
     const which = `dimensions ${v.kd.join(", ")}` + (w.recurrent ? "" : `; values: dimensions ${v.vd.join(", ")}`);
+    // how much of the terms' magnitude the dimensions shown hold: measured, not assumed
+    const abs = (rows, dims) => rows.reduce((a, r) => a + dims.reduce((b, d) => b + Math.abs(r[d] || 0), 0), 0);
+    const share = Math.round((100 * abs(w.terms, v.kd)) / (abs(w.terms, [...Array(w.d_k).keys()]) || 1));
+    const terms = w.recurrent ? w.terms_formula : "q ⊙ k_j";
     typeset(html("span", { title: which }, bar), v.kd.length < w.d_k
-      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${w.terms_formula}|, most of the terms' magnitude` +
+      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${terms}|, ${share}% of it` +
         (w.recurrent ? "" : `; for the values, the ${v.vd.length} largest |z|`) + ". Hover a cell for its dimension."
       : `Showing all ${w.d_k} dimensions.`);
     const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${v.fit}` : `all ${w.d_k}`);
@@ -162,7 +166,7 @@
     const t = html("table", {}, box), head = html("tr", {}, t);
     const masked = w.allowed.some((a) => !a);  // a mask column only where the mask hides a key
     const cols = (w.recurrent
-      ? ["key", "s", `${queryName(w)}, h̄_s (encoder states)`, w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax in window" : "", w.gauss ? "Gaussian factor" : "", "weight a_s"]
+      ? ["key", "s", `${queryName(w)}, h̄_s (encoder states)`, w.terms_formula, "score e_s", v.fold ? "" : "in window", w.gauss ? "softmax (window)" : "", w.gauss ? "Gaussian" : "", "weight a_s"]
       : ["key", "q, k", "q ⊙ k", "q · k", `÷ √${w.d_k}`, w.bias ? "+ bias" : "", masked ? "mask" : "", "softmax a_j",
          v.vd.join() === v.kd.join() ? "a_j v_j" : "a_j v_j (top |z|)"]);
     const vectorColumns = new Set(w.recurrent ? [2, 3] : [1, 2, 8]);  // strips: headed in their middle, set apart
@@ -238,8 +242,8 @@
     const values = w.recurrent ? "" : `, the weighted values and z on ±${v.vLim.toFixed(2)}`;
     const p = html("p", { class: "hint" }, box);  // names no token: typeset whole
     typeset(p, `Vectors are coloured blue (negative) to red (positive): ${query} on ±${v.qLim.toFixed(2)} (its own scale), ` +
-      `${keys} on ±${v.vecLim.toFixed(2)}, the terms on ±${v.termLim.toFixed(2)}${values}. Each row of “${w.terms_formula}” sums` +
-      (v.kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${v.kd.length} shown),` : "") + " to its score.");
+      `${keys} on ±${v.vecLim.toFixed(2)}, the terms on ±${v.termLim.toFixed(2)}${values}. Each row of “${w.recurrent ? w.terms_formula : "q ⊙ k_j"}” sums` +
+      (v.kd.length < w.d_k ? `, over all ${w.d_k} dimensions (${v.kd.length}\u00a0shown),` : "") + " to its score.");
     if (w.gauss) typeset(p, ` The weights are the softmax inside the window times the Gaussian factor, not renormalised, so they sum to ${fmt(w.weights.reduce((a, b) => a + b, 0))}, not 1.`);
     if (!w.recurrent) typeset(p, " Without ÷ √d_k the softmax would saturate: its largest weight would be " +
         `${fmt(Math.max(...w.unscaled_weights.filter((x) => x !== null)))} instead of ${fmt(Math.max(...w.weights))}.`);
