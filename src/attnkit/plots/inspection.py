@@ -38,7 +38,7 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     layout: list[Any] = [["q", "note"], ["qk", "prod"], ["scores"] * 2, ["softmax"] * 2, ["values"] * 2]
     heights = [0.6, keys, bars, bars, values]
     # a docs column wide; 0.1 inches between rows, so that turned key labels clear the next panel's title
-    fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout=ConstrainedLayoutEngine(h_pad=0.1))
+    fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout=ConstrainedLayoutEngine(h_pad=0.1, w_pad=0.1))
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
     # the dimensions that carry most of the scores (largest Σ_j |q_d k_jd|); the values', those of z (an RNN's values
@@ -130,7 +130,7 @@ def _dimensions(ax, w, chosen: np.ndarray, by: str, name: str = "", step: int = 
         ax.set_xlabel(f"dimension ({name} = {d})")
         return
     if step:  # turned: a column is narrower than a number (the full width: 32 of them about 14 points each)
-        ax.set_xticks(range(0, len(chosen), step), [str(c) for c in chosen[::step]], fontsize=7 if step > 1 else 8,
+        ax.set_xticks(range(0, len(chosen), step), [str(c) for c in chosen[::step]], fontsize=7 if step > 1 else 9,
                       rotation=90)  # fmt: skip
     else:
         ax.set_xticks([])

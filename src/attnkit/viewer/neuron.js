@@ -149,7 +149,7 @@
     if (w.recurrent) {
       const keys = w.allowed.flatMap((a, j) => (a ? [j] : [])), span = `s ∈ [${keys[0]}, ${keys[keys.length - 1]}]`;
       typeset(f, `. Score e_s = ${w.score}; weights = softmax(e)` +
-        (w.gauss ? ` inside the window (${span}) × exp(−(s − p_t)² / 2σ²) with σ = D/2, p_t = ${fmt(w.p_t, 2)}, D = ${w.window}` :
+        (w.gauss ? ` inside the window (${span}) × exp(−(s − p_t)² / (2σ²)) with σ = D/2, p_t = ${fmt(w.p_t, 2)}, D = ${w.window}` :
          w.p_t !== null ? ` inside the window p_t ± D = ${fmt(w.p_t, 2)} ± ${w.window} (${span})` : "") +
         `; c_t = Σ a_s h̄_s. Recomputed weights match the model to ${w.max_error}.`);
     } else {
@@ -199,7 +199,7 @@
 
   function keyRow(t, w, v, j, masked) {  // one key: its vectors, its score taken apart, its weight
     const tok = w.key_tokens[j], r = html("tr", { class: w.allowed[j] ? "" : "masked" }, t);
-    html("td", { class: "token" }, r, tok);
+    html("td", { class: "token" }, r, named(tok));  // a lone mark quoted: a bare full stop is hardly seen
     if (w.recurrent) html("td", {}, r, String(j));  // its position s: the Gaussian's distance from p_t
     html("td", { class: "vec" }, r).appendChild(strip(w.k[j], v.vecLim, v.px, v.kd, w.recurrent ? "h̄_s" : "k", ` of “${tok}”`));
     html("td", { class: "vec" }, r).appendChild(strip(w.terms[j], v.termLim, v.px, v.kd, w.terms_formula, ` of “${tok}”`));
