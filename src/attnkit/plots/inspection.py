@@ -45,7 +45,9 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     # are its keys, the encoder states: the same dimensions)
     chosen = _top(w.terms, dims)
     share = np.abs(w.terms[:, chosen]).sum() / (np.abs(w.terms).sum() or 1.0)
-    by = "with the largest Σ |term| over the rows" + (f": {share:.0%} of it" if len(chosen) < w.terms.shape[1] else "")
+    by = "with the largest Σ |term| over the rows" + (
+        f"\n({share:.0%} of the sum over all {w.terms.shape[1]})" if len(chosen) < w.terms.shape[1] else ""
+    )
     summed: tuple[np.ndarray, str] = (chosen, "shown in panels 1 and 2")
     if not w.recurrent:
         summed = (_top(w.context[None], dims), f"with the largest |{math('z')}|")
@@ -176,8 +178,11 @@ def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, step: int, ticks: 
     factor = w.recurrent and w.factor is not None
     query, key = (math(w.factor_formula if factor else "h_t"), math("h̄_s")) if w.recurrent else (math("q"), math("k"))
     strip = w.factor if factor else w.q
-    title = f"1. {query} and the encoder states {key}" if w.recurrent else "1. the query and the keys"
-    title += ", each on its own scale"
+    title = (  # the query's scale its own, the keys' one they share
+        f"1. {query} (on its own scale) and the encoder states {key}"
+        if w.recurrent
+        else "1. the query (on its own scale) and the keys"
+    )
     if w.recurrent and w.factor_transforms:
         title += f" ({math('h_t')}: the decoder state)"
     labels = [_named(t) for t in w.key_tokens]
@@ -238,7 +243,8 @@ def _values_panel(fig, ax, w, kept: np.ndarray, chosen: np.ndarray, by: str, tic
     _heatmap(fig, ax, np.vstack([weighted, w.context[None, chosen]]), title, "value", wrap=90, whole=whole)
     _dimensions(ax, w, chosen, by, "H" if w.recurrent else "d_v")
     ax.axhline(len(kept) - 0.5, color="black", lw=1.5)
-    rows = [f"{w.weights[j]:.2f} × {value}({plain(_named(labels[j]))})" for j in kept]
+    vector = math("h̄") if w.recurrent else value  # a row names its key by token, not by index
+    rows = [f"{w.weights[j]:.2f} × {vector}({plain(_named(labels[j]))})" for j in kept]
     ax.set_yticks(range(len(kept) + 1), rows + [total], **ticks)
 
 
@@ -276,7 +282,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
                    label="softmax in the window")  # fmt: skip
             top = int(np.argmax(w.weights))  # its product printed beside it, low, under the Gaussian
             ax.annotate(f"{w.in_window[top]:.4f} × {w.gauss[top]:.4f} = {w.weights[top]:.4f}",
-                        (top + 0.45, w.weights[top] * 0.3), xytext=(3, 0), textcoords="offset points", ha="left",
+                        (top + 0.45, w.weights[top] * 0.15), xytext=(3, 0), textcoords="offset points", ha="left",
                         va="center", fontsize=8, bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))  # fmt: skip
         product = " = softmax × Gaussian" if w.gauss is not None else ""
         ax.bar(x, w.weights, width=0.5 if w.gauss is not None else 0.6, color="#2563eb",

@@ -47,6 +47,8 @@
     return shown;
   }
   const named = (tok) => (LONE_MARK.test(tok) ? `“${tok}”` : tok);  // a lone mark quoted, seen as a token
+  // a weight to three decimals; one under 0.01 to two significant digits, so that a product of two reads right
+  const weight = (x) => (x > 0 && x < 0.01 ? x.toPrecision(2) : fmt(x));
   const absMax = (rows) => Math.max(1e-9, ...rows.flat().filter((x) => x !== null).map(Math.abs));
 
   async function drawNeuron() {
@@ -136,7 +138,7 @@
     const share = Math.round((100 * abs(w.terms, v.kd)) / (abs(w.terms, [...Array(w.d_k).keys()]) || 1));
     const terms = w.recurrent ? w.terms_formula : "q ⊙ k_j";
     typeset(html("span", { title: which }, bar), v.kd.length < w.d_k
-      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${terms}|, ${share}% of it` +
+      ? `Showing ${v.kd.length} of ${w.d_k} dimensions: those with the largest ${w.recurrent ? "Σ_s" : "Σ_j"} |${terms}| (${share}% of the sum over all ${w.d_k})` +
         (w.recurrent ? "" : `; for the values, the ${v.vd.length} largest |z|`) + ". Hover a cell for its dimension."
       : `Showing all ${w.d_k} dimensions.`);
     const toggle = html("button", { type: "button", id: "all-dims" }, bar, state.allDims ? `the top ${v.fit}` : `all ${w.d_k}`);
@@ -207,7 +209,7 @@
     if (w.recurrent) {
       if (!v.fold) html("td", {}, r, w.allowed[j] ? "yes" : "no");  // folded: every row shown is in the window
       if (w.gauss) {  // the softmax inside the window, before the Gaussian
-        html("td", {}, r, w.allowed[j] ? fmt(w.in_window[j]) : "–");
+        html("td", {}, r, w.allowed[j] ? weight(w.in_window[j]) : "–");
         html("td", {}, r, fmt(w.gauss[j]));
       }
     } else {
@@ -217,7 +219,7 @@
     }
     const cell = html("td", {}, r), bar = html("span", { class: "bar" }, cell);
     bar.style.width = `${Math.round(5 * v.fontPx * w.weights[j])}px`;
-    cell.appendChild(document.createTextNode(fmt(w.weights[j])));
+    cell.appendChild(document.createTextNode(weight(w.weights[j])));
     if (!w.recurrent) html("td", { class: "vec" }, r).appendChild(strip(v.weighted[j], v.vLim, v.px, v.vd, "a_j v_j", ` of “${tok}”`));
   }
 
