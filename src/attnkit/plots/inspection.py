@@ -41,8 +41,8 @@ def plot_walkthrough(w, *, dims: int = 32, model: str = "") -> Figure:
     fig = Figure(figsize=(WIDTH, sum(heights) + 0.7), layout=ConstrainedLayoutEngine(h_pad=0.1, w_pad=0.1))
     axes = fig.subplot_mosaic(layout, height_ratios=heights)
     ticks: dict[str, Any] = dict(fontsize=9 if s <= 40 else 7)
-    # the dimensions that carry most of the scores (largest Σ_j |q_d k_jd|); the values', those of z (an RNN's values
-    # are its keys, the encoder states: the same dimensions)
+    # the dimensions of largest terms (Σ_j |q_d k_jd|), and the share of all the terms' magnitude they hold; the
+    # values', those of z (an RNN's values are its keys, the encoder states: the same dimensions)
     chosen = _top(w.terms, dims)
     share = np.abs(w.terms[:, chosen]).sum() / (np.abs(w.terms).sum() or 1.0)
     by = "with the largest Σ |term| over the rows" + (
@@ -170,7 +170,7 @@ def _strip(fig, ax, row: np.ndarray, chosen: np.ndarray, name: str, label: str, 
 
 
 def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, step: int, ticks: dict[str, Any]) -> None:
-    """1. the query (its own row) over the keys, each on its own scale; 2. the terms q ⊙ k_j, one row per key;
+    """1. the query (its own row, on its own scale) over the keys; 2. the terms q ⊙ k_j, one row per key;
     both on the ``chosen`` dimensions, named every ``step``-th (0: in panel 5)."""
     s, d_k = w.k.shape
     # an RNN's query as its score multiplies each encoder state by (general: W_aᵀ h_t), so that panel 2 is
