@@ -8,6 +8,7 @@ dimension. Masks are boolean, True = may attend, broadcastable to the scores.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,10 +24,13 @@ class AttentionOutput:
 
     context: (..., t, d_v) the weighted sums of the values.
     weights: (..., t, s) the attention weights, or None when not requested.
+    tap: the weights the values were mixed with, in the autograd graph (a step-by-step
+    attention's, which a decoder hands on to its site: ``attention.sites.Tap``).
     """
 
     context: Tensor
     weights: Tensor | None = None
+    tap: Any = None
 
 
 def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -11,89 +11,86 @@ with a gate g (h,) per module (1: the head as it is, 0: ablated) and a replaceme
 A gate that requires grad makes d loss / d g_h the head importance of Michel et al. 2019
 ("Are Sixteen Heads Really Better than One?", eq. 2: the gate xi_h at 1).
 
-Modules are named by identity, not by the order of calls, so incremental decoding (each step
-calls every layer again) and beam search are gated like one forward pass.
+Each gate sits at an attention site's head outputs (``attention.sites``: ``decoder.1.cross.z``),
+named by the site, its module or the site's name, never by the order of calls, so
+incremental decoding (each step calls every layer again) and beam search are gated like one
+forward pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import Tensor
 
-
-@dataclass
-class Gates:
-    """Per attention module (by id): its gate (h,) and, where set, its replacement (h, d)."""
-
-    gates: dict[int, Tensor] = field(default_factory=dict)
-    means: dict[int, Tensor] = field(default_factory=dict)
+from .sites import Listener, Site, listening, site_of
 
 
-@dataclass
-class Collector:
-    """Sums of each module's head outputs over every query position (for mean ablation)."""
+def z_name(where: Any) -> str:
+    """The head-output site's name of an attention module, a site or a site's name."""
+    if isinstance(where, str):
+        return where if where.endswith(".z") else f"{where}.z"
+    site = where if isinstance(where, Site) else site_of(where)
+    if site is None:
+        raise ValueError(f"{type(where).__name__} is not an attention module attnkit has named: it cannot be gated")
+    return site.name if site.role == "z" else site.z.name
 
-    sums: dict[int, Tensor] = field(default_factory=dict)
-    counts: dict[int, int] = field(default_factory=dict)
 
-    def means(self) -> dict[int, Tensor]:
+class Gates(Listener):
+    """Per head-output site (by name): its gate (h,) and, where set, its replacement (h, d)."""
+
+    def __init__(self, gates: dict[str, Tensor], means: dict[str, Tensor]) -> None:
+        self.gates, self.means = gates, means
+
+    def wants(self, site: Site) -> bool:
+        return site.role == "z" and site.name in self.gates
+
+    def activation(self, site: Site, x: Tensor) -> Tensor:
+        gate = self.gates[site.name].to(x.device, x.dtype)  # differentiable: a gate's grad reaches it
+        g = gate.view(1, -1, 1, 1)
+        out = x * g
+        mean = self.means.get(site.name)
+        if mean is not None:
+            out = out + (1 - g) * mean.to(x.device, x.dtype)[None, :, None, :]
+        return out
+
+
+class Collector(Listener):
+    """Sums of each site's head outputs over every query position (for mean ablation)."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, Tensor] = {}
+        self.counts: dict[str, int] = {}
+
+    def wants(self, site: Site) -> bool:
+        return site.role == "z"
+
+    def activation(self, site: Site, x: Tensor) -> None:
+        total = x.detach().float().sum((0, 2))  # (h, d)
+        self.sums[site.name] = self.sums.get(site.name, torch.zeros_like(total)) + total
+        self.counts[site.name] = self.counts.get(site.name, 0) + x.shape[0] * x.shape[2]
+
+    def means(self) -> dict[str, Tensor]:
+        """{head-output site name: (h, d)}."""
         return {m: s / max(1, self.counts[m]) for m, s in self.sums.items()}
-
-
-_gates: ContextVar[Gates | None] = ContextVar("attnkit_gates", default=None)
-_collector: ContextVar[Collector | None] = ContextVar("attnkit_collector", default=None)
 
 
 @contextmanager
 def gating(gates: dict[Any, Tensor], means: dict[Any, Tensor] | None = None) -> Iterator[Gates]:
-    """Within: the heads of each module in ``gates`` (module -> gate (h,)) are scaled by their
-    gate, the rest of each head's output (1 - g) taken from ``means`` (module -> (h, d)) or 0."""
-    g = Gates({id(m): x for m, x in gates.items()}, {id(m): x for m, x in (means or {}).items()})
-    token = _gates.set(g)
-    try:
+    """Within: the heads of each attention in ``gates`` (a module, a site or a site's name ->
+    gate (h,)) are scaled by their gate, the rest of each head's output (1 - g) taken from
+    ``means`` (keyed the same way -> (h, d)) or 0."""
+    g = Gates({z_name(m): x for m, x in gates.items()}, {z_name(m): x for m, x in (means or {}).items()})
+    with listening(g):
         yield g
-    finally:
-        _gates.reset(token)
 
 
 @contextmanager
 def collecting() -> Iterator[Collector]:
-    """Within: every attention module's head outputs are summed over its query positions."""
+    """Within: every attention site's head outputs are summed over its query positions."""
     c = Collector()
-    token = _collector.set(c)
-    try:
+    with listening(c):
         yield c
-    finally:
-        _collector.reset(token)
-
-
-def heads_out(module: Any, context: Tensor, *, head_dim: int = 1) -> Tensor:
-    """A call's per-head outputs ``context`` (b, h, t, d) as they go on to be merged (``head_dim``
-    2: laid out (b, t, h, d)), gated where a ``gating`` names ``module``; collected where a
-    ``collecting`` is open."""
-    collector = _collector.get()
-    if collector is not None:
-        z = context.detach().transpose(1, head_dim) if head_dim != 1 else context.detach()
-        total = z.float().sum((0, 2))  # (h, d)
-        key = id(module)
-        collector.sums[key] = collector.sums.get(key, torch.zeros_like(total)) + total
-        collector.counts[key] = collector.counts.get(key, 0) + z.shape[0] * z.shape[2]
-    g = _gates.get()
-    if g is None or id(module) not in g.gates:
-        return context
-    gate = g.gates[id(module)].to(context.device, context.dtype)  # differentiable: a gate's grad reaches it
-    shape = [1] * context.dim()
-    shape[head_dim] = gate.shape[0]
-    out = context * gate.view(shape)
-    mean = g.means.get(id(module))
-    if mean is not None:
-        m = mean.to(context.device, context.dtype)
-        m = m[None, :, None, :] if head_dim == 1 else m[None, None, :, :]
-        out = out + (1 - gate.view(shape)) * m
-    return out

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..positions.base import AttentionPositions
-from . import intervene, record
+from . import sites
 from .attend import AttentionOutput, dot_product_attention
 from .masks import as_attention_mask
 
@@ -180,22 +180,22 @@ class MultiHeadAttention(nn.Module):
             assert q_pos is not None  # set with the rotation above
             k_pos = torch.arange(k.shape[-2], device=q.device)
             bias = positions.score_bias(q, q_pos, k_pos)
-        rec = record.active()
-        graph = rec is not None and rec.graph  # a gradient method asks for the weights in the graph
-        explicit = need_weights or graph or (positions is not None and positions.needs_weights)
+        site = sites.site_of(self)
+        heard = sites.listeners(site)
+        explicit = need_weights or sites.needs_weights(heard) or (positions is not None and positions.needs_weights)
         mask = self._check_mask(mask, q.shape[-2], k.shape[-2])
         context, weights = self._grouped_attention(
             q, k, v, mask, bias, causal=causal, need_weights=explicit, group=group
         )
-        if rec is not None and group == 1:  # q and k after positions, the rules: any weight later, exactly
-            rec.add_scores(
-                self, q, k, scale=self.head_dim**-0.5, causal=causal, mask=mask, bias=bias, v=v, graph=weights, x=query
-            )
+        if heard:  # q and k after positions, the rules: any weight later, exactly
+            call = sites.Attended(cast(sites.Site, site), q, k, v, self.head_dim**-0.5, causal, mask, bias, group)
+            call.weights, call.extra = weights, {"x": query}
+            sites.attended(heard, call)
         if positions is not None and positions.needs_weights:
             # explicit weights were asked for, and both positions set above; the scheme has a value term
             assert weights is not None and q_pos is not None and k_pos is not None
             context = context + cast(Tensor, positions.value_term(weights, q_pos, k_pos))
-        context = intervene.heads_out(self, context)  # a gated or ablated head (attention.intervene)
+        context = sites.heads(site, context)  # read, gated or ablated before the heads merge
         b, _, t, _ = context.shape
         context = self.out_proj(context.transpose(1, 2).reshape(b, t, self.d_model))
         return AttentionOutput(context, weights if need_weights else None)

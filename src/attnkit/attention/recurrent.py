@@ -17,9 +17,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import unknown_choice
-from . import record
+from . import sites
 from .attend import AttentionOutput, attend, masked_softmax
-from .intervene import heads_out
 from .scores import ScoreFunction, build_score
 
 
@@ -66,11 +65,9 @@ class GlobalAttention(nn.Module):
         scores = self.score.score(query, prepared)  # (b, t, s)
         mask = None if key_mask is None else key_mask[:, None, :]
         out = attend(scores, values, mask, dropout=self.dropout, training=self.training)
-        rec = record.active()
-        if rec is not None:
-            rec.step(self, cast(Tensor, out.weights), query=query, keys=keys, values=values)  # attend returns weights
-        context = heads_out(self, out.context[:, None])[:, 0]  # one head, gated where asked
-        return AttentionOutput(context, out.weights) if need_weights else AttentionOutput(context)
+        context = sites.heads(sites.site_of(self), out.context[:, None])[:, 0]  # one head, gated where asked
+        weights = cast(Tensor, out.weights)  # attend returns its weights
+        return AttentionOutput(context, weights if need_weights else None, sites.Tap(weights))
 
 
 @dataclass(slots=True)
@@ -85,6 +82,7 @@ class LocalAttentionOutput:
     context: Tensor
     weights: Tensor | None
     p_t: Tensor
+    tap: sites.Tap | None = None  # the weights the values were mixed with, in the graph, and their spread
 
 
 class LocalAttention(nn.Module):
@@ -192,7 +190,6 @@ class LocalAttention(nn.Module):
         v_win = _gather_rows(values, idx)  # (b, t, W, d_v)
         scores = self.score.score(query[:, :, None, :], k_win)  # (b, t, 1, W)
         window_mask = inside[:, :, None, :]
-        rec = record.active()
 
         def spread(x: Tensor) -> Tensor:  # window (b, t, W) -> the dense (b, t, s) map
             return x.new_zeros(b, t, s).scatter_add(-1, idx, x.reshape(b, t, W) * inside)
@@ -201,21 +198,19 @@ class LocalAttention(nn.Module):
             out = attend(scores, v_win, window_mask, dropout=self.dropout, training=self.training)
             weights = cast(Tensor, out.weights).squeeze(2)  # attend always returns its weights
             context = out.context.squeeze(2)
-            if rec is not None:
-                rec.step(self, cast(Tensor, out.weights), spread, query=query, keys=keys, values=values)
+            tap = sites.Tap(cast(Tensor, out.weights), spread)
         else:
             sigma = D / 2.0
             gauss = torch.exp(-((idx.to(p_t.dtype) - p_t[..., None]) ** 2) / (2.0 * sigma**2))  # (b, t, W)
             weights = masked_softmax(scores, window_mask).squeeze(2) * gauss
             mixing = F.dropout(weights, self.dropout, self.training) if self.dropout > 0.0 else weights
             context = (mixing[:, :, None, :] @ v_win).squeeze(2)  # (b, t, d_v)
-            if rec is not None:
-                rec.step(self, weights, spread, query=query, keys=keys, values=values)
+            tap = sites.Tap(weights, spread)
 
         dense = None
         if need_weights:
             dense = weights.new_zeros(b, t, s).scatter_add_(-1, idx, weights * inside)
-        return LocalAttentionOutput(heads_out(self, context[:, None])[:, 0], dense, p_t)
+        return LocalAttentionOutput(sites.heads(sites.site_of(self), context[:, None])[:, 0], dense, p_t, tap)
 
 
 def _gather_rows(x: Tensor, idx: Tensor) -> Tensor:

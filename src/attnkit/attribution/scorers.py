@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..attention import record
 from ..inspection.capture import Prepared
-from ..models.interface import AttentionSite, EncoderModel, Seq2SeqModel
+from ..models.interface import EncoderModel, Seq2SeqModel
 from .gradients import Calls, Scorer
 
 Out = TypeVar("Out")
@@ -30,13 +30,13 @@ def _log_probs(logits: Tensor, targets: list[int]) -> Tensor:
     return logits.float().log_softmax(-1).gather(-1, index)[..., 0]
 
 
-def _traced(sites: list[AttentionSite], run: Callable[[], Out], maps: bool = True) -> tuple[Out, Calls]:
+def _traced(run: Callable[[], Out], maps: bool = True) -> tuple[Out, Calls]:
     """``run()`` (a forward pass) recorded with every attention call's weights kept in the graph:
     (its result, the calls in the order they ran, an RNN's steps under its one call); ``maps``
     false: run alone, nothing recorded (no call's weights formed), no calls."""
     if not maps:
         return run(), []
-    with record.recording(graph=True, kinds={id(site.module): site.kind for site in sites}) as rec:
+    with record.recording(graph=True, rows=[0]) as rec:  # the weights in the graph cover every copy
         out = run()
     return out, [(c.kind, c.graph or []) for c in rec.calls]
 
@@ -55,9 +55,7 @@ def seq2seq_scorer(model: Seq2SeqModel, prepared: Prepared, *, source: Tensor | 
     def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
         expand = (copies,) + (-1,) * (src.dim() - 1)
         model.eval()
-        out, calls = _traced(
-            sites, lambda: model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1)), maps
-        )
+        out, calls = _traced(lambda: model(src.expand(*expand), mask.expand(*expand), tgt.expand(copies, -1)), maps)
         assert out.logits is not None  # projected
         return _log_probs(out.logits, prepared.tgt_out_ids or []), calls
 
@@ -89,13 +87,12 @@ def encoder_scorer(model: EncoderModel, prepared: Prepared) -> Scorer:
     device = next(model.parameters()).device
     src = torch.tensor([prepared.src_ids], device=device)
     mask = torch.ones_like(src, dtype=torch.bool)
-    sites = model.attention_sites()
     with torch.no_grad():
         direction = model.encode(src, mask).memory.float().mean(1)[0]
 
     def forward(copies: int, maps: bool = True) -> tuple[Tensor, Calls]:
         model.eval()
-        out, calls = _traced(sites, lambda: model.encode(src.expand(copies, -1), mask.expand(copies, -1)), maps)
+        out, calls = _traced(lambda: model.encode(src.expand(copies, -1), mask.expand(copies, -1)), maps)
         return _sentence_score(out.memory, direction), calls
 
     return Scorer([SENTENCE_ROW], prepared.src_tokens, "self", model.input_embedding(), forward, pooled=True)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..attention.intervene import collecting, gating
+from ..attention.intervene import collecting, gating, z_name
 from ..inspection.capture import Prepared
 from ..memory import check_fits
 
@@ -125,11 +125,12 @@ def output_loss(model: Any, prepared: list[Prepared], gates: dict | None = None,
 def head_means(model: Any, prepared: list[Prepared], measured: Measure | None = None) -> dict[Any, torch.Tensor]:
     """Every attention module's mean head outputs (h, d) over every query of ``prepared`` (run
     through ``measured``, the model's measure on them, when it is at hand)."""
-    modules = {id(m): m for m, _ in attention_modules(model, prepared[0]).values()}
+    modules = [m for m, _ in attention_modules(model, prepared[0]).values()]
     with torch.no_grad(), collecting() as c:
         for term in (measured or measure(model, prepared)).terms:
             term()
-    return {modules[k]: v for k, v in c.means().items() if k in modules}
+    found = c.means()
+    return {m: found[z_name(m)] for m in modules if z_name(m) in found}
 
 
 Mapper = Callable[[list, Callable], "list | None"]  # items, fn -> fn over the items (None: another process's)

@@ -189,7 +189,7 @@ def capture_ids(
     device = next(model.parameters()).device
     src = torch.tensor([src_ids], device=device) if source is None else source.to(device)
     mask = torch.ones_like(src, dtype=torch.bool)
-    with record.recording(kinds={id(s.module): s.kind for s in model.attention_sites()}, values=values) as rec:
+    with record.recording(values=values) as rec:
         if tgt_in_ids is None:
             model.encode(src, mask)
         else:

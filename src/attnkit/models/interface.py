@@ -6,7 +6,8 @@ by implementing them, and a test checks that every built-in model does.
 
     Seq2SeqModel   encode -> init_state -> decode_step ... ; forward (teacher forcing);
                    output_projection (the Linear from features to logits);
-                   attention_sites (every attention module, with its kind and layer);
+                   sites (every named place: attention calls, head outputs, the residual
+                   stream); attention_sites (every attention module, with its kind and layer);
                    position_schemes (its positional modules)
     DecodingState  expand(k) for beam search, reorder(index) for surviving rows
     ImageCaptioner a Seq2SeqModel over image regions; region_grid (rows, columns of regions)
@@ -23,25 +24,21 @@ Shapes as in ``attnkit.attention``: b batch, s source, t target, d width, V voca
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from torch import Tensor, nn
 
+from ..attention.sites import Site
 from .outputs import DecoderOutput, EncoderOutput
 
 ATTENTION_KINDS = ("encoder", "decoder", "cross")
 KIND_LABELS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
 
 
-@dataclass(frozen=True)
-class AttentionSite:
-    """One attention module of a model: ``kind`` (encoder, decoder or cross), its layer
-    index, and the module (``MultiHeadAttention``, or an RNN's Luong attention)."""
-
-    kind: str
-    layer: int
-    module: nn.Module
+# One attention module of a model (``attention.sites.Site``): its name, ``kind`` (encoder,
+# decoder or cross), its layer index, heads, and the module (``MultiHeadAttention``, or an RNN's
+# Luong attention).
+AttentionSite = Site
 
 
 def find_site(model: Seq2SeqModel | EncoderModel, kind: str, layer: int) -> AttentionSite:
@@ -134,6 +131,10 @@ class Seq2SeqModel(Protocol[StateT]):
         """Teacher forcing over every target position at once."""
         ...
 
+    def sites(self) -> list[Site]:
+        """Every named site (``attention.sites``), in the order a forward pass reaches them."""
+        ...
+
     def attention_sites(self) -> list[AttentionSite]:
         """Every attention module, encoder layers first, then decoder self- and cross-attention."""
         ...
@@ -180,6 +181,8 @@ class EncoderModel(Protocol):
     def token_vectors(self, tokens: Tensor) -> Tensor:
         """The static embedding table's rows for ``tokens`` (…, d): no position, no context."""
         ...
+
+    def sites(self) -> list[Site]: ...
 
     def attention_sites(self) -> list[AttentionSite]: ...
 

@@ -9,18 +9,19 @@ step t: h_t = RNN([emb(y_{t-1}); h̃_{t-1}], h_{t-1})      (input feeding, sec. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import cast
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ..attention import GlobalAttention, LocalAttention, record
+from ..attention import GlobalAttention, LocalAttention, sites
+from ..attention.sites import Listener, Site, attention_site
 from ..config import INIT_HIDDEN
 from ..errors import unknown_choice
 from .dropout import Dropout
-from .interface import AttentionSite, SourceEncoder
+from .interface import SourceEncoder
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}  # config.RNN_CELLS
@@ -123,6 +124,8 @@ class RNNSeq2Seq(nn.Module):
         self.encoder = encoder
         self.tgt_embedding = tgt_embedding
         self.attention = attention
+        self.attention_site = attention_site("cross", 0, 1, attention)  # one attention, over the source, one "head"
+        self.logits_site = Site("logits", "output", -1, "logits")
         self.input_feeding = input_feeding
         self.hidden_size = hidden
         emb = tgt_embedding.embedding_dim
@@ -145,8 +148,11 @@ class RNNSeq2Seq(nn.Module):
     def output_projection(self) -> nn.Linear:
         return self.output  # W_s
 
-    def attention_sites(self) -> list[AttentionSite]:
-        return [AttentionSite("cross", 0, self.attention)]  # one attention, over the source, one "head"
+    def sites(self) -> list[Site]:
+        return [self.attention_site, self.attention_site.z, self.logits_site]
+
+    def attention_sites(self) -> list[Site]:
+        return [self.attention_site]
 
     def input_embedding(self) -> nn.Module:
         return self.encoder.input_module()
@@ -183,29 +189,51 @@ class RNNSeq2Seq(nn.Module):
     def _project(self, attentional: Tensor, maps: AttentionMaps | None, project: bool) -> DecoderOutput:
         """One output GEMM over every position (not one per step); dropout before W_s."""
         features = self.dropout(attentional)
-        return DecoderOutput(self.output(features) if project else None, maps, features)
+        logits = sites.activation(self.logits_site, self.output(features)) if project else None
+        return DecoderOutput(logits, maps, features)
 
     def decode_step(
         self, state: RNNState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
     ) -> DecoderOutput:
-        """Feed target tokens (b, n) one at a time (input feeding needs h̃ of the previous step)."""
-        outputs, weights, centres = [], [], []
+        """Feed target tokens (b, n) one at a time (input feeding needs h̃ of the previous step);
+        the n steps are one call at the attention's site."""
+        heard = sites.listeners(self.attention_site)
+        collect = need_weights or bool(heard)
+        outputs, weights, centres, taps, queries = [], [], [], [], []
         emb = self.dropout(self.tgt_embedding(prev_tokens))  # (b, n, e)
         for i in range(prev_tokens.shape[1]):
             x = emb[:, i : i + 1]
             if self.input_feeding:
                 x = torch.cat([x, state.feed[:, None]], dim=-1)
             h, state.hidden = self.rnn(x, state.hidden)  # (b, 1, H)
-            att = self._attend(h, state, need_weights, torch.tensor([state.step], device=h.device))
+            att = self._attend(h, state, collect, torch.tensor([state.step], device=h.device))
             attentional = self._attentional(h, att.context)
             state.feed = attentional[:, 0]
             state.step += 1
             outputs.append(attentional)
-            if need_weights:
+            if collect:
                 weights.append(att.weights)
                 centres.append(getattr(att, "p_t", None))
-        maps = self._maps(weights, centres) if need_weights else None
-        return self._project(outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1), maps, project)
+                taps.append(att.tap)
+                queries.append(h)
+        maps = self._maps(weights, centres) if collect else None
+        if heard:
+            assert maps is not None  # collected for them
+            self._heard(heard, maps, taps, torch.cat(queries, 1), state.encoder.memory)
+        features = outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1)
+        return self._project(features, maps if need_weights else None, project)
+
+    def _heard(
+        self, heard: tuple[Listener, ...], maps: AttentionMaps, taps: list, queries: Tensor, memory: Tensor
+    ) -> None:
+        """One call at the attention's site: the formed (b, 1, t, s) weights (Luong's scores are one
+        small map, and concat's do not factor through q . k), each step's in the graph, p_t, and
+        the decoder states h_t (b, t, H) and encoder states (b, s, H) it read."""
+        extra = {"queries": queries, "keys": memory, "values": memory}
+        if maps.p_t is not None:
+            extra["p_t"] = maps.p_t
+        call = sites.Attended(self.attention_site, factored=False, weights=maps.cross[0], taps=taps, extra=extra)
+        sites.attended(heard, call)
 
     @staticmethod
     def _maps(weights: list[Tensor], centres: list[Tensor | None]) -> AttentionMaps:
@@ -216,24 +244,8 @@ class RNNSeq2Seq(nn.Module):
     def forward(
         self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
     ) -> DecoderOutput:
-        """Teacher forcing over all target positions (``project=False``: features only). While a
-        recorder is open the attention over every position is handed to it, formed: Luong's
-        scores are one small (t, s) map, and concat's do not factor through q . k."""
-        rec = record.active()
-        if rec is not None:
-            rec.steps(self.attention)  # none left from earlier decoding under the same recording
-        out = self._teacher_forced(src, src_mask, tgt_in, need_weights or rec is not None, project)
-        if rec is not None and out.attention is not None:
-            maps = out.attention
-            graph, parts = rec.steps(self.attention)  # each step's weights in the graph; queries, keys, values
-            extra = {} if maps.p_t is None else {"p_t": maps.p_t[0].detach()}
-            if parts:  # a values recording: the decoder states h_t (t, H), the encoder states (s, H)
-                extra.update(queries=torch.cat([q[0] for q in parts["query"]]), keys=parts["keys"][0][0])
-                extra["values"] = parts["values"][0][0]
-            rec.add("cross", weights=maps.cross[0][0], module=self.attention, extra=extra, graph=graph)
-            if not need_weights:
-                out = replace(out, attention=None)
-        return out
+        """Teacher forcing over all target positions (``project=False``: features only)."""
+        return self._teacher_forced(src, src_mask, tgt_in, need_weights, project)
 
     def _teacher_forced(
         self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool, project: bool
@@ -243,8 +255,12 @@ class RNNSeq2Seq(nn.Module):
             return self.decode_step(state, tgt_in, need_weights, project)
         # Without input feeding the RNN runs over the whole target at once, then attention for all t.
         h, _ = self.rnn(self.dropout(self.tgt_embedding(tgt_in)), state.hidden)  # (b, t, H)
-        att = self._attend(h, state, need_weights, torch.arange(tgt_in.shape[1], device=h.device))
+        heard = sites.listeners(self.attention_site)
+        att = self._attend(h, state, need_weights or bool(heard), torch.arange(tgt_in.shape[1], device=h.device))
         maps = None
-        if need_weights:
+        if need_weights or heard:
             maps = AttentionMaps(cross=[att.weights[:, None]], p_t=getattr(att, "p_t", None))
-        return self._project(self._attentional(h, att.context), maps, project)
+        if heard:
+            assert maps is not None  # formed for them
+            self._heard(heard, maps, [att.tap], h, state.encoder.memory)
+        return self._project(self._attentional(h, att.context), maps if need_weights else None, project)

@@ -19,10 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..attention import KVCache, MultiHeadAttention
+from ..attention import KVCache, MultiHeadAttention, sites
+from ..attention.sites import Site, attention_site, layer_sites
 from ..positions import AbsolutePositions, AttentionPositions
 from .dropout import Dropout
-from .interface import AttentionSite, SourceEmbedding
+from .interface import SourceEmbedding
 from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
 
 if TYPE_CHECKING:  # BERT's embedding stands in for TokenEmbedding in an encoder
@@ -97,6 +98,7 @@ class _Sublayers(nn.Module):
     def __init__(self, d_model: int, count: int, *, dropout: float, norm_first: bool, eps: float) -> None:
         super().__init__()
         self.norms = nn.ModuleList(nn.LayerNorm(d_model, eps=eps) for _ in range(count))
+        self.layer_sites: dict[str, Site] = {}  # resid_pre, resid_post, mlp_out, once named
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
@@ -106,6 +108,14 @@ class _Sublayers(nn.Module):
     def _leave(self, x: Tensor, y: Tensor, i: int) -> Tensor:
         x = x + self.dropout(y)
         return x if self.norm_first else self.norms[i](x)
+
+    def _at(self, role: str, x: Tensor) -> Tensor:
+        """``x`` at this layer's ``role`` site (resid_pre, mlp_out, resid_post)."""
+        return sites.activation(self.layer_sites.get(role), x)
+
+    def _feed_forward(self, x: Tensor, ffn: nn.Module, i: int) -> Tensor:
+        x = self._leave(x, self._at("mlp_out", ffn(self._enter(x, i))), i)
+        return self._at("resid_post", x)
 
 
 class EncoderLayer(_Sublayers):
@@ -131,11 +141,18 @@ class EncoderLayer(_Sublayers):
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (b, s, d), mask (b, 1, 1, s) -> (b, s, d), weights (b, h, s, s) or None."""
+        x = self._at("resid_pre", x)
         h = self._enter(x, 0)
         attn = self.self_attn(h, h, h, mask, need_weights)
         x = self._leave(x, attn.context, 0)
-        x = self._leave(x, self.feed_forward(self._enter(x, 1)), 1)
-        return x, attn.weights
+        return self._feed_forward(x, self.feed_forward, 1), attn.weights
+
+    def name_sites(self, stack: str, layer: int) -> list[Site]:
+        """Name this layer's sites (``encoder.3.attn``, ...): every one, in the order they run."""
+        self.layer_sites = layer_sites(stack, "encoder", layer)
+        attn = attention_site("encoder", layer, self.self_attn.num_heads, self.self_attn, stack=stack)
+        ls = self.layer_sites
+        return [ls["resid_pre"], attn, attn.z, ls["mlp_out"], ls["resid_post"]]
 
 
 class DecoderLayer(_Sublayers):
@@ -174,14 +191,22 @@ class DecoderLayer(_Sublayers):
         """x (b, t, d) -> (b, t, d), self weights (b, h, t, t'), cross weights (b, h, t, s).
         ``memory`` has b / ``group`` rows: each run of ``group`` rows of x (a sentence's
         beam hypotheses) attends to one memory row."""
+        x = self._at("resid_pre", x)
         h = self._enter(x, 0)
         self_attn = self.self_attn(h, h, h, None, need_weights, causal=True, cache=self_cache)
         x = self._leave(x, self_attn.context, 0)
         h = self._enter(x, 1)
         cross = self.cross_attn(h, memory, memory, memory_mask, need_weights, cache=cross_cache, group=group)
         x = self._leave(x, cross.context, 1)
-        x = self._leave(x, self.feed_forward(self._enter(x, 2)), 2)
-        return x, self_attn.weights, cross.weights
+        return self._feed_forward(x, self.feed_forward, 2), self_attn.weights, cross.weights
+
+    def name_sites(self, layer: int) -> list[Site]:
+        """Name this layer's sites (``decoder.1.attn``, ``decoder.1.cross``, ...), in the order they run."""
+        self.layer_sites = layer_sites("decoder", "decoder", layer)
+        own = attention_site("decoder", layer, self.self_attn.num_heads, self.self_attn)
+        cross = attention_site("cross", layer, self.cross_attn.num_heads, self.cross_attn)
+        ls = self.layer_sites
+        return [ls["resid_pre"], own, own.z, cross, cross.z, ls["mlp_out"], ls["resid_post"]]
 
 
 class TransformerEncoder(nn.Module):
@@ -191,6 +216,9 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
+        self.norm_site = Site("encoder.norm", "encoder", -1, "final")
+        self.sites = [site for i, layer in enumerate(layers) for site in layer.name_sites("encoder", i)]
+        self.sites.append(self.norm_site)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         """x (b, s, d), mask (b, s) -> (b, s, d), per-layer weights (empty unless asked)."""
@@ -200,7 +228,7 @@ class TransformerEncoder(nn.Module):
             x, w = layer(x, attn_mask, need_weights)
             if need_weights:
                 maps.append(w)
-        return self.final_norm(x), maps
+        return sites.activation(self.norm_site, self.final_norm(x)), maps
 
 
 @dataclass
@@ -275,19 +303,20 @@ class TransformerSeq2Seq(nn.Module):
         self.output = nn.Linear(d_model, vocab_size, bias=False)
         if tie_output:
             self.output.weight = tgt_embed.embedding.weight
+        self.norm_site = Site("decoder.norm", "decoder", -1, "final")
+        self.logits_site = Site("logits", "output", -1, "logits")
+        decoder = [site for i, layer in enumerate(decoder_layers) for site in layer.name_sites(i)]
+        self._sites = [*encoder.sites, *decoder, self.norm_site, self.logits_site]
 
     @property
     def output_projection(self) -> nn.Linear:
         return self.output
 
-    def attention_sites(self) -> list[AttentionSite]:
-        sites = [
-            AttentionSite("encoder", i, cast(EncoderLayer, layer).self_attn)
-            for i, layer in enumerate(self.encoder.layers)
-        ]
-        for kind, name in (("decoder", "self_attn"), ("cross", "cross_attn")):
-            sites += [AttentionSite(kind, i, getattr(layer, name)) for i, layer in enumerate(self.decoder_layers)]
-        return sites
+    def sites(self) -> list[Site]:
+        return list(self._sites)
+
+    def attention_sites(self) -> list[Site]:
+        return attention_order(self._sites)
 
     def input_embedding(self) -> nn.Module:
         return self.src_embed.input_module()
@@ -326,8 +355,9 @@ class TransformerSeq2Seq(nn.Module):
             if maps is not None:
                 maps.decoder.append(self_w)
                 maps.cross.append(cross_w)
-        x = self.decoder_norm(x)
-        return DecoderOutput(self.output(x) if project else None, maps, x)
+        x = sites.activation(self.norm_site, self.decoder_norm(x))
+        logits = sites.activation(self.logits_site, self.output(x)) if project else None
+        return DecoderOutput(logits, maps, x)
 
     def decode_step(
         self, state: TransformerState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
@@ -388,17 +418,22 @@ class TransformerEncoderModel(nn.Module):
     def input_embedding(self) -> nn.Module:
         return self.embed.input_module()
 
-    def attention_sites(self) -> list[AttentionSite]:
-        return [
-            AttentionSite("encoder", i, cast(EncoderLayer, layer).self_attn)
-            for i, layer in enumerate(self.encoder.layers)
-        ]
+    def sites(self) -> list[Site]:
+        return list(self.encoder.sites)
+
+    def attention_sites(self) -> list[Site]:
+        return attention_order(self.encoder.sites)
 
     def position_schemes(self) -> list[nn.Module]:
         return unique_modules(
             [getattr(self.embed, "positions", None)]
             + [cast(MultiHeadAttention, s.module).positions for s in self.attention_sites()]
         )
+
+
+def attention_order(named: list[Site]) -> list[Site]:
+    """The attention sites among ``named``: encoder layers first, then decoder self- and cross-attention."""
+    return [site for kind in sites.ATTENTION_KINDS for site in named if site.role == "attn" and site.kind == kind]
 
 
 def unique_modules(modules: Sequence[nn.Module | None]) -> list[nn.Module]:

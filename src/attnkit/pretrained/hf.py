@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..attention import intervene, record
+from ..attention import kernels, record, sites
 from ..data.tokenizer import SPACE
 
 ATTN = "attnkit"  # the attention implementation's name in transformers' registry
@@ -87,21 +87,24 @@ def supported_list() -> str:
 
 
 def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask, **kwargs):
-    """Every family's attention, handed to the open recorder (``attnkit.attention.record``).
+    """Every family's attention, at the module's site (``attnkit.attention.sites``).
 
-    With no recorder open (generation, hidden states, ablation) PyTorch's fused kernel runs
-    with the key and value heads repeated (transformers' grouped-query SDPA can fall to the math
-    kernel on CUDA, which forms every map); while training, transformers' own SDPA function.
-    While recording, the fused kernel runs and keeps each query's log-sum-exp: the recorder
-    gets q and k after positions, the scale, the mask as a rule (causal) or a boolean tensor
-    and T5's position bias, so any weight is exact later. A ``graph`` recording forms the
-    weights in the autograd graph instead, for gradient methods."""
-    rec = record.active()
+    With nothing listening (generation, hidden states) PyTorch's fused kernel runs with the key
+    and value heads repeated (transformers' grouped-query SDPA can fall to the math kernel on
+    CUDA, which forms every map); while training, transformers' own SDPA function. While a
+    listener hears the site the fused kernel runs and keeps each query's log-sum-exp: the
+    listeners get q and k after positions, the scale, the mask as a rule (causal) or a boolean
+    tensor and T5's position bias, so any weight is exact later; a listener that asks for the
+    weights (a ``graph`` recording, for gradient methods) has them formed in the autograd graph."""
+    site = sites.site_of(module)
+    heard = sites.listeners(site)
+    if site is None and sites.listening_any():
+        raise ValueError(f"attnkit did not name this {type(module).__name__} module: its attention cannot be seen")
     if module.training:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-        return intervene.heads_out(module, out, head_dim=2), weights  # (b, t, h, d)
+        return sites.heads(site, out.transpose(1, 2)).transpose(1, 2), weights  # (b, t, h, d)
     scaling = kwargs.get("scaling")
     scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
     is_causal = kwargs.get("is_causal")
@@ -115,31 +118,21 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
         mask = allowed
         if bool(rest.any()):
             bias = rest if bias is None else bias + rest
-    additive = record.additive_term(mask, bias)
+    additive = kernels.additive_term(mask, bias)
     heads = query.shape[1]
-    k_all, v_all = record.groups(key, heads), record.groups(value, heads)
-    if rec is None:  # no recording: the fused kernel alone
-        out = record.fused(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
-        return intervene.heads_out(module, out).transpose(1, 2).contiguous(), None
-    kind = rec.kind_of(module)
-    if rec.graph:
-        out, weights = record.explicit(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
-        rec.add(kind, weights=weights[0], graph=[record.Tap(weights)], module=module)
+    k_all, v_all = kernels.groups(key, heads), kernels.groups(value, heads)
+    weights = lse = None
+    if not heard:  # nothing listens: the fused kernel alone
+        out = kernels.fused(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
+    elif sites.needs_weights(heard):
+        out, weights = kernels.explicit(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
     else:
-        out, lse = record.fused_with_lse(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
-        rec.add(
-            kind,
-            q=query[0],
-            k=key[0],
-            scale=scale,
-            lse=lse[0],
-            causal=causal,
-            mask=None if mask is None else mask[0],
-            bias=None if bias is None else bias[0],
-            v=value[0] if rec.values else None,
-            module=module,
-        )
-    return intervene.heads_out(module, out).transpose(1, 2).contiguous(), None
+        out, lse = kernels.fused_with_lse(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
+    if heard:
+        assert site is not None  # only a named module is heard
+        call = sites.Attended(site, query, key, value, scale, causal, mask, bias, weights=weights, lse=lse)
+        sites.attended(heard, call)
+    return sites.heads(site, out).transpose(1, 2).contiguous(), None
 
 
 _registered = False
@@ -191,7 +184,7 @@ class HFModel:
     model: Any  # a transformers PreTrainedModel
     tokenizer: Any = None
     processor: Any = None
-    kinds: dict[int, str] = field(default_factory=dict)  # id(attention module) -> kind
+    named: list[sites.Site] = field(default_factory=list)  # every attention module's site, in order
 
     @property
     def config(self) -> Any:
@@ -415,7 +408,7 @@ class HFModel:
         calls: bool = True,
     ) -> tuple[record.Recorder, Any]:
         self.model.eval()
-        recording = record.recording(kinds=self.kinds, values=vectors, graph=graph, dtype=dtype)
+        recording = record.recording(values=vectors, graph=graph, dtype=dtype, rows=[0] if copies > 1 else None)
         with recording if calls else contextlib.nullcontext(record.Recorder()) as rec:
             if pixels is not None:
                 out = self.model(pixel_values=pixels.to(self.device))
@@ -456,22 +449,37 @@ def _readable_token(t: str) -> str:
     return t
 
 
-def _attention_kinds(model: nn.Module, family: str) -> dict[int, str]:
-    """id(module) -> kind for every module of the model, by its place (the recorder looks its caller up)."""
-    kinds = {}
-    for name, module in model.named_modules():
+def _kind_of(parts: list[str], family: str) -> str:
+    """A module's attention kind, by its place in the model."""
+    if family != "seq2seq":
+        return "decoder" if family == "decoder" else "encoder"
+    if any(p in CROSS_NAMES for p in parts):
+        return "cross"
+    return "decoder" if "decoder" in parts else "encoder"
+
+
+def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sites.Site]:
+    """Name every attention module of a transformers model (``blocks.3.attn``, ``encoder.2.attn``,
+    ``decoder.1.cross``) and keep its site on it: each innermost module whose class is an
+    attention (the one that calls the attention function), its layer the first number of its
+    path (3 for the 4th layer's self-attention)."""
+    found = []
+    modules = dict(model.named_modules())
+    attention = {name for name, m in modules.items() if "Attention" in type(m).__name__}
+    for name in attention:
+        if any(other.startswith(name + ".") for other in attention):
+            continue  # a wrapper around the module that attends (BERT's BertAttention, T5's T5LayerSelfAttention)
         parts = name.split(".")
-        if family == "seq2seq":
-            if any(p in CROSS_NAMES for p in parts):
-                kind = "cross"
-            elif "decoder" in parts:
-                kind = "decoder"
-            else:
-                kind = "encoder"
-        else:
-            kind = "decoder" if family == "decoder" else "encoder"
-        kinds[id(module)] = kind
-    return kinds
+        numbers = [int(p) for p in parts if p.isdigit()]
+        if not numbers:
+            continue  # not in a stack of layers (a pooler's, a head's)
+        kind = _kind_of(parts, family)
+        found.append((kind, numbers[0], name))
+    out = []
+    stack = "blocks" if family == "decoder" else None
+    for kind, layer, name in sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1])):
+        out.append(sites.attention_site(kind, layer, heads.get(kind, 0), modules[name], stack=stack))
+    return out
 
 
 def family_of(config: dict, path: Path) -> tuple[str, str]:
@@ -538,7 +546,7 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
             f"e.g. {what[0]})"
         )
     model = model.to(device).eval()
-    return HFModel(path, family, model_type, model, tokenizer, processor, _attention_kinds(model, family))
+    return _named(HFModel(path, family, model_type, model, tokenizer, processor))
 
 
 def from_object(model: Any, tokenizer: Any = None) -> HFModel:
@@ -560,7 +568,14 @@ def from_object(model: Any, tokenizer: Any = None) -> HFModel:
     model.set_attn_implementation(ATTN)  # type: ignore[operator]  # a PreTrainedModel method
     model.eval()
     processor, tokenizer = (tokenizer, None) if family == "vision" else (None, tokenizer)
-    return HFModel(name, family, model_type, model, tokenizer, processor, _attention_kinds(model, family))
+    return _named(HFModel(name, family, model_type, model, tokenizer, processor))
+
+
+def _named(hf: HFModel) -> HFModel:
+    """``hf`` with every attention module named (``name_sites``)."""
+    heads = {kind: h for kind, (_, h) in hf.layers_and_heads().items()}
+    hf.named = name_sites(hf.model, hf.family, heads)
+    return hf
 
 
 def _load(make, path: Path, what: str):

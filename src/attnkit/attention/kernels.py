@@ -1,0 +1,142 @@
+"""Scaled dot-product attention's kernels, with the rules attention is recorded under.
+
+softmax(scale q k^T + additive) v, where ``additive`` holds a boolean mask as -inf where it
+forbids a key and any additive bias (T5's buckets, ALiBi); ``causal``: key j is visible to
+query i only if j <= i + (s - t) (bottom-right aligned, right for a block of queries at the
+end of a cached sequence). ``fused`` runs PyTorch's fused kernels and keeps no weight;
+``fused_with_lse`` also returns each query's log-sum-exp, as FlashAttention keeps it (Dao et
+al. 2022, sec. 3.1), from which any weight is exact later; ``explicit`` forms the weights (in
+the autograd graph). A query that sees no key gets output 0 and log-sum-exp -inf.
+
+Shapes: q (b, h, t, d); k, v (b, h, s, d), key and value heads already repeated for grouped
+queries (``groups``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .masks import causal_mask
+
+BLOCK = 1 << 22  # scores computed at once by a view on the CPU (16 MB in float32)
+ON_ACCELERATOR = 16  # times more on a GPU (256 MB): fewer, larger kernels; small blocks spend the time launching
+
+
+def block_size(device: torch.device) -> int:
+    """How many scores a view computes at once on ``device``."""
+    return BLOCK if device.type == "cpu" else BLOCK * ON_ACCELERATOR
+
+
+def additive_term(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype = torch.float32) -> Tensor | None:
+    """One term added to the scaled scores from a boolean mask (True = may attend: -inf where
+    it forbids) and a bias, broadcast together; None when there is neither."""
+    if mask is None:
+        return None if bias is None else bias.to(dtype)
+    floor = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+    return floor if bias is None else bias.to(dtype) + floor
+
+
+def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: Tensor | None) -> Tensor:
+    """log sum_j exp(s_ij) (b, h, t) in float32, at most ``block_size`` scores per (b, h) at once."""
+    b, h, t, _ = q.shape
+    s = k.shape[-2]
+    out = torch.empty(b, h, t, device=q.device)
+    step = max(1, block_size(q.device) // s)
+    for a in range(0, t, step):
+        z = min(t, a + step)
+        sc = torch.matmul(q[..., a:z, :].float(), k.float().transpose(-1, -2)) * scale
+        if additive is not None:
+            sc = sc + additive[..., a:z, :].float() if additive.shape[-2] > 1 else sc + additive.float()
+        if causal:
+            i = torch.arange(a, z, device=q.device)[:, None] + (s - t)
+            sc = sc.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))
+        out[..., a:z] = torch.logsumexp(sc, -1)
+    return out
+
+
+def _no_key(lse: Tensor, additive: Tensor | None) -> Tensor:
+    """-inf, not the kernel's 0, for a query that sees no key."""
+    if additive is None:
+        return lse
+    dead = torch.isneginf(additive).all(-1)  # (b|1, h|1, t)
+    return lse.masked_fill(dead, float("-inf")) if bool(dead.any()) else lse
+
+
+def _kernel_mask(q: Tensor, k: Tensor, causal: bool, additive: Tensor | None) -> tuple[bool, Tensor | None]:
+    """(is_causal, the additive mask) as PyTorch's kernels take them: they align a causal mask
+    top-left, so a causal call with more keys than queries gets its mask as a term instead."""
+    t, s = q.shape[-2], k.shape[-2]
+    is_causal = causal and t == s
+    if not causal or is_causal:
+        return is_causal, additive
+    floor = additive_term(causal_mask(t, s, device=q.device), None, q.dtype)
+    assert floor is not None  # a mask was given
+    return False, floor if additive is None else additive + floor
+
+
+def fused(
+    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
+) -> Tensor:
+    """softmax(scale q k^T + additive) v by PyTorch's fused kernels, gradients included, no weight
+    kept: (b, h, t, d_v). q (b, h, t, d); k, v (b, h, s, d), heads already repeated for grouped
+    queries, so that the flash and memory-efficient kernels take them."""
+    is_causal, extra = _kernel_mask(q, k, causal, additive)
+    if is_causal and extra is not None:  # the kernel takes a causal rule or a mask, not both (T5's decoder)
+        floor = additive_term(causal_mask(q.shape[-2], k.shape[-2], device=q.device), None, q.dtype)
+        assert floor is not None  # a mask was given
+        is_causal, extra = False, extra + floor
+    mask = None if extra is None else extra.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
+
+
+def fused_with_lse(
+    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """softmax(scale q k^T + additive) v by a fused kernel, and each query's log-sum-exp:
+    (out (b, h, t, d_v), lse (b, h, t) float32). q (b, h, t, d); k, v (b, h, s, d), heads
+    already repeated for grouped queries. The log-sum-exp comes from the kernel where it
+    returns one (PyTorch's CPU flash attention; CUDA's memory-efficient kernel), else from
+    one blockwise pass over the scores."""
+    t = q.shape[-2]
+    is_causal, extra = _kernel_mask(q, k, causal, additive)
+    if q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, 0.0, is_causal, attn_mask=None if extra is None else extra.to(q.dtype), scale=scale
+        )
+        return out, _no_key(lse.float(), extra)
+    if q.device.type == "cuda" and extra is None:
+        try:
+            out, lse = torch.ops.aten._scaled_dot_product_efficient_attention(
+                q, k, v, None, True, 0.0, is_causal, scale=scale
+            )[:2]
+            return out, _no_key(lse[..., :t].float(), extra)
+        except RuntimeError:
+            pass  # an unsupported shape or dtype: the generic path below
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=None if extra is None else extra.to(q.dtype), is_causal=is_causal, scale=scale
+    )
+    return out, _lse_blockwise(q, k, scale, is_causal, extra)
+
+
+def explicit(
+    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The textbook path, the weights formed (and kept in the autograd graph): (out, weights)."""
+    t, s = q.shape[-2], k.shape[-2]
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if additive is not None:
+        scores = scores + additive.to(scores.dtype)
+    if causal:
+        scores = scores.masked_fill(~causal_mask(t, s, device=q.device), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if not torch.isfinite(scores).any(-1).all():  # a query with no visible key: 0, not NaN
+        weights = weights.nan_to_num(0.0)
+    return torch.matmul(weights, v), weights
+
+
+def groups(x: Tensor, heads: int) -> Tensor:
+    """Key or value heads (b, h_kv, s, d) repeated for ``heads`` query heads (grouped-query attention)."""
+    n = heads // x.shape[1]
+    return x if n == 1 else x.repeat_interleave(n, dim=1)

@@ -1,0 +1,303 @@
+"""A recorded call's maps as views: nothing is formed until asked, and then block by block.
+
+``MapView`` answers, for one head (or the mean of heads) of one call: an exact block, the
+whole map, an overview pooled to a given size (max or mean of the cells each pixel
+covers), each query's strongest keys, and per-query statistics. ``head_stats``,
+``head_block`` and ``layer_overviews`` take every head at once. At most ``block_size``
+scores are in flight, so memory grows with t, not t x s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..kernels import BLOCK, block_size
+from .calls import AttentionCall, _device, _req
+
+
+def _span(x: int | slice | tuple[int, int] | None, n: int, what: str) -> slice:
+    """A block's rows or columns as a slice within 0..n, or a one-line error."""
+    if x is None:
+        return slice(0, n)
+    if isinstance(x, (int, np.integer)):
+        x = (int(x), int(x) + 1)
+    if isinstance(x, slice):
+        if x.step not in (None, 1):
+            raise ValueError(f"a block's {what} are a contiguous range, got step {x.step}")
+        x = (0 if x.start is None else x.start, n if x.stop is None else x.stop)
+    a, b = int(x[0]), int(x[1])
+    if not 0 <= a < b <= n:
+        raise ValueError(f"{what} {a}..{b - 1} out of range: the map has {n} {what} (0..{n - 1})")
+    return slice(a, b)
+
+
+class MapView:
+    """One head's map of one call, or the mean of its heads (``head="mean"``), as a view:
+    nothing is formed until asked, and then only block by block."""
+
+    def __init__(self, call: AttentionCall, head: int | str) -> None:
+        heads = call.heads
+        if head == "mean":
+            self.heads = list(range(heads))
+        elif isinstance(head, (int, np.integer)) and not isinstance(head, bool) and -heads <= head < heads:
+            self.heads = [int(head) % heads]
+        else:
+            raise ValueError(f"head {head!r} out of range: {heads} head(s) (0..{heads - 1}) or 'mean'")
+        self.call = call
+        self.head = head
+        _, self.queries, self.keys = call.shape
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.queries, self.keys
+
+    def _block(self, rows: slice, cols: slice) -> Tensor:
+        out = self.call.block(self.heads[0], rows, cols)
+        for h in self.heads[1:]:
+            out = out + self.call.block(h, rows, cols)
+        return out / len(self.heads) if len(self.heads) > 1 else out
+
+    def block(self, rows=None, cols=None) -> np.ndarray:
+        """Exact weights of rows x cols (each an index, a (start, stop) pair or a slice), float32."""
+        r, c = _span(rows, self.queries, "rows"), _span(cols, self.keys, "columns")
+        if (r.stop - r.start) * (c.stop - c.start) > 64 * BLOCK:
+            need = (r.stop - r.start) * (c.stop - c.start) * 4 / 2**30
+            raise ValueError(
+                f"a {r.stop - r.start} x {c.stop - c.start} block is {need:.1f} GiB: ask for a smaller one"
+            )
+        return self._block(r, c).cpu().numpy()
+
+    def dense(self) -> np.ndarray:
+        """The whole (t, s) map (for a long input ``Maps`` first checks that it fits in memory)."""
+        return self._block(slice(0, self.queries), slice(0, self.keys)).cpu().numpy()
+
+    def _visible(self, rows: slice) -> int:
+        """Keys past which no query of ``rows`` sees anything (causal): the rest are exact zeros."""
+        if not self.call.causal or self.call.weights is not None:
+            return self.keys
+        return max(1, min(self.keys, rows.stop + self.keys - self.queries))
+
+    def row_blocks(self, rows: slice | None = None) -> Iterator[tuple[slice, Tensor]]:
+        """(rows, weights (r, k)) over all queries, at most ``block_size`` scores each; past ``k`` every
+        weight of those rows is 0 (a causal map's upper triangle is never computed)."""
+        rows = rows or slice(0, self.queries)
+        step = max(1, block_size(_device(self.call)) // self.keys)
+        for a in range(rows.start, rows.stop, step):
+            r = slice(a, min(rows.stop, a + step))
+            yield r, self._block(r, slice(0, self._visible(r)))
+
+    def overview(self, size: int | tuple[int, int] = 512, reduce: str = "max", *, rows=None, cols=None) -> np.ndarray:
+        """The map (or its ``rows`` x ``cols`` region: each an index, a (start, stop) pair or a
+        slice) pooled to at most ``size`` pixels a side: each pixel the max (or mean) of the cells
+        it covers, pixel i covering rows start + floor(i n / pixels) onwards; a side shorter than
+        ``size`` keeps one pixel per cell."""
+        if reduce not in ("max", "mean"):
+            raise ValueError(f"reduce is 'max' or 'mean', got {reduce!r}")
+        ph, pw = (size, size) if isinstance(size, int) else size
+        if ph < 1 or pw < 1:
+            raise ValueError(f"an overview needs at least one pixel a side, got {ph} x {pw}")
+        r, c = _span(rows, self.queries, "rows"), _span(cols, self.keys, "columns")
+        nr, nc = r.stop - r.start, c.stop - c.start
+        ph, pw = min(ph, nr), min(pw, nc)
+        row_edges = r.start + (np.arange(ph + 1) * nr) // ph
+        col_edges = (np.arange(pw + 1) * nc) // pw  # from the region's first column
+        device = _device(self.call)
+        col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
+        out = torch.zeros(ph, pw, device=device)
+        pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))  # each row's pixel row, from the region's first
+        step = max(1, block_size(device) // nc)
+        for a in range(r.start, r.stop, step):  # a block of map rows at a time, whatever pixels it spans
+            block = slice(a, min(r.stop, a + step))
+            seen = min(self._visible(block), c.stop) - c.start
+            if seen <= 0:
+                continue  # above a causal map's diagonal: exact zeros
+            w = self._block(block, slice(c.start, c.start + seen))  # (r, seen)
+            n = int(col_of[seen - 1]) + 1
+            first = int(pixel_of[a - r.start])
+            row_of = torch.as_tensor(pixel_of[block.start - r.start : block.stop - r.start] - first, device=device)
+            m = int(row_of[-1]) + 1
+            if reduce == "max":
+                part = _max_pool(w, col_of[:seen], n, row_of, m)
+                out[first : first + m, :n] = torch.maximum(out[first : first + m, :n], part)
+            else:
+                pooled = torch.zeros(w.shape[0], n, device=device).index_add_(1, col_of[:seen], w)
+                out[first : first + m, :n] += torch.zeros(m, n, device=device).index_add_(0, row_of, pooled)
+        if reduce == "mean":
+            cells = torch.as_tensor(np.outer(np.diff(row_edges), np.diff(col_edges)), dtype=out.dtype, device=device)
+            out = out / cells
+        return out.cpu().numpy()
+
+    def top_keys(self, k: int = 8, *, rows=None) -> tuple[np.ndarray, np.ndarray]:
+        """Each query's ``k`` strongest keys, strongest first: (indices (t, k) int64, weights (t, k));
+        ``rows``: only those queries (an index, a (start, stop) pair or a slice)."""
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        span = _span(rows, self.queries, "rows")
+        k = min(k, self.keys)
+        idx = np.zeros((span.stop - span.start, k), dtype=np.int64)
+        val = np.zeros((span.stop - span.start, k), dtype=np.float32)
+        for r, w in self.row_blocks(span):
+            n = min(k, w.shape[1])
+            top = torch.topk(w, n, dim=-1)
+            at = slice(r.start - span.start, r.stop - span.start)
+            idx[at, :n] = top.indices.cpu().numpy()
+            val[at, :n] = top.values.cpu().numpy()
+            if n < k:  # keys past the visible ones weigh exactly 0
+                idx[at, n:] = np.arange(n, k)
+        return idx, val
+
+    def row_stats(self, *, sink: int = 1, band: int = 8) -> dict[str, np.ndarray]:
+        """Per query (t,), streamed: ``entropy`` (nats) of its weights, ``sink`` (mass on the
+        first ``sink`` keys), ``local`` (mass on keys within ``band`` positions of it, aligned
+        as causal masks align) and ``distance`` (mean |i - j| under its weights)."""
+        out = {name: np.zeros(self.queries, dtype=np.float64) for name in ("entropy", "sink", "local", "distance")}
+        offset = self.keys - self.queries
+        for rows, w in self.row_blocks():
+            device = w.device
+            i = torch.arange(rows.start, rows.stop, device=device)[:, None] + offset
+            j = torch.arange(w.shape[1], device=device)[None, :]
+            dist = (i - j).abs().float()
+            plogp = torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0)
+            out["entropy"][rows] = (-plogp.sum(-1)).double().cpu().numpy()
+            out["sink"][rows] = w[:, :sink].sum(-1).double().cpu().numpy()
+            out["local"][rows] = torch.where(dist <= band, w, 0.0).sum(-1).double().cpu().numpy()
+            out["distance"][rows] = (w * dist).sum(-1).double().cpu().numpy()
+        return out
+
+
+HEAD_STATS = ("entropy", "normalised", "max_weight", "sink", "local", "distance")
+
+
+@torch.no_grad()
+def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str, np.ndarray]:
+    """Every head's summaries (h,), each the mean over the queries that see a key, streamed over
+    blocks of rows with all heads at once (memory grows with T, not T²):
+
+    entropy      H_i = -sum_j w_ij log w_ij (nats)
+    normalised   H_i / log(keys query i may see; formed weights: keys with any weight): 0 = one
+                 key, 1 = uniform over them
+    max_weight   max_j w_ij: how much of its attention a query's favourite key gets
+    sink         weight on the first ``sink`` keys (an attention sink parks its weight there)
+    local        weight on keys within ``band`` positions (i and j aligned as causal masks are)
+    distance     sum_j w_ij |i - j|: how far back (or ahead) a query looks, in tokens
+    """
+    if sink < 1 or band < 0:
+        raise ValueError(f"sink must be >= 1 and band >= 0, got {sink} and {band}")
+    h, t, s = call.shape
+    device = _device(call)
+    sums = torch.zeros(len(HEAD_STATS), h, dtype=torch.float64, device=device)
+    counted = torch.zeros(h, dtype=torch.float64, device=device)
+    for rows, w, valid, keys in head_block(call):
+        i = torch.arange(rows.start, rows.stop, device=device)[:, None] + s - t
+        dist = (i - torch.arange(w.shape[-1], device=device)[None, :]).abs().float()  # (r, c), shared by the heads
+        entropy = -torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0).sum(-1)
+        parts = (
+            entropy,
+            torch.where(keys > 1, entropy / keys.clamp_min(2).log(), 0.0),
+            w.amax(-1),
+            w[..., :sink].sum(-1),
+            (w * (dist <= band)).sum(-1),
+            (w * dist).sum(-1),
+        )
+        for n, x in enumerate(parts):
+            sums[n] += torch.where(valid, x, 0.0).double().sum(-1)
+        counted += valid.double().sum(-1)
+    means = (sums / counted.clamp_min(1)).cpu().numpy()
+    return {name: means[n] for n, name in enumerate(HEAD_STATS)}
+
+
+def head_block(call: AttentionCall) -> Iterator[tuple[slice, Tensor, Tensor, Tensor]]:
+    """Blocks of rows of every head's exact weights at once: (rows, w (h, r, c), valid (h, r),
+    keys (h, r)), at most ``block_size`` scores each. c: the keys any of these queries may see (past
+    them a causal map is exactly 0); valid: the query sees a key; keys: how many it may see
+    (formed weights: how many it gives any weight)."""
+    h, t, s = call.shape
+    device = _device(call)
+    dense = call.weights is not None
+    step = max(1, block_size(device) // max(1, s * h))
+    for a in range(0, t, step):
+        rows = slice(a, min(t, a + step))
+        seen = s if not call.causal or dense else max(1, min(s, rows.stop + s - t))
+        cols = slice(0, seen)
+        allowed = _allowed_heads(call, rows, cols)
+        if dense:
+            w = _req(call.weights)[:, rows, cols].float()
+            valid = w.sum(-1) > 0
+        else:
+            lse = _req(call.lse)[:, rows].float()
+            valid = torch.isfinite(lse)
+            w = _scores_heads(call, rows, cols, allowed).sub_(torch.where(valid, lse, 0.0)[..., None]).exp_()
+        if allowed is not None:
+            keys = allowed.sum(-1).float().expand(h, -1)
+        elif dense:
+            keys = (w > 0).sum(-1).float()
+        elif call.causal:
+            keys = (torch.arange(rows.start, rows.stop, device=device) + s - t + 1).clamp(max=s).float().expand(h, -1)
+        else:
+            keys = torch.full((h, rows.stop - rows.start), float(s), device=device)
+        yield rows, w, valid, keys
+
+
+@torch.no_grad()
+def layer_overviews(call: AttentionCall, size: int | tuple[int, int] = 512) -> np.ndarray:
+    """Every head's map of ``call`` and the mean of its heads, each pooled to at most ``size``
+    pixels a side by the max of the cells a pixel covers (as ``MapView.overview``): (heads + 1,
+    rows, cols), the mean last. One pass over blocks of rows for all heads at once."""
+    ph, pw = (size, size) if isinstance(size, int) else size
+    if ph < 1 or pw < 1:
+        raise ValueError(f"an overview needs at least one pixel a side, got {ph} x {pw}")
+    h, t, s = call.shape
+    ph, pw = min(ph, t), min(pw, s)
+    row_edges, col_edges = (np.arange(ph + 1) * t) // ph, (np.arange(pw + 1) * s) // pw
+    device = _device(call)
+    col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
+    pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))
+    out = torch.zeros(h + 1, ph, pw, device=device)
+    for rows, w, _, _ in head_block(call):
+        seen = w.shape[-1]
+        w = torch.cat([w, w.mean(0, keepdim=True)])  # (h + 1, r, seen)
+        n, first = int(col_of[seen - 1]) + 1, int(pixel_of[rows.start])
+        row_of = torch.as_tensor(pixel_of[rows] - first, device=device)
+        m = int(row_of[-1]) + 1
+        part = _max_pool(w, col_of[:seen], n, row_of, m)
+        out[:, first : first + m, :n] = torch.maximum(out[:, first : first + m, :n], part)
+    return out.cpu().numpy()
+
+
+def _max_pool(w: Tensor, col_of: Tensor, n: int, row_of: Tensor, m: int) -> Tensor:
+    """Weights (..., r, c) pooled into (..., m, n) pixels by their max: column j into pixel
+    col_of[j], row i into pixel row_of[i]. Weights are >= 0, so the zeros start every max."""
+    lead, r = w.shape[:-2], w.shape[-2]
+    pooled = w.new_zeros(*lead, r, n).scatter_reduce_(-1, col_of.expand(*lead, r, -1), w, "amax", include_self=False)
+    rows = row_of[:, None].expand(*lead, -1, n)
+    return w.new_zeros(*lead, m, n).scatter_reduce_(-2, rows, pooled, "amax", include_self=False)
+
+
+def _allowed_heads(call: AttentionCall, rows: slice, cols: slice) -> Tensor | None:
+    """Which keys each query may attend to, (1|h, r, c), for every head at once (None: all)."""
+    if call.mask is not None and call.mask.shape[0] > 1:
+        return torch.stack([_req(call.allowed(head, rows, cols)) for head in range(call.heads)])
+    out = call.allowed(0, rows, cols)
+    return None if out is None else out[None]
+
+
+FLOOR = -1e30  # a masked score in the summaries: exp(FLOOR - lse) is exactly 0, and 0 * FLOOR too
+
+
+def _scores_heads(call: AttentionCall, rows: slice, cols: slice, allowed: Tensor | None) -> Tensor:
+    """s_ij of every head's block (h, r, c), float32, FLOOR where ``allowed`` forbids: one batched
+    product per key/value head (its query heads share its keys)."""
+    q, k = _req(call.q), _req(call.k)
+    h, h_kv = q.shape[0], k.shape[0]
+    qs = q[:, rows].float().reshape(h_kv, h // h_kv, rows.stop - rows.start, -1)
+    scores = (qs @ k[:, cols].float().transpose(-1, -2)[:, None]).reshape(h, rows.stop - rows.start, -1)
+    scores.mul_(call.scale)
+    if call.bias is not None:
+        scores.add_(call.bias[:, rows, cols].float())
+    if allowed is not None:
+        scores.masked_fill_(~allowed, FLOOR)
+    return scores
