@@ -154,8 +154,8 @@ def run_sdpa(folder: Path, n: int, device: str) -> dict:
 def run_record(folder: Path, n: int, device: str, *, dense: bool, dtype: str) -> dict:
 
     import attnkit
-    from attnkit import loaded
     from attnkit.inspection import save_records
+    from attnkit.loaded import hf_models as loaded
 
     if dtype == "float32":
         loaded.COMPACT_FROM = 1 << 30

@@ -307,8 +307,8 @@ def test_vit_patch_attention_equals_transformers(hf_models, photo, tmp_path):
 def test_a_long_inputs_maps_are_kept_as_float16(hf_models, monkeypatch, tmp_path):
     """Past COMPACT_FROM tokens q and k are recorded and saved as float16 (half the memory); the
     log-sum-exp is of the rounded q and k, so every row still sums to 1."""
-    from attnkit import loaded
     from attnkit.inspection import load_records, save_records
+    from attnkit.loaded import hf_models as loaded
 
     model = attnkit.load(hf_models["t5"], device="cpu")
     full = model.attention(TEXT, target="a red ball .")
@@ -492,7 +492,7 @@ def test_ids_past_the_tokenizers_vocabulary_are_named_not_a_crash(hf_models):
 
 
 def test_the_longest_input_is_what_positions_memory_or_the_limit_allow(hf_models, monkeypatch):
-    from attnkit import loaded
+    from attnkit.loaded import base as loaded
 
     model = attnkit.load(hf_models["llama"], device="cpu")
     assert model.token_limit(10**6) == (64, "its positions")

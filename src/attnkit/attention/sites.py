@@ -256,10 +256,12 @@ class Cache(Listener):
 
 
 def check_names(names: list[str] | set[str], have: list[Site]) -> None:
-    """One line for a site name the model does not have."""
-    from ..errors import unknown_choice
+    """One line for a site name the model does not have: the nearest it has."""
+    import difflib
 
-    known = {s.name for s in have}
+    known = [s.name for s in have]
     for name in names:
         if name not in known:
-            raise unknown_choice("site", name, known)
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"no site {name!r}: {hint}(the model has {len(known)}; sites() lists them)")

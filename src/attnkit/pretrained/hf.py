@@ -185,6 +185,7 @@ class HFModel:
     tokenizer: Any = None
     processor: Any = None
     named: list[sites.Site] = field(default_factory=list)  # every attention module's site, in order
+    sites: list[sites.Site] = field(default_factory=list)  # every site, in the order a forward pass reaches them
 
     @property
     def config(self) -> Any:
@@ -424,6 +425,22 @@ class HFModel:
                 out = self.model(input_ids=src, **kwargs)
         return rec, out
 
+    def outputs(
+        self, ids: list[int] | None, decoder_ids: list[int] | None = None, *, pixels: Tensor | None = None
+    ) -> Any:
+        """The model's own output of one forward pass (every position's logits), nothing recorded:
+        what a notebook's ``run`` hooks into."""
+        self.model.eval()
+        if pixels is not None:
+            return self.model(pixel_values=pixels.to(self.device))
+        src = torch.tensor([ids], device=self.device)
+        kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
+        if decoder_ids is not None:
+            kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device)
+        if self.family == "decoder":
+            kwargs["use_cache"] = False
+        return self.model(input_ids=src, **kwargs)
+
     def source_embedding(self) -> nn.Module:
         """The token table of the source side (the encoder's, for an encoder-decoder)."""
         model = self.model.get_encoder() if self.family == "seq2seq" else self.model
@@ -572,10 +589,104 @@ def from_object(model: Any, tokenizer: Any = None) -> HFModel:
 
 
 def _named(hf: HFModel) -> HFModel:
-    """``hf`` with every attention module named (``name_sites``)."""
+    """``hf`` with every attention module named (``name_sites``) and the activations around them
+    made sites (``activation_sites``)."""
     heads = {kind: h for kind, (_, h) in hf.layers_and_heads().items()}
     hf.named = name_sites(hf.model, hf.family, heads)
+    hf.sites = activation_sites(hf.model, hf.named)
     return hf
+
+
+MLP_NAMES = ("mlp", "feed_forward", "ffn")  # a layer's feed-forward block, where it is one module
+NORM_NAMES = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "norm_f", "layer_norm", "layernorm")
+HOOKS = "_attnkit_hooks"  # where a model keeps the handles of the hooks attnkit registered on it
+
+
+def activation_sites(model: nn.Module, named: list[sites.Site]) -> list[sites.Site]:
+    """Every site of a transformers model, in the order a forward pass reaches them: each layer's
+    residual stream in (``resid_pre``), its attention calls and head outputs, its feed-forward
+    block's output (``mlp_out``, where that is one module), the stream out (``resid_post``); the
+    final norm and the logits where the model has them. The activations are read by forward hooks
+    registered here (once per model: loading it again replaces them), which do nothing while no
+    listener is open."""
+    for handle in getattr(model, HOOKS, []):
+        handle.remove()
+    handles: list[Any] = []
+    out: list[sites.Site] = []
+    paths = {id(m): name for name, m in model.named_modules()}
+    layers: dict[str, list[sites.Site]] = {}
+    for site in named:  # a layer is the module whose path ends at the attention path's layer number
+        parts = paths[id(site.module)].split(".")
+        cut = next(i for i, p in enumerate(parts) if p.isdigit())
+        layers.setdefault(".".join(parts[: cut + 1]), []).append(site)
+    for path, attention in layers.items():
+        layer = model.get_submodule(path)
+        first = attention[0]
+        stack = first.name.split(".")[0]
+        kind = "decoder" if stack == "decoder" else first.kind
+        made = sites.layer_sites(stack, kind, first.layer)
+        handles.append(layer.register_forward_pre_hook(_stream_in(made["resid_pre"]), with_kwargs=True))
+        out += [made["resid_pre"], *(x for site in attention for x in (site, site.z))]
+        mlp = next((getattr(layer, n) for n in MLP_NAMES if isinstance(getattr(layer, n, None), nn.Module)), None)
+        if mlp is not None:
+            handles.append(mlp.register_forward_hook(_output(made["mlp_out"])))
+            out.append(made["mlp_out"])
+        handles.append(layer.register_forward_hook(_output(made["resid_post"])))
+        out.append(made["resid_post"])
+    handles += _model_end(model, out, "decoder" if "decoder" in (s.kind for s in named) else "encoder")
+    object.__setattr__(model, HOOKS, handles)
+    return out
+
+
+def _model_end(model: nn.Module, out: list[sites.Site], side: str) -> list[Any]:
+    """The final norm's and the logits' sites (where the model has them), appended to ``out``: their
+    hooks. The norm is named by its stack (``decoder.norm``, ``encoder.norm``), a decoder-only
+    model's ``final_norm``."""
+    handles = []
+    base = getattr(model, "get_decoder", lambda: None)() or getattr(model, "base_model", model)
+    norm = next((getattr(base, n) for n in NORM_NAMES if isinstance(getattr(base, n, None), nn.Module)), None)
+    if norm is not None:
+        stack = out[0].name.split(".")[0] if out else side
+        site = sites.Site("final_norm" if stack == "blocks" else f"{side}.norm", "output", -1, "final")
+        handles.append(norm.register_forward_hook(_output(site)))
+        out.append(site)
+    output_embeddings = getattr(model, "get_output_embeddings", None)
+    head = output_embeddings() if callable(output_embeddings) else None
+    if isinstance(head, nn.Module):
+        site = sites.Site("logits", "output", -1, "logits")
+        handles.append(head.register_forward_hook(_output(site)))
+        out.append(site)
+    return handles
+
+
+def _stream_in(site: sites.Site):
+    """A forward pre-hook: the layer's input hidden states at ``site``."""
+
+    def hook(module: nn.Module, args: tuple, kwargs: dict):
+        if not sites.listening_any():
+            return None
+        if args:
+            return (sites.activation(site, args[0]), *args[1:]), kwargs
+        if "hidden_states" in kwargs:
+            return args, {**kwargs, "hidden_states": sites.activation(site, kwargs["hidden_states"])}
+        raise ValueError(f"{type(module).__name__} takes no hidden states attnkit can find: {site.name} cannot be read")
+
+    return hook
+
+
+def _output(site: sites.Site):
+    """A forward hook: the module's output (the first of a tuple) at ``site``."""
+
+    def hook(module: nn.Module, args: tuple, output: Any):
+        if not sites.listening_any():
+            return None
+        if isinstance(output, Tensor):
+            return sites.activation(site, output)
+        if isinstance(output, tuple) and output and isinstance(output[0], Tensor):
+            return (sites.activation(site, output[0]), *output[1:])
+        raise ValueError(f"{type(module).__name__} returns {type(output).__name__}: {site.name} cannot be read")
+
+    return hook
 
 
 def _load(make, path: Path, what: str):

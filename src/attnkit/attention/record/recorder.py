@@ -33,7 +33,8 @@ class Recorder(Listener):
     ``values``: keep v too (value-norm, the walk-through) and each call's inputs; ``graph``:
     attention sites form their weights in the autograd graph and each call keeps them (gradient
     methods); ``dtype``: how q, k and v are kept (float16 halves a long input's record);
-    ``rows``: which batch rows to keep (None: every row)."""
+    ``rows``: which batch rows to keep (None: every row); ``sites``: which attention sites, by
+    name (None: every one)."""
 
     def __init__(
         self,
@@ -42,17 +43,19 @@ class Recorder(Listener):
         graph: bool = False,
         dtype: torch.dtype = torch.float32,
         rows: Sequence[int] | None = None,
+        sites: set[str] | None = None,
     ) -> None:
         self.values = values
         self.graph = graph
         self.weights = graph  # a graph recording asks each site for its weights
         self.dtype = dtype
         self.rows = None if rows is None else tuple(rows)
+        self.sites = sites
         self.calls: list[AttentionCall] = []
         self._layers: dict[str, int] = {}
 
     def wants(self, site: Site) -> bool:
-        return site.role == "attn"
+        return site.role == "attn" and (self.sites is None or site.name in self.sites)
 
     def attended(self, call: Attended) -> None:
         rows = range(call.batch) if self.rows is None else [i for i in self.rows if i < call.batch]

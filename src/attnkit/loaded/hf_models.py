@@ -1,0 +1,334 @@
+"""Models run by transformers (``attnkit.pretrained.hf``): one class per family."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from ..attention.record import AttentionCall
+from ..inspection.capture import (
+    AttentionRecord,
+    Prepared,
+    check_sentences,
+)
+from ..inspection.explain import Walkthrough, explain_recorded
+from ..inspection.maps import Maps
+from ..memory import check_fits
+from ..search import SearchOptions
+
+if TYPE_CHECKING:
+    from ..attribution.gradients import Scorer
+    from ..pretrained.hf import HFModel
+
+from ..attention.sites import Site
+from .base import LoadedModel, _check_length, _no_output_side
+from .capabilities import COMPACT_FROM, DEFAULT_NEW_TOKENS, GRADIENT_NAMES, MAP_METHODS, Capabilities
+
+
+class TransformersModel(LoadedModel):
+    """A Hugging Face model run by transformers (``attnkit.pretrained.hf``): one subclass per
+    family (``TRANSFORMERS_TYPES``)."""
+
+    READS: str = "text"
+    WRITES: str | None = None
+    VERBS: tuple[str, ...] = ()
+    ATTRIBUTIONS: tuple[str, ...] = (*MAP_METHODS, "value-norm", *GRADIENT_NAMES)
+    CONTEXTUAL = False
+
+    def __init__(self, name: str, hf: HFModel) -> None:
+        self.name, self.hf = name, hf
+        self.info = hf.info(name)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            self.READS,
+            self.WRITES,
+            tuple(self.hf.layers_and_heads()),
+            verbs=self.VERBS,
+            attributions=self.ATTRIBUTIONS,
+            contextual=self.CONTEXTUAL,
+        )
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.hf.max_tokens()
+
+    def memory_bytes(self, tokens: int) -> int | None:
+        return self.hf.forward_bytes(tokens, itemsize=2 if tokens > COMPACT_FROM else 4)
+
+    def parameters(self) -> int:
+        return sum(p.numel() for p in self.hf.model.parameters())
+
+    def network(self) -> torch.nn.Module:
+        return self.hf.model
+
+    def token_count(self, text: str) -> int:
+        return len(self.hf.encode_text(text))
+
+    def input_pieces(self) -> list[str]:
+        if self.hf.tokenizer is None:
+            return super().input_pieces()
+        return list(self.hf.tokenizer.get_vocab())
+
+    def target_count(self, text: str) -> int:
+        return len(self.hf.encode_target(text)) + 1
+
+    def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
+        check_sentences(sentences)
+        if targets is not None and len(targets) != len(sentences):
+            raise ValueError(f"{len(sentences)} sentences but {len(targets)} targets")
+        self._check_output_side(targets, max_new_tokens)
+        out = []
+        for i, text in enumerate(sentences):
+            ids = self.hf.encode_text(text)
+            _check_length(self, len(ids))
+            out.append(self._prepared(text, ids, None if targets is None else targets[i], options, max_new_tokens))
+        return out
+
+    def _check_output_side(self, targets: list[str] | None, max_new_tokens: int | None) -> None:
+        _no_output_side(self, targets, max_new_tokens)
+
+    def _prepared(
+        self, text: str, ids: list[int], target: str | None, options: SearchOptions | None, new: int | None
+    ) -> Prepared:
+        return Prepared(text, ids, self.hf.tokens(ids))
+
+    def _inputs(self, p: Prepared) -> dict:
+        """The forward's inputs for ``p``."""
+        return {"src": p.src_ids}
+
+    def _forward(self, p: Prepared, *, vectors: bool = False):
+        longest = max(len(p.src_ids), len(p.tgt_in_ids or []))
+        dtype = torch.float16 if longest > COMPACT_FROM else torch.float32  # a long input's record at half the memory
+        check_fits(
+            self.hf.forward_bytes(longest, values=vectors, itemsize=2 if dtype == torch.float16 else 4),
+            f"recording {self.name}'s attention over {longest:,} tokens",
+            "give a shorter input",
+        )
+        inputs = self._inputs(p)
+        if "pixels" in inputs:
+            return self.hf.forward(pixels=inputs["pixels"], vectors=vectors)
+        return self.hf.forward(inputs["src"], inputs.get("tgt"), vectors=vectors, dtype=dtype)
+
+    def sites(self) -> list[Site]:
+        return list(self.hf.sites)
+
+    def _forward_pass(self, prepared: Prepared) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        inputs = self._inputs(prepared)
+        out = self.hf.outputs(inputs.get("src"), inputs.get("tgt"), pixels=inputs.get("pixels"))
+        logits = getattr(out, "logits", None)
+        return (logits, None) if logits is not None else (None, out.last_hidden_state)
+
+    def capture(self, prepared: Prepared) -> AttentionRecord:
+        rec, _ = self._forward(prepared)
+        return AttentionRecord(
+            prepared.source,
+            prepared.src_tokens,
+            Maps(rec.by_kind()),
+            output=prepared.output,
+            tgt_in_tokens=prepared.tgt_in_tokens,
+            tgt_out_tokens=prepared.tgt_out_tokens,
+            prompt_length=self._prompt_length(prepared),
+            image=prepared.image,
+            grid=prepared.grid,
+        )
+
+    def _prompt_length(self, prepared: Prepared) -> int | None:
+        return None
+
+    def _calls(self, prepared: Prepared, kind: str, layer: int | None = None) -> list[AttentionCall]:
+        if kind not in self.kinds:
+            raise ValueError(f"{self.name} has no {kind} attention (it has: {', '.join(self.kinds)})")
+        rec, _ = self._forward(prepared, vectors=True)
+        calls = [c for c in rec.calls if c.kind == kind]
+        if layer is not None and not -len(calls) <= layer < len(calls):
+            raise ValueError(f"layer {layer} out of range: {len(calls)} layer(s) (0..{len(calls) - 1})")
+        return calls
+
+    def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
+        return explain_recorded(self._calls(prepared, kind, layer)[layer], prepared, head=head, query=query)
+
+    def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
+        from ..attribution.value_norm import call_value_norms
+
+        calls = self._calls(prepared, kind)
+        return np.stack([call_value_norms(c, self.hf.output_projection(c.module)[0]).numpy() for c in calls])
+
+
+class TransformersEncoder(TransformersModel):
+    """A text encoder run by transformers (BERT, RoBERTa, DistilBERT, ...)."""
+
+    VERBS = ("encode",)
+    CONTEXTUAL = True
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from ..attribution.scorers import transformers_encoder_scorer
+
+        return transformers_encoder_scorer(self.hf, prepared)
+
+    @property
+    def contextual_encoder(self) -> HFModel:
+        return self.hf
+
+    @torch.no_grad()
+    def encode(self, text: str | list[str]) -> torch.Tensor:
+        """Mean-pooled last-layer vectors: (d,) for a text, (b, d) for a list."""
+        texts = [text] if isinstance(text, str) else list(text)
+        check_sentences(texts)
+        vecs = []
+        for t in texts:
+            ids = self.hf.encode_text(t)
+            _check_length(self, len(ids))
+            _, out = self.hf.forward(ids)
+            vecs.append(out.last_hidden_state[0].mean(0))
+        return vecs[0] if isinstance(text, str) else torch.stack(vecs)
+
+
+class TransformersDecoder(TransformersModel):
+    """A decoder-only language model run by transformers (GPT-2, Llama, Qwen, ...): its prompt
+    continued, and the attention over both."""
+
+    WRITES = "continuation"
+    VERBS = ("generate",)
+
+    def _check_output_side(self, targets, max_new_tokens) -> None:
+        if targets is not None:
+            raise ValueError("a decoder-only model continues its prompt: give the whole text, without --target")
+
+    def _prepared(self, text, ids, target, options, new) -> Prepared:
+        new = DEFAULT_NEW_TOKENS if new is None else new
+        if new < 0:
+            raise ValueError(f"--max-new-tokens must be >= 0 (0: the prompt alone), got {new}")
+        limit = self.max_tokens
+        if limit is not None and len(ids) + new > limit:
+            new = max(0, limit - len(ids))  # the positions end here: stop generating
+        seq = self.hf.generate(ids, max_new_tokens=new) if new else list(ids)
+        tokens = self.hf.tokens(seq)
+        return Prepared(
+            text,
+            list(ids),
+            [],
+            tgt_in_ids=seq,
+            tgt_out_ids=seq[1:],
+            tgt_in_tokens=tokens,
+            tgt_out_tokens=tokens[1:] + [""],
+            output=self.hf.decode(seq[len(ids) :]),
+        )
+
+    def _inputs(self, p: Prepared) -> dict:
+        return {"src": p.tgt_in_ids}  # the prompt and its continuation, one sequence
+
+    def _run_input(self, text: str, target: str | None) -> Prepared:
+        if target is not None:
+            raise ValueError(
+                "a decoder-only model runs over its text as given: put the whole text in it, not in target"
+            )
+        return self.prepare([text], max_new_tokens=0)[0]
+
+    def _prompt_length(self, prepared: Prepared) -> int | None:
+        return len(prepared.src_ids)
+
+    def forward_positions(self, prepared: Prepared) -> int:
+        return len(prepared.tgt_in_ids or prepared.src_ids)  # the prompt is the sequence's start
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from ..attribution.scorers import transformers_decoder_scorer
+
+        return transformers_decoder_scorer(self.hf, prepared)
+
+    def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
+        return self.prepare([prompt], max_new_tokens=max_new_tokens)[0].output
+
+
+class TransformersSeq2Seq(TransformersModel):
+    """An encoder-decoder run by transformers (T5, BART, Marian, ...)."""
+
+    WRITES = "translation"
+    VERBS = ("translate",)
+
+    def _check_output_side(self, targets, max_new_tokens) -> None:
+        if max_new_tokens is not None:
+            raise ValueError("--max-new-tokens is for decoder-only models; an encoder-decoder writes until </s>")
+
+    def _prepared(self, text, ids, target, options, new) -> Prepared:
+        start = self.hf.decoder_start()
+        if target is not None:
+            out_ids = self.hf.encode_target(target)
+            tgt_in, tgt_out, output = [start] + out_ids[:-1], out_ids, target
+        else:
+            beam = (options or SearchOptions()).beam
+            limit = self.max_tokens or 512
+            seq = self.hf.generate(ids, max_new_tokens=limit - 1, beam=beam)
+            tgt_in, tgt_out, output = seq[:-1], seq[1:], self.hf.decode(seq)
+        return Prepared(
+            text,
+            ids,
+            self.hf.tokens(ids),
+            tgt_in_ids=tgt_in,
+            tgt_out_ids=tgt_out,
+            tgt_in_tokens=self.hf.tokens(tgt_in),
+            tgt_out_tokens=self.hf.tokens(tgt_out),
+            output=output,
+        )
+
+    def _inputs(self, p: Prepared) -> dict:
+        return {"src": p.src_ids, "tgt": p.tgt_in_ids}
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        from ..attribution.scorers import transformers_seq2seq_scorer
+
+        return transformers_seq2seq_scorer(self.hf, prepared)
+
+    def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
+        """The encoder-decoder's output for ``text`` (a list: one each)."""
+        texts = [text] if isinstance(text, str) else list(text)
+        found = [p.output for p in self.prepare(texts, options=SearchOptions(beam=beam))]
+        return found[0] if isinstance(text, str) else found
+
+
+class TransformersImage(TransformersModel):
+    """An image encoder run by transformers (ViT): [CLS] and the image's patches."""
+
+    READS = "image"
+    ATTRIBUTIONS = MAP_METHODS
+
+    def token_count(self, text: str) -> int:
+        rows, columns = self.hf.patch_grid()
+        return rows * columns + 1
+
+    def read_image(self, raw: bytes, name: str) -> np.ndarray:
+        return self.hf.decode_image(raw, name)
+
+    def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
+        """``sentences``: image files."""
+        check_sentences(sentences)
+        _no_output_side(self, targets, max_new_tokens)
+        return [self.prepare_image(self.hf.read_image(path), str(path)) for path in sentences]
+
+    def prepare_image(self, image, name, *, target=None, options=None) -> Prepared:
+        """An image already at the processor's size ((H, W, 3) in [0, 1]) as [CLS] and its patches."""
+        _no_output_side(self, None if target is None else [target], None)
+        rows, columns = self.hf.patch_grid()
+        tokens = ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(columns)]
+        return Prepared(name, [], tokens, image=image, grid=(rows, columns))
+
+    def _inputs(self, p: Prepared) -> dict:
+        assert p.image is not None  # prepared by prepare_image
+        return {"pixels": self.hf.pixels(p.image)}
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        """Its image vector (the mean of its top layer), for ablation; no gradient method here."""
+        from ..attribution.scorers import transformers_image_scorer
+
+        return transformers_image_scorer(self.hf, prepared)
+
+
+TRANSFORMERS_TYPES: dict[str, type[TransformersModel]] = {
+    "encoder": TransformersEncoder,
+    "decoder": TransformersDecoder,
+    "seq2seq": TransformersSeq2Seq,
+    "vision": TransformersImage,
+}
