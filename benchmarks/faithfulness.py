@@ -233,19 +233,26 @@ def permutation_tvd(model, p, permutations: int, rng: np.random.Generator) -> fl
             context = output.context + (wp - w) @ values
         return dataclasses.replace(output, context=context)
 
-    handle = site.register_forward_hook(hook, with_kwargs=True)
+    def weights_asked(module, args, kwargs):  # the module returns its weights (its fifth argument)
+        if len(args) > 4:
+            return (*args[:4], True, *args[5:]), kwargs
+        return args, {**kwargs, "need_weights": True}
+
+    handles = [site.register_forward_pre_hook(weights_asked, with_kwargs=True)]
+    handles.append(site.register_forward_hook(hook, with_kwargs=True))
     try:
         with torch.no_grad():
-            base = net(src, mask, tgt, need_weights=True).logits.softmax(-1)[0]
+            base = net(src, mask, tgt).logits.softmax(-1)[0]
             t, s = base.shape[0], src.shape[1]
             tvds = []
             for _ in range(permutations):
                 perm[0], row[0] = torch.from_numpy(np.stack([rng.permutation(s) for _ in range(t)])), 0
-                out = net(src, mask, tgt, need_weights=True).logits.softmax(-1)[0]
+                out = net(src, mask, tgt).logits.softmax(-1)[0]
                 tvds.append(float(0.5 * (out - base).abs().sum(-1).mean()))
                 perm[0] = None
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     return float(np.median(tvds))
 
 

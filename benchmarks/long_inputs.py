@@ -13,9 +13,10 @@ memory over the process's footprint before that step, and the step time.
 Paths:
   fused     what training runs: no weights requested, so attention goes through
             F.scaled_dot_product_attention (flash kernel: no (t, s) matrix kept)
-  explicit  the same model asked for its weights (need_weights=True): the
-            (heads, t, s) scores and weights of every layer are materialised
-            and kept for the backward pass, the textbook implementation
+  explicit  the same model with a listener that asks for its weights at every
+            attention site (``attention.sites.Weights``): the (heads, t, s) scores
+            and weights of every layer are materialised and kept for the backward
+            pass, the textbook implementation
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def _rss_mib() -> float:
 
 
 def run(path: str, length: int, heads: int) -> dict:
+    from attnkit.attention import sites
     from attnkit.config import ModelConfig, TransformerConfig
     from attnkit.models import build_model
 
@@ -54,7 +56,9 @@ def run(path: str, length: int, heads: int) -> dict:
 
     def step(n: int) -> None:
         tokens = torch.randint(4, 8000, (1, n))
-        out = model(tokens, torch.ones(1, n, dtype=torch.bool), need_weights=need)
+        heard = (sites.Weights(),) if need else ()
+        with sites.listening(*heard):
+            out = model(tokens, torch.ones(1, n, dtype=torch.bool))
         out.memory.square().mean().backward()
         model.zero_grad(set_to_none=True)
 

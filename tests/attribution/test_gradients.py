@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from formed import formed
+
 pytest.importorskip("transformers")
 pytest.importorskip("captum")
 
@@ -313,8 +315,10 @@ def test_a_captioners_words_over_its_regions(arch, encoder):
         sums = scores.sum(-1)  # gradient-weighted attention: 0 where no weight raises the word's probability
         assert np.all((np.abs(sums - 1) < 1e-6) | ((sums == 0) & (method == "grad-attention"))), (method, sums)
     with torch.no_grad():
-        out = model(image[None], torch.ones(1, 16, 16, dtype=torch.bool), torch.tensor([[2, *ids]]), need_weights=True)
-    expected = out.attention.cross[-1][0].mean(0).numpy()
+        _, maps, _ = formed(
+            lambda: model(image[None], torch.ones(1, 16, 16, dtype=torch.bool), torch.tensor([[2, *ids]]))
+        )
+    expected = maps["cross"][-1][0].mean(0).numpy()
     np.testing.assert_allclose(found.scores["attention"], expected / expected.sum(-1, keepdims=True), atol=1e-6)
     scorer = caption_scorer(model, image, words, ids)
     x = scorer.vectors()

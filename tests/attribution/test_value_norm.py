@@ -10,6 +10,7 @@ from attnkit.attribution import encoder_value_norms, layer_value_norms, value_no
 from attnkit.config import ModelConfig, TransformerConfig
 from attnkit.inspection import Prepared
 from attnkit.models import build_model
+from formed import formed
 
 
 @torch.no_grad()
@@ -61,12 +62,12 @@ def test_an_encoders_value_norms_use_each_layers_own_input():
     # the same from hooks of our own: each layer's input and weights, the explicit per-head sum
     seen = []
     sites = [s.module for s in model.attention_sites() if s.kind == "encoder"]
-    hooks = [m.register_forward_hook(lambda mod, a, o: seen.append((mod, a[2], o.weights))) for m in sites]
+    hooks = [m.register_forward_hook(lambda mod, a, o: seen.append((mod, a[2]))) for m in sites]
     with torch.no_grad():
-        model.encode(torch.tensor([ids]), torch.ones(1, 5, dtype=torch.bool), need_weights=True)
+        _, maps, _ = formed(lambda: model.encode(torch.tensor([ids]), torch.ones(1, 5, dtype=torch.bool)))
     for h in hooks:
         h.remove()
-    for layer, (mod, x, w) in enumerate(seen):
+    for layer, ((mod, x), w) in enumerate(zip(seen, maps["encoder"], strict=True)):
         f = mod.value_vectors(x)[0].detach()
         expected = torch.stack([torch.einsum("hk,hkd->kd", w[0, :, i], f).norm(dim=-1) for i in range(5)])
         np.testing.assert_allclose(norms[layer], expected.numpy(), atol=1e-5)

@@ -19,6 +19,7 @@ from attnkit.inspection import (
 )
 from attnkit.loading.model_dir import load_model
 from attnkit.models import build_model
+from formed import formed
 
 SENTENCES = ["a b c d", "h g f e d c b"]
 
@@ -114,19 +115,20 @@ def test_save_load_round_trip(trained_toys, tmp_path):
 )
 def test_the_record_equals_the_models_own_weights(trained_toys, model):
     """Every map formed from the record (q and k after positions, the bias, the rules, the
-    log-sum-exp) equals the weights the model itself returns with need_weights, to 1e-6."""
+    log-sum-exp) equals the weights the model itself forms on its explicit path, to 1e-6."""
     net, tok, _ = _fresh(trained_toys["transformer"], **model)
     src = tok.encode_src(["a b c d e"])[0] + [3]
     tgt = [2] + tok.encode_tgt(["e d c"])[0]
     maps, _ = capture_ids(net, src, None if model["arch"] == "encoder" else tgt)
     s, t = torch.tensor([src]), torch.tensor([tgt])
-    with torch.no_grad():
-        own = net.encode(s, torch.ones_like(s, dtype=torch.bool), need_weights=True).attention
-        if model["arch"] != "encoder":
-            own = net(s, torch.ones_like(s, dtype=torch.bool), t, need_weights=True).attention
+    with torch.no_grad():  # the weights the model forms on its explicit path, heard at its sites
+        if model["arch"] == "encoder":
+            _, own, _ = formed(lambda: net.encode(s, torch.ones_like(s, dtype=torch.bool)))
+        else:
+            _, own, _ = formed(lambda: net(s, torch.ones_like(s, dtype=torch.bool), t))
     for kind in maps:
         assert maps.factored(kind)
-        expected = torch.stack([w[0] for w in getattr(own, kind)]).numpy()
+        expected = torch.stack([w[0] for w in own[kind]]).numpy()
         np.testing.assert_allclose(maps[kind], expected, atol=1e-6)
 
 

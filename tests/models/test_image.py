@@ -18,6 +18,7 @@ from attnkit.positions.grid import (
 )
 from attnkit.positions.sinusoidal import sinusoid_table
 from attnkit.search import SearchOptions, beam_search, greedy_search
+from formed import formed
 
 V = 14
 SIZE = 16
@@ -64,13 +65,13 @@ def test_captioner_satisfies_the_interface_and_steps_equal_teacher_forcing(name)
     assert bool(enc.mask.all())
     assert model.region_grid(SIZE, SIZE) == (4, 4)
     tgt = torch.randint(4, V, (3, 5))
-    full = model(src, mask, tgt, need_weights=True)
+    full, maps, _ = formed(lambda: model(src, mask, tgt))
     assert full.logits.shape == (3, 5, V)
     state = model.init_state(model.encode(src, mask))
     assert isinstance(state, DecodingState)
-    steps = [model.decode_step(state, tgt[:, i : i + 1], need_weights=True) for i in range(5)]
+    steps = [model.decode_step(state, tgt[:, i : i + 1]) for i in range(5)]
     torch.testing.assert_close(torch.cat([s.logits for s in steps], 1), full.logits, rtol=0, atol=1e-5)
-    cross = full.attention.cross[-1]  # (b, h, t, regions)
+    cross = maps["cross"][-1]  # (b, h, t, regions)
     assert cross.shape[-1] == 16
     torch.testing.assert_close(cross.sum(-1), torch.ones_like(cross.sum(-1)), rtol=0, atol=1e-5)
     sites = {s.kind for s in model.attention_sites()}

@@ -13,6 +13,7 @@ from attnkit.models import (
     build_model,
     find_site,
 )
+from formed import formed
 
 V = 40
 VARIANTS = {
@@ -56,32 +57,29 @@ def batch():
 def test_step_by_step_decoding_equals_teacher_forcing(name):
     model = make(name)
     src, mask, tgt = batch()
-    full = model(src, mask, tgt, need_weights=True)
+    full, full_maps, _ = formed(lambda: model(src, mask, tgt))
     assert full.logits.shape == (3, 6, V)
     state = model.init_state(model.encode(src, mask))
-    steps = [model.decode_step(state, tgt[:, i : i + 1], need_weights=True) for i in range(6)]
-    torch.testing.assert_close(torch.cat([s.logits for s in steps], 1), full.logits, rtol=0, atol=1e-5)
+    steps = [formed(lambda i=i: model.decode_step(state, tgt[:, i : i + 1])) for i in range(6)]
+    torch.testing.assert_close(torch.cat([s.logits for s, _, _ in steps], 1), full.logits, rtol=0, atol=1e-5)
     # the alignment of the last step equals the last row of the teacher-forced one
-    torch.testing.assert_close(
-        steps[-1].attention.cross[-1][:, :, 0], full.attention.cross[-1][:, :, -1], rtol=0, atol=1e-5
-    )
+    torch.testing.assert_close(steps[-1][1]["cross"][-1][:, :, 0], full_maps["cross"][-1][:, :, -1], rtol=0, atol=1e-5)
     # attention never goes to padding
-    assert (full.attention.cross[-1][1, ..., 5:] == 0).all()
+    assert (full_maps["cross"][-1][1, ..., 5:] == 0).all()
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_attention_maps_shapes(name):
     model = make(name)
     src, mask, tgt = batch()
-    maps = model(src, mask, tgt, need_weights=True).attention
+    _, maps, p_t = formed(lambda: model(src, mask, tgt))
     if name.startswith("transformer"):
-        assert [w.shape for w in maps.encoder] == [(3, 4, 7, 7)] * 2
-        assert [w.shape for w in maps.decoder] == [(3, 4, 6, 6)] * 2
-        assert [w.shape for w in maps.cross] == [(3, 4, 6, 7)] * 2
+        assert [w.shape for w in maps["encoder"]] == [(3, 4, 7, 7)] * 2
+        assert [w.shape for w in maps["decoder"]] == [(3, 4, 6, 6)] * 2
+        assert [w.shape for w in maps["cross"]] == [(3, 4, 6, 7)] * 2
     else:
-        assert [w.shape for w in maps.cross] == [(3, 1, 6, 7)]
-        assert (maps.p_t is not None) == ("local" in name)
-    assert model(src, mask, tgt).attention is None
+        assert [w.shape for w in maps["cross"]] == [(3, 1, 6, 7)]
+        assert (p_t is not None) == ("local" in name)
 
 
 @pytest.mark.parametrize("name", ["transformer-rope", "rnn-local-p-concat"])
@@ -130,8 +128,8 @@ def test_encoder_only_and_factory_errors():
         shared_vocab=False,
     )
     src, mask, _ = batch()
-    out = enc(src, mask, need_weights=True)
-    assert out.memory.shape == (3, 7, 32) and len(out.attention.encoder) == 2
+    out, maps, _ = formed(lambda: enc(src, mask))
+    assert out.memory.shape == (3, 7, 32) and len(maps["encoder"]) == 2
     with pytest.raises(ValueError, match="tie_embeddings=true needs one vocabulary"):
         build_model(ModelConfig(), src_vocab=V, tgt_vocab=V, pad_id=0, shared_vocab=False)
     with pytest.raises(ValueError, match=r"model.encoder_layers \(2\) must equal model.decoder_layers \(1\)"):
@@ -219,11 +217,11 @@ def test_encoder_models_satisfy_the_protocol():
     assert isinstance(enc, EncoderModel) and not isinstance(enc, Seq2SeqModel)
     assert _signature_matches(enc, EncoderModel) == []
     src, mask, _ = batch()
-    states, maps = enc.hidden_states(src, mask, need_weights=True)
-    assert len(states) == 3 and len(maps) == 2
+    states, maps, _ = formed(lambda: enc.hidden_states(src, mask))
+    assert len(states) == 3 and len(maps["encoder"]) == 2
     # the last hidden state is the encoder output, before the final LayerNorm of a pre-norm stack
     torch.testing.assert_close(enc.encoder.final_norm(states[-1]), enc.encode(src, mask).memory)
     torch.testing.assert_close(enc.token_vectors(src), enc.embed.embedding(src))
-    unpositioned, _ = enc.hidden_states(src, mask, use_positions=False)
+    unpositioned = enc.hidden_states(src, mask, use_positions=False)
     assert not torch.allclose(unpositioned[0], states[0])
     assert [s.kind for s in enc.attention_sites()] == ["encoder", "encoder"]

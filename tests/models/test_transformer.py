@@ -35,7 +35,7 @@ def test_encoder_layer_matches_torch(norm_first):
     keep = torch.ones(3, 7, dtype=torch.bool)
     keep[1, 5:] = False
     expected = ref(x, src_key_padding_mask=~keep)
-    got, _ = ours(x, keep[:, None, None, :])
+    got = ours(x, keep[:, None, None, :])
     torch.testing.assert_close(got[keep], expected[keep], rtol=0, atol=1e-5)
 
 
@@ -51,7 +51,7 @@ def test_decoder_layer_matches_torch(norm_first):
     keep[0, 4:] = False
     causal = nn.Transformer.generate_square_subsequent_mask(5)
     expected = ref(x, memory, tgt_mask=causal, memory_key_padding_mask=~keep)
-    got, _, _ = ours(x, memory, keep[:, None, None, :])
+    got = ours(x, memory, keep[:, None, None, :])
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attnkit.pretrained import load_pretrained, resolve
+from formed import formed
 
 pytestmark = pytest.mark.slow  # loads a real pretrained model and Hugging Face references
 
@@ -43,7 +44,8 @@ def test_every_layer_and_head_match_transformers(ours):
         out = ref(
             input_ids=batch.ids, attention_mask=batch.mask.long(), output_hidden_states=True, output_attentions=True
         )
-    states, maps = ours.hidden_states(batch, need_weights=True)
+    states, formed_maps, _ = formed(lambda: ours.hidden_states(batch))
+    maps = formed_maps["encoder"]
     assert len(states) == len(out.hidden_states) == 7 and len(maps) == len(out.attentions) == 6
     m = batch.mask[..., None]
     for ours_h, ref_h in zip(states, out.hidden_states):

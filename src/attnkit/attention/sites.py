@@ -255,6 +255,29 @@ class Cache(Listener):
         return None
 
 
+class Weights(Listener):
+    """Each call's weights, formed (the explicit path), at the named attention sites (None: every
+    one), in the order the calls come: [(site, weights (b, h, t, s), p_t (b, t) or None)].
+    ``take()`` hands them over and forgets them (search reads each step's alignments so)."""
+
+    weights = True
+
+    def __init__(self, names: set[str] | None = None) -> None:
+        self.names = names
+        self.calls: list[tuple[Site, Tensor, Tensor | None]] = []
+
+    def wants(self, site: Site) -> bool:
+        return site.role == "attn" and (self.names is None or site.name in self.names)
+
+    def attended(self, call: Attended) -> None:
+        assert call.weights is not None  # formed for this listener
+        self.calls.append((call.site, call.weights, call.extra.get("p_t")))
+
+    def take(self) -> list[tuple[Site, Tensor, Tensor | None]]:
+        out, self.calls = self.calls, []
+        return out
+
+
 def check_names(names: list[str] | set[str], have: list[Site]) -> None:
     """One line for a site name the model does not have: the nearest it has."""
     import difflib

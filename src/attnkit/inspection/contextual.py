@@ -78,7 +78,7 @@ def token_vectors(
             rows_layers.append(hidden[:, keep])
         return TokenVectors(found, torch.cat(rows_static).numpy(), torch.cat(rows_layers, 1).numpy())
     batch = encoder.encode(sentences)
-    states, _ = encoder.hidden_states(batch, use_positions=positions)
+    states = encoder.hidden_states(batch, use_positions=positions)
     labels, rows = [], []
     for b, toks in enumerate(batch.tokens):
         for p, t in enumerate(toks):

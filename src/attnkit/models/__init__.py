@@ -18,7 +18,7 @@ from .interface import (
     Seq2SeqModel,
     find_site,
 )
-from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
+from .outputs import DecoderOutput, EncoderOutput
 from .rnn import RNNEncoder, RNNSeq2Seq, RNNState
 from .transformer import (
     DecoderLayer,
@@ -35,7 +35,6 @@ __all__ = [
     "ARCHS",
     "ATTENTION_KINDS",
     "KIND_LABELS",
-    "AttentionMaps",
     "AttentionSite",
     "DecoderLayer",
     "DecoderOutput",

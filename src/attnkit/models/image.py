@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from ..positions.grid import GridPositions
 from .dropout import Dropout
-from .outputs import AttentionMaps, EncoderOutput
+from .outputs import EncoderOutput
 from .rnn import CELLS, RNNSeq2Seq
 from .transformer import TransformerSeq2Seq, unique_modules
 
@@ -143,10 +143,10 @@ class RNNCaptioner(RNNSeq2Seq):
 
     encoder: ImageRNNEncoder
 
-    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+    def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
         """src (b, H, W) images in [0, 1], src_mask (b, H, W) True on real pixels."""
         memory, mask, final = self.encoder(src, src_mask)
-        return EncoderOutput(memory, mask, AttentionMaps() if need_weights else None, final)
+        return EncoderOutput(memory, mask, final)
 
     def position_schemes(self) -> list[nn.Module]:
         return unique_modules([self.encoder.embed.positions])
@@ -160,11 +160,10 @@ class TransformerCaptioner(TransformerSeq2Seq):
 
     src_embed: RegionEmbedding
 
-    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+    def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
         """src (b, H, W) images in [0, 1], src_mask (b, H, W) True on real pixels."""
         x, mask = self.src_embed(src, src_mask)
-        memory, maps = self.encoder(x, mask, need_weights)
-        return EncoderOutput(memory, mask, AttentionMaps(encoder=maps) if need_weights else None)
+        return EncoderOutput(self.encoder(x, mask), mask)
 
     def region_grid(self, height: int, width: int) -> tuple[int, int]:
         return self.src_embed.grid(height, width)

@@ -113,21 +113,17 @@ class Seq2SeqModel(Protocol[StateT]):
         rows it needs with it; the training loss fuses it into the loss."""
         ...
 
-    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+    def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
         """src (b, s) token ids, src_mask (b, s) True on real tokens."""
         ...
 
     def init_state(self, encoder_out: EncoderOutput) -> StateT: ...
 
-    def decode_step(
-        self, state: StateT, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
-    ) -> DecoderOutput:
+    def decode_step(self, state: StateT, prev_tokens: Tensor, project: bool = True) -> DecoderOutput:
         """Feed target tokens (b, n) after the state's prefix; ``project=False``: features only."""
         ...
 
-    def __call__(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
-    ) -> DecoderOutput:
+    def __call__(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, project: bool = True) -> DecoderOutput:
         """Teacher forcing over every target position at once."""
         ...
 
@@ -168,14 +164,12 @@ class ImageCaptioner(Seq2SeqModel[StateT], Protocol):
 class EncoderModel(Protocol):
     """An encoder alone (BERT-style): contextual vectors for every token."""
 
-    def encode(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput: ...
+    def encode(self, tokens: Tensor, mask: Tensor) -> EncoderOutput: ...
 
-    def hidden_states(
-        self, tokens: Tensor, mask: Tensor, *, need_weights: bool = False, use_positions: bool = True
-    ) -> tuple[list[Tensor], list[Tensor]]:
-        """Every layer's output, the embedding layer's first ((layers + 1) x (b, s, d)), and
-        per-layer attention weights (b, h, s, s) when asked. ``use_positions=False`` leaves
-        the position embeddings out (to show what attention does without them)."""
+    def hidden_states(self, tokens: Tensor, mask: Tensor, *, use_positions: bool = True) -> list[Tensor]:
+        """Every layer's output, the embedding layer's first ((layers + 1) x (b, s, d)).
+        ``use_positions=False`` leaves the position embeddings out (to show what attention does
+        without them)."""
         ...
 
     def token_vectors(self, tokens: Tensor) -> Tensor:

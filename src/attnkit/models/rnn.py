@@ -22,7 +22,7 @@ from ..config import INIT_HIDDEN
 from ..errors import unknown_choice
 from .dropout import Dropout
 from .interface import SourceEncoder
-from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
+from .outputs import DecoderOutput, EncoderOutput
 
 CELLS = {"lstm": nn.LSTM, "gru": nn.GRU}  # config.RNN_CELLS
 Hidden = Tensor | tuple[Tensor, Tensor]
@@ -160,9 +160,9 @@ class RNNSeq2Seq(nn.Module):
     def position_schemes(self) -> list[nn.Module]:
         return []  # the recurrence orders the tokens
 
-    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+    def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
         memory, final = self.encoder(src, src_mask)
-        return EncoderOutput(memory, src_mask, AttentionMaps() if need_weights else None, final)
+        return EncoderOutput(memory, src_mask, final)
 
     def init_state(self, encoder_out: EncoderOutput) -> RNNState:
         memory = encoder_out.memory
@@ -177,90 +177,73 @@ class RNNSeq2Seq(nn.Module):
             feed=memory.new_zeros(memory.shape[0], self.hidden_size),
         )
 
-    def _attend(self, h: Tensor, state: RNNState, need_weights: bool, positions: Tensor):
+    def _attend(self, h: Tensor, state: RNNState, weights: bool, positions: Tensor):
         enc = state.encoder
         return self.attention(
-            h, enc.memory, enc.memory, enc.mask, need_weights, positions=positions, prepared=state.prepared
+            h, enc.memory, enc.memory, enc.mask, weights, positions=positions, prepared=state.prepared
         )
 
     def _attentional(self, h: Tensor, context: Tensor) -> Tensor:
         return torch.tanh(self.combine(torch.cat([context, h], dim=-1)))  # h̃_t, eq. 5
 
-    def _project(self, attentional: Tensor, maps: AttentionMaps | None, project: bool) -> DecoderOutput:
+    def _project(self, attentional: Tensor, project: bool) -> DecoderOutput:
         """One output GEMM over every position (not one per step); dropout before W_s."""
         features = self.dropout(attentional)
         logits = sites.activation(self.logits_site, self.output(features)) if project else None
-        return DecoderOutput(logits, maps, features)
+        return DecoderOutput(logits, features)
 
-    def decode_step(
-        self, state: RNNState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
-    ) -> DecoderOutput:
+    def decode_step(self, state: RNNState, prev_tokens: Tensor, project: bool = True) -> DecoderOutput:
         """Feed target tokens (b, n) one at a time (input feeding needs h̃ of the previous step);
         the n steps are one call at the attention's site."""
         heard = sites.listeners(self.attention_site)
-        collect = need_weights or bool(heard)
-        outputs, weights, centres, taps, queries = [], [], [], [], []
+        outputs: list[Tensor] = []
+        steps: list[tuple[Tensor, Tensor | None, sites.Tap, Tensor]] = []  # (weights, p_t, tap, h_t) per step
         emb = self.dropout(self.tgt_embedding(prev_tokens))  # (b, n, e)
         for i in range(prev_tokens.shape[1]):
             x = emb[:, i : i + 1]
             if self.input_feeding:
                 x = torch.cat([x, state.feed[:, None]], dim=-1)
             h, state.hidden = self.rnn(x, state.hidden)  # (b, 1, H)
-            att = self._attend(h, state, collect, torch.tensor([state.step], device=h.device))
+            att = self._attend(h, state, bool(heard), torch.tensor([state.step], device=h.device))
             attentional = self._attentional(h, att.context)
             state.feed = attentional[:, 0]
             state.step += 1
             outputs.append(attentional)
-            if collect:
-                weights.append(att.weights)
-                centres.append(getattr(att, "p_t", None))
-                taps.append(att.tap)
-                queries.append(h)
-        maps = self._maps(weights, centres) if collect else None
+            if heard:
+                steps.append((att.weights, getattr(att, "p_t", None), att.tap, h))
         if heard:
-            assert maps is not None  # collected for them
-            self._heard(heard, maps, taps, torch.cat(queries, 1), state.encoder.memory)
-        features = outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1)
-        return self._project(features, maps if need_weights else None, project)
+            weights, centres, taps, queries = zip(*steps)
+            p_t = None if centres[0] is None else torch.cat(cast(list[Tensor], centres), 1)
+            self._heard(heard, torch.cat(weights, 1), p_t, list(taps), torch.cat(queries, 1), state.encoder.memory)
+        return self._project(outputs[0] if len(outputs) == 1 else torch.cat(outputs, 1), project)
 
     def _heard(
-        self, heard: tuple[Listener, ...], maps: AttentionMaps, taps: list, queries: Tensor, memory: Tensor
+        self,
+        heard: tuple[Listener, ...],
+        weights: Tensor,
+        p_t: Tensor | None,
+        taps: list,
+        queries: Tensor,
+        memory: Tensor,
     ) -> None:
-        """One call at the attention's site: the formed (b, 1, t, s) weights (Luong's scores are one
-        small map, and concat's do not factor through q . k), each step's in the graph, p_t, and
-        the decoder states h_t (b, t, H) and encoder states (b, s, H) it read."""
+        """One call at the attention's site: the formed weights (b, t, s), as one head (Luong's scores
+        are one small map, and concat's do not factor through q . k), each step's in the graph, p_t
+        (b, t), and the decoder states h_t (b, t, H) and encoder states (b, s, H) it read."""
         extra = {"queries": queries, "keys": memory, "values": memory}
-        if maps.p_t is not None:
-            extra["p_t"] = maps.p_t
-        call = sites.Attended(self.attention_site, factored=False, weights=maps.cross[0], taps=taps, extra=extra)
+        if p_t is not None:
+            extra["p_t"] = p_t
+        call = sites.Attended(self.attention_site, factored=False, weights=weights[:, None], taps=taps, extra=extra)
         sites.attended(heard, call)
 
-    @staticmethod
-    def _maps(weights: list[Tensor], centres: list[Tensor | None]) -> AttentionMaps:
-        cross = torch.cat(weights, 1)[:, None]  # (b, 1, t, s): one "head"
-        p_t = torch.cat(cast(list[Tensor], centres), 1) if centres and centres[0] is not None else None
-        return AttentionMaps(cross=[cross], p_t=p_t)
-
-    def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
-    ) -> DecoderOutput:
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, project: bool = True) -> DecoderOutput:
         """Teacher forcing over all target positions (``project=False``: features only)."""
-        return self._teacher_forced(src, src_mask, tgt_in, need_weights, project)
-
-    def _teacher_forced(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool, project: bool
-    ) -> DecoderOutput:
         state = self.init_state(self.encode(src, src_mask))
         if self.input_feeding:
-            return self.decode_step(state, tgt_in, need_weights, project)
+            return self.decode_step(state, tgt_in, project)
         # Without input feeding the RNN runs over the whole target at once, then attention for all t.
         h, _ = self.rnn(self.dropout(self.tgt_embedding(tgt_in)), state.hidden)  # (b, t, H)
         heard = sites.listeners(self.attention_site)
-        att = self._attend(h, state, need_weights or bool(heard), torch.arange(tgt_in.shape[1], device=h.device))
-        maps = None
-        if need_weights or heard:
-            maps = AttentionMaps(cross=[att.weights[:, None]], p_t=getattr(att, "p_t", None))
+        att = self._attend(h, state, bool(heard), torch.arange(tgt_in.shape[1], device=h.device))
         if heard:
-            assert maps is not None  # formed for them
-            self._heard(heard, maps, [att.tap], h, state.encoder.memory)
-        return self._project(self._attentional(h, att.context), maps if need_weights else None, project)
+            self._heard(heard, att.weights, getattr(att, "p_t", None), [att.tap], h, state.encoder.memory)
+        return self._project(self._attentional(h, att.context), project)

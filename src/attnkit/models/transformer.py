@@ -24,7 +24,7 @@ from ..attention.sites import Site, attention_site, layer_sites
 from ..positions import AbsolutePositions, AttentionPositions
 from .dropout import Dropout
 from .interface import SourceEmbedding
-from .outputs import AttentionMaps, DecoderOutput, EncoderOutput
+from .outputs import DecoderOutput, EncoderOutput
 
 if TYPE_CHECKING:  # BERT's embedding stands in for TokenEmbedding in an encoder
     from .bert import BertEmbedding
@@ -139,13 +139,12 @@ class EncoderLayer(_Sublayers):
         self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout, positions=positions)
         self.feed_forward = FeedForward(d_model, ffn, dropout=activation_dropout, activation=activation)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """x (b, s, d), mask (b, 1, 1, s) -> (b, s, d), weights (b, h, s, s) or None."""
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x (b, s, d), mask (b, 1, 1, s) -> (b, s, d)."""
         x = self._at("resid_pre", x)
         h = self._enter(x, 0)
-        attn = self.self_attn(h, h, h, mask, need_weights)
-        x = self._leave(x, attn.context, 0)
-        return self._feed_forward(x, self.feed_forward, 1), attn.weights
+        x = self._leave(x, self.self_attn(h, h, h, mask).context, 0)
+        return self._feed_forward(x, self.feed_forward, 1)
 
     def name_sites(self, stack: str, layer: int) -> list[Site]:
         """Name this layer's sites (``encoder.3.attn``, ...): every one, in the order they run."""
@@ -183,22 +182,19 @@ class DecoderLayer(_Sublayers):
         memory: Tensor,
         memory_mask: Tensor,
         *,
-        need_weights: bool = False,
         self_cache: KVCache | None = None,
         cross_cache: KVCache | None = None,
         group: int = 1,
-    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """x (b, t, d) -> (b, t, d), self weights (b, h, t, t'), cross weights (b, h, t, s).
-        ``memory`` has b / ``group`` rows: each run of ``group`` rows of x (a sentence's
-        beam hypotheses) attends to one memory row."""
+    ) -> Tensor:
+        """x (b, t, d) -> (b, t, d). ``memory`` has b / ``group`` rows: each run of ``group`` rows
+        of x (a sentence's beam hypotheses) attends to one memory row."""
         x = self._at("resid_pre", x)
         h = self._enter(x, 0)
-        self_attn = self.self_attn(h, h, h, None, need_weights, causal=True, cache=self_cache)
-        x = self._leave(x, self_attn.context, 0)
+        x = self._leave(x, self.self_attn(h, h, h, None, causal=True, cache=self_cache).context, 0)
         h = self._enter(x, 1)
-        cross = self.cross_attn(h, memory, memory, memory_mask, need_weights, cache=cross_cache, group=group)
+        cross = self.cross_attn(h, memory, memory, memory_mask, cache=cross_cache, group=group)
         x = self._leave(x, cross.context, 1)
-        return self._feed_forward(x, self.feed_forward, 2), self_attn.weights, cross.weights
+        return self._feed_forward(x, self.feed_forward, 2)
 
     def name_sites(self, layer: int) -> list[Site]:
         """Name this layer's sites (``decoder.1.attn``, ``decoder.1.cross``, ...), in the order they run."""
@@ -220,15 +216,12 @@ class TransformerEncoder(nn.Module):
         self.sites = [site for i, layer in enumerate(layers) for site in layer.name_sites("encoder", i)]
         self.sites.append(self.norm_site)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """x (b, s, d), mask (b, s) -> (b, s, d), per-layer weights (empty unless asked)."""
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """x (b, s, d), mask (b, s) -> (b, s, d)."""
         attn_mask = mask[:, None, None, :]
-        maps = []
         for layer in self.layers:
-            x, w = layer(x, attn_mask, need_weights)
-            if need_weights:
-                maps.append(w)
-        return sites.activation(self.norm_site, self.final_norm(x)), maps
+            x = layer(x, attn_mask)
+        return sites.activation(self.norm_site, self.final_norm(x))
 
 
 @dataclass
@@ -327,58 +320,44 @@ class TransformerSeq2Seq(nn.Module):
             + [cast(MultiHeadAttention, s.module).positions for s in self.attention_sites()]
         )
 
-    def encode(self, src: Tensor, src_mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+    def encode(self, src: Tensor, src_mask: Tensor) -> EncoderOutput:
         """src (b, s) token ids, src_mask (b, s) True on real tokens."""
-        memory, maps = self.encoder(self.src_embed(src), src_mask, need_weights)
-        return EncoderOutput(memory, src_mask, AttentionMaps(encoder=maps) if need_weights else None)
+        return EncoderOutput(self.encoder(self.src_embed(src), src_mask), src_mask)
 
     def init_state(self, encoder_out: EncoderOutput) -> TransformerState:
         n = len(self.decoder_layers)
         return TransformerState(encoder_out, [KVCache() for _ in range(n)], [KVCache(static=True) for _ in range(n)])
 
     def _decode(
-        self, x: Tensor, enc: EncoderOutput, need_weights: bool, state: TransformerState | None, project: bool = True
+        self, x: Tensor, enc: EncoderOutput, state: TransformerState | None, project: bool = True
     ) -> DecoderOutput:
         memory_mask = enc.mask[:, None, None, :]
         group = 1 if state is None else state.group
-        maps = AttentionMaps() if need_weights else None
         for i, layer in enumerate(self.decoder_layers):
-            x, self_w, cross_w = layer(
+            x = layer(
                 x,
                 enc.memory,
                 memory_mask,
-                need_weights=need_weights,
                 self_cache=None if state is None else state.self_caches[i],
                 cross_cache=None if state is None else state.cross_caches[i],
                 group=group,
             )
-            if maps is not None:
-                maps.decoder.append(self_w)
-                maps.cross.append(cross_w)
         x = sites.activation(self.norm_site, self.decoder_norm(x))
         logits = sites.activation(self.logits_site, self.output(x)) if project else None
-        return DecoderOutput(logits, maps, x)
+        return DecoderOutput(logits, x)
 
-    def decode_step(
-        self, state: TransformerState, prev_tokens: Tensor, need_weights: bool = False, project: bool = True
-    ) -> DecoderOutput:
+    def decode_step(self, state: TransformerState, prev_tokens: Tensor, project: bool = True) -> DecoderOutput:
         """Feed the next target tokens (b, n) (usually n = 1); the caches hold the prefix."""
         x = self.tgt_embed(prev_tokens, offset=state.step)
-        out = self._decode(x, state.encoder, need_weights, state, project)
+        out = self._decode(x, state.encoder, state, project)
         state.step += prev_tokens.shape[1]
         return out
 
-    def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, need_weights: bool = False, project: bool = True
-    ) -> DecoderOutput:
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, project: bool = True) -> DecoderOutput:
         """Teacher forcing: logits (b, t, V) for every target position at once
         (with ``project=False`` only the features before the output layer)."""
-        enc = self.encode(src, src_mask, need_weights)
-        out = self._decode(self.tgt_embed(tgt_in), enc, need_weights, None, project)
-        if need_weights:  # both outputs carry maps
-            assert out.attention is not None and enc.attention is not None
-            out.attention.encoder = enc.attention.encoder
-        return out
+        enc = self.encode(src, src_mask)  # the source is embedded first (gradient methods replace its vectors)
+        return self._decode(self.tgt_embed(tgt_in), enc, None, project)
 
 
 class TransformerEncoderModel(nn.Module):
@@ -389,28 +368,23 @@ class TransformerEncoderModel(nn.Module):
         self.embed = embed
         self.encoder = encoder
 
-    def encode(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
+    def encode(self, tokens: Tensor, mask: Tensor) -> EncoderOutput:
         """tokens (b, s), mask (b, s) True on real tokens -> memory (b, s, d)."""
-        memory, maps = self.encoder(self.embed(tokens), mask, need_weights)
-        return EncoderOutput(memory, mask, AttentionMaps(encoder=maps) if need_weights else None)
+        return EncoderOutput(self.encoder(self.embed(tokens), mask), mask)
 
-    def forward(self, tokens: Tensor, mask: Tensor, need_weights: bool = False) -> EncoderOutput:
-        return self.encode(tokens, mask, need_weights)
+    def forward(self, tokens: Tensor, mask: Tensor) -> EncoderOutput:
+        return self.encode(tokens, mask)
 
-    def hidden_states(
-        self, tokens: Tensor, mask: Tensor, *, need_weights: bool = False, use_positions: bool = True
-    ) -> tuple[list[Tensor], list[Tensor]]:
+    def hidden_states(self, tokens: Tensor, mask: Tensor, *, use_positions: bool = True) -> list[Tensor]:
         """The embedding layer's output, then each layer's ((layers + 1) x (b, s, d)), before
-        the final LayerNorm of a pre-norm stack; per-layer weights (b, h, s, s) when asked."""
+        the final LayerNorm of a pre-norm stack."""
         x = self.embed(tokens, use_positions=use_positions)
-        states, maps = [x], []
+        states = [x]
         attn_mask = mask[:, None, None, :]
         for layer in self.encoder.layers:
-            x, w = layer(x, attn_mask, need_weights)
+            x = layer(x, attn_mask)
             states.append(x)
-            if need_weights:
-                maps.append(w)
-        return states, maps
+        return states
 
     def token_vectors(self, tokens: Tensor) -> Tensor:
         return self.embed.lookup(tokens)

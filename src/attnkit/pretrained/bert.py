@@ -225,19 +225,16 @@ class PretrainedEncoder:
         return Encoded(batch.to(device), mask.to(device), [list(t) for t in toks])
 
     @torch.no_grad()
-    def hidden_states(
-        self, batch: Encoded, need_weights: bool = False, *, use_positions: bool = True
-    ) -> tuple[list[Tensor], list[Tensor]]:
-        """Every layer's output, the embeddings first ((layers + 1) x (b, s, d)), and the
-        attention weights per layer ((b, h, s, s)) when asked; ``use_positions=False``
-        leaves the position embeddings out."""
+    def hidden_states(self, batch: Encoded, *, use_positions: bool = True) -> list[Tensor]:
+        """Every layer's output, the embeddings first ((layers + 1) x (b, s, d));
+        ``use_positions=False`` leaves the position embeddings out."""
         self.model.eval()
-        return self.model.hidden_states(batch.ids, batch.mask, need_weights=need_weights, use_positions=use_positions)
+        return self.model.hidden_states(batch.ids, batch.mask, use_positions=use_positions)
 
     @torch.no_grad()
-    def forward_output(self, batch: Encoded, need_weights: bool = False) -> EncoderOutput:
+    def forward_output(self, batch: Encoded) -> EncoderOutput:
         self.model.eval()
-        return self.model.encode(batch.ids, batch.mask, need_weights)
+        return self.model.encode(batch.ids, batch.mask)
 
     @torch.no_grad()
     def sentence_embeddings(self, sentences: list[str]) -> Tensor:

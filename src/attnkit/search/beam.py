@@ -34,16 +34,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..attention import sites
 from ..data.tokenizer import BOS, EOS
 from ..models.interface import Seq2SeqModel
-from ..models.outputs import AttentionMaps
-from .hypotheses import (
-    Hypothesis,
-    SearchResult,
-    length_penalty,
-    max_lengths,
-    stack_cross,
-)
+from .hypotheses import Hypothesis, SearchResult, alignments, length_penalty, max_lengths, stack_cross
 from .options import SearchOptions
 from .scoring import best_tokens, ensemble_best_tokens
 
@@ -61,9 +55,9 @@ class _Beams:
     attn_hist: Tensor | None = None  # (n * k, layers, heads, t, s) cross-attention, when asked
     pt_hist: Tensor | None = None  # (n * k, t) local attention's p_t
 
-    def record(self, attention: AttentionMaps) -> None:
-        """Append one step's cross-attention (and p_t) to every row's history."""
-        cross, p_t = stack_cross(attention)
+    def record(self, heard: tuple[sites.Listener, ...]) -> None:
+        """Append one step's cross-attention (and p_t), as its sites handed it over, to every row's history."""
+        cross, p_t = stack_cross(heard)
         cross = cross[..., None, :]  # (n * k, L, h, 1, s)
         self.attn_hist = cross if self.attn_hist is None else torch.cat([self.attn_hist, cross], dim=3)
         if p_t is not None:
@@ -125,16 +119,17 @@ def beam_search(
     # the logits of every step are computed in the same memory (scoring.py); an ensemble needs two
     buffers = [torch.empty(b * k, outputs[0].weight.shape[0], device=device) for _ in range(min(len(members), 2))]
     step = 0
+    heard = alignments(members[0], need_weights)
     while beams.active:
         hidden = []
         for m, state, base in zip(members, states, bases or [None] * len(members)):
-            if base is None:
-                out = m.decode_step(state, beams.tokens[:, -1:], need_weights=need_weights, project=False)
-            else:
-                out = m.decode_step(copy.deepcopy(base), beams.tokens, need_weights=need_weights, project=False)
-            if need_weights:
-                assert out.attention is not None  # asked for
-                beams.record(out.attention)
+            with sites.listening(*heard):
+                if base is None:
+                    out = m.decode_step(state, beams.tokens[:, -1:], project=False)
+                else:
+                    out = m.decode_step(copy.deepcopy(base), beams.tokens, project=False)
+            if heard:
+                beams.record(heard)
             assert out.hidden is not None  # every model returns its features
             hidden.append(out.hidden[:, -1])
         if len(members) == 1:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..attention import sites
 from ..data.tokenizer import BOS, EOS
 from ..models.interface import Seq2SeqModel
-from .hypotheses import Hypothesis, SearchResult, max_lengths, stack_cross
+from .hypotheses import Hypothesis, SearchResult, alignments, max_lengths, stack_cross
 from .options import SearchOptions
 from .scoring import best_tokens
 
@@ -25,7 +26,8 @@ def greedy_search(
     need_weights: bool = False,
 ) -> SearchResult:
     """Decode a batch; src (b, s), src_mask (b, s). Scores are summed log-probabilities.
-    Of ``options`` only the length limit applies (beam and length penalty do not)."""
+    Of ``options`` only the length limit applies (beam and length penalty do not).
+    ``need_weights``: each hypothesis keeps its cross-attention, heard at the model's sites."""
     options = options or SearchOptions(beam=1)
     b = src.shape[0]
     device = src.device
@@ -41,8 +43,10 @@ def greedy_search(
     centres: list[tuple[Tensor, Tensor]] = []
     output = model.output_projection
     logits_buffer = torch.empty(b, output.weight.shape[0], device=device)  # reused by every step
+    heard = alignments(model, need_weights)
     for step in range(int(limits.max())):
-        out = model.decode_step(state, prev, need_weights=need_weights, project=False)
+        with sites.listening(*heard):
+            out = model.decode_step(state, prev, project=False)
         assert out.hidden is not None  # every model returns its features
         best, nxt, lse = best_tokens(output, out.hidden[:, -1], 1, logits_buffer)
         best_lp = (best - lse).squeeze(1)  # log-probability, no log-softmax pass
@@ -51,9 +55,8 @@ def greedy_search(
         log_prob[rows] += best_lp.masked_fill(done, 0.0)
         ended[rows] |= nxt == EOS
         out_ids[rows, step] = nxt
-        if need_weights:
-            assert out.attention is not None  # asked for
-            c, p = stack_cross(out.attention)
+        if heard:
+            c, p = stack_cross(heard)
             cross.append((rows, c))
             if p is not None:
                 centres.append((rows, p))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import overload
+from typing import cast, overload
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..models.outputs import AttentionMaps
+from ..attention.sites import Listener, Weights
+from ..models.interface import Seq2SeqModel
 
 # How beam search ranks finished hypotheses of different lengths: score = log P(Y) / lp(|Y|),
 # |Y| counting the EOS token. Each style with its customary alpha (used when none is given).
@@ -64,8 +65,18 @@ def max_lengths(src_mask: Tensor, ratio: float, extra: int) -> Tensor:
     return (src_mask.flatten(1).sum(1).float() * ratio).long() + extra
 
 
-def stack_cross(maps: AttentionMaps) -> tuple[Tensor, Tensor | None]:
-    """One decoding step's attention maps -> cross (b, layers, heads, s), p_t (b,) or None."""
-    cross = torch.stack([w[:, :, -1] for w in maps.cross], dim=1)
-    p_t = maps.p_t[:, -1] if maps.p_t is not None else None
+def alignments(model: Seq2SeqModel, asked: bool) -> tuple[Listener, ...]:
+    """The listeners a search opens around each decoding step: the cross-attention's weights at
+    every layer's site (``attention.sites.Weights``), when ``asked``; none otherwise."""
+    if not asked:
+        return ()
+    return (Weights({s.name for s in model.attention_sites() if s.kind == "cross"}),)
+
+
+def stack_cross(heard: tuple[Listener, ...]) -> tuple[Tensor, Tensor | None]:
+    """One decoding step's cross-attention, as its sites handed it over -> (b, layers, heads, s)
+    of the last query, p_t (b,) or None."""
+    taken = cast(Weights, heard[0]).take()
+    cross = torch.stack([w[:, :, -1] for _, w, _ in taken], dim=1)
+    p_t = next((p[:, -1] for _, _, p in taken if p is not None), None)
     return cross, p_t
