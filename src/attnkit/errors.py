@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -20,3 +21,17 @@ def shorten(text: str, width: int) -> str:
         return text
     cut = text[: width - 1].rsplit(" ", 1)[0].rstrip(",;:")
     return cut + "…"
+
+
+PARAMETER = re.compile(r"`([a-z][a-z0-9_]*)`")  # a library parameter named in a message: `max_new_tokens`
+
+
+def as_flags(message: str) -> str:
+    """A library message as the command line says it: each parameter it names in backquotes becomes
+    its flag (`max_new_tokens` -> --max-new-tokens)."""
+    return PARAMETER.sub(lambda m: "--" + m.group(1).replace("_", "-"), message)
+
+
+def as_fields(message: str) -> str:
+    """A library message as the studio's API says it: parameters by their request fields' names."""
+    return PARAMETER.sub(lambda m: m.group(1), message)

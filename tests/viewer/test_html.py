@@ -52,7 +52,7 @@ def test_a_page_holds_the_layers_asked_and_past_its_budget_every_layer_as_overvi
     ex = data["examples"][0]
     assert ex["offline"]["encoder"]["size"] == [243, 243] and len(ex["offline"]["encoder"]["data"]) == 6
     assert ex["remote"] == {"encoder": [6, 4, 300, 300]} and ex["offline"]["encoder"]["exact"] == {}
-    with pytest.raises(ValueError, match="--layers 6 out of range"):
+    with pytest.raises(ValueError, match="`layers` 6 out of range"):
         write_html(tmp_path / "v.html", [rec], {}, layers=[6])
     with pytest.raises(ValueError, match="cannot compute layer 1 exactly: its weights are formed"):
         viewer_data([rec], layers=[1], budget=per_layer // 4)

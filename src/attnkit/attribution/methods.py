@@ -41,7 +41,7 @@ class Attributable(Protocol):
     """What attribution takes of a loaded model (``attnkit.loaded.LoadedModel`` is one)."""
 
     @property
-    def capabilities(self) -> Any: ...  # ``attnkit.loaded.Capabilities``: .attributions, .summary
+    def capabilities(self) -> Any: ...  # ``attnkit.loaded.Capabilities``: .by_side, .summary
 
     def capture(self, prepared: Prepared) -> AttentionRecord: ...
 
@@ -330,11 +330,15 @@ def attribute_model(
         raise ValueError(f"unknown method {unknown[0]!r} (valid: {', '.join(ALL_METHODS)})")
     record = model.capture(prepared)
     side = check(record, methods, side)
-    refused = [m for m in methods if m not in can.attributions]
+    here = can.by_side.get(side, ())
+    refused = [m for m in methods if m not in here]
     if refused:
         if refused[0] in METHODS:
             attribute(record, refused[:1], side=side)  # the maps' own reason, where they give one
-        raise ValueError(f"{refused[0]} is not run on {can.a} (it takes: {', '.join(can.attributions)})")
+        elsewhere = [s for s, runs in can.by_side.items() if refused[0] in runs]
+        where = f"; it explains the {elsewhere[0]} side (side={elsewhere[0]!r})" if elsewhere else ""
+        on = can.a if len(can.by_side) == 1 else f"{can.a}'s {side} side"
+        raise ValueError(f"{refused[0]} is not run on {on} (it takes: {', '.join(here)}){where}")
     norms = model.value_norms(prepared, value_norm_kind(record, side)) if "value-norm" in methods else None
     scorer = model.scorer(prepared) if any(m in GRADIENT_METHODS for m in methods) else None
     return attribute(record, methods, side=side, value_norms=norms, scorer=scorer, done=done)

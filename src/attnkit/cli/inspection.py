@@ -275,7 +275,7 @@ def _probe(args: argparse.Namespace):
         raise ValueError(f"--probe {args.probe} draws its own inputs: leave out the sentences and --input")
 
     def inputs(model) -> list[str]:
-        if model.capabilities.writes == "continuation":
+        if model.capabilities.continues:
             args.max_new_tokens = 0  # the probe is the whole input: nothing generated after it
         hay = " ".join(given).split() or None
         return probe_inputs(model, args.probe, tokens=args.probe_tokens, inputs=args.probes, haystack=hay)

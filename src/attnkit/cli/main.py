@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 
+from ..errors import as_flags
 from . import flags as F
 from . import inspection, training, translation
 
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.showwarning = one_line  # a library's warning is one line, not its source line
             return args.func(args) or 0
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as err:
-        print(f"attnkit {args.command}: error: {err}", file=sys.stderr)
+        print(f"attnkit {args.command}: error: {as_flags(str(err))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"attnkit {args.command}: interrupted", file=sys.stderr)

@@ -11,6 +11,6 @@ def check_demo_directory(out: Path) -> None:
     """A demo may write ``out`` only when it is absent, empty, or an earlier demo (it holds MARKER);
     a file or another directory there is refused before anything is touched."""
     if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"{out} is a file; the demo writes a directory (choose another --out-dir)")
+        raise NotADirectoryError(f"{out} is a file; the demo writes a directory (choose another `out_dir`)")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
-        raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another --out-dir")
+        raise ValueError(f"{out} exists and is not an attnkit demo directory; choose another `out_dir`")

@@ -96,7 +96,7 @@ def run_demo(
     Everything is checked before any file is touched; the demo is built in a new directory
     beside ``out_dir`` and replaces an earlier demo there only once it is complete."""
     if attention != "global" and arch != "rnn":
-        raise ValueError(f"--attention {attention} is an RNN (Luong) attention; use it with --arch rnn")
+        raise ValueError(f"`attention` {attention} is an RNN (Luong) attention; use it with `arch` rnn")
     out = Path(out_dir)
     check_demo_directory(out)
     final = config_from_dict(

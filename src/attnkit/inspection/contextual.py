@@ -203,7 +203,7 @@ def embed_report(
         absent = [w for w in words if not v.find(w)]
         if absent:
             tokens = sorted({t for _, _, t in v.labels})
-            raise ValueError(f"--word {absent[0]!r} is not among the sentences' tokens: {', '.join(tokens)}")
+            raise ValueError(f"word {absent[0]!r} is not among the sentences' tokens: {', '.join(tokens)}")
         pairs = [(i, j) for w in words for k, i in enumerate(v.find(w)) for j in v.find(w)[k + 1 :]]
     else:
         pairs = v.repeated()

@@ -40,9 +40,9 @@ SchemeT = TypeVar("SchemeT", bound=nn.Module)
 def check_sizes(length: int, d_model: int, heads: int) -> None:
     """The sizes of `attnkit positions`, checked before anything is computed."""
     if length < 2:
-        raise ValueError(f"--length must be at least 2, got {length}")
+        raise ValueError(f"`length` must be at least 2, got {length}")
     if d_model < 2 or heads < 1 or d_model % heads or (d_model // heads) % 2:
-        raise ValueError(f"--heads {heads} must divide --d-model {d_model} into an even head size")
+        raise ValueError(f"`heads` {heads} must divide `d_model` {d_model} into an even head size")
     if length * d_model > MAX_CELLS:
         raise ValueError(
             f"--length {length} x --d-model {d_model} = {length * d_model:,} values is beyond the "

@@ -5,7 +5,6 @@ named sites (``sites``, ``run``, ``cache``, ``show``)."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -25,8 +24,15 @@ if TYPE_CHECKING:
     from ..pretrained.hf import HFModel
     from ..viewer.notebook import NotebookView
 
-from .capabilities import DEFAULT_NEW_TOKENS, Capabilities
+from .capabilities import Capabilities
 from .runs import Run
+
+VERBS = ("translate", "generate", "encode", "caption")  # each a method of the models that do it
+
+
+class CannotError(AttributeError, ValueError):
+    """A verb asked of a model that does not have it: an AttributeError (``hasattr`` is False)
+    that reads as one line (a ValueError)."""
 
 
 class LoadedModel(ABC):
@@ -270,25 +276,16 @@ class LoadedModel(ABC):
         """One forward pass over ``prepared``, the open listeners hearing its sites: (logits (1, t, V)
         or None, an encoder's last layer (1, s, d) or None)."""
 
-    def _cannot(self, verb: str) -> ValueError:
-        can = ", ".join(self.capabilities.verbs) or "nothing beyond attention() and show()"
-        return ValueError(f"{self.name} is {self.capabilities.a}: it does not {verb} (it can: {can})")
+    @property
+    def verbs(self) -> tuple[str, ...]:
+        """What the model does beyond attention() and show(): the verbs its class has."""
+        return tuple(v for v in VERBS if callable(getattr(type(self), v, None)))
 
-    def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
-        """The model's translation of ``text`` (a list: one each)."""
-        raise self._cannot("translate")
-
-    def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
-        """The model's greedy continuation of ``prompt`` (the new text only)."""
-        raise self._cannot("generate")
-
-    def encode(self, text: str | list[str]) -> torch.Tensor:
-        """Sentence vectors: (d,) for a text, (b, d) for a list."""
-        raise self._cannot("encode")
-
-    def caption(self, image: str | Path | np.ndarray, *, beam: int = 1) -> str:
-        """The model's caption of an image (a file, or (H, W[, 3]) in [0, 1] at its size)."""
-        raise self._cannot("caption")
+    def __getattr__(self, name: str) -> Any:
+        if name in VERBS:  # a verb this model does not have: say what it is and what it can do
+            can = ", ".join(self.verbs) or "nothing beyond attention() and show()"
+            raise CannotError(f"{self.name} is {self.capabilities.a}: it does not {name} (it can: {can})")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def describe(self) -> dict:
         return {
@@ -311,9 +308,9 @@ def _one_text(text: Any) -> str:
 
 def _no_output_side(m: LoadedModel, targets, max_new_tokens) -> None:
     if targets is not None:
-        raise ValueError("an encoder has no target side: leave --target out")
+        raise ValueError("an encoder has no target side: leave `target` out")
     if max_new_tokens is not None:
-        raise ValueError("--max-new-tokens is for decoder-only models; an encoder generates nothing")
+        raise ValueError("`max_new_tokens` is for decoder-only models; an encoder generates nothing")
 
 
 def _check_length(m: LoadedModel, n: int) -> None:

@@ -52,6 +52,28 @@ class Capabilities:
         return self.writes in ("translation", "caption")
 
     @property
+    def continues(self) -> bool:
+        """A decoder-only model: it continues its input, its self-attention over its own output."""
+        return self.writes == "continuation"
+
+    @property
+    def by_side(self) -> dict[str, tuple[str, ...]]:
+        """The methods ``attribute`` runs on each side of the model it explains, the default side
+        first: of ``attributions``, those that explain that side (flow is for self-attention: an
+        encoder-decoder's encoder side, not its output)."""
+        from ..attribution.methods import applicable_to, sides_of
+
+        sides = sides_of(self.kinds, decoder_only=self.continues)
+        return {
+            side: tuple(
+                m
+                for m in applicable_to(self.kinds, side, with_model=True, decoder_only=self.continues)
+                if m in self.attributions
+            )
+            for side in sides
+        }
+
+    @property
     def summary(self) -> str:
         """What the model is, in a few words: "encoder-decoder", "decoder-only model", "text
         encoder", "image encoder", "captioner"."""

@@ -33,7 +33,6 @@ class TransformersModel(LoadedModel):
 
     READS: str = "text"
     WRITES: str | None = None
-    VERBS: tuple[str, ...] = ()
     ATTRIBUTIONS: tuple[str, ...] = (*MAP_METHODS, "value-norm", *GRADIENT_NAMES)
     CONTEXTUAL = False
 
@@ -47,7 +46,7 @@ class TransformersModel(LoadedModel):
             self.READS,
             self.WRITES,
             tuple(self.hf.layers_and_heads()),
-            verbs=self.VERBS,
+            verbs=self.verbs,
             attributions=self.ATTRIBUTIONS,
             contextual=self.CONTEXTUAL,
         )
@@ -161,7 +160,6 @@ class TransformersModel(LoadedModel):
 class TransformersEncoder(TransformersModel):
     """A text encoder run by transformers (BERT, RoBERTa, DistilBERT, ...)."""
 
-    VERBS = ("encode",)
     CONTEXTUAL = True
 
     def scorer(self, prepared: Prepared) -> Scorer:
@@ -192,16 +190,15 @@ class TransformersDecoder(TransformersModel):
     continued, and the attention over both."""
 
     WRITES = "continuation"
-    VERBS = ("generate",)
 
     def _check_output_side(self, targets, max_new_tokens) -> None:
         if targets is not None:
-            raise ValueError("a decoder-only model continues its prompt: give the whole text, without --target")
+            raise ValueError("a decoder-only model continues its prompt: give the whole text, without `target`")
 
     def _prepared(self, text, ids, target, options, new) -> Prepared:
         new = DEFAULT_NEW_TOKENS if new is None else new
         if new < 0:
-            raise ValueError(f"--max-new-tokens must be >= 0 (0: the prompt alone), got {new}")
+            raise ValueError(f"`max_new_tokens` must be >= 0 (0: the prompt alone), got {new}")
         limit = self.max_tokens
         if limit is not None and len(ids) + new > limit:
             new = max(0, limit - len(ids))  # the positions end here: stop generating
@@ -247,11 +244,10 @@ class TransformersSeq2Seq(TransformersModel):
     """An encoder-decoder run by transformers (T5, BART, Marian, ...)."""
 
     WRITES = "translation"
-    VERBS = ("translate",)
 
     def _check_output_side(self, targets, max_new_tokens) -> None:
         if max_new_tokens is not None:
-            raise ValueError("--max-new-tokens is for decoder-only models; an encoder-decoder writes until </s>")
+            raise ValueError("`max_new_tokens` is for decoder-only models; an encoder-decoder writes until </s>")
 
     def _prepared(self, text, ids, target, options, new) -> Prepared:
         start = self.hf.decoder_start()

@@ -94,9 +94,9 @@ class AttnkitModel(OwnEngine):
 
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         if max_new_tokens is not None:
-            raise ValueError(f"--max-new-tokens is for decoder-only models; {self.name} is {self.capabilities.a}")
+            raise ValueError(f"`max_new_tokens` is for decoder-only models; {self.name} is {self.capabilities.a}")
         if targets is not None and not self.capabilities.forced:
-            raise ValueError("an encoder has no target side: leave --target out")
+            raise ValueError("an encoder has no target side: leave `target` out")
         return prepare(self.model, self.tok, sentences, targets=targets, options=options, max_src_len=self.max_tokens)
 
     def capture(self, prepared: Prepared) -> AttentionRecord:
@@ -120,7 +120,7 @@ class AttnkitTranslator(AttnkitModel):
             "text",
             "translation",
             kinds,
-            verbs=("translate",),
+            verbs=self.verbs,
             attributions=(*maps, *GRADIENT_NAMES),
             positions=bool(self.model.position_schemes()),
         )
@@ -181,7 +181,7 @@ class BertEncoder(OwnEngine):
             "text",
             None,
             ("encoder",),
-            verbs=("encode",),
+            verbs=self.verbs,
             attributions=(*MAP_METHODS, "value-norm", *GRADIENT_NAMES),
             contextual=True,
             positions=True,
@@ -257,7 +257,7 @@ class Captioner(OwnEngine):
             "image",
             "caption",
             kinds_in({s.kind for s in self.model.attention_sites()}),
-            verbs=("caption",),
+            verbs=self.verbs,
             attributions=("attention", *GRADIENT_NAMES),
         )
 
@@ -289,7 +289,7 @@ class Captioner(OwnEngine):
         """``sentences``: image files, read at the size the model was trained on."""
         check_sentences(sentences)
         if max_new_tokens is not None:
-            raise ValueError("--max-new-tokens is for decoder-only models; a captioner writes until </s>")
+            raise ValueError("`max_new_tokens` is for decoder-only models; a captioner writes until </s>")
         if targets is not None and len(targets) != len(sentences):
             raise ValueError(f"{len(sentences)} images but {len(targets)} captions")
         size = self.cfg.data.scenes.image_size

@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ..errors import as_fields
 from ..viewer.captions import caption_page
 from ..viewer.html import page_html
 from .limits import StudioLimits
@@ -55,7 +56,7 @@ HEADERS = {  # the page is self-contained: it may talk only to this server (data
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=HEADERS)
+    return JSONResponse({"error": as_fields(message)}, status_code=status, headers=HEADERS)
 
 
 def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio") -> Starlette:

@@ -621,7 +621,7 @@ def attribution_sides(c: Any) -> list[str]:
     """The sides ``attribute`` explains on a model of capabilities ``c``, its default first."""
     from ..attribution.methods import sides_of
 
-    return sides_of(c.kinds, decoder_only=c.writes == "continuation")
+    return sides_of(c.kinds, decoder_only=c.continues)
 
 
 def attribution_methods(c: Any, side: str) -> list[str]:
@@ -629,7 +629,7 @@ def attribution_methods(c: Any, side: str) -> list[str]:
     weighted attention where it applies) first."""
     from ..attribution.methods import applicable_to
 
-    found = [m for m in applicable_to(c.kinds, side, with_model=True, decoder_only=c.writes == "continuation")
+    found = [m for m in applicable_to(c.kinds, side, with_model=True, decoder_only=c.continues)
              if m in c.attributions]  # fmt: skip
     return sorted(found, key=lambda m: m != "grad-attention")
 

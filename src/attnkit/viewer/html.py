@@ -187,7 +187,7 @@ def plan_long_page(records: list[AttentionRecord], budget: int, layers: list[int
             for layer in held:
                 why = exact_in_page(r, kind, layer)
                 if why is not None:
-                    raise ValueError(f"--layers {layer}: the page cannot compute layer {layer} exactly: {why}")
+                    raise ValueError(f"`layers` {layer}: the page cannot compute layer {layer} exactly: {why}")
     need = sum(long_bytes(r, 1, held) for r in records)
     if held and need > budget:
         raise ValueError(
@@ -362,7 +362,7 @@ def checked_layers(records: list[AttentionRecord], layers: list[int] | None) -> 
     depth = depth_of(records)
     bad = [x for x in layers if not -depth <= x < depth]
     if bad:
-        raise ValueError(f"--layers {bad[0]} out of range: the model has {depth} layer(s) (0..{depth - 1})")
+        raise ValueError(f"`layers` {bad[0]} out of range: the model has {depth} layer(s) (0..{depth - 1})")
     return sorted({x % depth for x in layers})
 
 
