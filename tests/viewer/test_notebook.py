@@ -1,5 +1,6 @@
 """The viewer inline in Jupyter, checked by executing a real notebook with nbclient."""
 
+import ast
 import html
 import re
 
@@ -69,8 +70,15 @@ def test_the_docs_notebook_runs():
     nb = nbformat.read(Path(__file__).resolve().parents[2] / "docs" / "attnkit.ipynb", as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
-    text = lambda cell: cell.outputs[0]["data"]["text/plain"]
+    text = lambda cell: next(o for o in cell.outputs if "data" in o)["data"]["text/plain"]  # past any warning
     assert "encoder-decoder multi30k-en-de" in text(code[0])
     assert "Mann" in text(code[1])
     assert "'cross': (4, 4," in text(code[2])
     assert "<iframe" in html.unescape(code[4].outputs[0]["data"]["text/html"])
+    # named sites: activation patching's identity (the last layer's output patched in: the clean logits)
+    assert "'encoder.0.resid_pre'" in text(code[5])
+    restored = ast.literal_eval(text(code[7]))
+    assert restored["decoder.3.resid_post"] == 1.0 and abs(restored["decoder.0.attn.z"]) < 0.05
+    assert len(ast.literal_eval(text(code[8]))) == 4  # each cross-attention head ablated in turn
+    assert "'blocks.1.attn'" in text(code[9]) and "'final_norm'" in text(code[9])
+    assert "(1, 4, 8, 16)" in text(code[10]) and float(text(code[11])) > 0
