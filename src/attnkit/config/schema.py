@@ -128,6 +128,11 @@ class ModelConfig:
         if self.layers is not None:
             self.encoder_layers = self.decoder_layers = self.layers
 
+    @property
+    def local_window(self) -> int | None:
+        """Local attention's half-width D (an RNN with local-m or local-p attention), else None."""
+        return self.rnn.window if self.arch == "rnn" and self.rnn.attention.startswith("local") else None
+
 
 @dataclass
 class TrainConfig:

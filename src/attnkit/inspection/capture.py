@@ -128,8 +128,8 @@ def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
     m = cfg.model
     if m.arch == "rnn":  # one attention over the source, positions from the recurrence: no heads, no scheme
         info.update(arch=m.arch, cell=m.rnn.cell, hidden=m.rnn.hidden, attention=m.rnn.attention, score=m.rnn.score)
-        if m.rnn.attention.startswith("local"):
-            info.update(window=m.rnn.window)
+        if m.local_window is not None:
+            info.update(window=m.local_window)
     else:
         info.update(arch=m.arch, d_model=m.d_model, heads=m.transformer.heads, positions=m.positions)
     if cfg.data.task == "caption":  # what reads the image, and the regions' 2-D positions (an RNN's too)

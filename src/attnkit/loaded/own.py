@@ -127,8 +127,7 @@ class AttnkitTranslator(AttnkitModel):
 
     @property
     def window(self) -> int | None:
-        m = self.cfg.model
-        return m.rnn.window if m.arch == "rnn" and m.rnn.attention.startswith("local") else None
+        return self.cfg.model.local_window
 
     def target_count(self, text: str) -> int:
         return len(self.tok.encode_tgt([text])[0]) + 1

@@ -248,7 +248,7 @@ class Trainer:
         from ..inspection.capture import capture, model_info, save_records
 
         n, m = self.cfg.train.attention_snapshots, self.cfg.model
-        window = m.rnn.window if m.arch == "rnn" and m.rnn.attention.startswith("local") else None
+        window = m.local_window
         was_training = self.model.training
         try:
             task = self.task
