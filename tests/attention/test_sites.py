@@ -153,3 +153,16 @@ def test_a_residual_hook_replaces_the_stream(translator):
     with torch.no_grad(), sites.listening(sites.Hooks({"decoder.3.resid_post": lambda x, site: post})):
         same = model(src, mask, tgt).logits
     assert torch.equal(same, clean)
+
+
+def test_an_attention_module_attnkit_did_not_name_is_refused_not_skipped(tmp_path):
+    """A transformers attention module without a site, called while something listens, is one
+    line: its call is never silently missing from a record."""
+    from tiny_hf import build
+
+    model = attnkit.load(build("llama", tmp_path / "llama"), device="cpu")
+    layer = model.hf.model.model.layers[1].self_attn
+    delattr(layer, sites.SITE_ATTR)
+    with pytest.raises(ValueError, match="attnkit did not name this LlamaAttention module"):
+        model.attention("the dog runs")
+    assert model.generate("the dog runs", max_new_tokens=2)  # with nothing listening it runs as before

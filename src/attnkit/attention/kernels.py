@@ -14,6 +14,8 @@ queries (``groups``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -27,6 +29,21 @@ ON_ACCELERATOR = 16  # times more on a GPU (256 MB): fewer, larger kernels; smal
 def block_size(device: torch.device) -> int:
     """How many scores a view computes at once on ``device``."""
     return BLOCK if device.type == "cpu" else BLOCK * ON_ACCELERATOR
+
+
+def row_blocks(
+    t: int, s: int, *, per_row: int, device: torch.device, causal: bool = False, rows: slice | None = None
+) -> Iterator[tuple[slice, int]]:
+    """The one blockwise walk over a map's queries that every statistic, overview, view and
+    log-sum-exp takes: (a block of query rows, the keys any of them may see), at most
+    ``block_size`` scores a block where a row costs ``per_row`` (its keys times the heads taken at
+    once). A causal map's block sees keys up to its last row's i + s - t: past them every weight is
+    exactly 0 and no score is formed. ``rows``: only those queries (default: all t)."""
+    rows = rows or slice(0, t)
+    step = max(1, block_size(device) // max(1, per_row))
+    for a in range(rows.start, rows.stop, step):
+        block = slice(a, min(rows.stop, a + step))
+        yield block, max(1, min(s, block.stop + s - t)) if causal else s
 
 
 def additive_term(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype = torch.float32) -> Tensor | None:
@@ -43,9 +60,8 @@ def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: T
     b, h, t, _ = q.shape
     s = k.shape[-2]
     out = torch.empty(b, h, t, device=q.device)
-    step = max(1, block_size(q.device) // s)
-    for a in range(0, t, step):
-        z = min(t, a + step)
+    for block, _ in row_blocks(t, s, per_row=s, device=q.device):
+        a, z = block.start, block.stop
         sc = torch.matmul(q[..., a:z, :].float(), k.float().transpose(-1, -2)) * scale
         if additive is not None:
             sc = sc + additive[..., a:z, :].float() if additive.shape[-2] > 1 else sc + additive.float()

@@ -103,8 +103,10 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     if module.training:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-        return sites.heads(site, out.transpose(1, 2)).transpose(1, 2), weights  # (b, t, h, d)
+        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)  # (b, t, h, d)
+        if sites.listening_any():  # the head outputs' site takes (b, h, t, d)
+            out = sites.heads(site, out.transpose(1, 2)).transpose(1, 2).contiguous()
+        return out, weights
     scaling = kwargs.get("scaling")
     scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
     is_causal = kwargs.get("is_causal")

@@ -10,7 +10,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from ..kernels import additive_term, block_size, fused_with_lse, groups
+from ..kernels import additive_term, block_size, fused_with_lse, groups, row_blocks
 from ..sites import Site, Tap
 
 
@@ -131,11 +131,9 @@ def _lse_by_rows(call: AttentionCall) -> Tensor:
     q = _req(call.q).float()
     k = groups(_req(call.k).float()[None], h)[0]  # (h, s, d)
     out = torch.empty(h, t, device=q.device)
-    step = max(1, block_size(q.device) // (s * h))
     per_head = call.mask is not None and call.mask.shape[0] > 1
-    for a in range(0, t, step):
-        rows = slice(a, min(t, a + step))
-        cols = slice(0, max(1, min(s, rows.stop + s - t)) if call.causal else s)
+    for rows, seen in row_blocks(t, s, per_row=s * h, device=q.device, causal=call.causal):
+        cols = slice(0, seen)
         sc = torch.matmul(q[:, rows], k[:, cols].transpose(-1, -2)) * call.scale  # (h, r, c)
         if call.bias is not None:
             sc = sc + call.bias[:, rows, cols].float()

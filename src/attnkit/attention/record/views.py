@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..kernels import BLOCK, block_size
+from ..kernels import BLOCK, row_blocks
 from .calls import AttentionCall, _device, _req
 
 
@@ -75,20 +75,17 @@ class MapView:
         """The whole (t, s) map (for a long input ``Maps`` first checks that it fits in memory)."""
         return self._block(slice(0, self.queries), slice(0, self.keys)).cpu().numpy()
 
-    def _visible(self, rows: slice) -> int:
-        """Keys past which no query of ``rows`` sees anything (causal): the rest are exact zeros."""
-        if not self.call.causal or self.call.weights is not None:
-            return self.keys
-        return max(1, min(self.keys, rows.stop + self.keys - self.queries))
-
     def row_blocks(self, rows: slice | None = None) -> Iterator[tuple[slice, Tensor]]:
         """(rows, weights (r, k)) over all queries, at most ``block_size`` scores each; past ``k`` every
         weight of those rows is 0 (a causal map's upper triangle is never computed)."""
-        rows = rows or slice(0, self.queries)
-        step = max(1, block_size(_device(self.call)) // self.keys)
-        for a in range(rows.start, rows.stop, step):
-            r = slice(a, min(rows.stop, a + step))
-            yield r, self._block(r, slice(0, self._visible(r)))
+        for r, seen in self._row_blocks(self.keys, rows):
+            yield r, self._block(r, slice(0, seen))
+
+    def _row_blocks(self, per_row: int, rows: slice | None = None) -> Iterator[tuple[slice, int]]:
+        """``kernels.row_blocks`` over this map: formed weights are read whole (no causal rule to skip by)."""
+        causal = self.call.causal and self.call.weights is None
+        device = _device(self.call)
+        return row_blocks(self.queries, self.keys, per_row=per_row, device=device, causal=causal, rows=rows)
 
     def overview(self, size: int | tuple[int, int] = 512, reduce: str = "max", *, rows=None, cols=None) -> np.ndarray:
         """The map (or its ``rows`` x ``cols`` region: each an index, a (start, stop) pair or a
@@ -109,10 +106,9 @@ class MapView:
         col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
         out = torch.zeros(ph, pw, device=device)
         pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))  # each row's pixel row, from the region's first
-        step = max(1, block_size(device) // nc)
-        for a in range(r.start, r.stop, step):  # a block of map rows at a time, whatever pixels it spans
-            block = slice(a, min(r.stop, a + step))
-            seen = min(self._visible(block), c.stop) - c.start
+        for block, visible in self._row_blocks(nc, r):  # a block of map rows at a time, whatever pixels it spans
+            a = block.start
+            seen = min(visible, c.stop) - c.start
             if seen <= 0:
                 continue  # above a causal map's diagonal: exact zeros
             w = self._block(block, slice(c.start, c.start + seen))  # (r, seen)
@@ -218,10 +214,7 @@ def head_block(call: AttentionCall) -> Iterator[tuple[slice, Tensor, Tensor, Ten
     h, t, s = call.shape
     device = _device(call)
     dense = call.weights is not None
-    step = max(1, block_size(device) // max(1, s * h))
-    for a in range(0, t, step):
-        rows = slice(a, min(t, a + step))
-        seen = s if not call.causal or dense else max(1, min(s, rows.stop + s - t))
+    for rows, seen in row_blocks(t, s, per_row=s * h, device=device, causal=call.causal and not dense):
         cols = slice(0, seen)
         allowed = _allowed_heads(call, rows, cols)
         if dense:
