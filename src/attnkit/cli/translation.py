@@ -65,12 +65,13 @@ def _draw_captions(args: argparse.Namespace, captions) -> None:
 
     model, _, cfg = load_model(args.model, task="caption", **F.weights(args))  # what the title names
     info = model_info(model, cfg)
+    cross = [s for s in model.attention_sites() if s.kind == "cross"]  # what the panels show
     for i, (path, cap) in enumerate(zip(args.images, captions)):
         if not cap.words:
             continue
         boxes, inside = truth_boxes(path, cap)
         # what each panel shows: the captioner's one attention, or (a Transformer's) the last decoder layer's heads averaged
-        shown = "\ncross-attention, last decoder layer, mean of heads; " if info.get("arch") == "transformer" else " "
+        shown = "\ncross-attention, last decoder layer, mean of heads; " if cross[-1].heads > 1 else " "
         title = f"{model_label(info)}:{shown}{path.name}, “{' '.join(cap.words)}”"
         fig = plot_caption(cap.image, cap.words, cap.attention, boxes=boxes, inside=inside, title=title)
         target = numbered(args.output, i, len(args.images))
