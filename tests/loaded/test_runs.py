@@ -116,3 +116,42 @@ def test_show_takes_a_record_already_made(translator):
     assert "Hund" in view._repr_html_()
     with pytest.raises(ValueError, match="for text to capture"):
         translator.show(record, beam=2)
+
+
+def test_an_attention_hook_sees_the_weights_and_cannot_return_a_pattern(llama):
+    shapes = []
+    llama.run(CLEAN, hooks={"blocks.1.attn": lambda call, site: shapes.append(tuple(call.weights.shape))})
+    assert shapes == [(1, 4, 7, 7)]  # formed for the hook alone
+    with pytest.raises(ValueError, match="to change what its heads write, hook blocks.1.attn.z"):
+        llama.run(CLEAN, hooks={"blocks.1.attn": lambda call, site: torch.zeros(1)})
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [("blocks.1.attnn", "is not an attention site"), ("blocks.1.resid_post", "is not an attention site")],
+)
+def test_a_gate_on_no_attention_site_is_one_line(name, message):
+    with pytest.raises(ValueError, match=message), gating({name: torch.ones(4)}):
+        pass
+
+
+def test_gates_named_by_module_reach_that_model_alone(tmp_path):
+    """Two loaded copies share their site names; a gate given by one's module gates it alone."""
+    path = build("llama", tmp_path / "llama")
+    a, b = (attnkit.load(path, device="cpu") for _ in range(2))
+    gate = torch.zeros(4)
+    with gating({a.hf.model.model.layers[1].self_attn: gate}):
+        gated_a, gated_b = a.run(CLEAN).logits, b.run(CLEAN).logits
+    assert not torch.equal(gated_a, a.run(CLEAN).logits) and torch.equal(gated_b, b.run(CLEAN).logits)
+
+
+def test_a_transformers_model_in_training_mode_is_not_recorded_silently(llama):
+    llama.hf.model.train()
+    try:
+        with (
+            pytest.raises(ValueError, match="heard in training mode: attnkit records a model in eval mode"),
+            attnkit.attention.record.recording(),
+        ):
+            llama.hf.model(input_ids=torch.tensor([[2, 5, 6]]))
+    finally:
+        llama.hf.model.eval()

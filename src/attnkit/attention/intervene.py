@@ -30,23 +30,44 @@ from .sites import Listener, Site, listening, site_of
 
 
 def z_name(where: Any) -> str:
-    """The head-output site's name of an attention module, a site or a site's name."""
+    """The head-output site's name of an attention module, a site or a site's name (``decoder.1.cross``
+    or ``decoder.1.cross.z``); one line for anything else."""
     if isinstance(where, str):
-        return where if where.endswith(".z") else f"{where}.z"
+        name = where.removesuffix(".z")
+        if name.rsplit(".", 1)[-1] not in ("attn", "cross"):
+            raise ValueError(
+                f"{where!r} is not an attention site (blocks.3.attn, decoder.1.cross): it has no heads to gate"
+            )
+        return f"{name}.z"
     site = where if isinstance(where, Site) else site_of(where)
-    if site is None:
+    if site is None or site.role not in ("attn", "z"):
         raise ValueError(f"{type(where).__name__} is not an attention module attnkit has named: it cannot be gated")
     return site.name if site.role == "z" else site.z.name
+
+
+def _owner(where: Any) -> int | None:
+    """The module a gate is for, by identity, where it was named by its module (or a site that has one):
+    two models with the same site names (an ensemble) are gated apart."""
+    if isinstance(where, str):
+        return None
+    site = where if isinstance(where, Site) else site_of(where)
+    module = site.module if site is not None else None
+    return None if module is None else id(module)
 
 
 class Gates(Listener):
     """Per head-output site (by name): its gate (h,) and, where set, its replacement (h, d)."""
 
-    def __init__(self, gates: dict[str, Tensor], means: dict[str, Tensor]) -> None:
-        self.gates, self.means = gates, means
+    def __init__(
+        self, gates: dict[str, Tensor], means: dict[str, Tensor], owners: dict[str, int | None] | None = None
+    ) -> None:
+        self.gates, self.means, self.owners = gates, means, owners or {}
 
     def wants(self, site: Site) -> bool:
-        return site.role == "z" and site.name in self.gates
+        if site.role != "z" or site.name not in self.gates:
+            return False
+        owner = self.owners.get(site.name)
+        return owner is None or owner == id(site.module)
 
     def activation(self, site: Site, x: Tensor) -> Tensor:
         gate = self.gates[site.name].to(x.device, x.dtype)  # differentiable: a gate's grad reaches it
@@ -83,7 +104,11 @@ def gating(gates: dict[Any, Tensor], means: dict[Any, Tensor] | None = None) -> 
     """Within: the heads of each attention in ``gates`` (a module, a site or a site's name ->
     gate (h,)) are scaled by their gate, the rest of each head's output (1 - g) taken from
     ``means`` (keyed the same way -> (h, d)) or 0."""
-    g = Gates({z_name(m): x for m, x in gates.items()}, {z_name(m): x for m, x in (means or {}).items()})
+    g = Gates(
+        {z_name(m): x for m, x in gates.items()},
+        {z_name(m): x for m, x in (means or {}).items()},
+        {z_name(m): _owner(m) for m in gates},
+    )
     with listening(g):
         yield g
 

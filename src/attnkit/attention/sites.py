@@ -6,11 +6,16 @@ transformers' families:
     encoder.3.attn        an attention call (kind encoder, decoder or cross)
     decoder.1.cross       cross-attention of decoder layer 1 (an RNN's one attention: decoder.0.cross)
     blocks.7.attn         a decoder-only model's self-attention
-    blocks.7.attn.z       each head's output before the heads merge (b, h, t, d)
+    blocks.7.attn.z       each head's output before the heads merge, head first: (b, h, t, d)
+                          (TransformerLens's hook_z is (b, t, h, d))
     blocks.7.resid_pre    the residual stream into a layer, (b, t, d_model)
     blocks.7.resid_post   ... and out of it
-    blocks.7.mlp_out      the feed-forward block's output (b, t, d_model)
-    decoder.norm          the final norm's output; logits: the output layer's (b, t, V)
+    blocks.7.mlp_out      the feed-forward block's output (b, t, d_model), where it is one module
+    decoder.norm          a stack's final norm (a decoder-only model's: final_norm)
+    logits                the output layer's (b, t, V)
+
+An RNN's attention runs once per decoding step: with input feeding its head-output site is
+called once per step (t = 1 each).
 
 Each site makes one call to whatever listens: the recorder (``attention.record``), gating
 and ablation (``attention.intervene``), the hooks of ``LoadedModel.run`` (read, scale or
@@ -220,7 +225,10 @@ Hook = Callable[..., Any]
 
 class Hooks(Listener):
     """``{site name: fn}``: fn(x, site) at an activation site (its return value, if not None,
-    replaces x); fn(call, site) at an attention site (``Attended``: read only)."""
+    replaces x); fn(call, site) at an attention site (``Attended``, its weights formed: read only;
+    to change what a head writes, hook its ``.z`` site)."""
+
+    weights = True  # only the hooked attention sites form their weights: hooks want the pattern
 
     def __init__(self, hooks: dict[str, Hook]) -> None:
         self.hooks = dict(hooks)
@@ -229,26 +237,27 @@ class Hooks(Listener):
         return site.name in self.hooks
 
     def attended(self, call: Attended) -> None:
-        self.hooks[call.site.name](call, call.site)
+        if self.hooks[call.site.name](call, call.site) is not None:
+            raise ValueError(
+                f"a hook at the attention site {call.site.name} reads the call and returns None; to change "
+                f"what its heads write, hook {call.site.name}.z"
+            )
 
     def activation(self, site: Site, x: Tensor) -> Tensor | None:
         return self.hooks[site.name](x, site)
 
 
 class Cache(Listener):
-    """Every activation of the named sites, detached, as each call leaves it: {name: [tensor, ...]}
-    (one per call: incremental decoding calls a site once per step)."""
+    """Every activation of the named sites (not attention calls: a ``Recorder`` keeps those), detached,
+    as each call leaves it: {name: [tensor, ...]} (one per call: incremental decoding calls a site
+    once per step, and so does an RNN's head-output site)."""
 
     def __init__(self, names: set[str] | None = None) -> None:
         self.names = names
         self.tensors: dict[str, list[Tensor]] = {}
-        self.calls: dict[str, list[Attended]] = {}
 
     def wants(self, site: Site) -> bool:
-        return self.names is None or site.name in self.names
-
-    def attended(self, call: Attended) -> None:
-        self.calls.setdefault(call.site.name, []).append(call)
+        return site.role != "attn" and (self.names is None or site.name in self.names)
 
     def activation(self, site: Site, x: Tensor) -> Tensor | None:
         self.tensors.setdefault(site.name, []).append(x.detach())

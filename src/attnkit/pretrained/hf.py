@@ -25,7 +25,7 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -103,6 +103,9 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     if module.training:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+        if heard:  # transformers' own SDPA (its dropout) hands attnkit no log-sum-exp to record from
+            name = cast(sites.Site, site).name
+            raise ValueError(f"{name} is heard in training mode: attnkit records a model in eval mode (model.eval())")
         out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)  # (b, t, h, d)
         if sites.listening_any():  # the head outputs' site takes (b, h, t, d)
             out = sites.heads(site, out.transpose(1, 2)).transpose(1, 2).contiguous()
@@ -665,7 +668,7 @@ def _stream_in(site: sites.Site):
     """A forward pre-hook: the layer's input hidden states at ``site``."""
 
     def hook(module: nn.Module, args: tuple, kwargs: dict):
-        if not sites.listening_any():
+        if not sites.listeners(site):
             return None
         if args:
             return (sites.activation(site, args[0]), *args[1:]), kwargs
@@ -680,7 +683,7 @@ def _output(site: sites.Site):
     """A forward hook: the module's output (the first of a tuple) at ``site``."""
 
     def hook(module: nn.Module, args: tuple, output: Any):
-        if not sites.listening_any():
+        if not sites.listeners(site):
             return None
         if isinstance(output, Tensor):
             return sites.activation(site, output)

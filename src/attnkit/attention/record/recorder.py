@@ -176,12 +176,13 @@ def recording(
     graph: bool = False,
     dtype: torch.dtype = torch.float32,
     rows: Sequence[int] | None = None,
+    sites: set[str] | None = None,
 ) -> Iterator[Recorder]:
-    """Within: every attention call of every model is handed to the yielded recorder (and to any
-    recorder open around it)."""
+    """Within: every attention call of every model (``sites``: of those attention sites, by name) is
+    handed to the yielded recorder (and to any recorder open around it)."""
     if dtype not in (torch.float16, torch.float32):
         raise ValueError(f"a record keeps q and k in float16 or float32, not {dtype}")
-    rec = Recorder(values=values, graph=graph, dtype=dtype, rows=rows)
+    rec = Recorder(values=values, graph=graph, dtype=dtype, rows=rows, sites=sites)
     token = _recorder.set(rec)
     try:
         with listening(rec):
