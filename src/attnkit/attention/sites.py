@@ -62,9 +62,6 @@ class Site:
         """An attention site's head outputs, before the heads merge."""
         return Site(f"{self.name}.z", self.kind, self.layer, "z", self.heads, self.module)
 
-    def describe(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "layer": self.layer, "role": self.role, "heads": self.heads}
-
 
 def attention_site(kind: str, layer: int, heads: int, module: Any = None, *, stack: str | None = None) -> Site:
     """The site of an attention module, named by its stack and kind (``decoder.1.cross``), and kept
