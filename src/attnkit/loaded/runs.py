@@ -18,7 +18,8 @@ class Run:
     prepared     the input as it ran (ids, tokens, the output side it was given)
     tokens       the positions of ``logits``' rows: the decoder's input (an encoder-decoder, a
                  decoder-only model: row i scores the token after tokens[i]) or the input (an encoder)
-    logits       (1, t, V), or None for an encoder
+    logits       (1, t, V) (a transformers model with a classifier head: its (1, labels)), or None
+                 for an encoder
     output       an encoder's last layer (1, s, d), or None
     activations  ``cache``: {site name: tensor} as each site left it (batch first)
     calls        ``cache``: {attention site name: AttentionCall}, every weight exact from it
