@@ -32,27 +32,24 @@ from .sites import Listener, Site, listening, site_of
 def z_name(where: Any) -> str:
     """The head-output site's name of an attention module, a site or a site's name (``decoder.1.cross``
     or ``decoder.1.cross.z``); one line for anything else."""
+    return _gated(where)[0]
+
+
+def _gated(where: Any) -> tuple[str, int | None]:
+    """(the head-output site's name, the module it belongs to by identity, where it was named by its
+    module or by a site that has one: two models with the same site names, an ensemble, are gated
+    apart; None for a name)."""
     if isinstance(where, str):
         name = where.removesuffix(".z")
         if name.rsplit(".", 1)[-1] not in ("attn", "cross"):
             raise ValueError(
                 f"{where!r} is not an attention site (blocks.3.attn, decoder.1.cross): it has no heads to gate"
             )
-        return f"{name}.z"
+        return f"{name}.z", None
     site = where if isinstance(where, Site) else site_of(where)
     if site is None or site.role not in ("attn", "z"):
         raise ValueError(f"{type(where).__name__} is not an attention module attnkit has named: it cannot be gated")
-    return site.name if site.role == "z" else site.z.name
-
-
-def _owner(where: Any) -> int | None:
-    """The module a gate is for, by identity, where it was named by its module (or a site that has one):
-    two models with the same site names (an ensemble) are gated apart."""
-    if isinstance(where, str):
-        return None
-    site = where if isinstance(where, Site) else site_of(where)
-    module = site.module if site is not None else None
-    return None if module is None else id(module)
+    return site.name if site.role == "z" else site.z.name, None if site.module is None else id(site.module)
 
 
 class Gates(Listener):
@@ -104,10 +101,11 @@ def gating(gates: dict[Any, Tensor], means: dict[Any, Tensor] | None = None) -> 
     """Within: the heads of each attention in ``gates`` (a module, a site or a site's name ->
     gate (h,)) are scaled by their gate, the rest of each head's output (1 - g) taken from
     ``means`` (keyed the same way -> (h, d)) or 0."""
+    named = {m: _gated(m) for m in gates}
     g = Gates(
-        {z_name(m): x for m, x in gates.items()},
+        {named[m][0]: x for m, x in gates.items()},
         {z_name(m): x for m, x in (means or {}).items()},
-        {z_name(m): _owner(m) for m in gates},
+        dict(named.values()),
     )
     with listening(g):
         yield g

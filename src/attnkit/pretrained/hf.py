@@ -415,19 +415,9 @@ class HFModel:
     ) -> tuple[record.Recorder, Any]:
         self.model.eval()
         recording = record.recording(values=vectors, graph=graph, dtype=dtype, rows=[0] if copies > 1 else None)
+        last_only = self.family == "decoder" and not graph  # a record needs no logits: the last position's
         with recording if calls else contextlib.nullcontext(record.Recorder()) as rec:
-            if pixels is not None:
-                out = self.model(pixel_values=pixels.to(self.device))
-            else:
-                src = torch.tensor([ids], device=self.device).expand(copies, -1)
-                kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
-                if decoder_ids is not None:
-                    kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
-                if self.family == "decoder":
-                    kwargs["use_cache"] = False
-                    if not graph:  # a record needs no logits: the last position's (t x vocab is large)
-                        kwargs["logits_to_keep"] = 1
-                out = self.model(input_ids=src, **kwargs)
+            out = self._call(ids, decoder_ids, pixels=pixels, copies=copies, last_only=last_only)
         return rec, out
 
     def outputs(
@@ -436,14 +426,29 @@ class HFModel:
         """The model's own output of one forward pass (every position's logits), nothing recorded:
         what a notebook's ``run`` hooks into."""
         self.model.eval()
+        return self._call(ids, decoder_ids, pixels=pixels)
+
+    def _call(
+        self,
+        ids: list[int] | None,
+        decoder_ids: list[int] | None,
+        *,
+        pixels: Tensor | None = None,
+        copies: int = 1,
+        last_only: bool = False,
+    ) -> Any:
+        """One forward of the model over ``copies`` rows of the input (``last_only``: a decoder-only
+        model's logits at the last position alone: t x vocabulary is large)."""
         if pixels is not None:
             return self.model(pixel_values=pixels.to(self.device))
-        src = torch.tensor([ids], device=self.device)
+        src = torch.tensor([ids], device=self.device).expand(copies, -1)
         kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
         if decoder_ids is not None:
-            kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device)
+            kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
         if self.family == "decoder":
             kwargs["use_cache"] = False
+            if last_only:
+                kwargs["logits_to_keep"] = 1
         return self.model(input_ids=src, **kwargs)
 
     def source_embedding(self) -> nn.Module:

@@ -76,7 +76,7 @@ class Recorder(Listener):
         common: dict[str, Any] = {"graph": graph, "module": site.module, "site": site, "row": i, "extra": extra}
         if not call.factored:
             assert call.weights is not None  # a call that does not factor gives its weights
-            return self.add(site.kind, site.layer, weights=call.weights[i], **common)
+            return self._call(site.kind, site.layer, weights=call.weights[i], **common)
         assert call.q is not None and call.k is not None  # a factored call gives q and k
         j = i // call.group  # the key row its queries read
         t, s = call.q.shape[-2], call.k.shape[-2]
@@ -88,7 +88,7 @@ class Recorder(Listener):
             else:
                 rule = m.expand(-1, t, s)
         bias = None if call.bias is None else _row(_four(call.bias), j).expand(-1, t, s)
-        kept = self.add(
+        kept = self._call(
             site.kind,
             site.layer,
             q=call.q[i],
@@ -106,11 +106,14 @@ class Recorder(Listener):
         return kept
 
     def add(self, kind: str, layer: int | None = None, **parts: Any) -> AttentionCall:
-        """Keep one call (a call made by hand: its layer, if not given, is its place among the
-        calls of its kind)."""
+        """Keep one call made by hand; its layer, if not given, is its place among the calls of its kind."""
         if layer is None:
             layer = self._layers.get(kind, 0)
             self._layers[kind] = layer + 1
+        return self._append(self._call(kind, layer, **parts))
+
+    def _call(self, kind: str, layer: int, **parts: Any) -> AttentionCall:
+        """One call, its tensors detached and kept in the recording's dtype."""
         keep: dict[str, Any] = {
             name: (None if x is None else self._keep(name, x)) if isinstance(x, Tensor) or x is None else x
             for name, x in parts.items()
@@ -118,7 +121,7 @@ class Recorder(Listener):
         call = AttentionCall(kind, layer, **keep)
         if call.lse is not None and call.q is not None and call.q.dtype != parts["q"].dtype:
             call.lse = lse_of(call)  # of the q and k kept (rounded): every row sums to 1 again
-        return call if "site" in parts else self._append(call)
+        return call
 
     def _append(self, call: AttentionCall) -> AttentionCall:
         self.calls.append(call)
