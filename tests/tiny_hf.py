@@ -44,6 +44,21 @@ WORDS = [
     "car",
 ]
 SPECIAL = ["<pad>", "<unk>", "<s>", "</s>", "[CLS]", "[SEP]", "[MASK]"]
+# the families built here, each with the layout attnkit finds for it
+FAMILIES = {
+    "bert": "encoder",
+    "roberta": "encoder",
+    "xlm-roberta": "encoder",
+    "distilbert": "encoder",
+    "gpt2": "decoder",
+    "llama": "decoder",
+    "mistral": "decoder",
+    "qwen2": "decoder",
+    "t5": "seq2seq",
+    "bart": "seq2seq",
+    "marian": "seq2seq",
+    "vit": "vision",
+}
 SMALL = {"hidden": 32, "heads": 4, "layers": 2, "ffn": 64}
 
 
@@ -102,7 +117,7 @@ def _byte_level_tokenizer(path: Path, family: str):
 
 
 def build(family: str, path: Path, *, positions: int = 64) -> Path:
-    """Save a tiny ``family`` model (a SUPPORTED model_type) to ``path``; returns ``path``.
+    """Save a tiny ``family`` model (one of FAMILIES) to ``path``; returns ``path``.
     ``positions``: the longest input of a decoder-only Llama-style model (llama, mistral, qwen2)."""
     import transformers as T
 

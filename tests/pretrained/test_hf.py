@@ -1,4 +1,4 @@
-"""Hugging Face models of every supported family, loaded from disk by ``attnkit.load`` and run
+"""Hugging Face models of twelve families, loaded from disk by ``attnkit.load`` and run
 by transformers: the maps equal transformers' own eager ``output_attentions``, the
 walk-through's recomputed weights equal the model's, generation continues as transformers'
 greedy search does, and every command takes such a directory."""
@@ -21,24 +21,23 @@ from attnkit.attribution.value_norm import value_vectors
 from attnkit.cli import main
 from attnkit.inspection.maps import Maps
 from attnkit.loaded import TransformersModel
-from attnkit.pretrained.hf import SUPPORTED
-from tiny_hf import build
+from tiny_hf import FAMILIES, build
 
 TEXT = "two dogs are playing in the snow ."
-TEXT_FAMILIES = [f for f in SUPPORTED if f != "vit"]
+TEXT_FAMILIES = [f for f in FAMILIES if f != "vit"]
 
 
 @pytest.fixture(scope="session")
 def hf_models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("hf_models")
-    return {family: build(family, root / family) for family in SUPPORTED}
+    return {family: build(family, root / family) for family in FAMILIES}
 
 
 def reference(path: Path, family: str, ids: list[int], decoder_ids: list[int] | None = None) -> dict[str, np.ndarray]:
     """transformers alone: the family's Auto class, eager attention, output_attentions."""
     import transformers as T
 
-    task = SUPPORTED[family]
+    task = FAMILIES[family]
     auto = {"decoder": T.AutoModelForCausalLM, "seq2seq": T.AutoModelForSeq2SeqLM}.get(task, T.AutoModel)
     model = auto.from_pretrained(path, attn_implementation="eager").eval()
     src = torch.tensor([ids])
@@ -216,8 +215,8 @@ def _damaged(hf_models, root: Path) -> dict[str, Path]:
     "case, argv, message",
     [
         ("not_a_model", ["capture", "{d}", TEXT, "-o", "x.npz"], "is not a model directory"),
-        ("mamba", ["plot", "{d}", TEXT, "-o", "x.png"], "model_type 'mamba'"),
-        ("mamba", ["view", "{d}", TEXT], "decoder-only: gpt2, llama"),
+        ("mamba", ["plot", "{d}", TEXT, "-o", "x.png"], "MambaForCausalLM has no attention layer"),
+        ("mamba", ["view", "{d}", TEXT], "has no attention layer"),
         ("no_tokenizer", ["capture", "{d}", TEXT, "-o", "x.npz"], "missing tokenizer files"),
         ("truncated", ["capture", "{d}", TEXT, "-o", "x.npz"], "the weights are not readable"),
         ("roberta", ["capture", "{d}", " ".join(["dog"] * 80), "-o", "x.npz"], "takes at most 65"),
@@ -385,7 +384,7 @@ def _projection(model, call):
     return next(own, None) or names[owner.rsplit(".", 1)[0] + ".output.dense"]
 
 
-@pytest.mark.parametrize("family", list(SUPPORTED))
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_family_ablates_a_head_as_its_output_zeroed_by_hand(hf_models, family, photo):
     """A head of the last attention call zero-ablated by attnkit's gate against the same head's
     slice of the merging projection's input zeroed by a hook (1e-5); importance for every head."""
@@ -418,7 +417,7 @@ def test_every_family_ablates_a_head_as_its_output_zeroed_by_hand(hf_models, fam
     assert all(np.isfinite(v).all() and (v >= 0).all() for v in importance.values())
 
 
-@pytest.mark.parametrize("family", list(SUPPORTED))
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_value_vectors_rebuild_each_familys_attention_output(hf_models, family, photo):
     """Value-norm's f^h(x_j) = v^h_j W_O^h, with each family's own output projection: the weighted sum
     over heads and keys plus the projection's bias is the output of that projection in the model."""
@@ -455,7 +454,7 @@ def test_a_model_object_in_memory_loads_with_its_tokenizer(hf_models, family, ph
     record as the directory gives."""
     import transformers as T
 
-    task = SUPPORTED[family]
+    task = FAMILIES[family]
     auto = {"decoder": T.AutoModelForCausalLM, "seq2seq": T.AutoModelForSeq2SeqLM}.get(task, T.AutoModel)
     held = auto.from_pretrained(hf_models[family])
     helper = (T.AutoImageProcessor if family == "vit" else T.AutoTokenizer).from_pretrained(hf_models[family])

@@ -8,6 +8,13 @@ end of a cached sequence). ``fused`` runs PyTorch's fused kernels and keeps no w
 al. 2022, sec. 3.1), from which any weight is exact later; ``explicit`` forms the weights (in
 the autograd graph). A query that sees no key gets output 0 and log-sum-exp -inf.
 
+Two terms some families add, both exact here: a logit soft-cap (Gemma 2's
+``attn_logit_softcapping``: each scaled score s becomes cap * tanh(s / cap) before the mask
+and bias are added), for which ``blockwise`` runs a block of rows at a time, and a learned
+sink (GPT-OSS's per-head logit in the softmax's denominator, a key with no value), for which
+``with_sink`` rescales any kernel's output: the weights then sum to less than 1 and the
+log-sum-exp counts the sink.
+
 Shapes: q (b, h, t, d); k, v (b, h, s, d), key and value heads already repeated for grouped
 queries (``groups``).
 """
@@ -55,21 +62,73 @@ def additive_term(mask: Tensor | None, bias: Tensor | None, dtype: torch.dtype =
     return floor if bias is None else bias.to(dtype) + floor
 
 
-def _lse_blockwise(q: Tensor, k: Tensor, scale: float, causal: bool, additive: Tensor | None) -> Tensor:
+def scaled(q: Tensor, k: Tensor, scale: float, cap: float | None = None) -> Tensor:
+    """scale q k^T (..., t, s), soft-capped to cap * tanh(s / cap) where ``cap`` is given: the
+    score every kernel and view starts from, before masks and biases."""
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    return s if cap is None else torch.tanh(s / cap) * cap
+
+
+def _block_scores(
+    q: Tensor, k: Tensor, rows: slice, scale: float, causal: bool, additive: Tensor | None, cap: float | None
+) -> Tensor:
+    """The scores of a block of query rows (b, h, r, s) in float32, every rule applied."""
+    t, s = q.shape[-2], k.shape[-2]
+    sc = scaled(q[..., rows, :].float(), k.float(), scale, cap)
+    if additive is not None:
+        sc = sc + (additive[..., rows, :] if additive.shape[-2] > 1 else additive).float()
+    if causal:
+        i = torch.arange(rows.start, rows.stop, device=q.device)[:, None] + (s - t)
+        sc = sc.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))
+    return sc
+
+
+def _lse_blockwise(
+    q: Tensor, k: Tensor, scale: float, causal: bool, additive: Tensor | None, cap: float | None = None
+) -> Tensor:
     """log sum_j exp(s_ij) (b, h, t) in float32, at most ``block_size`` scores per (b, h) at once."""
     b, h, t, _ = q.shape
     s = k.shape[-2]
     out = torch.empty(b, h, t, device=q.device)
     for block, _ in row_blocks(t, s, per_row=s, device=q.device):
-        a, z = block.start, block.stop
-        sc = torch.matmul(q[..., a:z, :].float(), k.float().transpose(-1, -2)) * scale
-        if additive is not None:
-            sc = sc + additive[..., a:z, :].float() if additive.shape[-2] > 1 else sc + additive.float()
-        if causal:
-            i = torch.arange(a, z, device=q.device)[:, None] + (s - t)
-            sc = sc.masked_fill(torch.arange(s, device=q.device)[None, :] > i, float("-inf"))
-        out[..., a:z] = torch.logsumexp(sc, -1)
+        out[..., block] = torch.logsumexp(_block_scores(q, k, block, scale, causal, additive, cap), -1)
     return out
+
+
+def blockwise(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: float,
+    causal: bool = False,
+    additive: Tensor | None = None,
+    cap: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """softmax(scores) v and each query's log-sum-exp, a block of query rows at a time (at most
+    ``block_size`` scores per (b, h) at once): for a score no fused kernel takes (a soft-cap).
+    Weights are formed in float32, as the families' eager attention upcasts its softmax."""
+    b, h, t, _ = q.shape
+    s = k.shape[-2]
+    out = q.new_empty(b, h, t, v.shape[-1])
+    lse = torch.empty(b, h, t, device=q.device)
+    for block, _ in row_blocks(t, s, per_row=s, device=q.device):
+        sc = _block_scores(q, k, block, scale, causal, additive, cap)
+        part = torch.logsumexp(sc, -1)
+        w = torch.exp(sc - part[..., None]).nan_to_num_(0.0)  # a query that sees no key: 0
+        out[..., block, :] = torch.matmul(w.to(v.dtype), v)
+        lse[..., block] = part
+    return out, lse
+
+
+def with_sink(out: Tensor, lse: Tensor, sink: Tensor | None) -> tuple[Tensor, Tensor]:
+    """A kernel's (out, lse) with a learned sink logit in each softmax's denominator (a key that
+    attends to nothing): lse' = log(exp(lse) + exp(sink)) and out scaled by exp(lse - lse').
+    ``sink`` broadcasts to lse (b, h, t): a logit per head (1, h, 1), or per query."""
+    if sink is None:
+        return out, lse
+    total = torch.logaddexp(lse, sink.float())
+    return out * torch.exp(lse - total)[..., None].to(out.dtype), total
 
 
 def _no_key(lse: Tensor, additive: Tensor | None) -> Tensor:
@@ -137,16 +196,29 @@ def fused_with_lse(
 
 
 def explicit(
-    q: Tensor, k: Tensor, v: Tensor, *, scale: float, causal: bool = False, additive: Tensor | None = None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: float,
+    causal: bool = False,
+    additive: Tensor | None = None,
+    cap: float | None = None,
+    sink: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The textbook path, the weights formed (and kept in the autograd graph): (out, weights)."""
+    """The textbook path, the weights formed (and kept in the autograd graph): (out, weights).
+    ``sink`` (broadcast to (b, h, t)): a logit in each softmax's denominator, its weight dropped."""
     t, s = q.shape[-2], k.shape[-2]
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    scores = scaled(q, k, scale, cap)
     if additive is not None:
         scores = scores + additive.to(scores.dtype)
     if causal:
         scores = scores.masked_fill(~causal_mask(t, s, device=q.device), float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
+    if sink is not None:
+        column = sink.to(scores.dtype).expand(scores.shape[:-1])[..., None]
+        weights = torch.softmax(torch.cat([scores, column], -1), dim=-1)[..., :-1]
+    else:
+        weights = torch.softmax(scores, dim=-1)
     if not torch.isfinite(scores).any(-1).all():  # a query with no visible key: 0, not NaN
         weights = weights.nan_to_num(0.0)
     return torch.matmul(weights, v), weights

@@ -115,6 +115,9 @@ class Attended:
     concat, a local window's Gaussian) and ``weights`` (b, h, t, s) are the call's own.
     ``weights``: formed where a listener asked (in the autograd graph where they carry
     gradients); ``lse`` (b, h, t): each query's log-sum-exp where the kernel gave it;
+    ``cap``: a logit soft-cap (each scaled score s is cap * tanh(s / cap) before the bias);
+    ``sink`` (broadcastable to (b, h, t)): a learned logit in each softmax's denominator, a
+    key with no value (the weights then sum to less than 1; ``lse`` counts it);
     ``taps``: a step-by-step attention's weights in the graph, one per step; ``extra``:
     tensors with the query batch first (``x``: the layer input; ``p_t``: local attention's
     centres; an RNN's ``queries``, ``keys``, ``values``)."""
@@ -131,6 +134,8 @@ class Attended:
     factored: bool = True
     weights: Tensor | None = None
     lse: Tensor | None = None
+    cap: float | None = None
+    sink: Tensor | None = None
     taps: list[Tap] | None = None
     extra: dict[str, Tensor] = field(default_factory=dict)
 

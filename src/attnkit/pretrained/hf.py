@@ -8,11 +8,14 @@ mask; while a recorder is open (``attnkit.attention.record``) the fused kernel r
 call is recorded as q, k, the scale, the mask and each query's log-sum-exp, from which any
 weight equals what ``output_attentions`` (eager) gives, and no map is formed until asked.
 
-Families (``SUPPORTED``): encoders, decoder-only models (learned positions, or RoPE with
-grouped key/value heads), encoder-decoders (T5's relative bias, BART and Marian's learned
-positions) and the ViT image encoder. A layer's attention kind comes from the module's
-place in the model: ``encoder`` (an encoder's, or a ViT's), ``decoder`` (a decoder's
-causal self-attention, also a decoder-only model's) or ``cross``.
+Every family whose attention goes through that interface is read, with no list to be on: a
+model's layout (encoder, decoder-only, encoder-decoder, image encoder) comes from its
+configuration and the class its weights were saved from, a layer's attention kind from the
+module's place in the model: ``encoder`` (an encoder's, or a ViT's), ``decoder`` (a decoder's
+causal self-attention, also a decoder-only model's) or ``cross``. The function computes what
+the family's eager attention computes, soft-caps and learned sinks included; an argument it
+does not model, and a family whose attention runs outside the interface, are refused in one
+line.
 
 Nothing is downloaded: only local directories are read (``local_files_only``).
 """
@@ -36,22 +39,7 @@ from ..data.tokenizer import SPACE
 
 ATTN = "attnkit"  # the attention implementation's name in transformers' registry
 
-# model_type -> family; every one is loaded and checked against output_attentions by the tests
-SUPPORTED = {
-    "bert": "encoder",
-    "roberta": "encoder",
-    "xlm-roberta": "encoder",
-    "distilbert": "encoder",
-    "gpt2": "decoder",
-    "llama": "decoder",
-    "mistral": "decoder",
-    "qwen2": "decoder",
-    "t5": "seq2seq",
-    "bart": "seq2seq",
-    "marian": "seq2seq",
-    "vit": "vision",
-}
-FAMILY_LABELS = {
+LAYOUTS = {  # how a model reads and writes, from its configuration and classes (``layout_of``)
     "encoder": "encoder",
     "decoder": "decoder-only",
     "seq2seq": "encoder-decoder",
@@ -76,18 +64,55 @@ WEIGHT_FILES = (
 )
 
 
-def supported_list() -> str:
-    by_family: dict[str, list[str]] = {}
-    for name, family in SUPPORTED.items():
-        by_family.setdefault(FAMILY_LABELS[family], []).append(name)
-    return "; ".join(f"{fam}: {', '.join(names)}" for fam, names in by_family.items())
-
-
 # -- the recording attention function ---------------------------------------------------------
 
 
+# What a family's attention layer may pass the attention function, and what attnkit does with it.
+# Read and computed as the family's own eager attention computes it:
+HONOURED = ("scaling", "dropout", "is_causal", "position_bias", "softcap", "s_aux", "sinks")
+# Read by no eager attention, so by none here either: the mask already holds what they say (a
+# sliding window), or they steer other kernels (FlashAttention's packed sequences) or other code:
+IGNORED = (
+    "sliding_window",
+    "cu_seq_lens_q",
+    "cu_seq_lens_k",
+    "max_length_q",
+    "max_length_k",
+    "position_ids",
+    "seq_idx",
+    "deterministic",
+    "output_attentions",
+    "output_hidden_states",
+    "output_router_logits",
+    "num_items_in_batch",
+    "use_cache",
+    "cache_position",
+    "layer_idx",
+)
+
+
+def _terms(module: nn.Module, kwargs: dict) -> tuple[float | None, Tensor | None]:
+    """The soft-cap and the sink logits (b|1, h, t|1) a layer passes, after refusing any argument
+    attnkit does not model: computing without it would give the family's outputs and maps wrong."""
+    for name, value in kwargs.items():
+        if name not in HONOURED and name not in IGNORED and value is not None:
+            raise ValueError(
+                f"{type(module).__name__} passes `{name}` to its attention function, which attnkit does not "
+                "model: it cannot compute this family's attention exactly"
+            )
+    cap = kwargs.get("softcap")
+    sink = kwargs.get("s_aux")
+    if sink is None:
+        sink = kwargs.get("sinks")
+    if sink is not None:  # a logit per head (h,), or per query (b, h, t, 1)
+        sink = sink.reshape(1, -1, 1) if sink.dim() == 1 else sink.reshape(sink.shape[:3])
+    return (None if cap is None or not cap else float(cap)), sink
+
+
 def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, attention_mask, **kwargs):
-    """Every family's attention, at the module's site (``attnkit.attention.sites``).
+    """Every family's attention, at the module's site (``attnkit.attention.sites``), exactly as its
+    eager attention computes it (soft-caps and learned sinks included; an argument attnkit does not
+    model is refused).
 
     With nothing listening (generation, hidden states) PyTorch's fused kernel runs with the key
     and value heads repeated (transformers' grouped-query SDPA can fall to the math kernel on
@@ -95,26 +120,29 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     listener hears the site the fused kernel runs and keeps each query's log-sum-exp: the
     listeners get q and k after positions, the scale, the mask as a rule (causal) or a boolean
     tensor and T5's position bias, so any weight is exact later; a listener that asks for the
-    weights (a ``graph`` recording, for gradient methods) has them formed in the autograd graph."""
+    weights (a ``graph`` recording, for gradient methods) has them formed in the autograd graph.
+    A soft-capped score takes the blockwise kernel, a sink rescales the kernel's output."""
     site = sites.site_of(module)
     heard = sites.listeners(site)
     if site is None and sites.listening_any():
         raise ValueError(f"attnkit did not name this {type(module).__name__} module: its attention cannot be seen")
+    cap, sink = _terms(module, kwargs)
     if module.training:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        if heard:  # transformers' own SDPA (its dropout) hands attnkit no log-sum-exp to record from
+        if heard:  # attnkit records a model in eval mode (no dropout)
             name = cast(sites.Site, site).name
             raise ValueError(f"{name} is heard in training mode: attnkit records a model in eval mode (model.eval())")
-        out, weights = sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)  # (b, t, h, d)
+        out, weights = _training(module, query, key, value, attention_mask, cap, sink, kwargs)
         if sites.listening_any():  # the head outputs' site takes (b, h, t, d)
             out = sites.heads(site, out.transpose(1, 2)).transpose(1, 2).contiguous()
         return out, weights
     scaling = kwargs.get("scaling")
     scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
     is_causal = kwargs.get("is_causal")
-    is_causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
-    causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)  # as transformers' SDPA decides
+    if is_causal is None:  # a decoder stack's self-attention is causal, whatever its module says (NLLB-MoE's)
+        is_causal = bool(getattr(module, "is_causal", False)) or (site is not None and site.kind == "decoder")
+    # no mask: the causal rule, which the mask function leaves as None (see ``_register``), where the
+    # layer is causal; an attention given no mask at all (ViT's) sees every key
+    causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)
     bias = kwargs.get("position_bias")
     mask = attention_mask
     if mask is not None and mask.dtype != torch.bool:  # an additive mask: what it forbids, and any finite rest
@@ -126,18 +154,48 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     additive = kernels.additive_term(mask, bias)
     heads = query.shape[1]
     k_all, v_all = kernels.groups(key, heads), kernels.groups(value, heads)
+    rules: dict[str, Any] = {"scale": scale, "causal": causal, "additive": additive}
     weights = lse = None
-    if not heard:  # nothing listens: the fused kernel alone
-        out = kernels.fused(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
-    elif sites.needs_weights(heard):
-        out, weights = kernels.explicit(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
-    else:
-        out, lse = kernels.fused_with_lse(query, k_all, v_all, scale=scale, causal=causal, additive=additive)
+    if heard and sites.needs_weights(heard):
+        out, weights = kernels.explicit(query, k_all, v_all, cap=cap, sink=sink, **rules)
+    elif cap is not None:
+        out, lse = kernels.blockwise(query, k_all, v_all, cap=cap, **rules)
+        out, lse = kernels.with_sink(out, lse, sink)
+    elif heard or sink is not None:
+        out, lse = kernels.fused_with_lse(query, k_all, v_all, **rules)
+        out, lse = kernels.with_sink(out, lse, sink)
+    else:  # nothing listens: the fused kernel alone
+        out = kernels.fused(query, k_all, v_all, **rules)
     if heard:
         assert site is not None  # only a named module is heard
-        call = sites.Attended(site, query, key, value, scale, causal, mask, bias, weights=weights, lse=lse)
+        call = sites.Attended(
+            site, query, key, value, scale, causal, mask, bias, weights=weights, lse=lse, cap=cap, sink=sink
+        )
         sites.attended(heard, call)
     return sites.heads(site, out).transpose(1, 2).contiguous(), None
+
+
+def _training(module, query, key, value, attention_mask, cap, sink, kwargs):
+    """A training step's attention: transformers' own SDPA (its dropout), or, for a soft-capped
+    or sunk score that SDPA does not take, the explicit weights with the layer's dropout."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if cap is None and sink is None:
+        plain = {k: v for k, v in kwargs.items() if k not in ("softcap", "s_aux", "sinks")}
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **plain)  # (b, t, h, d)
+    heads = query.shape[1]
+    scaling = kwargs.get("scaling")
+    scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
+    additive = None if attention_mask is None else attention_mask.float()
+    if additive is not None and attention_mask.dtype == torch.bool:
+        additive = kernels.additive_term(attention_mask, None)
+    causal = bool(query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True))
+    v_all = kernels.groups(value, heads)
+    _, weights = kernels.explicit(
+        query, kernels.groups(key, heads), v_all, scale=scale, causal=causal, additive=additive, cap=cap, sink=sink
+    )
+    weights = nn.functional.dropout(weights, p=float(kwargs.get("dropout") or 0.0), training=True)
+    return torch.matmul(weights, v_all).transpose(1, 2).contiguous(), weights
 
 
 _registered = False
@@ -150,8 +208,13 @@ def _register() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
+    def mask(*args, **kwargs):
+        """transformers' SDPA masks, a causal one left as a rule (None) and every other formed: a
+        missing mask then always means causal, whatever a family's module says of itself."""
+        return sdpa_mask(*args, **{**kwargs, "allow_is_bidirectional_skip": False})
+
     AttentionInterface.register(ATTN, _attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN, sdpa_mask)  # masks as rules where they are (causal: None)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ATTN, mask)
     _registered = True
 
 
@@ -203,9 +266,9 @@ class HFModel:
     def max_tokens(self) -> int | None:
         """The longest input the model's positions cover (None: no fixed limit, as T5's relative bias)."""
         c = self.config
-        if self.model_type in ("roberta", "xlm-roberta"):
-            pad = 1 if c.pad_token_id is None else int(c.pad_token_id)
-            return int(c.max_position_embeddings) - pad - 1  # positions count on from padding_idx + 1
+        table = getattr(getattr(self.model.base_model, "embeddings", None), "position_embeddings", None)
+        if isinstance(table, nn.Embedding) and table.padding_idx is not None:  # RoBERTa's: from padding_idx + 1
+            return table.num_embeddings - table.padding_idx - 1
         for name in ("max_position_embeddings", "n_positions"):
             value = getattr(c, name, None)
             if isinstance(value, int) and value > 0:
@@ -416,9 +479,30 @@ class HFModel:
         self.model.eval()
         recording = record.recording(values=vectors, graph=graph, dtype=dtype, rows=[0] if copies > 1 else None)
         last_only = self.family == "decoder" and not graph  # a record needs no logits: the last position's
-        with recording if calls else contextlib.nullcontext(record.Recorder()) as rec:
-            out = self._call(ids, decoder_ids, pixels=pixels, copies=copies, last_only=last_only)
+        ran: set[int] = set()
+        hooks = [s.module.register_forward_pre_hook(lambda m, _: ran.add(id(m))) for s in self.named] if calls else []
+        try:
+            with recording if calls else contextlib.nullcontext(record.Recorder()) as rec:
+                out = self._call(ids, decoder_ids, pixels=pixels, copies=copies, last_only=last_only)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        if calls:
+            self._all_heard(rec, ran)
         return rec, out
+
+    def _all_heard(self, rec: record.Recorder, ran: set[int]) -> None:
+        """Refuse a record that misses an attention layer that ran: a layer whose family computes
+        its attention outside transformers' interface (a linear-attention layer beside softmax
+        ones, a block-sparse encoder) would leave its maps silently missing. A stack that did not
+        run (a vision tower given no image) is not missed."""
+        called = {id(c.site) for c in rec.calls if c.site is not None}
+        for site in self.named:
+            if id(site.module) in ran and id(site) not in called:
+                raise ValueError(
+                    f"{type(self.model).__name__}'s {type(site.module).__name__} ({site.name}) did not call "
+                    "transformers' attention interface: its attention runs outside it, attnkit cannot record it"
+                )
 
     def outputs(
         self, ids: list[int] | None, decoder_ids: list[int] | None = None, *, pixels: Tensor | None = None
@@ -480,9 +564,9 @@ def _kind_of(parts: list[str], family: str) -> str:
     """A module's attention kind, by its place in the model."""
     if family != "seq2seq":
         return "decoder" if family == "decoder" else "encoder"
-    if any(p in CROSS_NAMES for p in parts):
+    if any(p in CROSS_NAMES or "cross" in p.lower() for p in parts):
         return "cross"
-    return "decoder" if "decoder" in parts else "encoder"
+    return "decoder" if any("decoder" in p for p in parts) else "encoder"  # text_decoder, decoder
 
 
 def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sites.Site]:
@@ -506,32 +590,109 @@ def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sit
     stack = "blocks" if family == "decoder" else None
     for kind, layer, name in sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1])):
         out.append(sites.attention_site(kind, layer, heads.get(kind, 0), modules[name], stack=stack))
+    seen: dict[str, str] = {}
+    for site, (_, _, path) in zip(out, sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1]))):
+        if site.name in seen:  # two stacks of one kind (a vision tower beside a text encoder)
+            raise ValueError(
+                f"{type(model).__name__}: {seen[site.name]} and {path} would both be {site.name}: attnkit names "
+                "one stack of each kind"
+            )
+        seen[site.name] = path
     return out
 
 
 def family_of(config: dict, path: Path) -> tuple[str, str]:
-    """(model_type, family) of a config.json, or a one-line error listing the supported families."""
+    """(model_type, layout) of a config.json: the layout (encoder, decoder, seq2seq, vision) from the
+    configuration and the class its weights were saved from (``architectures``), never from a list
+    of model types; a one-line error for a model attnkit cannot read."""
+    from transformers.models.auto import modeling_auto
+
     model_type = config.get("model_type")
-    if model_type not in SUPPORTED:
-        arch = ", ".join(config.get("architectures") or []) or "none given"
+    if not isinstance(model_type, str):
+        raise ValueError(f"{path}: config.json names no model_type: not a transformers model configuration")
+    names = config.get("architectures") or []
+    found = [c for c in (_transformers_class(n) for n in names) if c is not None]
+    if config.get("is_encoder_decoder"):
+        layout = "seq2seq"
+    elif found:
+        layout = _layout_of_class(found[0])
+    elif model_type in modeling_auto.MODEL_FOR_IMAGE_MAPPING_NAMES:
+        layout = "vision"
+    elif (
+        model_type in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and model_type not in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    ):
+        layout = "decoder"
+    elif model_type in modeling_auto.MODEL_MAPPING_NAMES:
+        layout = "encoder"
+    else:
+        arch = ", ".join(names) or "none given"
+        raise ValueError(f"{path}: transformers has no model of type {model_type!r} (architectures: {arch})")
+    return model_type, layout
+
+
+def _transformers_class(name: str) -> Any:
+    import transformers
+
+    try:
+        return getattr(transformers, name)
+    except (AttributeError, ImportError):
+        return None
+
+
+def _layout_of_class(cls: Any) -> str:
+    """A model class's layout: what it reads (``main_input_name``), whether it generates."""
+    main = getattr(cls, "main_input_name", "input_ids")
+    if main == "pixel_values":
+        return "vision"
+    if main != "input_ids":
         raise ValueError(
-            f"{path}: model_type {model_type!r} (architectures: {arch}) is not supported; attnkit reads "
-            f"{supported_list()}"
+            f"{cls.__name__} reads `{main}`: attnkit reads transformers models of text (input_ids) and of images "
+            "(pixel_values)"
         )
-    return model_type, SUPPORTED[model_type]
+    if getattr(getattr(cls, "config_class", None), "is_encoder_decoder", False):
+        return "seq2seq"
+    can = getattr(cls, "can_generate", None)
+    return "decoder" if callable(can) and can() else "encoder"
+
+
+def layout_of_model(model: Any) -> str:
+    """A model in memory's layout, from its configuration and class."""
+    if getattr(model.config, "is_encoder_decoder", False):
+        return "seq2seq"
+    return _layout_of_class(type(model))
+
+
+def _through_interface(model: Any, label: Any) -> None:
+    """Refuse, in one line, a model (in memory, or its class with a configuration: built on the meta
+    device, no weights) with no attention module, or whose family's attention does not go through
+    transformers' attention interface: its maps would be missing, never recorded."""
+    import sys
+
+    cls = type(model)
+    layers = [type(m) for m in model.modules() if "Attention" in type(m).__name__]
+    if not layers:
+        raise ValueError(f"{label}: {cls.__name__} has no attention layer (a state-space or convolutional model?)")
+    for layer in layers:  # the family that defines each attention layer dispatches to the interface
+        if not hasattr(sys.modules.get(layer.__module__), "ALL_ATTENTION_FUNCTIONS"):
+            raise ValueError(
+                f"{label}: {cls.__name__}'s {layer.__name__} computes attention inside its own module, not "
+                "through transformers' attention interface: attnkit cannot record it"
+            )
 
 
 def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
     """Load a local Hugging Face model directory with transformers (``pip install 'attnkit[hf]'``)."""
     path = Path(path)
     config = _read_config(path)
-    model_type, family = family_of(config, path)
     try:
         import transformers
     except ImportError:
         raise ValueError(
-            f"{path} is a Hugging Face {model_type} model: reading it needs transformers (pip install 'attnkit[hf]')"
+            f"{path} is a Hugging Face {config.get('model_type')} model: reading it needs transformers "
+            "(pip install 'attnkit[hf]')"
         ) from None
+    model_type, family = family_of(config, path)
     _quiet_transformers()
     _register()
     if not any((path / f).is_file() for f in WEIGHT_FILES):
@@ -557,6 +718,12 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
         "decoder": transformers.AutoModelForCausalLM,
         "seq2seq": transformers.AutoModelForSeq2SeqLM,
     }[family]
+    settings = _load(lambda: transformers.AutoConfig.from_pretrained(path, local_files_only=True), path, "config")
+    mapping = getattr(auto, "_model_mapping", {})
+    if type(settings) in mapping:
+        with torch.device("meta"):
+            skeleton = _load(lambda: mapping[type(settings)]._from_config(settings), path, "config")
+        _through_interface(skeleton, path)
 
     def build():
         return auto.from_pretrained(
@@ -584,7 +751,8 @@ def from_object(model: Any, tokenizer: Any = None) -> HFModel:
     if config is None or not hasattr(config, "to_dict") or not isinstance(model, nn.Module):
         raise ValueError(f"attnkit.load takes a name, a directory or a transformers model, not {type(model).__name__}")
     name = Path(str(getattr(config, "_name_or_path", "") or type(model).__name__))
-    model_type, family = family_of(config.to_dict(), name)
+    model_type, family = str(getattr(config, "model_type", "")), layout_of_model(model)
+    _through_interface(model, name)
     if tokenizer is None:
         needed = "image processor" if family == "vision" else "tokenizer"
         raise ValueError(

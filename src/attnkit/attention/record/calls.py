@@ -10,7 +10,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from ..kernels import additive_term, block_size, fused_with_lse, groups, row_blocks
+from ..kernels import additive_term, block_size, fused_with_lse, groups, row_blocks, scaled
 from ..sites import Site, Tap
 
 
@@ -25,6 +25,9 @@ class AttentionCall:
     bias (1|h, t, s): added to the scaled scores.
     weights (h, t, s): the weights themselves, for a score that does not factor through q . k;
     then q, k and lse may be None.
+    cap: a logit soft-cap: each scaled score s is cap * tanh(s / cap) before the bias.
+    sink (h, t|1): a learned logit in each softmax's denominator (a key with no value); lse
+    counts it, so a row's weights sum to less than 1.
     v (h_kv, s, d_v): kept when a consumer asks (value-norm, the walk-through).
     graph: the weights in the autograd graph, when a gradient method asks (a ``graph``
     recording): one Tap (b, h, t, s), or one per step of a model that attends step by step.
@@ -41,6 +44,8 @@ class AttentionCall:
     mask: Tensor | None = None
     bias: Tensor | None = None
     weights: Tensor | None = None
+    cap: float | None = None
+    sink: Tensor | None = None
     v: Tensor | None = None
     graph: list[Tap] | None = None
     module: Any = None  # the attention module of the model that made the call (not saved)
@@ -84,7 +89,7 @@ class AttentionCall:
         """s_ij for one head's block (r, c), float32, -inf where the mask forbids."""
         q = _req(self.q)[head, rows].float()
         k = _req(self.k)[self.kv_head(head), cols].float()
-        s = (q @ k.T) * self.scale
+        s = scaled(q, k, self.scale, self.cap)
         if self.bias is not None:
             s = s + self.bias[head if self.bias.shape[0] > 1 else 0, rows, cols].float()
         allowed = self.allowed(head, rows, cols)
@@ -116,13 +121,15 @@ def lse_of(call: AttentionCall) -> Tensor:
     else a block of rows at a time, every head at once, a causal map's invisible keys skipped."""
     h, t, s = call.shape
     compact = call.mask is None and call.bias is None and (not call.causal or (t == s and call.key_mask is None))
-    if compact and h * t * s > block_size(_device(call)):
+    if compact and call.cap is None and h * t * s > block_size(_device(call)):
         q = _req(call.q).float()[None]
         k = groups(_req(call.k).float()[None], h)
         key_mask = None if call.key_mask is None else call.key_mask[None, None, None, :]
         _, lse = fused_with_lse(q, k, k, scale=call.scale, causal=call.causal, additive=additive_term(key_mask, None))
-        return lse[0]
-    return _lse_by_rows(call)
+        out = lse[0]
+    else:
+        out = _lse_by_rows(call)
+    return out if call.sink is None else torch.logaddexp(out, call.sink.float())
 
 
 def _lse_by_rows(call: AttentionCall) -> Tensor:
@@ -134,7 +141,7 @@ def _lse_by_rows(call: AttentionCall) -> Tensor:
     per_head = call.mask is not None and call.mask.shape[0] > 1
     for rows, seen in row_blocks(t, s, per_row=s * h, device=q.device, causal=call.causal):
         cols = slice(0, seen)
-        sc = torch.matmul(q[:, rows], k[:, cols].transpose(-1, -2)) * call.scale  # (h, r, c)
+        sc = scaled(q[:, rows], k[:, cols], call.scale, call.cap)  # (h, r, c)
         if call.bias is not None:
             sc = sc + call.bias[:, rows, cols].float()
         allowed = (

@@ -98,6 +98,10 @@ class Recorder(Listener):
             key_mask=key_mask,
             mask=rule,
             bias=bias,
+            cap=call.cap,
+            sink=None
+            if call.sink is None
+            else _row(call.sink.reshape((1,) * (3 - call.sink.dim()) + tuple(call.sink.shape)), i),
             v=call.v[j] if self.values and call.v is not None else None,
             **common,
         )
@@ -153,7 +157,7 @@ class Recorder(Listener):
         x = x.detach()
         if name in ("q", "k", "v") and x.is_floating_point():
             return x.to(self.dtype)
-        if name in ("lse", "bias", "weights"):
+        if name in ("lse", "bias", "weights", "sink"):
             return x.float()
         return x
 

@@ -289,6 +289,8 @@ def _scores_heads(call: AttentionCall, rows: slice, cols: slice, allowed: Tensor
     qs = q[:, rows].float().reshape(h_kv, h // h_kv, rows.stop - rows.start, -1)
     scores = (qs @ k[:, cols].float().transpose(-1, -2)[:, None]).reshape(h, rows.stop - rows.start, -1)
     scores.mul_(call.scale)
+    if call.cap is not None:
+        scores = torch.tanh(scores / call.cap).mul_(call.cap)
     if call.bias is not None:
         scores.add_(call.bias[:, rows, cols].float())
     if allowed is not None:
