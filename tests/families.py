@@ -40,6 +40,7 @@ SIZES = {
     "qk_head_dim": 8,
     **dict.fromkeys(("mamba_n_heads", "mamba_num_heads"), 4),
     **dict.fromkeys(("mamba_d_head", "mamba_head_dim"), 16),
+    "rotary_dim": 4,  # GPT-J's, CodeGen's: RoPE on part of the head
     "max_position_embeddings": 128,
     "n_positions": 128,
     "vocab_size": VOCAB,
@@ -50,6 +51,7 @@ SIZES = {
     "attn_logit_softcapping": 0.5,  # a cap that binds
 }
 FLOATS = ("attn_logit_softcapping",)
+UNSET = ("num_experts_per_tok", "n_group", "topk_group", "n_routed_experts", "moe_intermediate_size")
 CAPPED_INIT = 0.3  # where a soft-cap is set: weights large enough that the scores reach it
 TOKEN_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 0}
 MAX_PARAMETERS = 4_000_000
@@ -75,6 +77,10 @@ def tiny_config(model_type: str):
 
 def _small(cls, default):
     d = default.to_dict()
+    if "mrope_section" in getattr(cls, "ignore_keys_at_rope_validation", ()):  # Qwen2-VL's split of RoPE
+        for key in ("rope_parameters", "rope_scaling"):
+            if isinstance(d.get(key), dict) and "mrope_section" not in d[key]:
+                d[key] = {**d[key], "mrope_section": [16, 24, 24]}  # the model's own default, scaled below
     params = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
     over: dict = {}
@@ -92,6 +98,8 @@ def _small(cls, default):
         elif key in FLOATS and isinstance(value, float):
             over[key] = SIZES[key]
             over["initializer_range"] = CAPPED_INIT
+        elif key in UNSET and value is None:  # a size the default leaves to the checkpoint
+            over[key] = SIZES[key]
         elif key in TOKEN_IDS and isinstance(value, int) and value >= VOCAB:
             over[key] = TOKEN_IDS[key]
         elif key == "layer_types" and isinstance(value, list):
@@ -234,7 +242,15 @@ def compare(model_type: str) -> Result:
     warnings.filterwarnings("ignore")
     try:
         model = build(model_type)
+    except Skip as why:
+        return Result(model_type, "skipped", str(why))
+    try:  # what attnkit says of the family before anything runs
+        loaded = hf.from_object(model, tokenizer="(none: the matrix feeds ids)")
+    except ValueError as err:
+        return Result(model_type, "refused", str(err).splitlines()[0])
+    try:
         feed = inputs(model)
+        model.set_attn_implementation("eager")
         with torch.no_grad():
             try:
                 torch.manual_seed(0)  # a family that draws at random in its forward (ViT-MAE's masking)
@@ -247,8 +263,8 @@ def compare(model_type: str) -> Result:
     except Skip as why:
         return Result(model_type, "skipped", str(why))
     try:
-        loaded = hf.from_object(model, tokenizer="(none: the matrix feeds ids)")
-        with torch.no_grad():
+        loaded = hf.from_object(model, tokenizer="(none: the matrix feeds ids)")  # named again: a family
+        with torch.no_grad():  # may replace its modules when its attention implementation is set
             torch.manual_seed(0)
             plain = first_output(model(**feed))
             torch.manual_seed(0)

@@ -53,3 +53,33 @@ def test_the_table_covers_every_type_and_says_how_many(documented):
     text = TABLE.read_text(encoding="utf-8")
     assert f"**{counts['exact']} exact, {counts['refused']} refused**" in text
     assert counts["exact"] + counts["refused"] >= 250
+
+
+@pytest.mark.parametrize("model_type", ["gpt_oss", "gemma2"])
+def test_sinks_and_soft_caps_stay_exact_in_every_view(model_type):
+    """A learned sink (GPT-OSS) and a binding soft-cap (Gemma 2): the record's own log-sum-exp
+    recomputed from q and k, the blockwise views and the head summaries all equal the eager map."""
+    import torch
+
+    from attnkit.attention.record import head_block, lse_of
+    from attnkit.attention.record.views import layer_overviews
+    from attnkit.pretrained import hf
+
+    model = families.build(model_type)
+    feed = families.inputs(model)
+    with torch.no_grad():
+        eager = model(**feed, output_attentions=True).attentions
+    loaded = hf.from_object(model, tokenizer="(ids)")
+    rec, _ = loaded.forward(feed["input_ids"][0].tolist())
+    for call, want in zip(rec.calls, eager):
+        want = want[0].float()
+        assert (call.sink is not None) == (model_type == "gpt_oss") and (call.cap is not None) == (
+            model_type == "gemma2"
+        )
+        torch.testing.assert_close(lse_of(call), call.lse, atol=1e-5, rtol=0)
+        for rows, w, _, _ in head_block(call):
+            torch.testing.assert_close(w[..., : want.shape[-1]], want[:, rows, : w.shape[-1]], atol=1e-5, rtol=0)
+        pooled = layer_overviews(call, size=64)  # one pixel a cell: the map itself, the mean of the heads last
+        torch.testing.assert_close(torch.from_numpy(pooled[:-1]), want, atol=1e-5, rtol=0)
+        if model_type == "gpt_oss":  # the sink takes mass: rows sum to less than one
+            assert float(want.sum(-1).max()) < 1 - 1e-3

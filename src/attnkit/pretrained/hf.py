@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from ..attention import kernels, record, sites
 from ..data.tokenizer import SPACE
 
+AttentionSite = sites.Site  # (the name ``sites`` is also an HFModel field)
 ATTN = "attnkit"  # the attention implementation's name in transformers' registry
 
 LAYOUTS = {  # how a model reads and writes, from its configuration and classes (``layout_of``)
@@ -480,7 +481,8 @@ class HFModel:
         recording = record.recording(values=vectors, graph=graph, dtype=dtype, rows=[0] if copies > 1 else None)
         last_only = self.family == "decoder" and not graph  # a record needs no logits: the last position's
         ran: set[int] = set()
-        hooks = [s.module.register_forward_pre_hook(lambda m, _: ran.add(id(m))) for s in self.named] if calls else []
+        watched = [m for s in self.named for m in (s.module, self._layer_of(s))] if calls else []
+        hooks = [m.register_forward_pre_hook(lambda m, _: ran.add(id(m))) for m in dict.fromkeys(watched)]
         try:
             with recording if calls else contextlib.nullcontext(record.Recorder()) as rec:
                 out = self._call(ids, decoder_ids, pixels=pixels, copies=copies, last_only=last_only)
@@ -491,14 +493,22 @@ class HFModel:
             self._all_heard(rec, ran)
         return rec, out
 
+    def _layer_of(self, site: AttentionSite) -> nn.Module:
+        """The layer an attention site's module sits in (its path up to the layer's number)."""
+        path = next(name for name, m in self.model.named_modules() if m is site.module).split(".")
+        cut = next(i for i, p in enumerate(path) if p.isdigit())
+        return self.model.get_submodule(".".join(path[: cut + 1]))
+
     def _all_heard(self, rec: record.Recorder, ran: set[int]) -> None:
         """Refuse a record that misses an attention layer that ran: a layer whose family computes
         its attention outside transformers' interface (a linear-attention layer beside softmax
-        ones, a block-sparse encoder) would leave its maps silently missing. A stack that did not
-        run (a vision tower given no image) is not missed."""
+        ones, a block-sparse encoder computing in a module above the one that calls the interface)
+        would leave its maps silently missing. A stack that did not run (a vision tower given no
+        image) is not missed."""
         called = {id(c.site) for c in rec.calls if c.site is not None}
         for site in self.named:
-            if id(site.module) in ran and id(site) not in called:
+            layer_ran = site.kind != "cross" and id(self._layer_of(site)) in ran  # a cross-attention given
+            if (id(site.module) in ran or layer_ran) and id(site) not in called:  # no encoder is skipped
                 raise ValueError(
                     f"{type(self.model).__name__}'s {type(site.module).__name__} ({site.name}) did not call "
                     "transformers' attention interface: its attention runs outside it, attnkit cannot record it"
@@ -569,6 +579,18 @@ def _kind_of(parts: list[str], family: str) -> str:
     return "decoder" if any("decoder" in p for p in parts) else "encoder"  # text_decoder, decoder
 
 
+def _attention_paths(model: nn.Module) -> list[str]:
+    """The paths of a model's attention modules in its stacks of layers: each innermost module whose
+    class is an attention (the one that calls the attention function), under a layer's number."""
+    attention = [name for name, m in model.named_modules() if "Attention" in type(m).__name__]
+    return [
+        name
+        for name in attention
+        if not any(other.startswith(name + ".") for other in attention)  # not a wrapper (BERT's BertAttention)
+        and any(p.isdigit() for p in name.split("."))  # in a stack of layers (not a pooler's, a head's)
+    ]
+
+
 def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sites.Site]:
     """Name every attention module of a transformers model (``blocks.3.attn``, ``encoder.2.attn``,
     ``decoder.1.cross``) and keep its site on it: each innermost module whose class is an
@@ -576,16 +598,10 @@ def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sit
     path (3 for the 4th layer's self-attention)."""
     found = []
     modules = dict(model.named_modules())
-    attention = {name for name, m in modules.items() if "Attention" in type(m).__name__}
-    for name in attention:
-        if any(other.startswith(name + ".") for other in attention):
-            continue  # a wrapper around the module that attends (BERT's BertAttention, T5's T5LayerSelfAttention)
+    for name in _attention_paths(model):
         parts = name.split(".")
-        numbers = [int(p) for p in parts if p.isdigit()]
-        if not numbers:
-            continue  # not in a stack of layers (a pooler's, a head's)
         kind = _kind_of(parts, family)
-        found.append((kind, numbers[0], name))
+        found.append((kind, next(int(p) for p in parts if p.isdigit()), name))
     out = []
     stack = "blocks" if family == "decoder" else None
     for kind, layer, name in sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1])):
@@ -670,7 +686,7 @@ def _through_interface(model: Any, label: Any) -> None:
     import sys
 
     cls = type(model)
-    layers = [type(m) for m in model.modules() if "Attention" in type(m).__name__]
+    layers = [type(model.get_submodule(path)) for path in _attention_paths(model)]
     if not layers:
         raise ValueError(f"{label}: {cls.__name__} has no attention layer (a state-space or convolutional model?)")
     for layer in layers:  # the family that defines each attention layer dispatches to the interface
