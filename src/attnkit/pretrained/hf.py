@@ -255,6 +255,7 @@ class HFModel:
     processor: Any = None
     named: list[sites.Site] = field(default_factory=list)  # every attention module's site, in order
     sites: list[sites.Site] = field(default_factory=list)  # every site, in the order a forward pass reaches them
+    _layers: dict[int, nn.Module] | None = field(default=None, repr=False)  # each module's layer, found once
 
     @property
     def config(self) -> Any:
@@ -495,9 +496,14 @@ class HFModel:
 
     def _layer_of(self, site: AttentionSite) -> nn.Module:
         """The layer an attention site's module sits in (its path up to the layer's number)."""
-        path = next(name for name, m in self.model.named_modules() if m is site.module).split(".")
-        cut = next(i for i, p in enumerate(path) if p.isdigit())
-        return self.model.get_submodule(".".join(path[: cut + 1]))
+        if self._layers is None or id(site.module) not in self._layers:
+            self._layers = {}
+            for name, m in self.model.named_modules():
+                path = name.split(".")
+                cut = next((i for i, p in enumerate(path) if p.isdigit()), None)
+                if cut is not None:
+                    self._layers[id(m)] = self.model.get_submodule(".".join(path[: cut + 1]))
+        return self._layers[id(site.module)]
 
     def _all_heard(self, rec: record.Recorder, ran: set[int]) -> None:
         """Refuse a record that misses an attention layer that ran: a layer whose family computes
