@@ -58,6 +58,9 @@ def main() -> int:
         "configuration with no model of its own (a sub-configuration), an input that is not text or an "
         "image, a configuration that needs sizes the generator does not set.",
         "",
+        "A vision-language model is fed token ids alone (its image tokens are not built): its language "
+        "model's maps are checked, its vision tower's are not.",
+        "",
         f"{len(results)} model types: **{counts['exact']} exact, {counts['refused']} refused**, "
         f"{counts['skipped']} not built ({no_class} of them configurations with no model class), "
         f"{counts['wrong']} wrong.",

@@ -149,9 +149,9 @@ def test_files_of_the_first_version_still_read(tmp_path):
     assert info == {"arch": "transformer"} and not r.maps.factored("cross")
     np.testing.assert_array_equal(r.maps["cross"], maps)
     np.testing.assert_allclose(r.view("cross", 1, "mean").overview((2, 5)).max(), maps[1].mean(0).max(), atol=1e-6)
-    meta["version"] = 3
+    meta["version"] = 4
     np.savez(tmp_path / "v3.npz", meta=np.array(json.dumps(meta)), **{"0/cross": maps})
-    with pytest.raises(ValueError, match="format version 3; this attnkit reads up to 2"):
+    with pytest.raises(ValueError, match="format version 4; this attnkit reads up to 3"):
         load_records(tmp_path / "v3.npz")
 
 

@@ -83,3 +83,62 @@ def test_sinks_and_soft_caps_stay_exact_in_every_view(model_type):
         torch.testing.assert_close(torch.from_numpy(pooled[:-1]), want, atol=1e-5, rtol=0)
         if model_type == "gpt_oss":  # the sink takes mass: rows sum to less than one
             assert float(want.sum(-1).max()) < 1 - 1e-3
+
+
+@pytest.mark.parametrize("model_type", ["gemma3_text", "mistral"])
+def test_a_sliding_window_is_kept_as_a_rule_and_stays_exact(model_type, tmp_path):
+    """A sliding-window layer's boolean mask becomes the rule it is (a window of 4 keys, shorter than
+    the input), so its record grows with T; the maps equal eager, also read back from a file."""
+    import torch
+
+    from attnkit.attention.record import lse_of
+    from attnkit.inspection.capture import _load_calls, _save_calls
+    from attnkit.pretrained import hf
+
+    model = families.build(model_type)
+    feed = families.inputs(model)
+    with torch.no_grad():
+        eager = model(**feed, output_attentions=True).attentions
+    loaded = hf.from_object(model, tokenizer="(ids)")
+    rec, _ = loaded.forward(feed["input_ids"][0].tolist())
+    windowed = [c for c in rec.calls if c.window is not None]
+    assert windowed and all(c.window == 4 and c.mask is None and c.causal for c in windowed)
+    for call, want in zip(rec.calls, eager):
+        h, t, s = call.shape
+        got = torch.stack([call.block(i, slice(0, t), slice(0, s)) for i in range(h)])
+        torch.testing.assert_close(got, want[0].float(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(lse_of(call), call.lse, atol=1e-5, rtol=0)
+    arrays: dict = {}
+    rules = _save_calls(arrays, "decoder", rec.calls)  # as a .npz keeps them
+    for before, after in zip(rec.calls, _load_calls(arrays, "decoder", "decoder", rules)):
+        assert (after.window, after.cap, after.mask) == (before.window, before.cap, None)
+        h, t, s = before.shape
+        for i in range(h):
+            torch.testing.assert_close(
+                after.block(i, slice(0, t), slice(0, s)), before.block(i, slice(0, t), slice(0, s))
+            )
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "gpt_oss", "gemma2", "gemma3_text", "olmo2", "phi3"])
+def test_a_family_no_list_named_loads_from_disk_and_captures_exactly(model_type, tmp_path):
+    """The real loading path, for families no list ever named: a tiny model saved to disk with a
+    tokenizer, opened by ``attnkit.load`` (its layout from config.json and its class) and captured
+    over a prompt and 4 generated tokens; the maps equal the family's eager attention."""
+    import numpy as np
+    import torch
+
+    import attnkit
+    from tiny_hf import _tokenizer
+
+    path = tmp_path / model_type
+    _tokenizer(path, bos=True, eos=False, cls_sep=False)
+    families.build(model_type).save_pretrained(path)
+    model = attnkit.load(path, device="cpu")
+    (prepared,) = model.prepare(["two dogs are playing in the snow ."], max_new_tokens=4)
+    record = model.capture(prepared)
+    reference = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        torch.manual_seed(0)
+        eager = reference(torch.tensor([prepared.tgt_in_ids]), output_attentions=True).attentions
+    assert record.maps["decoder"].shape[0] == len(eager)
+    np.testing.assert_allclose(record.maps["decoder"], np.stack([a[0].numpy() for a in eager]), atol=1e-5)

@@ -149,7 +149,7 @@ def test_every_command_takes_a_hugging_face_directory(hf_models, family, tmp_pat
         meta = json.loads(str(z["meta"]))
         kinds = meta["examples"][0]["kinds"]
         # the record, not the maps: each layer's q, k and log-sum-exp, with its rules
-        assert meta["version"] == 2 and set(meta["examples"][0]["calls"]) == set(kinds)
+        assert meta["version"] == 3 and set(meta["examples"][0]["calls"]) == set(kinds)
         assert all(z[f"0/{k}/0/q"].ndim == 3 and z[f"0/{k}/0/lse"].ndim == 2 for k in kinds)
     assert kinds == {"gpt2": ["decoder"], "t5": ["encoder", "decoder", "cross"], "roberta": ["encoder"]}[family]
     assert meta["model"]["arch"] == family and meta["model"]["family"]

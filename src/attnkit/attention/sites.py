@@ -109,7 +109,8 @@ class Attended:
     q (b, h, t, d), k (b_kv, h_kv, s, d), v (b_kv, h_kv, s, d_v): after positions (RoPE rotates
     q and k first); b = ``group`` x b_kv (a sentence's beam hypotheses share its keys: query
     row i reads key row i // group). The weights are softmax(scale q k^T + bias) under the
-    rules: ``causal`` (key j visible to query i only if j <= i + s - t), ``mask`` (bool,
+    rules: ``causal`` (key j visible to query i only if j <= i + s - t; with ``window``, only
+    the ``window`` keys up to there: a sliding window kept as a rule, not a mask), ``mask`` (bool,
     True = may attend, broadcastable to (b_kv, h, t, s)) and ``bias`` (broadcastable to
     (b_kv, h, t, s)). ``factored`` false: the score does not factor through q . k (Luong's
     concat, a local window's Gaussian) and ``weights`` (b, h, t, s) are the call's own.
@@ -131,6 +132,7 @@ class Attended:
     mask: Tensor | None = None
     bias: Tensor | None = None
     group: int = 1
+    window: int | None = None
     factored: bool = True
     weights: Tensor | None = None
     lse: Tensor | None = None

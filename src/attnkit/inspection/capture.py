@@ -20,7 +20,7 @@ File format (``save_records`` / ``load_records``): a NumPy ``.npz`` archive,
 readable with ``numpy.load`` alone:
 
     meta         0-d string array holding JSON: {"format": "attnkit-attention",
-                 "version": 2, "model": {...}, "examples": [{"source", "output",
+                 "version": 3, "model": {...}, "examples": [{"source", "output",
                  "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds",
                  "calls", "prompt_length", "grid"}, ...]}  (prompt_length: a decoder-only
                  model's prompt; grid: an image model's patch rows and columns; else null;
@@ -60,7 +60,8 @@ from ..search import SearchOptions
 from .maps import Maps
 
 FORMAT = "attnkit-attention"
-VERSION = 2  # 2: recorded calls (q, k, log-sum-exp, mask rules); 1: formed maps only
+VERSION = 3  # 3: a sliding window, a soft-cap and sinks among the rules; 2: recorded calls (q, k,
+# log-sum-exp, mask rules); 1: formed maps only
 
 
 class _TokenLabels:
@@ -293,7 +294,7 @@ def capture_prepared(model: Seq2SeqModel | EncoderModel, p: Prepared, *, window:
     )
 
 
-PARTS = ("q", "k", "lse", "key_mask", "mask", "bias")  # a recorded call's arrays in a file
+PARTS = ("q", "k", "lse", "key_mask", "mask", "bias", "sink")  # a recorded call's arrays in a file
 
 
 def _save_calls(arrays: dict[str, Any], prefix: str, calls: list[AttentionCall]) -> list[dict]:
@@ -304,7 +305,7 @@ def _save_calls(arrays: dict[str, Any], prefix: str, calls: list[AttentionCall])
             x = getattr(call, part)
             if x is not None and not (part == "bias" and not bool(x.any())):  # T5's cross-attention: zeros
                 arrays[f"{prefix}/{layer}/{part}"] = x.cpu().numpy()
-        rules.append({"scale": call.scale, "causal": call.causal})
+        rules.append({"scale": call.scale, "causal": call.causal, "window": call.window, "cap": call.cap})
     return rules
 
 
@@ -317,7 +318,18 @@ def _load_calls(arrays: dict[str, np.ndarray], prefix: str, kind: str, rules: li
         missing = [p for p in ("q", "k", "lse") if p not in parts]
         if missing:
             raise KeyError(f"{prefix}/{layer}/{missing[0]}")
-        calls.append(AttentionCall(kind, layer, scale=float(rule["scale"]), causal=bool(rule["causal"]), **parts))
+        window, cap = rule.get("window"), rule.get("cap")  # absent in files written before them
+        calls.append(
+            AttentionCall(
+                kind,
+                layer,
+                scale=float(rule["scale"]),
+                causal=bool(rule["causal"]),
+                window=None if window is None else int(window),
+                cap=None if cap is None else float(cap),
+                **parts,
+            )
+        )
     return calls
 
 

@@ -279,8 +279,13 @@ def explain_recorded(call: AttentionCall, prepared: Prepared, *, head: int, quer
     allowed = call.allowed(head, slice(query, query + 1), slice(0, s))
     allowed = torch.ones(s, dtype=torch.bool) if allowed is None else allowed[0].cpu()
     neg = torch.tensor(float("-inf"))
-    scaled = torch.where(allowed, raw * call.scale + extra, neg)
-    weights = torch.softmax(scaled, -1)
+    score = raw * call.scale if call.cap is None else call.cap * torch.tanh(raw * call.scale / call.cap)  # soft-capped
+    scaled = torch.where(allowed, score + extra, neg)
+    if call.sink is not None:  # a learned sink: one more logit in the softmax, a key with no value
+        sink = call.sink[head if call.sink.shape[0] > 1 else 0, query if call.sink.shape[1] > 1 else 0]
+        weights = torch.softmax(torch.cat([scaled, sink.float().cpu()[None]]), -1)[:-1]
+    else:
+        weights = torch.softmax(scaled, -1)
     unscaled = torch.softmax(torch.where(allowed, raw + extra, neg), -1)
     scale_text = (
         ""

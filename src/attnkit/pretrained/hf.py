@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,11 +170,49 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
         out = kernels.fused(query, k_all, v_all, **rules)
     if heard:
         assert site is not None  # only a named module is heard
+        window = kwargs.get("sliding_window")
+        kept_mask, kept_causal, kept_window = mask, causal, None
+        if mask is not None and isinstance(window, int) and _is_window(mask, window):  # a rule, not t x s
+            kept_mask, kept_causal, kept_window = None, True, window
         call = sites.Attended(
-            site, query, key, value, scale, causal, mask, bias, weights=weights, lse=lse, cap=cap, sink=sink
+            site,
+            query,
+            key,
+            value,
+            scale,
+            kept_causal,
+            kept_mask,
+            bias,
+            weights=weights,
+            lse=lse,
+            cap=cap,
+            sink=sink,
+            window=kept_window,
         )
         sites.attended(heard, call)
     return sites.heads(site, out).transpose(1, 2).contiguous(), None
+
+
+_window_seen: list = [None, None, False]  # the last mask checked (a weak reference), its window, the answer
+
+
+def _is_window(mask: Tensor, window: int) -> bool:
+    """Whether a boolean mask (b|1, 1, t, s) is exactly a causal sliding window of ``window`` keys
+    (key j visible to query i if 0 <= i + s - t - j < window) for every row: then it is kept as a
+    rule and the record grows with T, not T^2. Checked once per mask tensor (every layer of a kind
+    shares one)."""
+    if mask.dim() != 4 or mask.shape[1] != 1:
+        return False
+    ref, seen, answer = _window_seen
+    if ref is not None and ref() is mask and seen == window:
+        return answer
+    t, s = mask.shape[-2:]
+    i = torch.arange(t, device=mask.device)[:, None] + (s - t)
+    j = torch.arange(s, device=mask.device)[None, :]
+    rule = (j <= i) & (j > i - window)
+    answer = bool(torch.equal(mask, rule.expand(mask.shape)))
+    _window_seen[:] = [weakref.ref(mask), window, answer]
+    return answer
 
 
 def _training(module, query, key, value, attention_mask, cap, sink, kwargs):
@@ -602,24 +641,47 @@ def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sit
     ``decoder.1.cross``) and keep its site on it: each innermost module whose class is an
     attention (the one that calls the attention function), its layer the first number of its
     path (3 for the 4th layer's self-attention)."""
-    found = []
     modules = dict(model.named_modules())
+    found = []
     for name in _attention_paths(model):
         parts = name.split(".")
-        kind = _kind_of(parts, family)
-        found.append((kind, next(int(p) for p in parts if p.isdigit()), name))
+        found.append((_kind_of(parts, family), next(int(p) for p in parts if p.isdigit()), name))
+    found = _stacks_apart(found, modules)
+    order = sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1]))
     out = []
-    stack = "blocks" if family == "decoder" else None
-    for kind, layer, name in sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1])):
+    for kind, layer, name in order:
+        stack = "blocks" if family == "decoder" and kind == "decoder" else None
         out.append(sites.attention_site(kind, layer, heads.get(kind, 0), modules[name], stack=stack))
     seen: dict[str, str] = {}
-    for site, (_, _, path) in zip(out, sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1]))):
-        if site.name in seen:  # two stacks of one kind (a vision tower beside a text encoder)
+    for site, (_, _, path) in zip(out, order):
+        if site.name in seen:  # two stacks of one kind and one causality (a vision-text dual encoder)
             raise ValueError(
                 f"{type(model).__name__}: {seen[site.name]} and {path} would both be {site.name}: attnkit names "
                 "one stack of each kind"
             )
         seen[site.name] = path
+    return out
+
+
+def _stack(path: str) -> str:
+    """A layer stack's path: the module path up to the layer's number."""
+    parts = path.split(".")
+    return ".".join(parts[: next(i for i, p in enumerate(parts) if p.isdigit())])
+
+
+def _stacks_apart(found: list[tuple[str, int, str]], modules: dict[str, nn.Module]) -> list[tuple[str, int, str]]:
+    """Two stacks of self-attention of one kind (a vision-language model's vision tower beside its
+    language model) told apart by what their modules say of themselves: a causal stack is the
+    ``decoder``, one that sees every position the ``encoder``."""
+    stacks: dict[str, set[str]] = {}
+    for kind, _, path in found:
+        stacks.setdefault(kind, set()).add(_stack(path))
+    out = []
+    for kind, layer, path in found:
+        if kind in ("encoder", "decoder") and len(stacks[kind]) > 1:
+            causal = getattr(modules[path], "is_causal", None)
+            kind = kind if causal is None else "decoder" if causal else "encoder"
+        out.append((kind, layer, path))
     return out
 
 

@@ -163,6 +163,8 @@ def long_example(r: AttentionRecord, *, size: int, layers: list[int]) -> dict:
                 "dim": int(call.q.shape[-1]),  # type: ignore[union-attr]
                 "scale": call.scale,
                 "causal": call.causal,
+                "window": call.window,
+                "cap": call.cap,
             }
         offline[kind] = {
             "causal": bool(r.maps.call(kind, 0).causal),

@@ -53,11 +53,13 @@
       const g = Math.floor(h / (H / e.kv_heads)), q = e.qv.subarray((h * T + i) * d, (h * T + i + 1) * d), lse = e.lv[h * T + i];
       if (!Number.isFinite(lse)) continue;
       const last = e.causal ? Math.min(c1, i + shift + 1) : c1;
-      for (let j = c0; j < last; j++) {
+      const first = e.causal && e.window ? Math.max(c0, i + shift - e.window + 1) : c0;  // a sliding window
+      for (let j = first; j < last; j++) {
         let dot = 0;
         const k = (g * S + j) * d;
         for (let x = 0; x < d; x++) dot += q[x] * e.kv[k + x];
-        out[j - c0] += Math.exp(dot * e.scale - lse) / heads.length;
+        const score = e.cap ? e.cap * Math.tanh(dot * e.scale / e.cap) : dot * e.scale;  // a soft-cap
+        out[j - c0] += Math.exp(score - lse) / heads.length;
       }
     }
   }

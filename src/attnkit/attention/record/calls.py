@@ -21,6 +21,7 @@ class AttentionCall:
     q (h, t, d) and k (h_kv, s, d): after positions, kept in the recording's dtype.
     lse (h, t) float32: log sum_j exp(s_ij), -inf for a query that sees no key.
     causal: key j is visible to query i only if j <= i + (s - t) (bottom-right aligned).
+    window: with causal, a sliding window: only the ``window`` keys up to i + (s - t) are visible.
     key_mask (s,) and mask (1|h, t, s): boolean, True = may attend.
     bias (1|h, t, s): added to the scaled scores.
     weights (h, t, s): the weights themselves, for a score that does not factor through q . k;
@@ -40,6 +41,7 @@ class AttentionCall:
     scale: float = 1.0
     lse: Tensor | None = None
     causal: bool = False
+    window: int | None = None
     key_mask: Tensor | None = None
     mask: Tensor | None = None
     bias: Tensor | None = None
@@ -76,7 +78,8 @@ class AttentionCall:
         out: Tensor | None = None
         if self.causal:
             i = torch.arange(rows.start, rows.stop, device=_device(self))[:, None] + (s - t)
-            out = torch.arange(cols.start, cols.stop, device=i.device)[None, :] <= i
+            j = torch.arange(cols.start, cols.stop, device=i.device)[None, :]
+            out = j <= i if self.window is None else (j <= i) & (j > i - self.window)
         if self.key_mask is not None:
             km = self.key_mask[cols][None, :]
             out = km if out is None else out & km
@@ -121,7 +124,7 @@ def lse_of(call: AttentionCall) -> Tensor:
     else a block of rows at a time, every head at once, a causal map's invisible keys skipped."""
     h, t, s = call.shape
     compact = call.mask is None and call.bias is None and (not call.causal or (t == s and call.key_mask is None))
-    if compact and call.cap is None and h * t * s > block_size(_device(call)):
+    if compact and call.cap is None and call.window is None and h * t * s > block_size(_device(call)):
         q = _req(call.q).float()[None]
         k = groups(_req(call.k).float()[None], h)
         key_mask = None if call.key_mask is None else call.key_mask[None, None, None, :]

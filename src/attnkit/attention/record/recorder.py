@@ -95,6 +95,7 @@ class Recorder(Listener):
             k=call.k[j],
             scale=call.scale,
             causal=call.causal,
+            window=call.window,
             key_mask=key_mask,
             mask=rule,
             bias=bias,
