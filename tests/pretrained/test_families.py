@@ -142,3 +142,31 @@ def test_a_family_no_list_named_loads_from_disk_and_captures_exactly(model_type,
         eager = reference(torch.tensor([prepared.tgt_in_ids]), output_attentions=True).attentions
     assert record.maps["decoder"].shape[0] == len(eager)
     np.testing.assert_allclose(record.maps["decoder"], np.stack([a[0].numpy() for a in eager]), atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_half_precision_model_records_as_it_runs(dtype):
+    """A model in bfloat16 or float16 (as big models are loaded) runs attnkit's attention in its own
+    dtype: its outputs equal its own eager attention's within that dtype's rounding, and the maps
+    formed from the record equal eager's maps of the same model."""
+    import torch
+
+    from attnkit.pretrained import hf
+
+    half = getattr(torch, dtype)
+    model = families.build("qwen3").to(half)
+    feed = families.inputs(model)
+    with torch.no_grad():
+        eager = model(**feed, output_attentions=True)
+    loaded = hf.from_object(model, tokenizer="(ids)")
+    with torch.no_grad():
+        plain = model(**feed).logits
+        rec, _ = loaded.forward(feed["input_ids"][0].tolist())
+    tolerance = 2e-2 if dtype == "bfloat16" else 2e-3
+    scale = float(eager.logits.float().abs().max())
+    assert float((plain.float() - eager.logits.float()).abs().max()) <= tolerance * scale
+    assert all(c.q.dtype == torch.float32 for c in rec.calls)  # kept in the recording's dtype
+    for call, want in zip(rec.calls, eager.attentions):
+        h, t, s = call.shape
+        got = torch.stack([call.block(i, slice(0, t), slice(0, s)) for i in range(h)])
+        assert float((got - want[0].float()).abs().max()) <= tolerance
