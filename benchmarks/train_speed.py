@@ -16,7 +16,7 @@ tokens per second against a float32 square matmul measured in the same process.
 Variants:
   eager     attnkit as trained by `attnkit train` (fp32)
   eager_fused_attention  the same, but every attention call on PyTorch's fused SDPA kernel
-            (no small-input CPU path: attnkit.attention.attend.SMALL_CPU_SCORES = 0)
+            (no small-input CPU path: attnkit.attention.kernels.SMALL_CPU_SCORES = 0)
   ddp2      eager, as `torchrun --nproc_per_node=2 -m attnkit train ... train.batch_tokens=2048`
             runs it: two processes of one thread each (torchrun's default), each on half of
             every 4,096-token update, DistributedDataParallel averaging the gradients over gloo
@@ -195,7 +195,7 @@ def run_variant(variant: str, data_dir: str, workdir: Path, steps: int, warmup: 
     if variant == "eager_fused_attention":
         import importlib
 
-        importlib.import_module("attnkit.attention.attend").SMALL_CPU_SCORES = 0
+        importlib.import_module("attnkit.attention.kernels").SMALL_CPU_SCORES = 0
     bf16 = variant.endswith("bf16")
     taught = _teacher_words(tgt, tok.tgt_vocab) if variant == "taught" else None
 

@@ -76,14 +76,14 @@ def test_weights_rows_sum_to_one_and_masked_are_exactly_zero():
 def test_small_cpu_path_equals_flash_kernel_with_gradients(monkeypatch, causal):
     """Short inputs on CPU take two matmuls and a softmax; longer ones the flash kernel.
     Both give the same context and the same gradients (mask, bias, causal)."""
-    attend_module = importlib.import_module("attnkit.attention.attend")  # the package re-exports the function `attend`
+    kernels_module = importlib.import_module("attnkit.attention.kernels")
 
     q, k, v = qkv(t=6, s=6)
     bias = torch.randn(1, 2, 6, 6, requires_grad=True)
     mask = key_mask(padding_mask(torch.tensor([6, 3, 1]), 6))
     results = []
-    for limit in (attend_module.SMALL_CPU_SCORES, 0):  # the small path, then forced onto the kernel
-        monkeypatch.setattr(attend_module, "SMALL_CPU_SCORES", limit)
+    for limit in (kernels_module.SMALL_CPU_SCORES, 0):  # the small path, then forced onto the kernel
+        monkeypatch.setattr(kernels_module, "SMALL_CPU_SCORES", limit)
         leaves = [x.detach().requires_grad_(True) for x in (q, k, v)]
         bias.grad = None
         out = dot_product_attention(*leaves, mask, bias=bias, causal=causal).context
