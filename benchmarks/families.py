@@ -51,7 +51,9 @@ def main() -> int:
         "(2 layers, 4 heads, width 32; a soft-cap of 0.5 and learned sinks drawn so that they bind), "
         "run once with the family's eager attention and `output_attentions`, then through attnkit:",
         "",
-        "- **exact**: every recorded map equals eager's to 1e-5 and the model's outputs with attnkit's "
+        "- **exact**: every recorded map equals eager's to 1e-5 (a family whose eager weights are "
+        "reported before its sink's scaling, as Granite's sliding-window models: after normalising "
+        "attnkit's rows, which sum to less than one) and the model's outputs with attnkit's "
         "attention function set equal its eager outputs to 1e-5 of their largest value;",
         "- **refused**: attnkit says in one line why it cannot read the family, never a wrong map;",
         "- **not built**: the matrix could not build or feed the type at small sizes (why is given): a "

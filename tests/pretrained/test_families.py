@@ -170,3 +170,35 @@ def test_a_half_precision_model_records_as_it_runs(dtype):
         h, t, s = call.shape
         got = torch.stack([call.block(i, slice(0, t), slice(0, s)) for i in range(h)])
         assert float((got - want[0].float()).abs().max()) <= tolerance
+
+
+def test_a_static_cache_prefill_attends_to_the_prompt_alone():
+    """A static cache's prefill hands the attention no mask and keys past the prompt (the cache's
+    empty slots): they are cut, as transformers' SDPA cuts them, so outputs and greedy generation
+    equal eager attention's."""
+    import torch
+    from transformers import StaticCache
+
+    from attnkit.pretrained import hf
+
+    model = families.build("llama")
+    ids = families.inputs(model)["input_ids"]
+
+    def logits(impl: str) -> torch.Tensor:
+        model.set_attn_implementation(impl)
+        cache = StaticCache(config=model.config, max_cache_len=3 * ids.shape[1])
+        with torch.no_grad():
+            return model(input_ids=ids, attention_mask=torch.ones_like(ids), cache=cache).logits
+
+    eager = logits("eager")
+    loaded = hf.from_object(model, tokenizer="(ids)")
+    torch.testing.assert_close(logits(hf.ATTN), eager, atol=1e-5, rtol=0)
+    generated = {}
+    for impl in ("eager", hf.ATTN):
+        model.set_attn_implementation(impl)
+        out = model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, do_sample=False, cache_implementation="static"
+        )
+        generated[impl] = out[0].tolist()
+    assert generated["eager"] == generated[hf.ATTN]
+    assert loaded.named  # the model is still named after its implementation changed back

@@ -146,6 +146,9 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
     # layer is causal; an attention given no mask at all (ViT's) sees every key
     causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)
     bias = kwargs.get("position_bias")
+    if causal and key.shape[2] > query.shape[2]:  # no mask and more keys: the empty slots of a static cache
+        key, value = key[:, :, : query.shape[2]], value[:, :, : query.shape[2]]  # (transformers' SDPA cuts them)
+        bias = None if bias is None else bias[..., : query.shape[2]]
     mask = attention_mask
     if mask is not None and mask.dtype != torch.bool:  # an additive mask: what it forbids, and any finite rest
         allowed = mask > torch.finfo(mask.dtype).min / 2
@@ -170,27 +173,35 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
         out = kernels.fused(query, k_all, v_all, **rules)
     if heard:
         assert site is not None  # only a named module is heard
-        window = kwargs.get("sliding_window")
-        kept_mask, kept_causal, kept_window = mask, causal, None
-        if mask is not None and isinstance(window, int) and _is_window(mask, window):  # a rule, not t x s
-            kept_mask, kept_causal, kept_window = None, True, window
-        call = sites.Attended(
-            site,
-            query,
-            key,
-            value,
-            scale,
-            kept_causal,
-            kept_mask,
-            bias,
-            weights=weights,
-            lse=lse,
-            cap=cap,
-            sink=sink,
-            window=kept_window,
-        )
-        sites.attended(heard, call)
+        parts = (query, key, value, scale, causal, mask, bias)
+        _tell(heard, site, parts, weights, lse, cap, sink, kwargs.get("sliding_window"))
     return sites.heads(site, out).transpose(1, 2).contiguous(), None
+
+
+def _tell(heard, site, parts, weights, lse, cap, sink, window) -> None:
+    """Hand the listeners one call: its q, k, v, scale, causal rule, mask and bias (``parts``), the
+    kernel's weights or log-sum-exp, the soft-cap and sink; a mask that is exactly a sliding window
+    of ``window`` keys is handed as that rule."""
+    query, key, value, scale, causal, mask, bias = parts
+    kept_window = None
+    if mask is not None and isinstance(window, int) and _is_window(mask, window):  # a rule, not t x s
+        mask, causal, kept_window = None, True, window
+    call = sites.Attended(
+        site,
+        query,
+        key,
+        value,
+        scale,
+        causal,
+        mask,
+        bias,
+        weights=weights,
+        lse=lse,
+        cap=cap,
+        sink=sink,
+        window=kept_window,
+    )
+    sites.attended(heard, call)
 
 
 _window_seen: list = [None, None, False]  # the last mask checked (a weak reference), its window, the answer
@@ -229,7 +240,13 @@ def _training(module, query, key, value, attention_mask, cap, sink, kwargs):
     additive = None if attention_mask is None else attention_mask.float()
     if additive is not None and attention_mask.dtype == torch.bool:
         additive = kernels.additive_term(attention_mask, None)
-    causal = bool(query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True))
+    site = sites.site_of(module)
+    is_causal = kwargs.get("is_causal")
+    if is_causal is None:  # as in evaluation (``_attention``)
+        is_causal = bool(getattr(module, "is_causal", False)) or (site is not None and site.kind == "decoder")
+    causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)
+    if causal and key.shape[2] > query.shape[2]:
+        key, value = key[:, :, : query.shape[2]], value[:, :, : query.shape[2]]
     v_all = kernels.groups(value, heads)
     _, weights = kernels.explicit(
         query, kernels.groups(key, heads), v_all, scale=scale, causal=causal, additive=additive, cap=cap, sink=sink
@@ -616,11 +633,12 @@ def _readable_token(t: str) -> str:
 
 
 def _kind_of(parts: list[str], family: str) -> str:
-    """A module's attention kind, by its place in the model."""
-    if family != "seq2seq":
-        return "decoder" if family == "decoder" else "encoder"
+    """A module's attention kind, by its place in the model (a cross-attention by its name, also
+    inside a decoder-only model: Mllama's text-to-image layers)."""
     if any(p in CROSS_NAMES or "cross" in p.lower() for p in parts):
         return "cross"
+    if family != "seq2seq":
+        return "decoder" if family == "decoder" else "encoder"
     return "decoder" if any("decoder" in p for p in parts) else "encoder"  # text_decoder, decoder
 
 
@@ -830,7 +848,8 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
 def from_object(model: Any, tokenizer: Any = None) -> HFModel:
     """A transformers model already in memory (a notebook's) with its tokenizer (or, for an image
     encoder, its image processor). attnkit's attention implementation is set on it: with no
-    recording open it runs transformers' own SDPA, so the model computes as before."""
+    recording open it runs PyTorch's fused kernel under the family's own rules (as transformers'
+    SDPA does), so the model computes as its eager attention does."""
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "to_dict") or not isinstance(model, nn.Module):
         raise ValueError(f"attnkit.load takes a name, a directory or a transformers model, not {type(model).__name__}")
