@@ -55,6 +55,20 @@ def test_the_table_covers_every_type_and_says_how_many(documented):
     assert counts["exact"] + counts["refused"] >= 250
 
 
+def _recorded(model_type: str):
+    """A tiny model's record through attnkit (``HFModel.forward``) and its eager maps."""
+    import torch
+
+    from attnkit.pretrained import hf
+
+    model = families.build(model_type)
+    feed = families.inputs(model)
+    with torch.no_grad():
+        eager = model(**feed, output_attentions=True).attentions
+    rec, _ = hf.from_object(model, tokenizer="(ids)").forward(feed["input_ids"][0].tolist())
+    return rec, eager
+
+
 @pytest.mark.parametrize("model_type", ["gpt_oss", "gemma2"])
 def test_sinks_and_soft_caps_stay_exact_in_every_view(model_type):
     """A learned sink (GPT-OSS) and a binding soft-cap (Gemma 2): the record's own log-sum-exp
@@ -63,14 +77,8 @@ def test_sinks_and_soft_caps_stay_exact_in_every_view(model_type):
 
     from attnkit.attention.record import head_block, lse_of
     from attnkit.attention.record.views import layer_overviews
-    from attnkit.pretrained import hf
 
-    model = families.build(model_type)
-    feed = families.inputs(model)
-    with torch.no_grad():
-        eager = model(**feed, output_attentions=True).attentions
-    loaded = hf.from_object(model, tokenizer="(ids)")
-    rec, _ = loaded.forward(feed["input_ids"][0].tolist())
+    rec, eager = _recorded(model_type)
     for call, want in zip(rec.calls, eager):
         want = want[0].float()
         assert (call.sink is not None) == (model_type == "gpt_oss") and (call.cap is not None) == (
@@ -93,14 +101,8 @@ def test_a_sliding_window_is_kept_as_a_rule_and_stays_exact(model_type, tmp_path
 
     from attnkit.attention.record import lse_of
     from attnkit.inspection.capture import _load_calls, _save_calls
-    from attnkit.pretrained import hf
 
-    model = families.build(model_type)
-    feed = families.inputs(model)
-    with torch.no_grad():
-        eager = model(**feed, output_attentions=True).attentions
-    loaded = hf.from_object(model, tokenizer="(ids)")
-    rec, _ = loaded.forward(feed["input_ids"][0].tolist())
+    rec, eager = _recorded(model_type)
     windowed = [c for c in rec.calls if c.window is not None]
     assert windowed and all(c.window == 4 and c.mask is None and c.causal for c in windowed)
     for call, want in zip(rec.calls, eager):
