@@ -24,13 +24,15 @@ readable with ``numpy.load`` alone:
                  "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds",
                  "calls", "prompt_length", "grid"}, ...]}  (prompt_length: a decoder-only
                  model's prompt; grid: an image model's patch rows and columns; else null;
-                 calls: {kind: [{"scale", "causal"} per layer]} for each kind kept as calls)
+                 calls: {kind: [{"scale", "causal", "window", "cap"} per layer]} for each kind
+                 kept as calls; window: a causal sliding window's keys, cap: a logit soft-cap)
     {i}/{kind}/{layer}/{part}
                  a recorded kind (in "calls"), each layer's q (h, t, d) and k (h_kv, s, d)
                  after positions (float16 for an input of more than 1,024 tokens), lse (h, t)
                  float32, and where present key_mask (s,), mask (1|h, t, s) bool, bias
-                 (1|h, t, s): any weight is exp(scale q_i . k_j + bias_ij - lse_i), formed
-                 when read (``attnkit.attention.record``)
+                 (1|h, t, s), sink (h, 1|t): any weight is exp(s_ij + bias_ij - lse_i) with
+                 s_ij = scale q_i . k_j (cap * tanh(s_ij / cap) where capped; lse counts the
+                 sink), formed when read (``attnkit.attention.record``)
     {i}/{kind}   a formed kind: float32 (layers, heads, queries, keys) (float16 for a long input)
     {i}/p_t      local attention's predicted positions
     {i}/image    uint8 (H, W, 3): an image model's input, as the model saw it
