@@ -137,25 +137,7 @@ def _attention(module: nn.Module, query: Tensor, key: Tensor, value: Tensor, att
         if sites.listening_any():  # the head outputs' site takes (b, h, t, d)
             out = sites.heads(site, out.transpose(1, 2)).transpose(1, 2).contiguous()
         return out, weights
-    scaling = kwargs.get("scaling")
-    scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
-    is_causal = kwargs.get("is_causal")
-    if is_causal is None:  # a decoder stack's self-attention is causal, whatever its module says (NLLB-MoE's)
-        is_causal = bool(getattr(module, "is_causal", False)) or (site is not None and site.kind == "decoder")
-    # no mask: the causal rule, which the mask function leaves as None (see ``_register``), where the
-    # layer is causal; an attention given no mask at all (ViT's) sees every key
-    causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)
-    bias = kwargs.get("position_bias")
-    if causal and key.shape[2] > query.shape[2]:  # no mask and more keys: the empty slots of a static cache
-        key, value = key[:, :, : query.shape[2]], value[:, :, : query.shape[2]]  # (transformers' SDPA cuts them)
-        bias = None if bias is None else bias[..., : query.shape[2]]
-    mask = attention_mask
-    if mask is not None and mask.dtype != torch.bool:  # an additive mask: what it forbids, and any finite rest
-        allowed = mask > torch.finfo(mask.dtype).min / 2
-        rest = torch.where(allowed, mask, 0.0)
-        mask = allowed
-        if bool(rest.any()):
-            bias = rest if bias is None else bias + rest
+    scale, causal, key, value, mask, bias = _rules(module, site, query, key, value, attention_mask, kwargs)
     additive = kernels.additive_term(mask, bias)
     heads = query.shape[1]
     k_all, v_all = kernels.groups(key, heads), kernels.groups(value, heads)
@@ -226,6 +208,31 @@ def _is_window(mask: Tensor, window: int) -> bool:
     return answer
 
 
+def _rules(module: nn.Module, site: sites.Site | None, query, key, value, attention_mask, kwargs):
+    """(scale, causal, key, value, a boolean mask, a bias) of one call, as the family's eager
+    attention applies them: an additive mask split into what it forbids and any finite rest."""
+    scaling = kwargs.get("scaling")
+    scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
+    is_causal = kwargs.get("is_causal")
+    if is_causal is None:  # a decoder stack's self-attention is causal, whatever its module says (NLLB-MoE's)
+        is_causal = bool(getattr(module, "is_causal", False)) or (site is not None and site.kind == "decoder")
+    # no mask: the causal rule, which the mask function leaves as None (see ``_register``), where the
+    # layer is causal; an attention given no mask at all (ViT's) sees every key
+    causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)
+    bias = kwargs.get("position_bias")
+    if causal and key.shape[2] > query.shape[2]:  # no mask and more keys: the empty slots of a static cache
+        key, value = key[:, :, : query.shape[2]], value[:, :, : query.shape[2]]  # (transformers' SDPA cuts them)
+        bias = None if bias is None else bias[..., : query.shape[2]]
+    mask = attention_mask
+    if mask is not None and mask.dtype != torch.bool:  # an additive mask: what it forbids, and any finite rest
+        allowed = mask > torch.finfo(mask.dtype).min / 2
+        rest = torch.where(allowed, mask, 0.0)
+        mask = allowed
+        if bool(rest.any()):
+            bias = rest if bias is None else bias + rest
+    return scale, causal, key, value, mask, bias
+
+
 def _training(module, query, key, value, attention_mask, cap, sink, kwargs):
     """A training step's attention: transformers' own SDPA (its dropout), or, for a soft-capped
     or sunk score that SDPA does not take, the explicit weights with the layer's dropout."""
@@ -235,18 +242,10 @@ def _training(module, query, key, value, attention_mask, cap, sink, kwargs):
         plain = {k: v for k, v in kwargs.items() if k not in ("softcap", "s_aux", "sinks")}
         return sdpa_attention_forward(module, query, key, value, attention_mask, **plain)  # (b, t, h, d)
     heads = query.shape[1]
-    scaling = kwargs.get("scaling")
-    scale = float(query.shape[-1] ** -0.5 if scaling is None else scaling)
-    additive = None if attention_mask is None else attention_mask.float()
-    if additive is not None and attention_mask.dtype == torch.bool:
-        additive = kernels.additive_term(attention_mask, None)
-    site = sites.site_of(module)
-    is_causal = kwargs.get("is_causal")
-    if is_causal is None:  # as in evaluation (``_attention``)
-        is_causal = bool(getattr(module, "is_causal", False)) or (site is not None and site.kind == "decoder")
-    causal = bool(query.shape[2] > 1 and attention_mask is None and is_causal)
-    if causal and key.shape[2] > query.shape[2]:
-        key, value = key[:, :, : query.shape[2]], value[:, :, : query.shape[2]]
+    scale, causal, key, value, mask, bias = _rules(
+        module, sites.site_of(module), query, key, value, attention_mask, kwargs
+    )
+    additive = kernels.additive_term(mask, bias)
     v_all = kernels.groups(value, heads)
     _, weights = kernels.explicit(
         query, kernels.groups(key, heads), v_all, scale=scale, causal=causal, additive=additive, cap=cap, sink=sink
