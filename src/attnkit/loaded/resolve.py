@@ -46,7 +46,7 @@ def load(
 
     if not isinstance(name_or_dir, (str, Path)):
         held = hf.from_object(name_or_dir, tokenizer)
-        return TRANSFORMERS_TYPES[held.family](str(held.path), held)
+        return TRANSFORMERS_TYPES[held.layout.name](str(held.path), held)
     if tokenizer is not None:
         raise ValueError("a tokenizer is given with a model object; a name or a directory brings its own")
 
@@ -97,7 +97,7 @@ def load(
     ):
         return BertEncoder(label, load_pretrained(name_or_dir, device=dev))  # named as the user named it
     held = hf.load_hf(checkpoint, device=dev)
-    return TRANSFORMERS_TYPES[held.family](label, held)
+    return TRANSFORMERS_TYPES[held.layout.name](label, held)
 
 
 def is_pretrained(source: str | Path) -> bool:

@@ -298,12 +298,45 @@ def _quiet_transformers() -> None:
     logging.getLogger("transformers").setLevel(logging.ERROR)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """How a transformers model is laid out, and so how attnkit runs it: its name (encoder,
+    decoder, seq2seq, vision), the attention kinds of its stacks, what it reads, and whether it
+    continues its input (a decoder-only model: no cache, logits at the last position alone)."""
+
+    name: str
+    kinds: tuple[str, ...]  # the kinds of its stacks' self- and cross-attention, in order
+    reads_images: bool = False  # pixels through an image processor, not text through a tokenizer
+    continues: bool = False  # a decoder-only language model, continuing its prompt
+    auto: str = "AutoModel"  # the transformers auto class that builds it
+
+    @property
+    def two_stacks(self) -> bool:
+        """An encoder and a decoder, joined by cross-attention."""
+        return "cross" in self.kinds and "encoder" in self.kinds
+
+    @property
+    def needs(self) -> str:
+        return "image processor" if self.reads_images else "tokenizer"
+
+
+LAYOUTS = {
+    layout.name: layout
+    for layout in (
+        Layout("encoder", ("encoder",)),
+        Layout("vision", ("encoder",), reads_images=True),
+        Layout("decoder", ("decoder",), continues=True, auto="AutoModelForCausalLM"),
+        Layout("seq2seq", ("encoder", "decoder", "cross"), auto="AutoModelForSeq2SeqLM"),
+    )
+}
+
+
 @dataclass
 class HFModel:
     """A loaded transformers model with its tokenizer (or image processor)."""
 
     path: Path
-    family: str  # encoder, decoder, seq2seq, vision
+    layout: Layout
     model_type: str
     model: Any  # a transformers PreTrainedModel
     tokenizer: Any = None
@@ -336,14 +369,14 @@ class HFModel:
         """{kind: (layers, heads)} from the configuration."""
         c = self.config
         heads = _setting(c, "num_attention_heads", "num_heads", "n_head", "n_heads")
-        if self.family == "seq2seq":
+        if self.layout.two_stacks:
             enc = _setting(c, "encoder_layers", "num_layers")
             dec = _setting(c, "decoder_layers", "num_decoder_layers", "num_layers")
             enc_heads = _setting(c, "encoder_attention_heads") or heads
             dec_heads = _setting(c, "decoder_attention_heads") or heads
             return {"encoder": (enc, enc_heads), "decoder": (dec, dec_heads), "cross": (dec, dec_heads)}
         layers = _setting(c, "num_hidden_layers", "n_layer", "n_layers")
-        return {"decoder" if self.family == "decoder" else "encoder": (layers, heads)}
+        return {self.layout.kinds[0]: (layers, heads)}
 
     def forward_bytes(self, tokens: int, *, values: bool = False, itemsize: int = 4) -> int:
         """A recorded forward pass's memory at ``tokens``, estimated: every kind's record (q, k,
@@ -370,7 +403,7 @@ class HFModel:
         out = {
             "class": type(self.model).__name__,
             "arch": self.model_type,
-            "family": self.family,
+            "family": self.layout.name,
             "name": name,
             "layers": first[0],
             "heads": first[1],
@@ -408,7 +441,7 @@ class HFModel:
             pad = self.config.eos_token_id if isinstance(self.config.eos_token_id, int) else 0
         out = self.model.generate(src, attention_mask=torch.ones_like(src), pad_token_id=pad, **kwargs)
         seq = out[0].tolist()
-        if self.family == "seq2seq":  # cut the padding after the end of the output
+        if self.layout.two_stacks:  # cut the padding after the end of the output
             eos = self.config.eos_token_id
             if isinstance(eos, int) and eos in seq[1:]:
                 seq = seq[: seq.index(eos, 1) + 1]
@@ -535,7 +568,7 @@ class HFModel:
     ) -> tuple[record.Recorder, Any]:
         self.model.eval()
         recording = record.recording(values=vectors, graph=graph, dtype=dtype, rows=[0] if copies > 1 else None)
-        last_only = self.family == "decoder" and not graph  # a record needs no logits: the last position's
+        last_only = self.layout.continues and not graph  # a record needs no logits: the last position's
         ran: set[int] = set()
         watched = [m for s in self.named for m in (s.module, self._layer_of(s))] if calls else []
         hooks = [m.register_forward_pre_hook(lambda m, _: ran.add(id(m))) for m in dict.fromkeys(watched)]
@@ -600,7 +633,7 @@ class HFModel:
         kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
         if decoder_ids is not None:
             kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
-        if self.family == "decoder":
+        if self.layout.continues:
             kwargs["use_cache"] = False
             if last_only:
                 kwargs["logits_to_keep"] = 1
@@ -608,7 +641,7 @@ class HFModel:
 
     def source_embedding(self) -> nn.Module:
         """The token table of the source side (the encoder's, for an encoder-decoder)."""
-        model = self.model.get_encoder() if self.family == "seq2seq" else self.model
+        model = self.model.get_encoder() if self.layout.two_stacks else self.model
         return model.get_input_embeddings()
 
 
@@ -631,13 +664,13 @@ def _readable_token(t: str) -> str:
     return t
 
 
-def _kind_of(parts: list[str], family: str) -> str:
+def _kind_of(parts: list[str], layout: Layout) -> str:
     """A module's attention kind, by its place in the model (a cross-attention by its name, also
     inside a decoder-only model: Mllama's text-to-image layers)."""
     if any(p in CROSS_NAMES or "cross" in p.lower() for p in parts):
         return "cross"
-    if family != "seq2seq":
-        return "decoder" if family == "decoder" else "encoder"
+    if not layout.two_stacks:
+        return layout.kinds[0]
     return "decoder" if any("decoder" in p for p in parts) else "encoder"  # text_decoder, decoder
 
 
@@ -653,7 +686,7 @@ def _attention_paths(model: nn.Module) -> list[str]:
     ]
 
 
-def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sites.Site]:
+def name_sites(model: nn.Module, layout: Layout, heads: dict[str, int]) -> list[sites.Site]:
     """Name every attention module of a transformers model (``blocks.3.attn``, ``encoder.2.attn``,
     ``decoder.1.cross``) and keep its site on it: each innermost module whose class is an
     attention (the one that calls the attention function), its layer the first number of its
@@ -662,12 +695,12 @@ def name_sites(model: nn.Module, family: str, heads: dict[str, int]) -> list[sit
     found = []
     for name in _attention_paths(model):
         parts = name.split(".")
-        found.append((_kind_of(parts, family), next(int(p) for p in parts if p.isdigit()), name))
+        found.append((_kind_of(parts, layout), next(int(p) for p in parts if p.isdigit()), name))
     found = _stacks_apart(found, modules)
     order = sorted(found, key=lambda f: (sites.ATTENTION_KINDS.index(f[0]), f[1]))
     out = []
     for kind, layer, name in order:
-        stack = "blocks" if family == "decoder" and kind == "decoder" else None
+        stack = "blocks" if layout.continues and kind == "decoder" else None
         out.append(sites.attention_site(kind, layer, heads.get(kind, 0), modules[name], stack=stack))
     seen: dict[str, str] = {}
     for site, (_, _, path) in zip(out, order):
@@ -702,7 +735,7 @@ def _stacks_apart(found: list[tuple[str, int, str]], modules: dict[str, nn.Modul
     return out
 
 
-def family_of(config: dict, path: Path) -> tuple[str, str]:
+def family_of(config: dict, path: Path) -> tuple[str, Layout]:
     """(model_type, layout) of a config.json: the layout (encoder, decoder, seq2seq, vision) from the
     configuration and the class its weights were saved from (``architectures``), never from a list
     of model types; a one-line error for a model attnkit cannot read."""
@@ -729,7 +762,7 @@ def family_of(config: dict, path: Path) -> tuple[str, str]:
     else:
         arch = ", ".join(names) or "none given"
         raise ValueError(f"{path}: transformers has no model of type {model_type!r} (architectures: {arch})")
-    return model_type, layout
+    return model_type, LAYOUTS[layout]
 
 
 def _transformers_class(name: str) -> Any:
@@ -757,11 +790,11 @@ def _layout_of_class(cls: Any) -> str:
     return "decoder" if callable(can) and can() else "encoder"
 
 
-def layout_of_model(model: Any) -> str:
+def layout_of_model(model: Any) -> Layout:
     """A model in memory's layout, from its configuration and class."""
     if getattr(model.config, "is_encoder_decoder", False):
-        return "seq2seq"
-    return _layout_of_class(type(model))
+        return LAYOUTS["seq2seq"]
+    return LAYOUTS[_layout_of_class(type(model))]
 
 
 def _through_interface(model: Any, label: Any) -> None:
@@ -793,13 +826,13 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
             f"{path} is a Hugging Face {config.get('model_type')} model: reading it needs transformers "
             "(pip install 'attnkit[hf]')"
         ) from None
-    model_type, family = family_of(config, path)
+    model_type, layout = family_of(config, path)
     _quiet_transformers()
     _register()
     if not any((path / f).is_file() for f in WEIGHT_FILES):
         raise FileNotFoundError(f"{path}: no weights (model.safetensors or pytorch_model.bin)")
     tokenizer = processor = None
-    if family == "vision":
+    if layout.reads_images:
         if not (path / "preprocessor_config.json").is_file():
             raise FileNotFoundError(f"{path}: missing preprocessor_config.json (the image processor's settings)")
         processor = _load(
@@ -813,12 +846,7 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
         tokenizer = _load(
             lambda: transformers.AutoTokenizer.from_pretrained(path, local_files_only=True), path, "tokenizer"
         )
-    auto = {
-        "encoder": transformers.AutoModel,
-        "vision": transformers.AutoModel,
-        "decoder": transformers.AutoModelForCausalLM,
-        "seq2seq": transformers.AutoModelForSeq2SeqLM,
-    }[family]
+    auto = getattr(transformers, layout.auto)
     settings = _load(lambda: transformers.AutoConfig.from_pretrained(path, local_files_only=True), path, "config")
     mapping = getattr(auto, "_model_mapping", {})
     if type(settings) in mapping:
@@ -841,7 +869,7 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
             f"e.g. {what[0]})"
         )
     model = model.to(device).eval()
-    return _named(HFModel(path, family, model_type, model, tokenizer, processor))
+    return _named(HFModel(path, layout, model_type, model, tokenizer, processor))
 
 
 def from_object(model: Any, tokenizer: Any = None) -> HFModel:
@@ -853,10 +881,10 @@ def from_object(model: Any, tokenizer: Any = None) -> HFModel:
     if config is None or not hasattr(config, "to_dict") or not isinstance(model, nn.Module):
         raise ValueError(f"attnkit.load takes a name, a directory or a transformers model, not {type(model).__name__}")
     name = Path(str(getattr(config, "_name_or_path", "") or type(model).__name__))
-    model_type, family = str(getattr(config, "model_type", "")), layout_of_model(model)
+    model_type, layout = str(getattr(config, "model_type", "")), layout_of_model(model)
     _through_interface(model, name)
     if tokenizer is None:
-        needed = "image processor" if family == "vision" else "tokenizer"
+        needed = layout.needs
         raise ValueError(
             f"a {type(model).__name__} object needs its {needed}: attnkit.load(model, {needed.split()[-1]})"
         )
@@ -864,15 +892,15 @@ def from_object(model: Any, tokenizer: Any = None) -> HFModel:
     _register()
     model.set_attn_implementation(ATTN)  # type: ignore[operator]  # a PreTrainedModel method
     model.eval()
-    processor, tokenizer = (tokenizer, None) if family == "vision" else (None, tokenizer)
-    return _named(HFModel(name, family, model_type, model, tokenizer, processor))
+    processor, tokenizer = (tokenizer, None) if layout.reads_images else (None, tokenizer)
+    return _named(HFModel(name, layout, model_type, model, tokenizer, processor))
 
 
 def _named(hf: HFModel) -> HFModel:
     """``hf`` with every attention module named (``name_sites``) and the activations around them
     made sites (``activation_sites``)."""
     heads = {kind: h for kind, (_, h) in hf.layers_and_heads().items()}
-    hf.named = name_sites(hf.model, hf.family, heads)
+    hf.named = name_sites(hf.model, hf.layout, heads)
     hf.sites = activation_sites(hf.model, hf.named)
     return hf
 
