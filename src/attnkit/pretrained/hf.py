@@ -320,9 +320,9 @@ class Layout:
         return "image processor" if self.reads_images else "tokenizer"
 
 
-LAYOUTS = {
-    layout.name: layout
-    for layout in (
+LAYOUTS: dict[str, Layout] = {
+    each.name: each
+    for each in (
         Layout("encoder", ("encoder",)),
         Layout("vision", ("encoder",), reads_images=True),
         Layout("decoder", ("decoder",), continues=True, auto="AutoModelForCausalLM"),
