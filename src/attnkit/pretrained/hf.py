@@ -41,12 +41,6 @@ from ..data.tokenizer import SPACE
 AttentionSite = sites.Site  # (the name ``sites`` is also an HFModel field)
 ATTN = "attnkit"  # the attention implementation's name in transformers' registry
 
-LAYOUTS = {  # how a model reads and writes, from its configuration and classes (``layout_of``)
-    "encoder": "encoder",
-    "decoder": "decoder-only",
-    "seq2seq": "encoder-decoder",
-    "vision": "image encoder",
-}
 # a cross-attention module's name, by family: BART and Marian, T5, BERT-as-decoder
 CROSS_NAMES = ("encoder_attn", "EncDecAttention", "crossattention", "cross_attn")
 TOKENIZER_FILES = (
@@ -305,6 +299,7 @@ class Layout:
     continues its input (a decoder-only model: no cache, logits at the last position alone)."""
 
     name: str
+    label: str  # as a person names it: "decoder-only", "encoder-decoder"
     kinds: tuple[str, ...]  # the kinds of its stacks' self- and cross-attention, in order
     reads_images: bool = False  # pixels through an image processor, not text through a tokenizer
     continues: bool = False  # a decoder-only language model, continuing its prompt
@@ -323,10 +318,10 @@ class Layout:
 LAYOUTS: dict[str, Layout] = {
     each.name: each
     for each in (
-        Layout("encoder", ("encoder",)),
-        Layout("vision", ("encoder",), reads_images=True),
-        Layout("decoder", ("decoder",), continues=True, auto="AutoModelForCausalLM"),
-        Layout("seq2seq", ("encoder", "decoder", "cross"), auto="AutoModelForSeq2SeqLM"),
+        Layout("encoder", "encoder", ("encoder",)),
+        Layout("vision", "image encoder", ("encoder",), reads_images=True),
+        Layout("decoder", "decoder-only", ("decoder",), continues=True, auto="AutoModelForCausalLM"),
+        Layout("seq2seq", "encoder-decoder", ("encoder", "decoder", "cross"), auto="AutoModelForSeq2SeqLM"),
     )
 }
 
