@@ -313,6 +313,14 @@ def _no_output_side(m: LoadedModel, targets, max_new_tokens) -> None:
         raise ValueError("`max_new_tokens` is for decoder-only models; an encoder generates nothing")
 
 
+def one_token(m: LoadedModel, text: str, ids: list[int], pieces: list[str]) -> int:
+    """The one token ``text`` is in ``m``'s output vocabulary; one line when it is more or none."""
+    if len(ids) != 1:
+        shown = " ".join(repr(p) for p in pieces) or "none"
+        raise ValueError(f"{text!r} is {len(ids)} tokens for {m.name} ({shown}): an answer must be one token")
+    return ids[0]
+
+
 def _check_length(m: LoadedModel, n: int) -> None:
     limit = m.max_tokens
     if limit is not None and n > limit:

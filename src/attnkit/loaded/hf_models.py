@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..pretrained.hf import HFModel
 
 from ..attention.sites import Site
-from .base import LoadedModel, _check_length, _no_output_side
+from .base import LoadedModel, _check_length, _no_output_side, one_token
 from .capabilities import COMPACT_FROM, DEFAULT_NEW_TOKENS, GRADIENT_NAMES, MAP_METHODS, Capabilities
 
 
@@ -236,6 +236,15 @@ class TransformersDecoder(TransformersModel):
 
         return transformers_decoder_scorer(self.hf, prepared)
 
+    def answer_token(self, text: str) -> int:
+        """The one output token ``text`` is (an answer a causal analysis reads the logit of)."""
+        ids = self.hf.output_ids(text)
+        return one_token(self, text, ids, self.hf.tokens(ids))
+
+    def output_tokens(self, ids: list[int]) -> list[str]:
+        """Output token ids as readable tokens."""
+        return self.hf.tokens(ids)
+
     def generate(self, prompt: str, *, max_new_tokens: int = DEFAULT_NEW_TOKENS) -> str:
         return self.prepare([prompt], max_new_tokens=max_new_tokens)[0].output
 
@@ -277,6 +286,15 @@ class TransformersSeq2Seq(TransformersModel):
         from ..attribution.scorers import transformers_seq2seq_scorer
 
         return transformers_seq2seq_scorer(self.hf, prepared)
+
+    def answer_token(self, text: str) -> int:
+        """The one output token ``text`` is (an answer a causal analysis reads the logit of)."""
+        ids = self.hf.output_ids(text)
+        return one_token(self, text, ids, self.hf.tokens(ids))
+
+    def output_tokens(self, ids: list[int]) -> list[str]:
+        """Output token ids as readable tokens."""
+        return self.hf.tokens(ids)
 
     def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
         """The encoder-decoder's output for ``text`` (a list: one each)."""

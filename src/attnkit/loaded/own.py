@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from ..pretrained import PretrainedEncoder
 
 from ..attention.sites import Site
-from .base import LoadedModel, _check_length, _no_output_side
+from ..data.tokenizer import readable
+from .base import LoadedModel, _check_length, _no_output_side, one_token
 from .capabilities import GRADIENT_NAMES, MAP_METHODS, Capabilities, kinds_in
 
 
@@ -136,6 +137,15 @@ class AttnkitTranslator(AttnkitModel):
         from ..attribution.scorers import seq2seq_scorer
 
         return seq2seq_scorer(self.model, prepared)
+
+    def answer_token(self, text: str) -> int:
+        """The one target token ``text`` is (an answer a causal analysis reads the logit of)."""
+        ids = self.tok.encode_tgt([text])[0]
+        return one_token(self, text, ids, self.tok.tgt_pieces(ids))
+
+    def output_tokens(self, ids: list[int]) -> list[str]:
+        """Target token ids as readable tokens."""
+        return readable(self.tok.tgt_pieces(ids))
 
     def translate(self, text: str | list[str], *, beam: int = 5) -> str | list[str]:
         from ..inference.translate import translate

@@ -125,7 +125,6 @@ class RNNSeq2Seq(nn.Module):
         self.tgt_embedding = tgt_embedding
         self.attention = attention
         self.attention_site = attention_site("cross", 0, 1, attention)  # one attention, over the source, one "head"
-        self.logits_site = Site("logits", "output", -1, "logits")
         self.input_feeding = input_feeding
         self.hidden_size = hidden
         emb = tgt_embedding.embedding_dim
@@ -139,6 +138,7 @@ class RNNSeq2Seq(nn.Module):
         self.combine = nn.Linear(2 * hidden, hidden, bias=False)  # W_c
         self.dropout = Dropout(dropout)
         self.output = nn.Linear(hidden, vocab_size, bias=False)  # W_s
+        self.logits_site = Site("logits", "output", -1, "logits", module=self.output)
         if tie_output:
             if emb != hidden:
                 raise ValueError(f"tying output and target embeddings needs d_model == hidden, got {emb} and {hidden}")

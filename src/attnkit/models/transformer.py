@@ -212,7 +212,7 @@ class TransformerEncoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
-        self.norm_site = Site("encoder.norm", "encoder", -1, "final")
+        self.norm_site = Site("encoder.norm", "encoder", -1, "final", module=self.final_norm)
         self.sites = [site for i, layer in enumerate(layers) for site in layer.name_sites("encoder", i)]
         self.sites.append(self.norm_site)
 
@@ -296,8 +296,8 @@ class TransformerSeq2Seq(nn.Module):
         self.output = nn.Linear(d_model, vocab_size, bias=False)
         if tie_output:
             self.output.weight = tgt_embed.embedding.weight
-        self.norm_site = Site("decoder.norm", "decoder", -1, "final")
-        self.logits_site = Site("logits", "output", -1, "logits")
+        self.norm_site = Site("decoder.norm", "decoder", -1, "final", module=self.decoder_norm)
+        self.logits_site = Site("logits", "output", -1, "logits", module=self.output)
         decoder = [site for i, layer in enumerate(decoder_layers) for site in layer.name_sites(i)]
         self._sites = [*encoder.sites, *decoder, self.norm_site, self.logits_site]
 

@@ -422,6 +422,13 @@ class HFModel:
     def encode_target(self, text: str) -> list[int]:
         return list(self.tokenizer(text_target=text, add_special_tokens=True)["input_ids"])
 
+    def output_ids(self, text: str) -> list[int]:
+        """``text`` as the model writes it, with no special token (a decoder-only model's text, an
+        encoder-decoder's target side)."""
+        if self.layout.two_stacks:
+            return list(self.tokenizer(text_target=text, add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def decode(self, ids: list[int]) -> str:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True)).strip()
 
@@ -950,13 +957,13 @@ def _model_end(model: nn.Module, out: list[sites.Site], side: str) -> list[Any]:
     norm = next((getattr(base, n) for n in NORM_NAMES if isinstance(getattr(base, n, None), nn.Module)), None)
     if norm is not None:
         stack = out[0].name.split(".")[0] if out else side
-        site = sites.Site("final_norm" if stack == "blocks" else f"{side}.norm", "output", -1, "final")
+        site = sites.Site("final_norm" if stack == "blocks" else f"{side}.norm", "output", -1, "final", module=norm)
         handles.append(norm.register_forward_hook(_output(site)))
         out.append(site)
     output_embeddings = getattr(model, "get_output_embeddings", None)
     head = output_embeddings() if callable(output_embeddings) else None
     if isinstance(head, nn.Module):
-        site = sites.Site("logits", "output", -1, "logits")
+        site = sites.Site("logits", "output", -1, "logits", module=head)
         handles.append(head.register_forward_hook(_output(site)))
         out.append(site)
     return handles

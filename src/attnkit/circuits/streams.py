@@ -1,0 +1,243 @@
+"""The residual stream at one position as the sum of what wrote it, and the logits read from it
+linearly.
+
+A pre-norm stack's stream into its final norm is
+
+    x = embeddings + sum over layers (sum over heads W_O,h z_h + b_O + MLP out)
+
+and each term is found from the sites of one cached run: the embeddings are the first layer's
+``resid_pre``, each head's write is its output projection applied to its ``.z`` alone, each MLP's
+its ``mlp_out``. The output projection is found, not named: the linear module inside the
+attention module whose input is the heads' outputs merged (checked on the run). Every identity
+is checked on the run and a model where it fails (a norm after the attention or the MLP:
+post-norm, sandwich norms; a gate between the heads and their projection) is refused in one
+line, never attributed wrongly.
+
+The final norm's scale is frozen at its value on the run (as the literature does): the norm then
+is affine, y = D (x - centre) + shift, with D, the centring and the shift found by running the
+norm module itself, so any LayerNorm or RMSNorm (Gemma's 1 + weight included) is read the same
+way; the unembedding is read through its own module. The terms' logits then sum to the model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..attention.sites import Site
+
+TOLERANCE = 1e-4  # relative: an identity of the stream holds to this share of the stream's size
+
+
+@dataclass
+class Stream:
+    """The stream into the final norm at one position, by its writers.
+
+    names      "embed", "blocks.3.attn.h5", "blocks.3.attn.bias", "blocks.3.mlp", ... in order
+    layers     each term's layer (-1: the embeddings)
+    heads      each term's head (None: not a head)
+    terms      (terms, d): each term's write at the position; they sum to ``x``
+    x          (d,) the stream; ``y`` the final norm's output
+    read       the frozen norm and the unembedding as one affine map: ``logits(v)`` of a term,
+               ``constant`` the logits of no term (the norm's shift and the unembedding's bias)
+    logits     (V,) the model's own logits at the position
+    """
+
+    names: list[str]
+    layers: list[int]
+    heads: list[int | None]
+    terms: Tensor
+    x: Tensor
+    read: Reader
+    logits: Tensor
+    tokens: list[str]
+    position: int
+
+
+@dataclass
+class Reader:
+    """The final norm, its scale frozen at one position's value, then the unembedding: affine in
+    the stream. ``linear(v)`` is the logits v contributes (v a term or a batch of them)."""
+
+    norm: nn.Module | None
+    unembed: nn.Module
+    scale: Tensor  # (d,) D: the norm's weight over the frozen scale
+    centres: bool  # the norm subtracts each vector's mean (LayerNorm) or not (RMSNorm)
+    shift: Tensor  # (d,) the norm's bias
+    bias: Tensor  # (V,) the unembedding's
+
+    def normed(self, v: Tensor) -> Tensor:
+        v = v - v.mean(-1, keepdim=True) if self.centres else v
+        return v * self.scale
+
+    def linear(self, v: Tensor) -> Tensor:
+        return self.unembed(self.normed(v)) - self.bias
+
+    @property
+    def constant(self) -> Tensor:
+        return self.unembed(self.shift)
+
+
+def _refuse(model: Any, why: str) -> ValueError:
+    return ValueError(f"{model.name}: {why}, so its logits are not a sum of its heads' and MLPs' writes")
+
+
+def logit_stack(model: Any) -> tuple[str, Site | None, Site]:
+    """The stack the logits read (its name), its final norm's site (None: no norm) and the logits'."""
+    have: list[Site] = model.sites()
+    logits = next((s for s in have if s.role == "logits"), None)
+    if logits is None or logits.module is None:
+        raise ValueError(f"{model.name} is {model.capabilities.a}: it has no output layer to read logits from")
+    before = have[: have.index(logits)]
+    last = next((s for s in reversed(before) if s.role == "resid_post"), None)
+    if last is None:
+        raise _refuse(model, "it names no residual stream (a recurrent decoder)")
+    stack = last.name.split(".")[0]
+    final = next((s for s in reversed(before) if s.role == "final"), None)
+    return stack, final, logits
+
+
+@torch.no_grad()
+def stream(model: Any, text: str, *, target: str | None = None, position: int = -1) -> Stream:
+    """``text``'s stream into the final norm at ``position`` (default the last: where the next
+    token is read), decomposed into its writers; one line for a model where that sum fails."""
+    stack, final, logits_site = logit_stack(model)
+    have: list[Site] = model.sites()
+    mine = [s for s in have if s.name.startswith(stack + ".")]
+    attention = [s for s in mine if s.role == "attn"]
+    names = [s.name for s in mine if s.role in ("resid_pre", "resid_post", "mlp_out", "z")]
+    names += [s.name for s in (final, logits_site) if s is not None]
+    inputs: dict[int, list[tuple[nn.Module, Tensor, Tensor]]] = {}
+    handles = [
+        m.register_forward_hook(_keep_io(inputs, id(site.module), m))
+        for site in attention
+        for m in site.module.modules()
+        if _affine(m)
+    ]
+    try:
+        run = model.cache(text, sites=names, target=target)
+    finally:
+        for h in handles:
+            h.remove()
+    t = len(run.tokens)
+    if not -t <= position < t:
+        raise ValueError(f"position {position} is outside the {t} positions of the input")
+    p = position % t
+    terms: list[tuple[str, int, int | None, Tensor]] = [("embed", -1, None, run[f"{stack}.0.resid_pre"][0, p])]
+    layers = sorted({s.layer for s in mine if s.role == "resid_pre"})
+    for layer in layers:
+        terms += _layer_terms(model, run, stack, layer, [s for s in attention if s.layer == layer], inputs, p)
+    x = run[f"{stack}.{layers[-1]}.resid_post"][0, p]
+    summed = torch.stack([v for *_, v in terms]).sum(0)
+    _check(model, summed, x, "the stream is not the sum of its embeddings, heads and MLPs")
+    read = _reader(model, final, logits_site, run, x, p)
+    out = run.logits[0, p]
+    _check(model, read.linear(x) + read.constant, out, "the logits are not a linear read of the final norm")
+    return Stream(
+        [n for n, *_ in terms],
+        [layer for _, layer, *_ in terms],
+        [h for _, _, h, _ in terms],
+        torch.stack([v for *_, v in terms]),
+        x,
+        read,
+        out,
+        list(run.tokens),
+        p,
+    )
+
+
+def _affine(m: nn.Module) -> bool:
+    """A module that is an affine map of its input's last dimension (nn.Linear, GPT-2's Conv1D)."""
+    w = getattr(m, "weight", None)
+    return isinstance(w, Tensor) and w.dim() == 2 and not list(m.children()) and not isinstance(m, nn.Embedding)
+
+
+def _keep_io(store: dict, key: int, module: nn.Module):
+    def hook(m: nn.Module, args: tuple, output: Any) -> None:
+        if args and isinstance(args[0], Tensor) and isinstance(output, Tensor):
+            store.setdefault(key, []).append((module, args[0].detach(), output.detach()))
+
+    return hook
+
+
+def _projection(model: Any, site: Site, z: Tensor, seen: list[tuple[nn.Module, Tensor, Tensor]]):
+    """The output projection of ``site``: the affine module whose input was the heads' outputs
+    merged (z (1, h, t, d) -> (1, t, h d)); its output, the attention's output."""
+    merged = z.transpose(1, 2).reshape(z.shape[0], z.shape[2], -1)
+    for module, given, output in seen:
+        if given.shape == merged.shape and torch.allclose(given, merged, rtol=1e-5, atol=1e-6):
+            return module, output
+    raise _refuse(
+        model, f"no linear map of {site.name}'s merged head outputs was found (its heads are changed before W_O)"
+    )
+
+
+def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[Site], inputs: dict, p: int):
+    """One layer's writes at position ``p``: each head's, each attention's bias, the MLP's; the
+    layer's identity resid_post = resid_pre + attention + MLP checked."""
+    out: list[tuple[str, int, int | None, Tensor]] = []
+    pre, post = run[f"{stack}.{layer}.resid_pre"][0, p], run[f"{stack}.{layer}.resid_post"][0, p]
+    if layer > 0:
+        _check(
+            model,
+            pre,
+            run[f"{stack}.{layer - 1}.resid_post"][0, p],
+            f"layer {layer}'s input is not layer {layer - 1}'s output",
+        )
+    attended = torch.zeros_like(pre)
+    for site in attention:
+        z = run[site.z.name]
+        module, output = _projection(model, site, z, inputs.get(id(site.module), []))
+        h, d = z.shape[1], z.shape[3]
+        alone = torch.zeros(h, 1, h * d, dtype=z.dtype)
+        for head in range(h):
+            alone[head, 0, head * d : (head + 1) * d] = z[0, head, p]
+        with torch.no_grad():
+            bias = module(torch.zeros(1, 1, h * d, dtype=z.dtype))[0, 0]
+            writes = module(alone)[:, 0] - bias
+        out += [(f"{site.name}.h{head}", layer, head, writes[head]) for head in range(h)]
+        out.append((f"{site.name}.bias", layer, None, bias))
+        attended = attended + output[0, p]
+    mlp_name = f"{stack}.{layer}.mlp_out"
+    if mlp_name not in run:  # without the MLP's own output the layer's sum cannot be checked
+        raise _refuse(model, f"layer {layer}'s feed-forward block is not one module whose output attnkit reads")
+    rest = run[mlp_name][0, p]
+    _check(model, pre + attended + rest, post, f"layer {layer}'s output is not its input plus its attention and MLP")
+    out.append((f"{stack}.{layer}.mlp", layer, None, rest))
+    return out
+
+
+def _check(model: Any, got: Tensor, want: Tensor, why: str) -> None:
+    err = float((got - want).abs().max())
+    size = float(want.abs().max()) + 1e-6
+    if err > TOLERANCE * size + 1e-6:
+        raise _refuse(model, f"{why} (off by {err:.3g} of {size:.3g})")
+
+
+def _reader(model: Any, final: Site | None, logits: Site, run: Any, x: Tensor, p: int) -> Reader:
+    """The final norm frozen at ``x`` and the unembedding, probed through their own modules."""
+    unembed = logits.module
+    d = x.shape[-1]
+    with torch.no_grad():
+        bias = unembed(torch.zeros(d, dtype=x.dtype))
+        if final is None or final.module is None:
+            return Reader(None, unembed, torch.ones(d, dtype=x.dtype), False, torch.zeros(d, dtype=x.dtype), bias)
+        norm = final.module
+        shift = norm(torch.zeros(1, 1, d, dtype=x.dtype))[0, 0]
+        centres = bool(torch.allclose(norm(torch.full((1, 1, d), 3.0, dtype=x.dtype))[0, 0], shift, atol=1e-5))
+        if d % 2:
+            raise _refuse(model, f"its width {d} is odd (the final norm is probed with a zero-mean vector)")
+        signs = torch.ones(d, dtype=x.dtype)
+        signs[1::2] = -1
+        c = 100.0
+        weight = (norm((c * signs)[None, None])[0, 0] - shift) * signs  # the norm's weight: c / sqrt(c^2 + eps) ~ 1
+        y = run[final.name][0, p]
+        centred = x - x.mean() if centres else x
+        unit = torch.where(weight.abs() > 1e-12, (y - shift) / weight, torch.zeros_like(y))  # x / sigma
+        sigma = float((centred * centred).sum() / (centred * unit).sum())
+    reader = Reader(norm, unembed, weight / sigma, centres, shift, bias)
+    _check(model, reader.normed(x) + shift, y, "its final norm is not a LayerNorm or RMSNorm with a frozen scale")
+    return reader

@@ -1,0 +1,96 @@
+"""Direct logit attribution against the model's own logits (the terms sum to it) and against the
+same attribution written by hand from GPT-2's weights (ln_f's scale frozen with its own eps,
+c_proj's rows of each head, the tied unembedding), and the logit lens against the model's last
+layer; a model whose stream is not a sum of writes (post-norm) is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import attnkit
+from attnkit import circuits
+from tiny_hf import build
+
+TEXT, ANSWER, FOIL = "the dog runs in the park and the dog", " runs", " park"
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    return {f: attnkit.load(build(f, root / f), device="cpu") for f in ("gpt2", "llama", "qwen2", "bart", "bert")}
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_the_terms_sum_to_the_models_logit(models, family):
+    m = models[family]
+    found = circuits.direct_logit_attribution(m, TEXT, ANSWER, FOIL)
+    assert found.values.sum() + found.constant == pytest.approx(found.logit, abs=1e-5)
+    logits = m.run(TEXT).logits[0, -1]
+    a, f = m.answer_token(ANSWER), m.answer_token(FOIL)
+    assert found.logit == pytest.approx(float(logits[a] - logits[f]), abs=1e-6)
+    alone = circuits.direct_logit_attribution(m, TEXT, ANSWER)  # no foil: the answer's own logit
+    assert alone.values.sum() + alone.constant == pytest.approx(float(logits[a]), abs=1e-5)
+    assert found.grid().shape == (2, 4) and found.names[0] == "embed"
+
+
+def test_each_gpt2_head_is_its_hand_written_attribution(models):
+    m = models["gpt2"]
+    net = m.hf.model
+    found = circuits.direct_logit_attribution(m, TEXT, ANSWER, FOIL)
+    ids = torch.tensor([m.hf.encode_text(TEXT)])
+    kept = {}
+    hooks = [
+        block.attn.c_proj.register_forward_pre_hook(lambda mod, args, i=i: kept.update({i: args[0].detach()}))
+        for i, block in enumerate(net.transformer.h)
+    ]
+    pre = {}  # the stream into ln_f
+    hooks.append(net.transformer.ln_f.register_forward_pre_hook(lambda mod, args: pre.update(x=args[0].detach())))
+    with torch.no_grad():
+        net(input_ids=ids)
+    for h in hooks:
+        h.remove()
+    ln = net.transformer.ln_f
+    x = pre["x"][0, -1]
+    sigma = torch.sqrt(x.var(unbiased=False) + ln.eps)
+    u = net.lm_head.weight[m.answer_token(ANSWER)] - net.lm_head.weight[m.answer_token(FOIL)]
+    d = net.config.n_embd // net.config.n_head
+    for li, block in enumerate(net.transformer.h):
+        w = block.attn.c_proj.weight  # Conv1D: (in, out)
+        for h in range(net.config.n_head):
+            write = kept[li][0, -1, h * d : (h + 1) * d] @ w[h * d : (h + 1) * d]
+            by_hand = float(((write - write.mean()) / sigma * ln.weight).detach() @ u.detach())
+            assert found.values[found.names.index(f"blocks.{li}.attn.h{h}")] == pytest.approx(by_hand, abs=1e-5)
+
+
+def test_the_logit_lens_at_the_last_layer_is_the_models_prediction(models):
+    m = models["llama"]
+    lens = circuits.logit_lens(m, TEXT, ANSWER, FOIL, k=3)
+    logits = m.run(TEXT).logits[0, -1]
+    best = torch.topk(torch.softmax(logits, -1), 3)
+    assert [t for t, _ in lens.top[-1]] == m.output_tokens(best.indices.tolist())
+    np.testing.assert_allclose([p for _, p in lens.top[-1]], best.values.tolist(), rtol=1e-5)
+    a, f = m.answer_token(ANSWER), m.answer_token(FOIL)
+    assert lens.answer[-1] == pytest.approx(float(logits[a] - logits[f]), abs=1e-5)
+    assert lens.layers == [0, 1] and lens.rank[-1] == int((logits > logits[a]).sum())
+
+
+@pytest.mark.parametrize(
+    "family, message",
+    [
+        ("bart", "feed-forward block is not one module"),  # post-norm: its stream is no sum of writes
+        ("bert", "it writes no tokens, so it has no logits to attribute"),
+    ],
+)
+def test_a_stream_that_is_not_a_sum_of_writes_is_refused(models, family, message):
+    with pytest.raises(ValueError, match=message):
+        circuits.direct_logit_attribution(
+            models[family], TEXT, ANSWER, FOIL, target="the" if family == "bart" else None
+        )
+
+
+def test_a_post_norm_translator_is_refused():
+    m = attnkit.load("multi30k-en-de")  # post-norm: LN(x + f(x))
+    with pytest.raises(ValueError, match="layer 0's output is not its input plus its attention and MLP"):
+        circuits.direct_logit_attribution(m, "A dog runs.", "Hund", target="Ein")
