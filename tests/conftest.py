@@ -20,7 +20,7 @@ TOY_MODELS = {
 }
 
 
-SLOW_FIXTURES = {"trained_toys"}  # trains two toy models (about 15 s, once per session)
+SLOW_FIXTURES = {"trained_toys", "copier_path"}  # train toy models (about 15 s and 30 s, once per session)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,6 +33,15 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def copier_path(tmp_path_factory) -> Path:
+    """A tiny Llama trained to copy a repeated segment (``induction_model``): its heads' roles are
+    known (about 30 s on 2 cores, once per session)."""
+    import induction_model
+
+    return induction_model.train(tmp_path_factory.mktemp("induction"))
 
 
 @pytest.fixture(scope="session")

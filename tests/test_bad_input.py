@@ -252,6 +252,10 @@ CASES = [
     (["translate", "{c}", "-i", "in.txt"], "is a caption model: caption images with `attnkit caption MODEL IMAGE`"),
     (["translate", "{m}", "--ensemble", "{c}", "-i", "in.txt"], "is a caption model"),
     (["plot", "{c}", "a b"], "image not found: a b"),  # a captioner's inputs are image files
+    (["patch", "{m}", "--task", "repeated", "--length", "3"], "a pair needs target, the output before the answer"),
+    (["patch", "{m}", "--pairs", "missing.jsonl"], "no such file: 'missing.jsonl'"),
+    (["patch", "{m}", "--pairs", "in.txt"], "in.txt:1: not JSON"),
+    (["logits", "{m}", "a b", "--answer", "a"], "translates: give target, the output before the answer"),
 ]
 
 

@@ -25,9 +25,8 @@ CHANCE = 3.47  # ln 32 words
 
 
 @pytest.fixture(scope="module")
-def copier(tmp_path_factory):
-    path = induction_model.train(tmp_path_factory.mktemp("induction"))  # about 20 s on 2 cores
-    model = attnkit.load(str(path))
+def copier(copier_path):
+    model = attnkit.load(str(copier_path))
     rng = random.Random(7)
     records = model.attention([" ".join(induction_model.repeated(rng)) for _ in range(8)], max_new_tokens=0)
     return model, head_atlas(records, "decoder")

@@ -14,18 +14,21 @@ is token logits (a decoder-only language model, a translator, a transformers enc
 
 from .logit import LogitAttribution, direct_logit_attribution, logit_lens
 from .pairs import METRICS, Pair, name_swap_pairs, read_pairs, repeated_pairs
-from .patching import Patching, activation_patching, attribution_patching
+from .patching import Patching, Unit, activation_patching, agreement, attribution_patching, patched_together
 
 __all__ = [
     "METRICS",
     "LogitAttribution",
     "Pair",
     "Patching",
+    "Unit",
     "activation_patching",
+    "agreement",
     "attribution_patching",
     "direct_logit_attribution",
     "logit_lens",
     "name_swap_pairs",
+    "patched_together",
     "read_pairs",
     "repeated_pairs",
 ]

@@ -79,6 +79,7 @@ def direct_logit_attribution(
         raise ValueError(
             f"{model.name} is {model.capabilities.a}: it writes no tokens, so it has no logits to attribute"
         )
+    _check_target(model, target)
     a = token(answer)
     f = token(foil) if foil is not None else None
     s = stream(model, text, target=target, position=position)
@@ -91,6 +92,11 @@ def direct_logit_attribution(
     return LogitAttribution(
         s.names, s.layers, s.heads, values.double().numpy(), float(const), float(own), answer, foil, s.tokens
     )
+
+
+def _check_target(model: Any, target: str | None) -> None:
+    if model.capabilities.forced and target is None:
+        raise ValueError(f"{model.name} translates: give target, the output before the answer")
 
 
 @dataclass
@@ -123,6 +129,7 @@ def logit_lens(
     """Each layer's output at ``position`` through the final norm and the unembedding: its ``k``
     most likely tokens, and the answer's standing when one is given."""
     stack, final, logits_site = logit_stack(model)
+    _check_target(model, target)
     outs = [s for s in model.sites() if s.role == "resid_post" and s.name.startswith(stack + ".")]
     run = model.cache(text, sites=[s.name for s in outs], target=target)
     t = len(run.tokens)

@@ -317,6 +317,42 @@ def activation_patching(model: Any, pairs: list[Pair], *, of: str = "heads", met
     return Patching("activation", of, metric, units, values, clean, corrupt, tokens)
 
 
+def patched_together(model: Any, pairs: list[Pair], units: list[Unit], *, metric: str = "logit_diff") -> float:
+    """The normalised effect of patching ``units`` all at once (a circuit's heads together) from
+    the clean run into the corrupted one, over ``pairs``."""
+    if not units:
+        raise ValueError("no units to patch together")
+    read = metric_of(metric)
+    known = {u.site for u in _units(model, "resid")} | {u.site for u in _units(model, "heads")}
+    for u in units:
+        if u.site not in known:
+            raise ValueError(f"no site {u.site!r} to patch (a head's .z site or a resid_pre site)")
+    runs, _, _ = _prepared_pairs(model, pairs, units, "heads")
+    values, clean, corrupt = (np.empty((len(runs), 1)), np.empty(len(runs)), np.empty(len(runs)))
+    with torch.no_grad():
+        for i, p in enumerate(runs):
+            clean[i] = float(_read(p.clean, read, p))
+            corrupt[i] = float(_read(model.run(p.pair.corrupt, target=p.pair.target), read, p))
+            hooks = {
+                site: _patch_all(p.clean[site], [u for u in units if u.site == site])
+                for site in {u.site for u in units}
+            }
+            values[i, 0] = float(_read(model.run(p.pair.corrupt, target=p.pair.target, hooks=hooks), read, p))
+    return float(_normalised(values, clean, corrupt)[0])
+
+
+def _patch_all(clean: Tensor, units: list[Unit]):
+    """One hook that patches every unit of one site."""
+    hooks = [_patch(clean, u) for u in units]
+
+    def hook(x: Tensor, site: Site) -> Tensor:
+        for h in hooks:
+            x = h(x, site)
+        return x
+
+    return hook
+
+
 def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", metric: str = "logit_diff") -> Patching:
     """Every unit's patched metric estimated to first order from one forward and one backward pass
     of each corrupted run: metric + <clean - corrupted, gradient> over the unit's activation."""

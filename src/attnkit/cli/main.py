@@ -13,8 +13,8 @@ import sys
 import warnings
 
 from ..errors import as_flags
+from . import circuits, inspection, training, translation
 from . import flags as F
-from . import inspection, training, translation
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"attnkit {F.version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add = F.subcommand_adder(sub)
-    for group in (training, translation, inspection):
+    for group in (training, translation, inspection, circuits):
         group.add_commands(add)
     return parser
 

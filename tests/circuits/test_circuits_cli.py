@@ -1,0 +1,67 @@
+"""``attnkit patch`` and ``attnkit logits`` as a user runs them: what they print and write, and
+one line for bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from attnkit.cli import main
+from tiny_hf import build
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    return str(build("gpt2", tmp_path_factory.mktemp("hf") / "gpt2"))
+
+
+def test_patch_prints_the_heads_and_writes_every_unit(gpt2, tmp_path, capsys):
+    table = tmp_path / "patching.csv"
+    argv = ["patch", gpt2, "--task", "repeated", "--n", "2", "--length", "6", "--table", str(table), "--top", "3"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "activation patching, 8 units" in out and "attribution patching, 8 units" in out
+    assert "agreement (Pearson r of the effects): " in out
+    rows = list(csv.DictReader(table.open()))
+    assert len(rows) == 16 and {r["method"] for r in rows} == {"activation", "attribution"}
+    assert {r["unit"] for r in rows} == {f"blocks.{li}.attn.h{h}" for li in range(2) for h in range(4)}
+
+
+def test_patch_reads_pairs_from_a_file(gpt2, tmp_path, capsys):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"clean": "the dog runs", "corrupt": "the man runs", "answer": " in", "foil": " on"}))
+    out = tmp_path / "p.json"
+    assert (
+        main(["patch", gpt2, "--pairs", str(pairs), "--of", "resid", "--method", "activation", "--table", str(out)])
+        == 0
+    )
+    saved = json.loads(out.read_text())
+    assert saved["pairs"] == 1 and len(saved["rows"]) == 2 * 3  # 2 layers x 3 positions
+
+
+def test_logits_sums_the_terms_and_reads_the_lens(gpt2, capsys):
+    assert main(["logits", gpt2, "the dog runs in the", "--answer", " park", "--foil", " car"]) == 0
+    out = capsys.readouterr().out
+    assert "the logit of ' park' less ' car' at the last position is" in out
+    assert "layer  0: answer rank" in out and "layer  1: answer rank" in out
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            ["--task", "repeated", "--pairs", "PAIRS"],
+            "give pairs from a file (--pairs) or built ones (--task), not both",
+        ),
+        (["--task", "names"], "name-swapped pairs need two names of one token each"),
+    ],
+)
+def test_bad_patch_input_is_one_line(gpt2, tmp_path, capsys, extra, message):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("{}\n")
+    argv = ["patch", gpt2, *(str(pairs) if x == "PAIRS" else x for x in extra)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
