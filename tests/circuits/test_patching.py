@@ -187,6 +187,18 @@ def test_name_swapped_pairs_swap_the_answer_and_the_foil(gpt2):
             "the corruption does not change the metric",
         ),
         (
+            lambda m, b: circuits.patched_together(
+                m, [circuits.Pair("the dog", "the man", " in", " on")], [circuits.Unit("blocks.1.attn.z", 1, 4)]
+            ),
+            "blocks.1.attn.z has heads 0 to 3, not 4",
+        ),
+        (
+            lambda m, b: circuits.patched_together(
+                m, [circuits.Pair("the dog", "the man", " in", " on")], [circuits.Unit("blocks.9.attn.z", 9, 0)]
+            ),
+            "no site 'blocks.9.attn.z' to patch",
+        ),
+        (
             lambda m, b: circuits.activation_patching(m, [circuits.Pair("the dog", "the cat", " in", " on", "x")]),
             "continues its text: put the whole text in clean, not in target",
         ),

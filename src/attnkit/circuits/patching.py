@@ -323,10 +323,15 @@ def patched_together(model: Any, pairs: list[Pair], units: list[Unit], *, metric
     if not units:
         raise ValueError("no units to patch together")
     read = metric_of(metric)
-    known = {u.site for u in _units(model, "resid")} | {u.site for u in _units(model, "heads")}
+    heads = {s.name: s.heads for s in model.sites() if s.role == "z"}
+    streams = {s.name for s in model.sites() if s.role == "resid_pre"}
     for u in units:
-        if u.site not in known:
+        if u.site not in heads and u.site not in streams:
             raise ValueError(f"no site {u.site!r} to patch (a head's .z site or a resid_pre site)")
+        if u.site in heads and (u.head is None or not 0 <= u.head < heads[u.site]):
+            raise ValueError(f"{u.site} has heads 0 to {heads[u.site] - 1}, not {u.head}")
+        if u.site in streams and u.head is not None:
+            raise ValueError(f"{u.site} is a residual stream: it has no heads")
     runs, _, _ = _prepared_pairs(model, pairs, units, "heads")
     values, clean, corrupt = (np.empty((len(runs), 1)), np.empty(len(runs)), np.empty(len(runs)))
     with torch.no_grad():
