@@ -1,0 +1,197 @@
+"""Activation patching and direct logit attribution, attnkit beside TransformerLens on the same
+weights and the same tokens.
+
+    python benchmarks/circuits_peer.py --peer-python /tmp/tlv/bin/python
+    python benchmarks/circuits_peer.py --peer-python PY --tokens 64 512
+
+The model is ``capture_scale.py``'s (SmolLM2-135M's shape: Llama, 30 layers x 9 heads sharing 3
+key/value heads, random weights, a Hugging Face directory). TransformerLens comes from PyPI into
+its own environment, torch pinned:
+
+    python -m venv /tmp/tlv && /tmp/tlv/bin/pip install torch==2.13.0
+    /tmp/tlv/bin/pip install -c <(echo torch==2.13.0) transformer-lens
+
+and opens the directory with ``TransformerBridge.boot_transformers`` (transformers' weights as
+they are, eager attention). For each length T, one pair: T - 1 random tokens of the vocabulary
+(the clean text) and the same with its first half replaced (the corrupted one), the answer the
+clean text's next token at the repeat and the foil the corrupted one's; both tools then compute
+
+  patching  every head's output patched from the clean run into the corrupted one, the logit
+            difference of each run (attnkit ``activation_patching``; TransformerLens
+            ``patching.get_act_patch_attn_head_out_all_pos``); max abs difference of the 270 values
+  DLA       each head's direct logit attribution at the last position (attnkit
+            ``direct_logit_attribution``; TransformerLens ``stack_head_results`` through the final
+            norm frozen by ``logit_attrs``, its weight folded by ``enable_compatibility_mode``); max abs difference
+
+with wall time and peak resident memory of each tool's process, and attnkit's attribution
+patching of the same heads (one forward and one backward pass; TransformerLens has none built
+in) with its agreement with activation patching (Pearson's r).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import capture_scale  # noqa: E402  (beside this file)
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def pair_ids(folder: Path, n: int, seed: int = 0) -> dict:
+    """One clean and one corrupted sequence of ``n`` token ids that read back as the same ids from
+    their text: a random half of whole-word tokens, repeated up to the answer; the corrupted
+    first half other words."""
+    import transformers as T
+
+    tok = T.AutoTokenizer.from_pretrained(folder)
+    words = [i for t, i in tok.get_vocab().items() if t.startswith("Ġ") and t[1:].isalpha() and len(t) > 3]
+    rng = random.Random(seed)
+    half = n // 2 + 1
+    cut = n - half  # the repeat runs to word ``cut`` - 1; the answer is word ``cut``
+    for _ in range(100):
+        first, other = rng.sample(words, half), rng.sample(words, half)
+        clean, corrupt = first + first[:cut], other + first[:cut]
+        if all(
+            tok(tok.decode(x))["input_ids"] == x for x in (clean, corrupt, first[cut : cut + 1], other[cut : cut + 1])
+        ):
+            return {"clean": clean, "corrupt": corrupt, "answer": first[cut], "foil": other[cut]}
+    raise SystemExit(f"no {n}-token pair reads back as its ids")
+
+
+def run_attnkit(folder: Path, ids: dict) -> dict:
+    import torch
+
+    import attnkit
+    from attnkit import circuits
+
+    torch.set_num_threads(2)
+    model = attnkit.load(str(folder), device="cpu")
+    tok = model.hf.tokenizer
+    text = {k: tok.decode(ids[k]) for k in ("clean", "corrupt")}
+    assert [model.hf.encode_text(text[k]) for k in ("clean", "corrupt")] == [ids["clean"], ids["corrupt"]]
+    answer, foil = tok.decode([ids["answer"]]), tok.decode([ids["foil"]])
+    pair = circuits.Pair(text["clean"], text["corrupt"], answer, foil)
+    t0 = time.perf_counter()
+    patched = circuits.activation_patching(model, [pair])
+    t1 = time.perf_counter()
+    dla = circuits.direct_logit_attribution(model, pair.clean, answer, foil)
+    t2 = time.perf_counter()
+    approx = circuits.attribution_patching(model, [pair])
+    t3 = time.perf_counter()
+    heads = [dla.values[dla.names.index(u.label)] for u in patched.units]
+    return {
+        "patching": patched.values[0].tolist(),
+        "dla": [float(h) for h in heads],
+        "patch_s": t1 - t0,
+        "dla_s": t2 - t1,
+        "attribution_s": t3 - t2,
+        "agreement": circuits.agreement(approx, patched),
+        "peak_mib": _peak_mib(),
+    }
+
+
+def run_transformer_lens(folder: Path, ids: dict) -> dict:
+    import torch
+    from transformer_lens import patching
+    from transformer_lens.model_bridge import TransformerBridge
+
+    torch.set_num_threads(2)
+    model = TransformerBridge.boot_transformers(str(folder), device="cpu")
+    model.enable_compatibility_mode()  # the final norm's weight folded into the unembedding, as its DLA assumes
+    clean, corrupt = torch.tensor([ids["clean"]]), torch.tensor([ids["corrupt"]])
+    a, f = ids["answer"], ids["foil"]
+    metric = lambda logits: logits[0, -1, a] - logits[0, -1, f]
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        _, cache = model.run_with_cache(clean)
+        patched = patching.get_act_patch_attn_head_out_all_pos(model, corrupt, cache, metric)
+    t1 = time.perf_counter()
+    with torch.no_grad():
+        heads = cache.stack_head_results(layer=-1, pos_slice=-1)  # (layers x heads, 1, d); logit_attrs applies ln_final
+        dla = cache.logit_attrs(heads, tokens=torch.tensor([a]), incorrect_tokens=torch.tensor([f]), pos_slice=-1)
+    t2 = time.perf_counter()
+    return {
+        "patching": patched.flatten().tolist(),
+        "dla": dla.flatten().tolist(),
+        "patch_s": t1 - t0,
+        "dla_s": t2 - t1,
+        "peak_mib": _peak_mib(),
+    }
+
+
+def child(args: argparse.Namespace) -> None:
+    ids = json.loads(Path(args.ids).read_text())
+    run = {"attnkit": run_attnkit, "transformer_lens": run_transformer_lens}[args.child]
+    print(json.dumps(run(Path(args.folder), ids)))
+
+
+def tool(name: str, python: str, folder: Path, ids_file: Path) -> dict:
+    cmd = [python, __file__, "--child", name, "--folder", str(folder), "--ids", str(ids_file)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {tail[:300]}"}
+    return json.loads(lines[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tokens", type=int, nargs="+", default=[64, 512])
+    parser.add_argument("--peer-python", default="/tmp/tlv/bin/python", help="TransformerLens's environment's python")
+    parser.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-smollm2-135m-shape")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--ids", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    import numpy as np
+
+    from machine import cpu_name
+
+    folder = capture_scale.build(args.folder)
+    print(f"{cpu_name()}; model {folder}")
+    print(
+        "| tokens | tool | patching s | DLA s | attribution patching s (r) | peak MiB | patching max diff | "
+        "DLA max diff |\n|---|---|---|---|---|---|---|---|"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.tokens:
+            ids_file = Path(tmp) / f"ids_{n}.json"
+            ids_file.write_text(json.dumps(pair_ids(folder, n)))
+            ours = tool("attnkit", sys.executable, folder, ids_file)
+            theirs = tool("transformer_lens", args.peer_python, folder, ids_file)
+            diff = {
+                k: float(np.abs(np.array(ours[k]) - np.array(theirs[k])).max())
+                if "error" not in ours and "error" not in theirs
+                else float("nan")
+                for k in ("patching", "dla")
+            }
+            for name, got in (("attnkit", ours), ("TransformerLens", theirs)):
+                if "error" in got:
+                    print(f"| {n} | {name} | {got['error']} | | | | | |")
+                    continue
+                approx = f"{got['attribution_s']:.1f} ({got['agreement']:.3f})" if "agreement" in got else "none"
+                print(
+                    f"| {n:,} | {name} | {got['patch_s']:.1f} | {got['dla_s']:.2f} | {approx} | {got['peak_mib']:.0f} | "
+                    f"{diff['patching']:.1e} | {diff['dla']:.1e} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
