@@ -120,6 +120,8 @@ def test_a_translator_patches_its_cross_attention(tmp_path):
     assert exact.clean[0] > exact.corrupt[0]  # the clean source says Hund
     assert agreement(circuits.attribution_patching(m, [pair]), exact) > 0.9
     assert exact.grid("decoder.*.cross").shape == (4, 4)
+    with pytest.raises(ValueError, match="covers two sites a layer: name one kind"):
+        exact.grid("decoder")
 
 
 def test_pairs_read_from_a_file(tmp_path, gpt2):

@@ -116,6 +116,11 @@ class Patching:
         if not chosen:
             raise ValueError(f"no units at {site!r}")
         units = [self.units[i] for i in chosen]
+        if len({u.site for u in units}) > len({u.layer for u in units}):
+            raise ValueError(
+                f"{site or _first_stack(self.units)!r} covers two sites a layer: name one kind "
+                "(decoder.*.attn or decoder.*.cross)"
+            )
         layers = sorted({u.layer for u in units})
         heads = max((u.head or 0) for u in units) + 1
         positions = max((u.position or 0) for u in units) + 1
