@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .pairs import answer_token
 from .streams import logit_stack, stream
 
 
@@ -74,11 +75,7 @@ def direct_logit_attribution(
 ) -> LogitAttribution:
     """Each head's and MLP's direct effect on the logit of ``answer`` (one token; less ``foil``'s)
     at ``position`` of ``text`` (default the last: the next token)."""
-    token = getattr(model, "answer_token", None)
-    if token is None:
-        raise ValueError(
-            f"{model.name} is {model.capabilities.a}: it writes no tokens, so it has no logits to attribute"
-        )
+    token = answer_token(model, "attribute")
     _check_target(model, target)
     a = token(answer)
     f = token(foil) if foil is not None else None

@@ -60,6 +60,15 @@ METRICS: dict[str, Callable[[Tensor, int, int], Tensor]] = {
 }
 
 
+def answer_token(model: Any, verb: str) -> Callable[[str], int]:
+    """The model's answer-token reader; one line for a model that writes no tokens (``verb``: what
+    the caller would do with its logits)."""
+    token = getattr(model, "answer_token", None)
+    if token is None:
+        raise ValueError(f"{model.name} is {model.capabilities.a}: it writes no tokens, so it has no logits to {verb}")
+    return token
+
+
 def metric_of(name: str) -> Callable[[Tensor, int, int], Tensor]:
     if name not in METRICS:
         raise ValueError(f"unknown metric {name!r}; choose from {', '.join(METRICS)}")

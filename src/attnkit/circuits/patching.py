@@ -18,7 +18,6 @@ activation patching it approximates.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -27,7 +26,7 @@ import torch
 from torch import Tensor
 
 from ..attention.sites import Site
-from .pairs import Pair, metric_of
+from .pairs import Pair, answer_token, metric_of
 
 OF = ("heads", "heads_by_position", "resid")
 
@@ -177,19 +176,10 @@ class _Pair:
     clean: Any = None  # the clean run's cache (``Run``)
 
 
-def _writer(model: Any) -> Callable[[str], int]:
-    token = getattr(model, "answer_token", None)
-    if token is None:
-        raise ValueError(
-            f"{model.name} is {model.capabilities.a}: it writes no tokens, so it has no logits to patch or attribute"
-        )
-    return token
-
-
 def _pairs(model: Any, pairs: list[Pair]) -> list[_Pair]:
     if not pairs:
         raise ValueError("no pairs to patch")
-    token = _writer(model)
+    token = answer_token(model, "patch")
     forced = model.capabilities.forced
     out = []
     for i, p in enumerate(pairs, 1):
@@ -221,14 +211,8 @@ def _stack(site: str) -> str:
     return site.split(".")[0]
 
 
-def _lengths(model: Any, run: Any) -> dict[str, int]:
-    """Each stack's positions: the source's for an encoder, the run's rows for the stack the logits read."""
-    src = len(run.prepared.src_ids)
-    stacks = {_stack(s.name) for s in model.sites() if s.role == "resid_pre"}
-    return {stack: src if stack == "encoder" else len(run.tokens) for stack in stacks}
-
-
 def _tokens(model: Any, run: Any) -> dict[str, list[str]]:
+    """Each stack's positions: the source's for an encoder, the run's rows for the stack the logits read."""
     return {
         stack: (run.prepared.src_tokens if stack == "encoder" else run.tokens)
         for stack in {_stack(s.name) for s in model.sites() if s.role == "resid_pre"}
@@ -299,7 +283,8 @@ def _prepared_pairs(model: Any, pairs: list[Pair], units: list[Unit], of: str):
                 "at a time needs every pair the same length"
             )
     assert first is not None
-    return runs, _with_positions(units, _lengths(model, first), of), _tokens(model, first)
+    tokens = _tokens(model, first)
+    return runs, _with_positions(units, {k: len(v) for k, v in tokens.items()}, of), tokens
 
 
 def activation_patching(model: Any, pairs: list[Pair], *, of: str = "heads", metric: str = "logit_diff") -> Patching:

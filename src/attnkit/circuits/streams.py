@@ -62,7 +62,6 @@ class Reader:
     """The final norm, its scale frozen at one position's value, then the unembedding: affine in
     the stream. ``linear(v)`` is the logits v contributes (v a term or a batch of them)."""
 
-    norm: nn.Module | None
     unembed: nn.Module
     scale: Tensor  # (d,) D: the norm's weight over the frozen scale
     centres: bool  # the norm subtracts each vector's mean (LayerNorm) or not (RMSNorm)
@@ -224,7 +223,7 @@ def _reader(model: Any, final: Site | None, logits: Site, run: Any, x: Tensor, p
     with torch.no_grad():
         bias = unembed(torch.zeros(d, dtype=x.dtype))
         if final is None or final.module is None:
-            return Reader(None, unembed, torch.ones(d, dtype=x.dtype), False, torch.zeros(d, dtype=x.dtype), bias)
+            return Reader(unembed, torch.ones(d, dtype=x.dtype), False, torch.zeros(d, dtype=x.dtype), bias)
         norm = final.module
         shift = norm(torch.zeros(1, 1, d, dtype=x.dtype))[0, 0]
         centres = bool(torch.allclose(norm(torch.full((1, 1, d), 3.0, dtype=x.dtype))[0, 0], shift, atol=1e-5))
@@ -238,6 +237,6 @@ def _reader(model: Any, final: Site | None, logits: Site, run: Any, x: Tensor, p
         centred = x - x.mean() if centres else x
         unit = torch.where(weight.abs() > 1e-12, (y - shift) / weight, torch.zeros_like(y))  # x / sigma
         sigma = float((centred * centred).sum() / (centred * unit).sum())
-    reader = Reader(norm, unembed, weight / sigma, centres, shift, bias)
+    reader = Reader(unembed, weight / sigma, centres, shift, bias)
     _check(model, reader.normed(x) + shift, y, "its final norm is not a LayerNorm or RMSNorm with a frozen scale")
     return reader
