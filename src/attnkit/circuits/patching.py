@@ -25,10 +25,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..attention.sites import Site
+from ..attention.sites import Attended, Site
 from .pairs import Pair, answer_token, metric_of
+from .reading import head_output
 
-OF = ("heads", "heads_by_position", "resid")
+OF = ("heads", "heads_by_position", "resid", "patterns", "values")
+APART = ("patterns", "values")  # a head's pattern or values patched apart from the rest of its call
 
 
 @dataclass(frozen=True)
@@ -197,12 +199,16 @@ def _units(model: Any, of: str) -> list[Unit]:
     have: list[Site] = model.sites()
     if of == "resid":
         return [Unit(s.name, s.layer) for s in have if s.role == "resid_pre"]  # positions filled per input
+    if of in APART:
+        return [
+            Unit(s.z.name, s.layer, h) for s in have if s.role == "attn" and s.kind != "cross" for h in range(s.heads)
+        ]
     return [Unit(s.name, s.layer, h) for s in have if s.role == "z" for h in range(s.heads)]
 
 
 def _with_positions(units: list[Unit], lengths: dict[str, int], of: str) -> list[Unit]:
     """Units at every position where ``of`` patches one position at a time."""
-    if of == "heads":
+    if of in ("heads", *APART):
         return units
     return [Unit(u.site, u.layer, u.head, p) for u in units for p in range(lengths[_stack(u.site)])]
 
@@ -277,7 +283,7 @@ def _prepared_pairs(model: Any, pairs: list[Pair], units: list[Unit], of: str):
         p.clean = model.cache(p.pair.clean, sites=names, target=p.pair.target)
         if first is None:
             first = p.clean
-        if of != "heads" and _shape(p.clean) != _shape(first):
+        if of not in ("heads", *APART) and _shape(p.clean) != _shape(first):
             raise ValueError(
                 f"pair {i} is {max(_shape(p.clean))} tokens and pair 1 {max(_shape(first))}: patching one position "
                 "at a time needs every pair the same length"
@@ -301,10 +307,49 @@ def activation_patching(model: Any, pairs: list[Pair], *, of: str = "heads", met
             base = model.run(p.pair.corrupt, target=p.pair.target)
             _check_lengths(i + 1, p.clean, base)
             corrupt[i] = float(_read(base, read, p))
+            calls = calls_of(model, p.pair.clean, p.pair.target, {u.site for u in units}) if of in APART else {}
             for j, u in enumerate(units):
-                patched = model.run(p.pair.corrupt, target=p.pair.target, hooks={u.site: _patch(p.clean[u.site], u)})
+                hooks = _apart(calls[u.site], u, of) if of in APART else {u.site: _patch(p.clean[u.site], u)}
+                patched = model.run(p.pair.corrupt, target=p.pair.target, hooks=hooks)
                 values[i, j] = float(_read(patched, read, p))
     return Patching("activation", of, metric, units, values, clean, corrupt, tokens)
+
+
+def calls_of(model: Any, text: str, target: str | None, z_sites: set[str]) -> dict[str, Attended]:
+    """The attention call of each head-output site's attention on a run of ``text`` (one call each,
+    its q, k and v), keyed by the head-output site."""
+    calls: dict[str, Attended] = {}
+
+    def keep(call: Attended, site: Site) -> None:
+        if not call.factored or call.q is None or call.k is None or call.v is None:
+            raise ValueError(f"{site.name}'s scores do not factor through q . k: its pattern and values are one")
+        if site.name + ".z" in calls:
+            raise ValueError(f"{site.name} attends step by step: its pattern cannot be patched as one call")
+        calls[site.name + ".z"] = call
+
+    model.run(text, target=target, hooks={z.removesuffix(".z"): keep for z in z_sites})
+    return calls
+
+
+def _apart(clean: Attended, unit: Unit, of: str) -> dict[str, Any]:
+    """Hooks that give ``unit``'s head the clean call's pattern (``of`` patterns: its queries and
+    keys) or its values (values), the rest of the call the run's own."""
+    assert unit.head is not None and clean.q is not None and clean.k is not None and clean.v is not None
+    head = unit.head
+    q, k, v = clean.q[0], clean.k[0], clean.v[0]
+    current: list[Attended] = []
+
+    def keep(call: Attended, site: Site) -> None:
+        current.append(call)
+
+    def swap(z: Tensor, site: Site) -> Tensor:
+        call = current.pop()
+        out = head_output(call, head, q=q, k=k) if of == "patterns" else head_output(call, head, v=v)
+        z = z.clone()
+        z[0, head] = out.to(z.dtype)
+        return z
+
+    return {unit.site.removesuffix(".z"): keep, unit.site: swap}
 
 
 def patched_together(model: Any, pairs: list[Pair], units: list[Unit], *, metric: str = "logit_diff") -> float:
@@ -352,6 +397,8 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
     """Every unit's patched metric estimated to first order from one forward and one backward pass
     of each corrupted run: metric + <clean - corrupted, gradient> over the unit's activation."""
     read = metric_of(metric)
+    if of in APART:
+        raise ValueError(f"attribution patching takes {', '.join(x for x in OF if x not in APART)}, not {of}")
     runs, units, tokens = _prepared_pairs(model, pairs, _units(model, of), of)
     names = sorted({u.site for u in units})
     values = np.empty((len(runs), len(units)))

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.sites import Site
+from .reading import check, freeze
 
 TOLERANCE = 1e-4  # relative: an identity of the stream holds to this share of the stream's size
 
@@ -81,7 +82,7 @@ class Reader:
 
 
 def _refuse(model: Any, why: str) -> ValueError:
-    return ValueError(f"{model.name}: {why}, so its logits are not a sum of its heads' and MLPs' writes")
+    return ValueError(f"{model.name}: {why}, so its stream is not a sum of its heads' and MLPs' writes")
 
 
 def logit_stack(model: Any) -> tuple[str, Site | None, Site]:
@@ -99,16 +100,44 @@ def logit_stack(model: Any) -> tuple[str, Site | None, Site]:
     return stack, final, logits
 
 
+@dataclass
+class Writers:
+    """A stack's residual stream at some positions, by its writers: into layer ``layer``'s
+    ``resid_pre`` (the writers of the layers before it) or, with ``layer`` None, out of the last
+    layer (every writer). ``terms`` (terms, positions, d) sum to ``x`` (positions, d); ``run`` is
+    the cached run they were read from."""
+
+    names: list[str]
+    layers: list[int]
+    heads: list[int | None]
+    terms: Tensor
+    x: Tensor
+    positions: list[int]
+    stack: str
+    run: Any
+
+
 @torch.no_grad()
-def stream(model: Any, text: str, *, target: str | None = None, position: int = -1) -> Stream:
-    """``text``'s stream into the final norm at ``position`` (default the last: where the next
-    token is read), decomposed into its writers; one line for a model where that sum fails."""
-    stack, final, logits_site = logit_stack(model)
+def writers(
+    model: Any,
+    text: str,
+    stack: str,
+    positions: list[int] | None = None,
+    *,
+    layer: int | None = None,
+    target: str | None = None,
+    keep: tuple[str, ...] = (),
+) -> Writers:
+    """``stack``'s stream at ``positions`` of ``text`` (default every one) decomposed into its
+    writers (the sites in ``keep`` cached too); one line for a model where that sum fails."""
     have: list[Site] = model.sites()
     mine = [s for s in have if s.name.startswith(stack + ".")]
-    attention = [s for s in mine if s.role == "attn"]
+    layers = sorted({s.layer for s in mine if s.role == "resid_pre"})
+    if layer is not None and layer not in layers:
+        raise ValueError(f"{stack} has layers {layers[0]} to {layers[-1]}, not {layer}")
+    upto = layers if layer is None else [x for x in layers if x < layer]
+    attention = [s for s in mine if s.role == "attn" and s.layer in upto]
     names = [s.name for s in mine if s.role in ("resid_pre", "resid_post", "mlp_out", "z")]
-    names += [s.name for s in (final, logits_site) if s is not None]
     inputs: dict[int, list[tuple[nn.Module, Tensor, Tensor]]] = {}
     handles = [
         m.register_forward_hook(_keep_io(inputs, id(site.module), m))
@@ -117,35 +146,58 @@ def stream(model: Any, text: str, *, target: str | None = None, position: int = 
         if _affine(m)
     ]
     try:
-        run = model.cache(text, sites=names, target=target)
+        run = model.cache(text, sites=names + [k for k in keep if k not in names], target=target)
     finally:
         for h in handles:
             h.remove()
-    t = len(run.tokens)
-    if not -t <= position < t:
-        raise ValueError(f"position {position} is outside the {t} positions of the input")
-    p = position % t
-    terms: list[tuple[str, int, int | None, Tensor]] = [("embed", -1, None, run[f"{stack}.0.resid_pre"][0, p])]
-    layers = sorted({s.layer for s in mine if s.role == "resid_pre"})
-    for layer in layers:
-        terms += _layer_terms(model, run, stack, layer, [s for s in attention if s.layer == layer], inputs, p)
-    x = run[f"{stack}.{layers[-1]}.resid_post"][0, p]
-    summed = torch.stack([v for *_, v in terms]).sum(0)
-    _check(model, summed, x, "the stream is not the sum of its embeddings, heads and MLPs")
-    read = _reader(model, final, logits_site, run, x, p)
-    out = run.logits[0, p]
-    _check(model, read.linear(x) + read.constant, out, "the logits are not a linear read of the final norm")
-    return Stream(
+    t = run[f"{stack}.0.resid_pre"].shape[-2]
+    positions = list(range(t)) if positions is None else positions
+    for p in positions:
+        if not -t <= p < t:
+            raise ValueError(f"position {p} is outside the {t} positions of the input")
+    ps = [p % t for p in positions]
+    terms: list[tuple[str, int, int | None, Tensor]] = [("embed", -1, None, run[f"{stack}.0.resid_pre"][0, ps])]
+    for x in upto:
+        terms += _layer_terms(model, run, stack, x, [s for s in attention if s.layer == x], inputs, ps)
+    x = run[f"{stack}.{layers[-1]}.resid_post"][0, ps] if layer is None else run[f"{stack}.{layer}.resid_pre"][0, ps]
+    if layer is not None and layer > 0:
+        _check(
+            model,
+            x,
+            run[f"{stack}.{layer - 1}.resid_post"][0, ps],
+            f"layer {layer}'s input is not layer {layer - 1}'s output",
+        )
+    _check(
+        model,
+        torch.stack([v for *_, v in terms]).sum(0),
+        x,
+        "the stream is not the sum of its embeddings, heads and MLPs",
+    )
+    return Writers(
         [n for n, *_ in terms],
-        [layer for _, layer, *_ in terms],
+        [li for _, li, *_ in terms],
         [h for _, _, h, _ in terms],
         torch.stack([v for *_, v in terms]),
         x,
-        read,
-        out,
-        list(run.tokens),
-        p,
+        ps,
+        stack,
+        run,
     )
+
+
+@torch.no_grad()
+def stream(model: Any, text: str, *, target: str | None = None, position: int = -1) -> Stream:
+    """``text``'s stream into the final norm at ``position`` (default the last: where the next
+    token is read), decomposed into its writers; one line for a model where that sum fails."""
+    stack, final, logits_site = logit_stack(model)
+    keep = tuple(s.name for s in (final, logits_site) if s is not None)
+    w = writers(model, text, stack, [position], target=target, keep=keep)
+    run, p = w.run, w.positions[0]
+    x = w.x[0]
+    read = _reader(model, final, logits_site, run, x, p)
+    out = run.logits[0, p]
+    _check(model, read.linear(x) + read.constant, out, "the logits are not a linear read of the final norm")
+    return Stream(w.names, w.layers, w.heads, w.terms[:, 0], x, read, out, list(run.tokens), p)
 
 
 def _affine(m: nn.Module) -> bool:
@@ -174,9 +226,9 @@ def _projection(model: Any, site: Site, z: Tensor, seen: list[tuple[nn.Module, T
     )
 
 
-def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[Site], inputs: dict, p: int):
-    """One layer's writes at position ``p``: each head's, each attention's bias, the MLP's; the
-    layer's identity resid_post = resid_pre + attention + MLP checked."""
+def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[Site], inputs: dict, p: list[int]):
+    """One layer's writes at positions ``p`` (each (positions, d)): each head's, each attention's
+    bias, the MLP's; the layer's identity resid_post = resid_pre + attention + MLP checked."""
     out: list[tuple[str, int, int | None, Tensor]] = []
     pre, post = run[f"{stack}.{layer}.resid_pre"][0, p], run[f"{stack}.{layer}.resid_post"][0, p]
     if layer > 0:
@@ -191,14 +243,14 @@ def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[S
         z = run[site.z.name]
         module, output = _projection(model, site, z, inputs.get(id(site.module), []))
         h, d = z.shape[1], z.shape[3]
-        alone = torch.zeros(h, 1, h * d, dtype=z.dtype)
+        alone = torch.zeros(h, len(p), h * d, dtype=z.dtype)
         for head in range(h):
-            alone[head, 0, head * d : (head + 1) * d] = z[0, head, p]
+            alone[head, :, head * d : (head + 1) * d] = z[0, head, p]
         with torch.no_grad():
             bias = module(torch.zeros(1, 1, h * d, dtype=z.dtype))[0, 0]
-            writes = module(alone)[:, 0] - bias
+            writes = module(alone) - bias
         out += [(f"{site.name}.h{head}", layer, head, writes[head]) for head in range(h)]
-        out.append((f"{site.name}.bias", layer, None, bias))
+        out.append((f"{site.name}.bias", layer, None, bias.expand(len(p), -1)))
         attended = attended + output[0, p]
     mlp_name = f"{stack}.{layer}.mlp_out"
     if mlp_name not in run:  # without the MLP's own output the layer's sum cannot be checked
@@ -210,33 +262,15 @@ def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[S
 
 
 def _check(model: Any, got: Tensor, want: Tensor, why: str) -> None:
-    err = float((got - want).abs().max())
-    size = float(want.abs().max()) + 1e-6
-    if err > TOLERANCE * size + 1e-6:
-        raise _refuse(model, f"{why} (off by {err:.3g} of {size:.3g})")
+    check(model, got, want, f"{why}, so its stream is not a sum of its heads' and MLPs' writes", TOLERANCE)
 
 
 def _reader(model: Any, final: Site | None, logits: Site, run: Any, x: Tensor, p: int) -> Reader:
     """The final norm frozen at ``x`` and the unembedding, probed through their own modules."""
     unembed = logits.module
-    d = x.shape[-1]
     with torch.no_grad():
-        bias = unembed(torch.zeros(d, dtype=x.dtype))
-        if final is None or final.module is None:
-            return Reader(unembed, torch.ones(d, dtype=x.dtype), False, torch.zeros(d, dtype=x.dtype), bias)
-        norm = final.module
-        shift = norm(torch.zeros(1, 1, d, dtype=x.dtype))[0, 0]
-        centres = bool(torch.allclose(norm(torch.full((1, 1, d), 3.0, dtype=x.dtype))[0, 0], shift, atol=1e-5))
-        if d % 2:
-            raise _refuse(model, f"its width {d} is odd (the final norm is probed with a zero-mean vector)")
-        signs = torch.ones(d, dtype=x.dtype)
-        signs[1::2] = -1
-        c = 100.0
-        weight = (norm((c * signs)[None, None])[0, 0] - shift) * signs  # the norm's weight: c / sqrt(c^2 + eps) ~ 1
-        y = run[final.name][0, p]
-        centred = x - x.mean() if centres else x
-        unit = torch.where(weight.abs() > 1e-12, (y - shift) / weight, torch.zeros_like(y))  # x / sigma
-        sigma = float((centred * centred).sum() / (centred * unit).sum())
-    reader = Reader(unembed, weight / sigma, centres, shift, bias)
-    _check(model, reader.normed(x) + shift, y, "its final norm is not a LayerNorm or RMSNorm with a frozen scale")
-    return reader
+        bias = unembed(torch.zeros(x.shape[-1], dtype=x.dtype))
+    norm = None if final is None else final.module
+    y = x if norm is None or final is None else run[final.name][0, p]
+    frozen = freeze(model, norm, x[None], y[None], "its final norm")
+    return Reader(unembed, frozen.scale[0], frozen.centres, frozen.shift, bias)
