@@ -26,6 +26,14 @@ clean text's next token at the repeat and the foil the corrupted one's; both too
 with wall time and peak resident memory of each tool's process, and attnkit's attribution
 patching of the same heads (one forward and one backward pass; TransformerLens has none built
 in) with its agreement with activation patching (Pearson's r).
+
+    python benchmarks/circuits_peer.py --composition
+
+compares the weights' Q-, K- and V-composition scores of every pair of heads (attnkit
+``composition_scores``; TransformerLens ``all_composition_scores`` in compatibility mode, its
+norms folded and its writes centred) on that model and on one of GPT-2 small's shape (12 layers
+x 12 heads, LayerNorm, random weights, the same tokenizer): the max abs difference over every
+pair of a later receiver, and each tool's time.
 """
 
 from __future__ import annotations
@@ -132,9 +140,85 @@ def run_transformer_lens(folder: Path, ids: dict) -> dict:
     }
 
 
+def gpt2_small(folder: Path, tokenizer_from: Path) -> Path:
+    """A model of GPT-2 small's shape with random weights and ``tokenizer_from``'s tokenizer, once."""
+    if (folder / "model.safetensors").is_file():
+        return folder
+    import torch
+    import transformers as T
+
+    tok = T.AutoTokenizer.from_pretrained(tokenizer_from)
+    torch.manual_seed(0)
+    model = T.GPT2LMHeadModel(T.GPT2Config(vocab_size=len(tok), bos_token_id=0, eos_token_id=0)).eval()
+    tmp = folder.with_name(folder.name + ".part")
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(folder)
+    return folder
+
+
+def compose_attnkit(folder: Path, _ids: dict) -> dict:
+    import torch
+
+    import attnkit
+    from attnkit import circuits
+
+    torch.set_num_threads(2)
+    model = attnkit.load(str(folder), device="cpu")
+    t0 = time.perf_counter()
+    scores = circuits.composition_scores(model, "the")  # (senders, receivers, q k v), heads in layer order
+    return {"scores": scores.tolist(), "s": time.perf_counter() - t0}
+
+
+def compose_transformer_lens(folder: Path, _ids: dict) -> dict:
+    import torch
+    from transformer_lens.model_bridge import TransformerBridge
+
+    torch.set_num_threads(2)
+    model = TransformerBridge.boot_transformers(str(folder), device="cpu")
+    model.enable_compatibility_mode()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        modes = [model.all_composition_scores(m) for m in ("Q", "K", "V")]  # (layers, heads, layers, heads) each
+    layers, heads = modes[0].shape[:2]
+    flat = torch.stack([m.reshape(layers * heads, layers * heads) for m in modes], -1)
+    return {"scores": flat.tolist(), "s": time.perf_counter() - t0}
+
+
+def composition(args: argparse.Namespace, folder: Path) -> None:
+    import numpy as np
+
+    print("| model | attnkit s | TransformerLens s | pairs compared | Q max diff | K max diff | V max diff |")
+    print("|---|---|---|---|---|---|---|")
+    gpt2 = gpt2_small(Path(tempfile.gettempdir()) / "attnkit-gpt2-small-shape", folder)
+    with tempfile.TemporaryDirectory() as tmp:
+        ids_file = Path(tmp) / "none.json"
+        ids_file.write_text("{}")
+        for name, path in (("SmolLM2-135M shape", folder), ("GPT-2 small shape", gpt2)):
+            ours = tool("compose_attnkit", sys.executable, path, ids_file)
+            theirs = tool("compose_transformer_lens", args.peer_python, path, ids_file)
+            if "error" in ours or "error" in theirs:
+                print(f"| {name} | {ours.get('error', '')} | {theirs.get('error', '')} | | | | |")
+                continue
+            a, b = np.array(ours["scores"]), np.array(theirs["scores"])
+            later = ~np.isnan(a[..., 0])  # a receiver of a later layer
+            diffs = [float(np.abs(a[..., k][later] - b[..., k][later]).max()) for k in range(3)]
+            print(
+                f"| {name} | {ours['s']:.1f} | {theirs['s']:.1f} | {int(later.sum()):,} | "
+                + " | ".join(f"{d:.1e}" for d in diffs)
+                + " |",
+                flush=True,
+            )
+
+
 def child(args: argparse.Namespace) -> None:
     ids = json.loads(Path(args.ids).read_text())
-    run = {"attnkit": run_attnkit, "transformer_lens": run_transformer_lens}[args.child]
+    run = {
+        "attnkit": run_attnkit,
+        "transformer_lens": run_transformer_lens,
+        "compose_attnkit": compose_attnkit,
+        "compose_transformer_lens": compose_transformer_lens,
+    }[args.child]
     print(json.dumps(run(Path(args.folder), ids)))
 
 
@@ -153,6 +237,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="+", default=[64, 512])
     parser.add_argument("--peer-python", default="/tmp/tlv/bin/python", help="TransformerLens's environment's python")
     parser.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-smollm2-135m-shape")
+    parser.add_argument("--composition", action="store_true", help="compare the composition scores instead")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--ids", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -165,6 +250,9 @@ def main() -> None:
 
     folder = capture_scale.build(args.folder)
     print(f"{cpu_name()}; model {folder}")
+    if args.composition:
+        composition(args, folder)
+        return
     print(
         "| tokens | tool | patching s | DLA s | attribution patching s (r) | peak MiB | patching max diff | "
         "DLA max diff |\n|---|---|---|---|---|---|---|---|"

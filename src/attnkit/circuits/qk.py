@@ -80,14 +80,24 @@ class QKAttribution:
 
 
 def qk_attribution(
-    model: Any, text: str, site: str, head: int, query: int, key: int, *, target: str | None = None
+    model: Any,
+    text: str,
+    site: str,
+    head: int,
+    query: int = -1,
+    key: int | None = None,
+    *,
+    target: str | None = None,
 ) -> QKAttribution:
     """Head ``head`` of the self-attention ``site``: its score at (``query``, ``key``) of ``text``
-    decomposed into the bilinear terms of what wrote the two positions' streams."""
+    decomposed into the bilinear terms of what wrote the two positions' streams. ``query``
+    defaults to the last position, ``key`` to the key the head attends to most from there."""
     at = attention_site(model, site)
     if not 0 <= head < at.heads:
         raise ValueError(f"{site} has heads 0 to {at.heads - 1}, not {head}")
     stack = site.split(".")[0]
+    if key is None:
+        key = _brightest(model, text, site, head, query, target)
     w = writers(model, text, stack, [query, key], layer=at.layer, target=target, keep=(site,))
     call = w.run.calls[site]
     if call.cap is not None:
@@ -128,6 +138,16 @@ def qk_attribution(
         float(call.block(head, slice(i, i + 1), slice(j, j + 1))[0, 0]),
         list(w.run.tokens),
     )
+
+
+def _brightest(model: Any, text: str, site: str, head: int, query: int, target: str | None) -> int:
+    """The key ``head`` attends to most from ``query``."""
+    call = model.cache(text, sites=[site], target=target).calls[site]
+    _, t, _ = call.shape
+    if not -t <= query < t:
+        raise ValueError(f"position {query} is outside the {t} positions of the input")
+    i = query % t
+    return int(call.block(head, slice(i, i + 1), slice(0, call.shape[2]))[0].argmax())
 
 
 @torch.no_grad()

@@ -1,4 +1,4 @@
-"""Commands that ask which path carries a behaviour: ``patch`` and ``logits``."""
+"""Commands that ask which path carries a behaviour: ``patch``, ``paths``, ``logits`` and ``qk``."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def cmd_patch(args: argparse.Namespace) -> None:
     found = []
     if args.method in ("activation", "both"):
         found.append(circuits.activation_patching(model, pairs, of=args.of, metric=args.metric))
-    if args.method in ("attribution", "both"):
+    if args.method == "attribution" or (args.method == "both" and args.of not in ("patterns", "values")):
         found.append(circuits.attribution_patching(model, pairs, of=args.of, metric=args.metric))
     first = found[0]
     print(
@@ -72,6 +72,73 @@ def cmd_patch(args: argparse.Namespace) -> None:
     if args.table:
         rows = [{**row, "method": r.method} for r in found for row in r.table()]
         _write_table(rows, args.table, {"model": model.name, "metric": args.metric, "pairs": len(pairs)})
+
+
+def cmd_paths(args: argparse.Namespace) -> None:
+    """Path patching of every sender head into every later receiver head, with composition scores."""
+    from .. import circuits
+
+    model = _load(args)
+    pairs = _pairs(args, model)
+    senders = _units(model, args.senders, "--senders")
+    receivers = _units(model, args.receivers, "--receivers")
+    via = tuple(args.via.split(","))
+    found = circuits.path_patching(model, pairs, senders=senders, receivers=receivers, via=via, metric=args.metric)
+    rows = found.table()
+    print(
+        f"{model.name}: {len(pairs)} pair(s), {args.metric} clean {found.clean.mean():.4g}, corrupted "
+        f"{found.corrupt.mean():.4g}; a path's effect: how far the sender's clean write, reaching the "
+        "receiver's query, key or value alone, moves the metric to the clean run's (1 = all the way)"
+    )
+    print(f"\n{len(rows)} paths, largest effect first, the weights' composition score beside each:")
+    for row in rows[: args.top]:
+        path = f"{row['sender']} -> {row['receiver']}.{row['via']}"
+        print(f"  {path:<44} {row['effect']:+.3f}   {row['via'].upper()}-composition {row['composition']:.3f}")
+    if args.table:
+        _write_table(rows, args.table, {"model": model.name, "metric": args.metric, "pairs": len(pairs)})
+
+
+def _units(model, given: str | None, flag: str):
+    """Heads named as blocks.0.attn.h4,... (None: every head)."""
+    from .. import circuits
+
+    if given is None:
+        return None
+    out = []
+    for name in given.split(","):
+        site, _, head = name.strip().rpartition(".h")
+        if not site or not head.isdigit():
+            raise ValueError(f"{flag}: {name!r} is not a head (blocks.0.attn.h4)")
+        layer = next((s.layer for s in model.sites() if s.name == site and s.role == "attn"), None)
+        if layer is None:
+            raise ValueError(f"{flag}: {model.name} has no attention site {site!r}")
+        out.append(circuits.Unit(f"{site}.z", layer, int(head)))
+    return out
+
+
+def cmd_qk(args: argparse.Namespace) -> None:
+    """Why a head attends: its score at one cell by the writers of the query's and the key's streams."""
+    from .. import circuits
+
+    model = _load(args)
+    found = circuits.qk_attribution(model, args.text, args.site, args.head, args.query, args.key, target=args.target)
+    tok = found.tokens
+    bias = f" + bias {found.bias:.4f}" if found.bias else ""
+    print(
+        f"{model.name}: {found.site} head {found.head}, query {found.query} {tok[found.query]!r} -> key "
+        f"{found.key} {tok[found.key]!r}: weight {found.weight:.3f}, score {found.score:.4f}{bias}; the score "
+        "is the sum of the terms (the writer at the query x the writer at the key)"
+    )
+    for what, shares in (("query", found.by_query), ("key", found.by_key)):
+        best = sorted(zip(shares, found.names), key=lambda x: -abs(x[0]))[:4]
+        print(f"  through the {what + ':':<6} " + ", ".join(f"{n} {v:+.3f}" for v, n in best))
+    print("largest terms:")
+    for row in found.table(args.top):
+        pair = f"{row['query_writer']} x {row['key_writer']}"
+        print(f"  {pair:<44} {row['score']:+.4f}  ({row['share']:+.0%} of the score)")
+    if args.table:
+        extra = {"model": model.name, "site": found.site, "head": found.head, "query": found.query, "key": found.key}
+        _write_table(found.table(), args.table, {**extra, "score": found.score, "weight": found.weight})
 
 
 def cmd_logits(args: argparse.Namespace) -> None:
@@ -97,14 +164,7 @@ def cmd_logits(args: argparse.Namespace) -> None:
         _write_table(rows, args.table, {"model": model.name, "answer": args.answer, "foil": args.foil})
 
 
-def add_commands(add) -> None:
-    p = add(
-        "patch",
-        cmd_patch,
-        "which heads (or stream positions) carry a behaviour: activation patching from clean to corrupted "
-        "inputs, and attribution patching",
-    )
-    F.model_arg(p)
+def _pair_args(p) -> None:
     p.add_argument(
         "--pairs",
         type=F.existing_file,
@@ -122,24 +182,63 @@ def add_commands(add) -> None:
     p.add_argument("--length", type=F.positive_int, default=10, help="--task repeated: words per copy (default 10)")
     p.add_argument("--seed", type=int, default=0, help="the built pairs' seed (default 0)")
     p.add_argument(
+        "--metric", choices=("logit_diff", "prob", "loss"), default="logit_diff", help="read at the last position"
+    )
+
+
+def add_commands(add) -> None:
+    p = add(
+        "patch",
+        cmd_patch,
+        "which heads (or stream positions) carry a behaviour: activation patching from clean to corrupted "
+        "inputs, and attribution patching",
+    )
+    F.model_arg(p)
+    _pair_args(p)
+    p.add_argument(
         "--of",
-        choices=("heads", "heads_by_position", "resid"),
+        choices=("heads", "heads_by_position", "resid", "patterns", "values"),
         default="heads",
-        help="what is patched: each head's output at every position, each head at each position, or each "
-        "layer's residual stream at each position (default heads)",
+        help="what is patched: each head's output at every position, each head at each position, each "
+        "layer's residual stream at each position, a head's pattern alone or its values alone (default heads)",
     )
     p.add_argument(
         "--method",
         choices=("activation", "attribution", "both"),
         default="both",
         help="activation: one forward pass per unit and pair; attribution: every unit from one forward "
-        "and one backward pass (Nanda 2023); both, with their agreement (default)",
-    )
-    p.add_argument(
-        "--metric", choices=("logit_diff", "prob", "loss"), default="logit_diff", help="read at the last position"
+        "and one backward pass (Nanda 2023); both, with their agreement (default; patterns and values: "
+        "activation)",
     )
     p.add_argument("--top", type=F.positive_int, default=12, help="units printed (default 12)")
     p.add_argument("--table", type=F.table_path, metavar="FILE", help="every unit's effect to this .json or .csv")
+
+    r = add(
+        "paths",
+        cmd_paths,
+        "through which path one head reaches another: path patching into a later head's query, key or "
+        "value, with the weights' composition scores",
+    )
+    F.model_arg(r)
+    _pair_args(r)
+    r.add_argument(
+        "--senders", metavar="HEADS", help="sending heads, as blocks.0.attn.h4,blocks.0.attn.h1 (default all)"
+    )
+    r.add_argument("--receivers", metavar="HEADS", help="receiving heads (default all; each reads the earlier senders)")
+    r.add_argument("--via", default="q,k,v", help="the receivers' inputs patched, of q,k,v (default all three)")
+    r.add_argument("--top", type=F.positive_int, default=12, help="paths printed (default 12)")
+    r.add_argument("--table", type=F.table_path, metavar="FILE", help="every path's effect to this .json or .csv")
+
+    s = add("qk", cmd_qk, "why a head attends where it does: its score at one cell by what wrote the two streams")
+    F.model_arg(s)
+    s.add_argument("text", type=F.non_empty, help="the input (a decoder-only model's text)")
+    s.add_argument("--site", required=True, help="a self-attention site (blocks.1.attn, decoder.0.attn)")
+    s.add_argument("--head", type=int, required=True, help="the head")
+    s.add_argument("--query", type=int, default=-1, help="the query's position (default the last)")
+    s.add_argument("--key", type=int, help="the key's position (default the one the head attends to most)")
+    s.add_argument("--target", help="a translator's output, whose positions its decoder's sites cover")
+    s.add_argument("--top", type=F.positive_int, default=10, help="terms printed (default 10)")
+    s.add_argument("--table", type=F.table_path, metavar="FILE", help="every term to this .json or .csv")
 
     q = add("logits", cmd_logits, "what each head and MLP writes into an answer's logit, and the logit lens")
     F.model_arg(q)

@@ -85,6 +85,12 @@ EXAMPLES = {
     "patch": """examples:
   attnkit patch MODEL --task repeated           which heads carry induction on random repeated words
   attnkit patch MODEL --pairs pairs.jsonl --of resid --table patching.csv""",
+    "paths": """examples:
+  attnkit paths MODEL --task repeated --senders blocks.0.attn.h4 --via k
+  attnkit paths MODEL --pairs pairs.jsonl --table paths.csv""",
+    "qk": """examples:
+  attnkit qk MODEL "a b c d a b c" --site blocks.1.attn --head 2          the brightest key of the last query
+  attnkit qk MODEL "a b c d a b c" --site blocks.1.attn --head 2 --query 6 --key 3 --table qk.csv""",
     "logits": """examples:
   attnkit logits MODEL "When Mary and John went to the store, John gave a drink to" --answer " Mary" --foil " John"
   attnkit logits multi30k-en-de "A dog runs." --target Ein --answer Hund""",

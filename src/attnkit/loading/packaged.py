@@ -10,6 +10,9 @@ A packaged model is a read-only model directory under ``attnkit/shipped/NAME/``:
     card.md            data and its citation, the command that reproduces it, its figures
     manifest.json      SHA-256 of every file above, and what `attnkit models` lists
 
+or a Hugging Face model directory (config.json, model.safetensors, the tokenizer's files, card.md
+and the manifest), which needs transformers (the hf extra) to run.
+
 Every file is checked against the manifest when the model is loaded: a changed or missing
 file is one clear error, never a silently different model. ``benchmarks/package_model.py``
 turns a trained model directory into this form.
@@ -193,7 +196,8 @@ def models_report(root: Path | None = None) -> str:
         lines.append(f"  {info.get('architecture', '?')}, {info.get('parameters', 0) / 1e6:.2f}M parameters")
         lines.append(f"  trained on {info.get('data', '?')}")
         for score in info.get("scores", []):
-            lines.append(f"  {score['metric']} {score['score']:.2f} on {score['test_set']}  ({score['signature']})")
+            signature = f"  ({score['signature']})" if score.get("signature") else ""
+            lines.append(f"  {score['metric']} {score['score']:.2f} on {score['test_set']}{signature}")
         lines.append(f"  {m.path}")
     return "\n".join(lines)
 

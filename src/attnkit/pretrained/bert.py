@@ -37,10 +37,17 @@ IGNORED = ("embeddings.position_ids", "pooler.")  # buffers and the NSP pooler: 
 
 
 def resolve(name_or_path: str | Path) -> Path:
-    """A checkpoint directory from a path or an installed package name."""
+    """A checkpoint directory from a path, the name of a Hugging Face model installed with attnkit
+    (checked against its manifest) or an installed package's name."""
+    from ..loading import packaged
+
     path = Path(name_or_path)
     if path.is_dir():
         return path
+    shipped = packaged.SHIPPED / str(name_or_path)
+    if "/" not in str(name_or_path) and packaged.is_packaged(shipped) and (shipped / "config.json").is_file():
+        packaged.verify(shipped)
+        return shipped
     module = str(name_or_path).replace("-", "_")
     spec = importlib.util.find_spec(module) if module.isidentifier() else None
     if spec is not None and spec.origin:

