@@ -93,20 +93,20 @@ def run_attnkit(folder: Path, ids: dict) -> dict:
     answer, foil = tok.decode([ids["answer"]]), tok.decode([ids["foil"]])
     pair = circuits.Pair(text["clean"], text["corrupt"], answer, foil)
     t0 = time.perf_counter()
-    patched = circuits.activation_patching(model, [pair])
+    patched = circuits.activation_patching(model, [pair]) if ids["patch"] else None
     t1 = time.perf_counter()
     dla = circuits.direct_logit_attribution(model, pair.clean, answer, foil)
     t2 = time.perf_counter()
     approx = circuits.attribution_patching(model, [pair])
     t3 = time.perf_counter()
-    heads = [dla.values[dla.names.index(u.label)] for u in patched.units]
+    heads = [dla.values[dla.names.index(u.label)] for u in approx.units]
     return {
-        "patching": patched.values[0].tolist(),
+        "patching": None if patched is None else patched.values[0].tolist(),
         "dla": [float(h) for h in heads],
-        "patch_s": t1 - t0,
+        "patch_s": None if patched is None else t1 - t0,
         "dla_s": t2 - t1,
         "attribution_s": t3 - t2,
-        "agreement": circuits.agreement(approx, patched),
+        "agreement": None if patched is None else circuits.agreement(approx, patched),
         "peak_mib": _peak_mib(),
     }
 
@@ -125,16 +125,16 @@ def run_transformer_lens(folder: Path, ids: dict) -> dict:
     t0 = time.perf_counter()
     with torch.no_grad():
         _, cache = model.run_with_cache(clean)
-        patched = patching.get_act_patch_attn_head_out_all_pos(model, corrupt, cache, metric)
+        patched = patching.get_act_patch_attn_head_out_all_pos(model, corrupt, cache, metric) if ids["patch"] else None
     t1 = time.perf_counter()
     with torch.no_grad():
         heads = cache.stack_head_results(layer=-1, pos_slice=-1)  # (layers x heads, 1, d); logit_attrs applies ln_final
         dla = cache.logit_attrs(heads, tokens=torch.tensor([a]), incorrect_tokens=torch.tensor([f]), pos_slice=-1)
     t2 = time.perf_counter()
     return {
-        "patching": patched.flatten().tolist(),
+        "patching": None if patched is None else patched.flatten().tolist(),
         "dla": dla.flatten().tolist(),
-        "patch_s": t1 - t0,
+        "patch_s": None if patched is None else t1 - t0,
         "dla_s": t2 - t1,
         "peak_mib": _peak_mib(),
     }
@@ -235,6 +235,9 @@ def tool(name: str, python: str, folder: Path, ids_file: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tokens", type=int, nargs="+", default=[64, 512])
+    parser.add_argument(
+        "--patch-upto", type=int, default=512, help="activation patching (one pass per head) up to this length only"
+    )
     parser.add_argument("--peer-python", default="/tmp/tlv/bin/python", help="TransformerLens's environment's python")
     parser.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-smollm2-135m-shape")
     parser.add_argument("--composition", action="store_true", help="compare the composition scores instead")
@@ -260,12 +263,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.tokens:
             ids_file = Path(tmp) / f"ids_{n}.json"
-            ids_file.write_text(json.dumps(pair_ids(folder, n)))
+            ids_file.write_text(json.dumps({**pair_ids(folder, n), "patch": n <= args.patch_upto}))
             ours = tool("attnkit", sys.executable, folder, ids_file)
             theirs = tool("transformer_lens", args.peer_python, folder, ids_file)
             diff = {
                 k: float(np.abs(np.array(ours[k]) - np.array(theirs[k])).max())
-                if "error" not in ours and "error" not in theirs
+                if "error" not in ours and "error" not in theirs and ours[k] is not None
                 else float("nan")
                 for k in ("patching", "dla")
             }
@@ -273,9 +276,13 @@ def main() -> None:
                 if "error" in got:
                     print(f"| {n} | {name} | {got['error']} | | | | | |")
                     continue
-                approx = f"{got['attribution_s']:.1f} ({got['agreement']:.3f})" if "agreement" in got else "none"
+                approx = "none"
+                if "attribution_s" in got:
+                    r = f" ({got['agreement']:.3f})" if got["agreement"] is not None else ""
+                    approx = f"{got['attribution_s']:.1f}{r}"
+                patch = "not run" if got["patch_s"] is None else f"{got['patch_s']:.1f}"
                 print(
-                    f"| {n:,} | {name} | {got['patch_s']:.1f} | {got['dla_s']:.2f} | {approx} | {got['peak_mib']:.0f} | "
+                    f"| {n:,} | {name} | {patch} | {got['dla_s']:.2f} | {approx} | {got['peak_mib']:.0f} | "
                     f"{diff['patching']:.1e} | {diff['dla']:.1e} |",
                     flush=True,
                 )

@@ -20,7 +20,7 @@ TOY_MODELS = {
 }
 
 
-SLOW_FIXTURES = {"trained_toys", "copier_path"}  # train toy models (about 15 s and 30 s, once per session)
+SLOW_FIXTURES = {"trained_toys", "copier_path", "ioi_path"}  # train toy models (15-30 s each, once per session)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,6 +42,15 @@ def copier_path(tmp_path_factory) -> Path:
     import induction_model
 
     return induction_model.train(tmp_path_factory.mktemp("induction"))
+
+
+@pytest.fixture(scope="session")
+def ioi_path(tmp_path_factory) -> Path:
+    """A tiny Llama trained on an indirect-object task (``ioi_model``): the answer is known, the
+    heads that find it are not told (about 30 s on 2 cores, once per session)."""
+    import ioi_model
+
+    return ioi_model.train(tmp_path_factory.mktemp("ioi"))
 
 
 @pytest.fixture(scope="session")

@@ -187,10 +187,11 @@ def test_the_score_terms_sum_to_the_models_score(models, family):
     assert 0 < found.weight < 1 and found.by_query.sum() == pytest.approx(found.terms.sum())
 
 
-@pytest.mark.parametrize("model_type", ["phi", "gpt_neox", "gemma"])
+@pytest.mark.parametrize("model_type", ["phi", "gpt_neox", "gemma", "qwen3"])
 def test_the_score_terms_sum_on_partial_rotary_parallel_and_offset_norms(tmp_path, model_type):
     """Phi's rotary positions cover part of each head; GPT-NeoX's attention and MLP read one stream
-    in parallel; Gemma's norm scales by 1 + weight."""
+    in parallel; Gemma's norm scales by 1 + weight; Qwen3 normalises each head's queries and keys
+    (frozen at their scale, as the input norm is)."""
     m = _family(tmp_path, model_type)
     found = qk.qk_attribution(m, TEXT, "blocks.1.attn", 1, 6, 2)
     assert found.terms.sum() == pytest.approx(found.score, abs=1e-5 * (1 + abs(found.score)))
@@ -242,14 +243,17 @@ def test_what_qk_attribution_cannot_decompose_is_refused(models, tmp_path):
             lambda: qk.qk_attribution(models["bart"], "a dog", "decoder.0.cross", 0, 1, 0, target="ein"),
             "is cross-attention",
         ),
-        (
-            lambda: qk.qk_attribution(_family(tmp_path, "qwen3"), TEXT, "blocks.1.attn", 0, 6, 2),
-            "queries are not an affine read of its stream",
-        ),
     ]
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+    llama = models["llama"]  # queries made non-linear in the stream: refused, not split
+    handle = llama.hf.model.model.layers[1].self_attn.q_proj.register_forward_hook(lambda m, a, o: o * o.abs())
+    try:
+        with pytest.raises(ValueError, match="queries are not an affine read of its stream"):
+            qk.qk_attribution(llama, TEXT, "blocks.1.attn", 0, 6, 2)
+    finally:
+        handle.remove()
 
 
 def test_bad_path_patching_input_is_one_line(models, pairs):
@@ -273,3 +277,17 @@ def test_bad_path_patching_input_is_one_line(models, pairs):
     for call, message in cases:
         with pytest.raises(ValueError, match=message):
             call()
+
+
+def test_path_patching_stands_where_the_weights_give_no_composition(tmp_path):
+    """Qwen3's query and key norms make its queries depend on the stream's scale: its paths are
+    patched as any, its composition scores are NaN with the reason."""
+    m = _family(tmp_path, "qwen3")
+    found = paths.path_patching(
+        m,
+        circuits.repeated_pairs(m, n=1, length=6),
+        senders=[circuits.Unit("blocks.0.attn.z", 0, 0)],
+        receivers=[circuits.Unit("blocks.1.attn.z", 1, 1)],
+    )
+    assert np.isfinite(found.values).all() and np.isnan(found.composition).all()
+    assert found.unweighted is not None and "not affine" in found.unweighted

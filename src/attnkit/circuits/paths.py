@@ -47,6 +47,8 @@ class PathPatching:
     clean, corrupt       (pairs,) the clean and corrupted runs' metrics
     composition          (senders, receivers, via): the weights' composition scores (NaN where
                          the receiver does not read the sender: the same layer or earlier)
+    unweighted           why there are no composition scores (all NaN), where the weights do not
+                         make them (a read that is not affine: a norm on the queries or keys)
     """
 
     metric: str
@@ -57,6 +59,7 @@ class PathPatching:
     clean: np.ndarray
     corrupt: np.ndarray
     composition: np.ndarray
+    unweighted: str | None = None
 
     @property
     def effect(self) -> np.ndarray:
@@ -152,10 +155,14 @@ def path_patching(
                             values[n, i, j, k] = float(
                                 _read(model.run(text, target=target, hooks=hooks), read_metric, p)
                             )
-    composition = composition_scores(
-        model, runs[0].pair.clean, runs[0].pair.target, senders=a_s, receivers=b_s, via=via
-    )
-    return PathPatching(metric, a_s, b_s, tuple(via), values, clean, corrupt, composition)
+    unweighted = None
+    try:
+        composition = composition_scores(
+            model, runs[0].pair.clean, runs[0].pair.target, senders=a_s, receivers=b_s, via=via
+        )
+    except ValueError as err:  # the paths stand; the weights alone do not say it
+        composition, unweighted = np.full(values.shape[1:], np.nan), str(err)
+    return PathPatching(metric, a_s, b_s, tuple(via), values, clean, corrupt, composition, unweighted)
 
 
 def _sender_writes(model: Any, pair: Pair, stack: str, senders: list[Unit], upto: int) -> list[Tensor | None]:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .reading import Frozen, attend, attention_site, check, freeze, read
+from .reading import Frozen, Read, attend, attention_site, check, freeze, read
 from .streams import writers
 
 CHUNK = 64  # writers run through the attention module at once
@@ -108,7 +108,7 @@ def qk_attribution(
         raise ValueError(f"{site} head {head}: query {i} cannot see key {j}, so it has no score there")
     r = read(model, at, text, target)
     frozen = freeze(model, r.norm, r.x[[i, j]], r.h[[i, j]], f"{site}'s input norm")
-    q, k = _parts(model, at, text, target, w.terms, frozen, (i, j), r.h.shape[0])
+    q, k = _parts(model, at, text, target, w.terms, frozen, (i, j), r)
     kv = call.kv_head(head)
     q_i, k_j = q[:, head, i].double(), k[:, kv, j].double()
     check(
@@ -151,11 +151,12 @@ def _brightest(model: Any, text: str, site: str, head: int, query: int, target: 
 
 
 @torch.no_grad()
-def _parts(model, site, text, target, terms: Tensor, frozen: Frozen, at: tuple[int, int], t: int):
+def _parts(model, site, text, target, terms: Tensor, frozen: Frozen, at: tuple[int, int], r: Read):
     """q and k of each writer alone (writers + 1, heads, t, d): the writer's frozen-normed write at
-    the two positions run through the attention module, less the module's answer to nothing; the
-    last row the constant (the norm's shift)."""
+    the two positions run through the attention module (any norm inside it frozen too), less the
+    module's answer to nothing; the last row the constant (the norm's shift)."""
     n, _, d = terms.shape
+    t = r.h.shape[0]
     i, j = at
     rows = torch.zeros(n + 2, t, d, dtype=terms.dtype)
     normed = frozen.linear(terms)  # terms (writers, 2, d): at i, then at j (the same where i = j)
@@ -164,7 +165,7 @@ def _parts(model, site, text, target, terms: Tensor, frozen: Frozen, at: tuple[i
     rows[n, [i, j]] = frozen.shift  # the constant; row n + 1 stays 0: the module's answer to nothing
     qs, ks = [], []
     for start in range(0, n + 2, CHUNK):
-        call = attend(model, site, text, rows[start : start + CHUNK], target)
+        call = attend(model, site, text, rows[start : start + CHUNK], target, r.inner)
         assert call.q is not None and call.k is not None  # a factored call (``attend`` checks)
         qs.append(call.q.detach().float())
         ks.append(call.k.detach().float())

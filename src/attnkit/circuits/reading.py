@@ -19,7 +19,7 @@ Qwen3's and OLMo 2's) is refused in one line, never decomposed wrongly.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -112,6 +112,17 @@ class _Catch(Listener):
         raise _Stop
 
 
+def _frozen_output(f: Frozen):
+    """A forward hook: the norm's frozen affine map of its input (rows of any batch, as on the run)."""
+
+    def hook(m: nn.Module, args: tuple, output: Any) -> Tensor:
+        x = args[0]
+        flat = x.reshape(x.shape[0], -1, x.shape[-1])  # (b, rows of one input, e)
+        return (f.linear(flat) + f.shift).reshape(x.shape).to(x.dtype)
+
+    return hook
+
+
 def _run_to(model: Any, site: Site, text: str, target: str | None, handles: list, hooks: dict | None = None) -> _Catch:
     """Run ``text`` as far as ``site``'s first call (the torch ``handles`` removed after)."""
     catch = _Catch(site)
@@ -127,12 +138,15 @@ def _run_to(model: Any, site: Site, text: str, target: str | None, handles: list
 @dataclass
 class Read:
     """How one attention site read its stream on a run: x (t, d) its layer's ``resid_pre``, h (t, d)
-    the attention module's input, the norm between them (None: it reads the stream as it is)."""
+    the attention module's input, the norm between them (None: it reads the stream as it is), and
+    the norms inside the attention module (a query or key norm), each with its scale frozen at
+    its value on the run (``inner``: module -> Frozen over its input's rows)."""
 
     site: Site
     x: Tensor
     h: Tensor
     norm: nn.Module | None
+    inner: dict[nn.Module, Frozen] = field(default_factory=dict)
 
 
 def attention_site(model: Any, name: str) -> Site:
@@ -179,20 +193,48 @@ def read(model: Any, site: Site, text: str, target: str | None = None) -> Read:
     if not given or "x" not in kept:
         raise ValueError(f"{model.name}: {site.name}'s module takes no input attnkit can find")
     x, h = kept["x"][0], given[0][0]
+    inner = _inner_norms(model, site, seen)
     if x.shape == h.shape and torch.allclose(x, h, rtol=1e-6, atol=1e-7):
-        return Read(site, x, h, None)
+        return Read(site, x, h, None, inner)
     for module, i, o in seen:
         if i.shape[-2:] == x.shape and o.shape[-2:] == h.shape and torch.allclose(i[0], x) and torch.allclose(o[0], h):
-            return Read(site, x, h, module)
+            return Read(site, x, h, module, inner)
     raise ValueError(
         f"{model.name}: {site.name} does not read its layer's stream through one norm module (a post-norm "
         "or parallel layout attnkit cannot freeze)"
     )
 
 
-def attend(model: Any, site: Site, text: str, rows: Tensor, target: str | None = None) -> Attended:
+def _inner_norms(model: Any, site: Site, seen: list[tuple[nn.Module, Tensor, Tensor]]) -> dict[nn.Module, Frozen]:
+    """The norms inside ``site``'s module (a query or key norm: a module with a weight vector whose
+    output does not change when its input is scaled up), each frozen at its run's input."""
+    mine = {id(m) for m in site.module.modules() if m is not site.module}
+    out: dict[nn.Module, Frozen] = {}
+    for m, i, o in seen:
+        w = getattr(m, "weight", None)
+        if id(m) not in mine or not isinstance(w, Tensor) or w.dim() != 1 or w.shape[0] != i.shape[-1]:
+            continue
+        with torch.no_grad():  # scaled far past any eps, a norm's output stays; anything else grows
+            if not torch.allclose(m(100 * i), m(1000 * i), rtol=1e-3, atol=1e-5 * float(o.abs().max())):
+                continue
+        if m in out:
+            raise ValueError(f"{model.name}: a norm inside {site.name} is called twice: attnkit cannot freeze it")
+        e = i.shape[-1]
+        out[m] = freeze(model, m, i.reshape(-1, e), o.reshape(-1, e), f"a norm inside {site.name}")
+    return out
+
+
+def attend(
+    model: Any,
+    site: Site,
+    text: str,
+    rows: Tensor,
+    target: str | None = None,
+    frozen: dict[nn.Module, Frozen] | None = None,
+) -> Attended:
     """The call ``site`` makes when its module's input is ``rows`` (b, t, d) instead of its own: q,
-    k after positions and v, each with ``rows``' batch (the rest of the pass is not run)."""
+    k after positions and v, each with ``rows``' batch (the rest of the pass is not run); each
+    norm in ``frozen`` computes its frozen affine map instead."""
     t = rows.shape[-2]
 
     def swap(m: nn.Module, args: tuple, kwargs: dict):
@@ -203,8 +245,10 @@ def attend(model: Any, site: Site, text: str, rows: Tensor, target: str | None =
             )
         return _with_input(args, kwargs, rows.to(x.dtype))
 
-    handle = site.module.register_forward_pre_hook(swap, with_kwargs=True)
-    call = _run_to(model, site, text, target, [handle]).call
+    handles = [site.module.register_forward_pre_hook(swap, with_kwargs=True)]
+    for m, f in (frozen or {}).items():
+        handles.append(m.register_forward_hook(_frozen_output(f)))
+    call = _run_to(model, site, text, target, handles).call
     if call is None or call.q is None or call.k is None or call.q.shape[0] != rows.shape[0]:
         raise ValueError(f"{model.name}: {site.name} did not attend over the inputs given to its module")
     return call

@@ -90,6 +90,8 @@ def cmd_paths(args: argparse.Namespace) -> None:
         f"{found.corrupt.mean():.4g}; a path's effect: how far the sender's clean write, reaching the "
         "receiver's query, key or value alone, moves the metric to the clean run's (1 = all the way)"
     )
+    if found.unweighted:
+        print(f"no composition scores: {found.unweighted}")
     print(f"\n{len(rows)} paths, largest effect first, the weights' composition score beside each:")
     for row in rows[: args.top]:
         path = f"{row['sender']} -> {row['receiver']}.{row['via']}"
