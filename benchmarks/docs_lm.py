@@ -48,21 +48,7 @@ def main() -> None:
     capture_scale.build(args.tokenizer)  # the tokenizer (and the model this script does not use)
     tok = T.AutoTokenizer.from_pretrained(args.tokenizer)
     ids = torch.tensor(tok(capture_scale.docs_text())["input_ids"])
-    config = T.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=128,
-        intermediate_size=384,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4 * args.context,
-        rope_theta=10000.0,
-        tie_word_embeddings=True,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    model = T.LlamaForCausalLM(config)
+    model = T.LlamaForCausalLM(small_llama(len(tok), positions=4 * args.context, kv_heads=2))
     model.config._attn_implementation = "sdpa"
     params = sum(x.numel() for x in model.parameters())
     print(f"# {cpu_name()}; {args.threads} thread(s); {len(ids):,} tokens of docs; {params / 1e6:.2f} M parameters")
@@ -77,6 +63,26 @@ def main() -> None:
         shutil.rmtree(args.out)
     tmp.rename(args.out)
     print(f"{step} steps in {args.minutes:g} min; last loss {loss:.3f}; saved {args.out}")
+
+
+def small_llama(vocab: int, *, positions: int, kv_heads: int):
+    """The config of a Llama of 4 layers x 4 heads, hidden 128, tied embeddings, token 0 the special one."""
+    import transformers as T
+
+    return T.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=positions,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
 
 
 def train(model, ids, *, minutes: float, context: int, batch: int, lr: float = 3e-3) -> tuple[int, float]:

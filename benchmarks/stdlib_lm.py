@@ -117,21 +117,7 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     tok = tokenizer(train, args.work / "tokenizer")
     train_ids, held_ids = ids_of(tok, train), ids_of(tok, held)
-    config = T.LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=128,
-        intermediate_size=384,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=8192,
-        rope_theta=10000.0,
-        tie_word_embeddings=True,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-    )
-    model = T.LlamaForCausalLM(config)
+    model = T.LlamaForCausalLM(docs_lm.small_llama(len(tok), positions=8192, kv_heads=4))
     model.config._attn_implementation = "sdpa"
     params = sum(x.numel() for x in model.parameters())
     cpu = cpu_name()

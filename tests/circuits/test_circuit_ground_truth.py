@@ -17,6 +17,7 @@ import pytest
 
 import attnkit
 import induction_model
+import ioi_model
 from attnkit import circuits
 from attnkit.heads.atlas import head_atlas
 
@@ -96,3 +97,38 @@ def test_an_induction_heads_bright_cell_is_the_previous_token_head_at_the_key(co
         assert best["key_writer"] in {f"blocks.{a}.attn.h{b}" for a, b in roles["previous_token"]}
         return
     pytest.fail("no induction head attends to the word after the previous copy")
+
+
+@pytest.fixture(scope="module")
+def ioi(ioi_path):
+    model = attnkit.load(str(ioi_path))
+    return model, [circuits.Pair(*p) for p in ioi_model.pairs(16)]
+
+
+def test_patching_finds_the_heads_that_look_at_the_indirect_object(ioi):
+    """On the indirect-object task the heads that carry the answer are heads at the end that
+    look at a name; the one that carries the most looks at the answer itself; together they
+    restore more than any random set of as many other heads."""
+    model, pairs = ioi
+    exact = circuits.activation_patching(model, pairs)
+    assert exact.clean.mean() > 2  # the model answers: the indirect object over the subject
+    order = np.argsort(-exact.effect)
+    carriers = [exact.units[i] for i in order if exact.effect[i] > 0.1]
+    assert carriers
+    records = model.attention([p.clean for p in pairs], max_new_tokens=0)
+    for unit in carriers:
+        on_names, on_answer = [], []
+        for pair, record in zip(pairs, records):
+            words = pair.clean.split()
+            w = record.maps["decoder"][unit.layer, unit.head, -1]  # from the end, over <s> + the words
+            names = [i + 1 for i, x in enumerate(words) if x in ioi_model.NAMES]
+            on_names.append(w[names].sum())
+            on_answer.append(w[[i + 1 for i, x in enumerate(words) if x == pair.answer.strip()]].sum())
+        assert np.mean(on_names) > 0.5, unit.label  # a carrier looks at the names
+        if unit == carriers[0]:
+            assert np.mean(on_answer) > 0.5, unit.label  # the strongest looks at the answer
+    together = circuits.patched_together(model, pairs, carriers)
+    rng = random.Random(0)
+    others = [u for u in exact.units if u not in carriers]
+    random_sets = [circuits.patched_together(model, pairs, rng.sample(others, len(carriers))) for _ in range(20)]
+    assert together > 0.5 and together > max(random_sets)

@@ -64,6 +64,62 @@ def test_each_gpt2_head_is_its_hand_written_attribution(models):
             assert found.values[found.names.index(f"blocks.{li}.attn.h{h}")] == pytest.approx(by_hand, abs=1e-5)
 
 
+def _family(tmp_path, model_type):
+    import families
+    from tiny_hf import _tokenizer
+
+    path = tmp_path / model_type
+    _tokenizer(path, bos=True, eos=False, cls_sep=False)
+    families.build(model_type).save_pretrained(path)
+    return attnkit.load(path, device="cpu")
+
+
+@pytest.mark.parametrize("model_type", ["olmo2", "gemma3_text", "glm4"])
+def test_a_norm_on_each_blocks_output_is_frozen_and_the_terms_still_sum(tmp_path, model_type):
+    """OLMo 2 normalises each block's output before adding it to the stream; Gemma 3 and GLM-4
+    normalise both sides of each block (sandwich norms)."""
+    m = _family(tmp_path, model_type)
+    found = circuits.direct_logit_attribution(m, TEXT, ANSWER, FOIL)
+    assert found.values.sum() + found.constant == pytest.approx(found.logit, abs=1e-5)
+
+
+def test_each_olmo2_head_is_its_hand_written_attribution(tmp_path):
+    """A head's write through OLMo 2's post-attention RMSNorm (its scale frozen at the attention's
+    output, with its own eps), the final norm (frozen likewise) and the unembedding."""
+    m = _family(tmp_path, "olmo2")
+    net = m.hf.model
+    found = circuits.direct_logit_attribution(m, TEXT, ANSWER, FOIL)
+    kept, hooks = {}, []
+    for i, layer in enumerate(net.model.layers):
+        o = layer.self_attn.o_proj
+        hooks.append(o.register_forward_pre_hook(lambda mod, a, i=i: kept.update({("z", i): a[0].detach()})))
+        hooks.append(o.register_forward_hook(lambda mod, a, out, i=i: kept.update({("out", i): out.detach()})))
+    hooks.append(net.model.norm.register_forward_pre_hook(lambda mod, a: kept.update(final=a[0].detach())))
+    with torch.no_grad():
+        net(input_ids=torch.tensor([m.hf.encode_text(TEXT)]))
+    for h in hooks:
+        h.remove()
+
+    def rms(x, norm):
+        return torch.sqrt(x.pow(2).mean() + norm.variance_epsilon)
+
+    u = net.lm_head.weight[m.answer_token(ANSWER)] - net.lm_head.weight[m.answer_token(FOIL)]
+    final = net.model.norm
+    x = kept["final"][0, -1]
+    e = net.config.hidden_size // net.config.num_attention_heads
+    with torch.no_grad():
+        for i, layer in enumerate(net.model.layers):
+            post = layer.post_attention_layernorm
+            out = kept[("out", i)][0, -1]
+            for h in range(net.config.num_attention_heads):
+                write = (
+                    kept[("z", i)][0, -1, h * e : (h + 1) * e] @ layer.self_attn.o_proj.weight[:, h * e : (h + 1) * e].T
+                )
+                written = write / rms(out, post) * post.weight  # the block's norm, frozen at its output
+                by_hand = float((written / rms(x, final) * final.weight) @ u)
+                assert found.values[found.names.index(f"blocks.{i}.attn.h{h}")] == pytest.approx(by_hand, abs=1e-5)
+
+
 def test_the_logit_lens_at_the_last_layer_is_the_models_prediction(models):
     m = models["llama"]
     lens = circuits.logit_lens(m, TEXT, ANSWER, FOIL, k=3)

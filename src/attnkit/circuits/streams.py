@@ -138,12 +138,17 @@ def writers(
     upto = layers if layer is None else [x for x in layers if x < layer]
     attention = [s for s in mine if s.role == "attn" and s.layer in upto]
     names = [s.name for s in mine if s.role in ("resid_pre", "resid_post", "mlp_out", "z")]
-    inputs: dict[int, list[tuple[nn.Module, Tensor, Tensor]]] = {}
+    inputs: dict[Any, list[tuple[nn.Module, Tensor, Tensor]]] = {}
     handles = [
         m.register_forward_hook(_keep_io(inputs, id(site.module), m))
         for site in attention
         for m in site.module.modules()
         if _affine(m)
+    ]
+    handles += [  # the modules of each layer beside its attention: a norm after a block is among them
+        m.register_forward_hook(_keep_io(inputs, ("after", site.layer), m))
+        for site in attention
+        for m in _beside(model, site.module)
     ]
     try:
         run = model.cache(text, sites=names + [k for k in keep if k not in names], target=target)
@@ -206,7 +211,16 @@ def _affine(m: nn.Module) -> bool:
     return isinstance(w, Tensor) and w.dim() == 2 and not list(m.children()) and not isinstance(m, nn.Embedding)
 
 
-def _keep_io(store: dict, key: int, module: nn.Module):
+def _beside(model: Any, module: nn.Module) -> list[nn.Module]:
+    """The other children of ``module``'s parent (a layer's norms, MLP, attention)."""
+    for parent in model.network().modules():
+        children = list(parent.children())
+        if any(c is module for c in children):
+            return [c for c in children if c is not module]
+    return []
+
+
+def _keep_io(store: dict, key: Any, module: nn.Module):
     def hook(m: nn.Module, args: tuple, output: Any) -> None:
         if args and isinstance(args[0], Tensor) and isinstance(output, Tensor):
             store.setdefault(key, []).append((module, args[0].detach(), output.detach()))
@@ -238,7 +252,10 @@ def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[S
             run[f"{stack}.{layer - 1}.resid_post"][0, p],
             f"layer {layer}'s input is not layer {layer - 1}'s output",
         )
-    attended = torch.zeros_like(pre)
+    mlp_name = f"{stack}.{layer}.mlp_out"
+    if mlp_name not in run:  # without the MLP's own output the layer's sum cannot be checked
+        raise _refuse(model, f"layer {layer}'s feed-forward block is not one module whose output attnkit reads")
+    blocks: list[tuple[Tensor, list[tuple[str, int, int | None, Tensor]]]] = []  # (a block's output, its terms)
     for site in attention:
         z = run[site.z.name]
         module, output = _projection(model, site, z, inputs.get(id(site.module), []))
@@ -249,16 +266,35 @@ def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[S
         with torch.no_grad():
             bias = module(torch.zeros(1, 1, h * d, dtype=z.dtype))[0, 0]
             writes = module(alone) - bias
-        out += [(f"{site.name}.h{head}", layer, head, writes[head]) for head in range(h)]
-        out.append((f"{site.name}.bias", layer, None, bias.expand(len(p), -1)))
-        attended = attended + output[0, p]
-    mlp_name = f"{stack}.{layer}.mlp_out"
-    if mlp_name not in run:  # without the MLP's own output the layer's sum cannot be checked
-        raise _refuse(model, f"layer {layer}'s feed-forward block is not one module whose output attnkit reads")
-    rest = run[mlp_name][0, p]
-    _check(model, pre + attended + rest, post, f"layer {layer}'s output is not its input plus its attention and MLP")
-    out.append((f"{stack}.{layer}.mlp", layer, None, rest))
+        terms = [(f"{site.name}.h{head}", layer, head, writes[head]) for head in range(h)]
+        blocks.append((output[0], [*terms, (f"{site.name}.bias", layer, None, bias.expand(len(p), -1))]))
+    blocks.append((run[mlp_name][0], [(f"{stack}.{layer}.mlp", layer, None, run[mlp_name][0, p])]))
+    if not _sums(pre + sum(b[p] for b, _ in blocks), post):  # a norm on each block's output (sandwich norms)
+        blocks = [(b, _normed(model, b, terms, inputs.get(("after", layer), []), p)) for b, terms in blocks]
+    out = [term for _, terms in blocks for term in terms]
+    summed = pre + torch.stack([v for *_, v in out]).sum(0)
+    _check(model, summed, post, f"layer {layer}'s output is not its input plus its attention and MLP")
     return out
+
+
+def _sums(got: Tensor, want: Tensor) -> bool:
+    return float((got - want).abs().max()) <= TOLERANCE * (float(want.abs().max()) + 1e-6) + 1e-6
+
+
+def _normed(model: Any, block: Tensor, terms: list, seen: list[tuple[nn.Module, Tensor, Tensor]], p: list[int]):
+    """A block's terms as its output norm writes them (its scale frozen at the block's output): the
+    norm found as the layer's module whose input is the block's output (t, d); the terms unchanged
+    where there is none."""
+    for module, given, output in seen:
+        if given.shape[-2:] == block.shape and torch.allclose(given[0], block, rtol=1e-5, atol=1e-6):
+            try:
+                frozen = freeze(model, module, block[p], output[0, p], "a norm after a block")
+            except ValueError:  # not a norm (a dropout, a gate): the layer's sum says the rest
+                continue
+            written = [(n, layer, h, frozen.linear(v)) for n, layer, h, v in terms]
+            last = written[-1]
+            return [*written[:-1], (last[0], last[1], last[2], last[3] + frozen.shift)]  # the shift: the bias's
+    return terms
 
 
 def _check(model: Any, got: Tensor, want: Tensor, why: str) -> None:
