@@ -85,9 +85,13 @@ def small_llama(vocab: int, *, positions: int, kv_heads: int):
     )
 
 
-def train(model, ids, *, minutes: float, context: int, batch: int, lr: float = 3e-3) -> tuple[int, float]:
+def train(
+    model, ids, *, minutes: float, context: int, batch: int, lr: float = 3e-3, repeat: float = 0.0
+) -> tuple[int, float]:
     """Train ``model`` on random ``context``-token windows of ``ids`` with AdamW for ``minutes`` of
-    wall clock (a short warm-up, then a cosine to a tenth of ``lr``); (steps, the last loss)."""
+    wall clock (a short warm-up, then a cosine to a tenth of ``lr``); (steps, the last loss).
+    ``repeat``: the share of each batch's windows whose first half is repeated as their second
+    (copying then pays, as in Olsson et al. 2022's repeated sequences)."""
     import torch
 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1)
@@ -101,6 +105,9 @@ def train(model, ids, *, minutes: float, context: int, batch: int, lr: float = 3
             group["lr"] = lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         starts = torch.randint(0, len(ids) - context - 1, (batch,), generator=gen)
         x = torch.stack([ids[s : s + context] for s in starts.tolist()])
+        copies = round(repeat * batch)
+        if copies:
+            x[:copies, context // 2 :] = x[:copies, : context - context // 2]
         loss = model(input_ids=x, labels=x).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

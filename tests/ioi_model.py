@@ -5,8 +5,8 @@ indirect-object task in the manner of Wang et al. 2022, over ``tiny_hf``'s words
 
 Two names, then one of them again (the subject, S) after random fillers of random lengths, then
 the end: the answer is the other name (the indirect object, IO). No position or single word
-says which one: the model has to see which name came twice and copy the other, so a head at
-the end must look at the IO's place."""
+says which one: the model has to see which name came twice, so the heads that answer must read
+it from the end; which heads do is found, not told."""
 
 from __future__ import annotations
 
