@@ -27,7 +27,7 @@ from torch import Tensor
 
 from ..attention.sites import Attended, Site
 from .pairs import Pair, answer_token, metric_of
-from .reading import head_output
+from .reading import recomputing
 
 OF = ("heads", "heads_by_position", "resid", "patterns", "values")
 APART = ("patterns", "values")  # a head's pattern or values patched apart from the rest of its call
@@ -335,21 +335,8 @@ def _apart(clean: Attended, unit: Unit, of: str) -> dict[str, Any]:
     """Hooks that give ``unit``'s head the clean call's pattern (``of`` patterns: its queries and
     keys) or its values (values), the rest of the call the run's own."""
     assert unit.head is not None and clean.q is not None and clean.k is not None and clean.v is not None
-    head = unit.head
-    q, k, v = clean.q[0], clean.k[0], clean.v[0]
-    current: list[Attended] = []
-
-    def keep(call: Attended, site: Site) -> None:
-        current.append(call)
-
-    def swap(z: Tensor, site: Site) -> Tensor:
-        call = current.pop()
-        out = head_output(call, head, q=q, k=k) if of == "patterns" else head_output(call, head, v=v)
-        z = z.clone()
-        z[0, head] = out.to(z.dtype)
-        return z
-
-    return {unit.site.removesuffix(".z"): keep, unit.site: swap}
+    given = {"q": clean.q[0], "k": clean.k[0]} if of == "patterns" else {"v": clean.v[0]}
+    return recomputing(unit.site, unit.head, given)
 
 
 def patched_together(model: Any, pairs: list[Pair], units: list[Unit], *, metric: str = "logit_diff") -> float:

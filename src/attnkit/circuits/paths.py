@@ -31,7 +31,7 @@ from torch import Tensor
 from ..attention.sites import Attended, Site
 from .pairs import Pair, metric_of
 from .patching import Unit, _normalised, _pairs, _read
-from .reading import _run_to, attend, check, freeze, head_output, read
+from .reading import attend, check, freeze, read, recomputing, run_to
 from .streams import logit_stack, writers
 
 VIA = ("q", "k", "v")
@@ -151,7 +151,7 @@ def path_patching(
                         if b.layer != layer:
                             continue
                         for k, v in enumerate(via):
-                            hooks = _recompute(b, {v: getattr(got[b.site], v)[0]})
+                            hooks = recomputing(b.site, cast(int, b.head), {v: getattr(got[b.site], v)[0]})
                             values[n, i, j, k] = float(
                                 _read(model.run(text, target=target, hooks=hooks), read_metric, p)
                             )
@@ -197,26 +197,10 @@ def _receiver_inputs(
         out[site.z.name] = call
 
     hooks = {f"{stack}.{layer}.resid_pre": added} | {s.name: keep for s in sites[:-1]}
-    last = _run_to(model, sites[-1], text, target, [], hooks).call
+    last = run_to(model, sites[-1], text, target, [], hooks).call
     assert last is not None  # the layer's last site was reached
     out[sites[-1].z.name] = last
     return out
-
-
-def _recompute(unit: Unit, given: dict[str, Tensor]):
-    """Hooks that recompute ``unit``'s head from its call with ``given`` (q, k or v) in place of its own."""
-    assert unit.head is not None
-    head, current = unit.head, []
-
-    def keep(call: Attended, site: Site) -> None:
-        current.append(call)
-
-    def swap(z: Tensor, site: Site) -> Tensor:
-        z = z.clone()
-        z[0, head] = head_output(current.pop(), head, **given).to(z.dtype)
-        return z
-
-    return {unit.site.removesuffix(".z"): keep, unit.site: swap}
 
 
 # -- composition scores -------------------------------------------------------------------------

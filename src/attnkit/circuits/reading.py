@@ -97,6 +97,16 @@ def _with_input(args: tuple, kwargs: dict, new: Tensor) -> tuple[tuple, dict]:
     return args, kwargs
 
 
+def beside(model: Any, module: nn.Module) -> list[nn.Module]:
+    """The modules of ``module``'s parent (its layer) outside ``module``: the layer's norms, its MLP
+    and their parts."""
+    for parent in model.network().modules():
+        if any(c is module for c in parent.children()):
+            own = {id(m) for m in module.modules()}
+            return [m for m in parent.modules() if m is not parent and id(m) not in own]
+    return []
+
+
 class _Catch(Listener):
     """Keeps the first call at one attention site (detached) and stops the pass there."""
 
@@ -123,7 +133,7 @@ def _frozen_output(f: Frozen):
     return hook
 
 
-def _run_to(model: Any, site: Site, text: str, target: str | None, handles: list, hooks: dict | None = None) -> _Catch:
+def run_to(model: Any, site: Site, text: str, target: str | None, handles: list, hooks: dict | None = None) -> _Catch:
     """Run ``text`` as far as ``site``'s first call (the torch ``handles`` removed after)."""
     catch = _Catch(site)
     try:
@@ -181,7 +191,8 @@ def read(model: Any, site: Site, text: str, target: str | None = None) -> Read:
         if x is not None:
             given.append(x.detach())
 
-    handles = [m.register_forward_hook(keep) for m in model.network().modules()]
+    near = [*beside(model, site.module), *site.module.modules()]  # where its norms can be
+    handles = [m.register_forward_hook(keep) for m in near]
     handles.append(site.module.register_forward_pre_hook(take, with_kwargs=True))
     stream = f"{stack}.{site.layer}.resid_pre"
     kept: dict[str, Tensor] = {}
@@ -189,7 +200,7 @@ def read(model: Any, site: Site, text: str, target: str | None = None) -> Read:
     def stream_in(x: Tensor, _site: Site) -> None:
         kept.setdefault("x", x.detach())
 
-    _run_to(model, site, text, target, handles, {stream: stream_in})
+    run_to(model, site, text, target, handles, {stream: stream_in})
     if not given or "x" not in kept:
         raise ValueError(f"{model.name}: {site.name}'s module takes no input attnkit can find")
     x, h = kept["x"][0], given[0][0]
@@ -248,7 +259,7 @@ def attend(
     handles = [site.module.register_forward_pre_hook(swap, with_kwargs=True)]
     for m, f in (frozen or {}).items():
         handles.append(m.register_forward_hook(_frozen_output(f)))
-    call = _run_to(model, site, text, target, handles).call
+    call = run_to(model, site, text, target, handles).call
     if call is None or call.q is None or call.k is None or call.q.shape[0] != rows.shape[0]:
         raise ValueError(f"{model.name}: {site.name} did not attend over the inputs given to its module")
     return call
@@ -284,3 +295,20 @@ def head_output(
     values = given[kv].float()
     _, t, s = kept.shape
     return kept.block(head, slice(0, t), slice(0, s)) @ values
+
+
+def recomputing(z_site: str, head: int, given: dict[str, Tensor]) -> dict[str, Any]:
+    """Hooks for ``LoadedModel.run`` that recompute head ``head`` at the head-output site
+    ``z_site`` from its call, with ``given`` (q (h, t, d), k or v (h_kv, s, d)) in place of its
+    own (``head_output``)."""
+    current: list[Attended] = []
+
+    def keep(call: Attended, site: Site) -> None:
+        current.append(call)
+
+    def swap(z: Tensor, site: Site) -> Tensor:
+        z = z.clone()
+        z[0, head] = head_output(current.pop(), head, **given).to(z.dtype)
+        return z
+
+    return {z_site.removesuffix(".z"): keep, z_site: swap}

@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.sites import Site
-from .reading import check, freeze
+from .reading import beside, check, freeze
 
 TOLERANCE = 1e-4  # relative: an identity of the stream holds to this share of the stream's size
 
@@ -148,7 +148,7 @@ def writers(
     handles += [  # the modules of each layer beside its attention: a norm after a block is among them
         m.register_forward_hook(_keep_io(inputs, ("after", site.layer), m))
         for site in attention
-        for m in _beside(model, site.module)
+        for m in beside(model, site.module)
     ]
     try:
         run = model.cache(text, sites=names + [k for k in keep if k not in names], target=target)
@@ -209,15 +209,6 @@ def _affine(m: nn.Module) -> bool:
     """A module that is an affine map of its input's last dimension (nn.Linear, GPT-2's Conv1D)."""
     w = getattr(m, "weight", None)
     return isinstance(w, Tensor) and w.dim() == 2 and not list(m.children()) and not isinstance(m, nn.Embedding)
-
-
-def _beside(model: Any, module: nn.Module) -> list[nn.Module]:
-    """The other children of ``module``'s parent (a layer's norms, MLP, attention)."""
-    for parent in model.network().modules():
-        children = list(parent.children())
-        if any(c is module for c in children):
-            return [c for c in children if c is not module]
-    return []
 
 
 def _keep_io(store: dict, key: Any, module: nn.Module):
