@@ -2,16 +2,16 @@
 ``stdlib-lm``: a real decoder, trained on real text every machine with Python has, whose heads
 have jobs worth finding (code repeats its names, so induction heads form).
 
-    python benchmarks/stdlib_lm.py --minutes 30            # trains, evaluates and installs it
+    python benchmarks/stdlib_lm.py                         # trains (24 min), evaluates and installs it
 
 The text is every ``.py`` file of the standard library this Python runs on (its tests, idlelib,
 lib2to3, turtledemo and site-packages left out), in sorted order, each file followed by
 ``<|endoftext|>``; every 20th file is held out. A byte-level BPE tokenizer of 4,096 tokens is
 trained on the training files alone. The model is a Llama (RoPE, SiLU MLP, RMSNorm, tied
 embeddings) of 4 layers x 4 heads, hidden 128, trained from scratch with AdamW on random
-512-token windows for a fixed wall-clock budget on the CPU (``docs_lm.train``), a quarter of
-them with their first half repeated as their second (copying then pays, so induction heads
-form early, as on Olsson et al. 2022's repeated sequences), stored in float16. The card reports the held-out loss beside a unigram model's and the float32 loss, the
+256-token windows for a fixed wall-clock budget on the CPU (``docs_lm.train``), half of them
+with their first half repeated as their second (copying then pays, so induction heads form
+within the budget, as on Olsson et al. 2022's repeated sequences), stored in float16. The card reports the held-out loss beside a unigram model's and the float32 loss, the
 installed files a manifest as every installed model has.
 """
 
@@ -99,10 +99,10 @@ def unigram_loss(train_ids, held_ids, vocab: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--minutes", type=float, default=30.0)
-    p.add_argument("--context", type=int, default=512)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--repeat", type=float, default=0.25, help="the share of windows whose first half repeats")
+    p.add_argument("--minutes", type=float, default=24.0)
+    p.add_argument("--context", type=int, default=256)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--repeat", type=float, default=0.5, help="the share of windows whose first half repeats")
     p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     p.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-stdlib-lm")
     p.add_argument("--install", type=Path, default=Path(__file__).resolve().parents[1] / "src/attnkit/shipped")
@@ -198,8 +198,8 @@ Python {version} standard library's own source. Weights in float16.
 ## Use
 
 ```bash
-attnkit heads stdlib-lm "def read(path):\\n    with open(path) as f:\\n        return f.read()"
-attnkit patch stdlib-lm --task repeated
+attnkit heads stdlib-lm --probe repeated --detect all
+attnkit logits stdlib-lm "value = items[index" --answer "]" --foil ")"
 attnkit serve stdlib-lm
 ```
 
@@ -214,8 +214,8 @@ held out. The tokenizer is a byte-level BPE of 4,096 tokens trained on the train
 
 `python benchmarks/stdlib_lm.py --minutes {minutes:g}`: AdamW (lr 3e-3, betas 0.9/0.95,
 weight decay 0.1, a 50-step warm-up then a cosine to a tenth) on random {context}-token windows,
-batch {batch}, {repeat:.0%} of them with their first half repeated as their second, {steps} steps in {minutes:g} minutes on {cpu} ({threads} threads); last batch loss
-{last:.3f}.
+batch {batch}, {repeat:.0%} of them with their first half repeated as their second; {steps} steps
+in {minutes:g} minutes on {cpu} ({threads} threads), the last batch's loss {last:.3f}.
 
 ## Figures (held-out files, {context}-token windows)
 

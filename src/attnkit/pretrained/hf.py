@@ -656,9 +656,14 @@ def _setting(config: Any, *names: str) -> int:
     return 0
 
 
+WHITE = {"Ġ": SPACE, "▁": SPACE, "Ċ": "\u21b5", "ĉ": "\u21e5"}  # byte-level BPE's space, line break, tab
+
+
 def _readable_token(t: str) -> str:
     if t in ("Ġ", "▁"):
         return SPACE
+    if len(t) > 1 and all(c in WHITE for c in t):  # a run of white space (code's indentation): each mark
+        return "".join(WHITE[c] for c in t)
     if t.startswith(("Ġ", "▁")):
         return t[1:]
     if t == "Ċ":  # a line break, as a mark that reads as one (a label "\\n" reads as two characters)
