@@ -256,6 +256,8 @@ CASES = [
     (["patch", "{m}", "--pairs", "missing.jsonl"], "no such file: 'missing.jsonl'"),
     (["patch", "{m}", "--pairs", "in.txt"], "in.txt:1: not JSON"),
     (["logits", "{m}", "a b", "--answer", "a"], "translates: give target, the output before the answer"),
+    (["paths", "{m}", "--pairs", "missing.jsonl"], "no such file: 'missing.jsonl'"),
+    (["qk", "{m}", "a b", "--site", "decoder.0.cross", "--head", "0"], "is cross-attention: its keys are read"),
 ]
 
 
