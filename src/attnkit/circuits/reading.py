@@ -47,11 +47,15 @@ class Frozen:
         return v * self.scale
 
 
+def close(got: Tensor, want: Tensor, tolerance: float = 1e-4) -> bool:
+    """Whether ``got`` is ``want`` to ``tolerance`` of its size."""
+    return float((got - want).abs().max()) <= tolerance * (float(want.abs().max()) + 1e-6) + 1e-6
+
+
 def check(model: Any, got: Tensor, want: Tensor, why: str, tolerance: float = 1e-4) -> None:
     """One line when ``got`` is not ``want`` to ``tolerance`` of its size."""
-    err = float((got - want).abs().max())
-    size = float(want.abs().max()) + 1e-6
-    if err > tolerance * size + 1e-6:
+    if not close(got, want, tolerance):
+        err, size = float((got - want).abs().max()), float(want.abs().max()) + 1e-6
         raise ValueError(f"{model.name}: {why} (off by {err:.3g} of {size:.3g})")
 
 

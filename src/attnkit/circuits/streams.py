@@ -28,7 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.sites import Site
-from .reading import beside, check, freeze
+from .reading import beside, check, close, freeze
 
 TOLERANCE = 1e-4  # relative: an identity of the stream holds to this share of the stream's size
 
@@ -260,16 +260,12 @@ def _layer_terms(model: Any, run: Any, stack: str, layer: int, attention: list[S
         terms = [(f"{site.name}.h{head}", layer, head, writes[head]) for head in range(h)]
         blocks.append((output[0], [*terms, (f"{site.name}.bias", layer, None, bias.expand(len(p), -1))]))
     blocks.append((run[mlp_name][0], [(f"{stack}.{layer}.mlp", layer, None, run[mlp_name][0, p])]))
-    if not _sums(pre + sum(b[p] for b, _ in blocks), post):  # a norm on each block's output (sandwich norms)
+    if not close(pre + sum(b[p] for b, _ in blocks), post, TOLERANCE):  # a norm on each block's output (sandwich norms)
         blocks = [(b, _normed(model, b, terms, inputs.get(("after", layer), []), p)) for b, terms in blocks]
     out = [term for _, terms in blocks for term in terms]
     summed = pre + torch.stack([v for *_, v in out]).sum(0)
     _check(model, summed, post, f"layer {layer}'s output is not its input plus its attention and MLP")
     return out
-
-
-def _sums(got: Tensor, want: Tensor) -> bool:
-    return float((got - want).abs().max()) <= TOLERANCE * (float(want.abs().max()) + 1e-6) + 1e-6
 
 
 def _normed(model: Any, block: Tensor, terms: list, seen: list[tuple[nn.Module, Tensor, Tensor]], p: list[int]):
