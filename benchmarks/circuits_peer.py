@@ -34,6 +34,11 @@ compares the weights' Q-, K- and V-composition scores of every pair of heads (at
 norms folded and its writes centred) on that model and on one of GPT-2 small's shape (12 layers
 x 12 heads, LayerNorm, random weights, the same tokenizer): the max abs difference over every
 pair of a later receiver, and each tool's time.
+
+    python benchmarks/circuits_peer.py --copying
+
+compares every head's OV copying score on both models (attnkit ``ov_circuits``; TransformerLens
+``(W_E @ OV @ W_U).eigenvalues`` in compatibility mode, Elhage et al.'s sum over absolute sum).
 """
 
 from __future__ import annotations
@@ -185,30 +190,75 @@ def compose_transformer_lens(folder: Path, _ids: dict) -> dict:
     return {"scores": flat.tolist(), "s": time.perf_counter() - t0}
 
 
-def composition(args: argparse.Namespace, folder: Path) -> None:
+def copy_attnkit(folder: Path, _ids: dict) -> dict:
+    import torch
+
+    import attnkit
+    from attnkit import circuits
+
+    torch.set_num_threads(2)
+    model = attnkit.load(str(folder), device="cpu")
+    t0 = time.perf_counter()
+    found = circuits.ov_circuits(model, "the")
+    return {"scores": found.grid().tolist(), "s": time.perf_counter() - t0}
+
+
+def copy_transformer_lens(folder: Path, _ids: dict) -> dict:
+    import torch
+    from transformer_lens.model_bridge import TransformerBridge
+
+    torch.set_num_threads(2)
+    model = TransformerBridge.boot_transformers(str(folder), device="cpu")
+    model.enable_compatibility_mode()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        eig = (model.W_E @ model.OV @ model.W_U).eigenvalues  # (layers, heads, head size)
+        scores = (eig.sum(-1) / eig.abs().sum(-1)).real
+    return {"scores": scores.tolist(), "s": time.perf_counter() - t0}
+
+
+def copying(args: argparse.Namespace, folder: Path) -> None:
     import numpy as np
 
-    print("| model | attnkit s | TransformerLens s | pairs compared | Q max diff | K max diff | V max diff |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | attnkit s | TransformerLens s | heads | copying score max diff |")
+    print("|---|---|---|---|---|")
+    for name, ours, theirs in _both(args, folder, "copy"):
+        if "error" in ours or "error" in theirs:
+            print(f"| {name} | {ours.get('error', '')} | {theirs.get('error', '')} | | |")
+            continue
+        a, b = np.array(ours["scores"]), np.array(theirs["scores"])
+        print(f"| {name} | {ours['s']:.1f} | {theirs['s']:.1f} | {a.size} | {np.abs(a - b).max():.1e} |", flush=True)
+
+
+def _both(args: argparse.Namespace, folder: Path, what: str):
+    """(model, attnkit's result, TransformerLens's) of child ``what`` on both models."""
     gpt2 = gpt2_small(Path(tempfile.gettempdir()) / "attnkit-gpt2-small-shape", folder)
     with tempfile.TemporaryDirectory() as tmp:
         ids_file = Path(tmp) / "none.json"
         ids_file.write_text("{}")
         for name, path in (("SmolLM2-135M shape", folder), ("GPT-2 small shape", gpt2)):
-            ours = tool("compose_attnkit", sys.executable, path, ids_file)
-            theirs = tool("compose_transformer_lens", args.peer_python, path, ids_file)
-            if "error" in ours or "error" in theirs:
-                print(f"| {name} | {ours.get('error', '')} | {theirs.get('error', '')} | | | | |")
-                continue
-            a, b = np.array(ours["scores"]), np.array(theirs["scores"])
-            later = ~np.isnan(a[..., 0])  # a receiver of a later layer
-            diffs = [float(np.abs(a[..., k][later] - b[..., k][later]).max()) for k in range(3)]
-            print(
-                f"| {name} | {ours['s']:.1f} | {theirs['s']:.1f} | {int(later.sum()):,} | "
-                + " | ".join(f"{d:.1e}" for d in diffs)
-                + " |",
-                flush=True,
-            )
+            ours = tool(f"{what}_attnkit", sys.executable, path, ids_file)
+            yield name, ours, tool(f"{what}_transformer_lens", args.peer_python, path, ids_file)
+
+
+def composition(args: argparse.Namespace, folder: Path) -> None:
+    import numpy as np
+
+    print("| model | attnkit s | TransformerLens s | pairs compared | Q max diff | K max diff | V max diff |")
+    print("|---|---|---|---|---|---|---|")
+    for name, ours, theirs in _both(args, folder, "compose"):
+        if "error" in ours or "error" in theirs:
+            print(f"| {name} | {ours.get('error', '')} | {theirs.get('error', '')} | | | | |")
+            continue
+        a, b = np.array(ours["scores"]), np.array(theirs["scores"])
+        later = ~np.isnan(a[..., 0])  # a receiver of a later layer
+        diffs = [float(np.abs(a[..., k][later] - b[..., k][later]).max()) for k in range(3)]
+        print(
+            f"| {name} | {ours['s']:.1f} | {theirs['s']:.1f} | {int(later.sum()):,} | "
+            + " | ".join(f"{d:.1e}" for d in diffs)
+            + " |",
+            flush=True,
+        )
 
 
 def child(args: argparse.Namespace) -> None:
@@ -218,6 +268,8 @@ def child(args: argparse.Namespace) -> None:
         "transformer_lens": run_transformer_lens,
         "compose_attnkit": compose_attnkit,
         "compose_transformer_lens": compose_transformer_lens,
+        "copy_attnkit": copy_attnkit,
+        "copy_transformer_lens": copy_transformer_lens,
     }[args.child]
     print(json.dumps(run(Path(args.folder), ids)))
 
@@ -241,6 +293,7 @@ def main() -> None:
     parser.add_argument("--peer-python", default="/tmp/tlv/bin/python", help="TransformerLens's environment's python")
     parser.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-smollm2-135m-shape")
     parser.add_argument("--composition", action="store_true", help="compare the composition scores instead")
+    parser.add_argument("--copying", action="store_true", help="compare the OV circuits' copying scores instead")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--ids", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -255,6 +308,9 @@ def main() -> None:
     print(f"{cpu_name()}; model {folder}")
     if args.composition:
         composition(args, folder)
+        return
+    if args.copying:
+        copying(args, folder)
         return
     print(
         "| tokens | tool | patching s | DLA s | attribution patching s (r) | peak MiB | patching max diff | "

@@ -184,6 +184,15 @@ def build(model_type: str):
     return model
 
 
+def saved(model_type: str, path):
+    """A tiny ``model_type`` decoder saved with a word-level tokenizer (a <s> first): its folder."""
+    from tiny_hf import _tokenizer
+
+    _tokenizer(path, bos=True, eos=False, cls_sep=False)
+    build(model_type).save_pretrained(path)
+    return path
+
+
 def inputs(model) -> dict:
     """A forward pass's inputs: token ids (and decoder ids), or an image."""
     config = model.config

@@ -258,6 +258,7 @@ CASES = [
     (["logits", "{m}", "a b", "--answer", "a"], "translates: give target, the output before the answer"),
     (["paths", "{m}", "--pairs", "missing.jsonl"], "no such file: 'missing.jsonl'"),
     (["qk", "{m}", "a b", "--site", "decoder.0.cross", "--head", "0"], "is cross-attention: its keys are read"),
+    (["ov", "{m}", "a b", "--heads", "decoder.0.attn"], "--heads: 'decoder.0.attn' is not a head"),
 ]
 
 

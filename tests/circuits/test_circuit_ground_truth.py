@@ -3,7 +3,7 @@ a tiny Llama trained to copy a repeated segment, whose atlas finds previous-toke
 and induction heads in layer 1): on the induction task the heads that restore the answer are the
 atlas's induction heads, patched together they restore more than any random set of heads of the
 same size, attribution patching follows activation patching, and the induction heads write the
-answer directly. Path patching finds the previous-token head feeding the induction heads through
+answer directly, and their OV circuits copy (Elhage et al.'s score near 1). Path patching finds the previous-token head feeding the induction heads through
 their keys (K-composition), not their queries, and the weights' K-composition says the same; the
 score of an induction head's bright cell is made by the previous-token head's write at the key's
 position meeting the query's own token. On an indirect-object task the heads that restore the
@@ -61,6 +61,15 @@ def test_the_induction_heads_write_the_answer(copier):
     grid = found.grid()  # (layers, heads)
     top = np.dstack(np.unravel_index(np.argsort(-grid, axis=None), grid.shape))[0][:2]
     assert {(int(li), int(h)) for li, h in top} <= induction
+
+
+def test_the_induction_heads_ov_circuits_copy(copier):
+    model, roles, _ = copier
+    found = circuits.ov_circuits(model, " ".join(induction_model.repeated(random.Random(3))))
+    induction = [i for i, (li, h) in enumerate(zip(found.layers, found.heads)) if (li, h) in roles["induction"]]
+    others = [i for i in range(len(found.names)) if i not in induction]
+    assert induction and (found.copying[induction] > 0.9).all()  # they raise the token they read
+    assert found.copying[induction].mean() > found.copying[others].mean() + 0.3
 
 
 def test_the_previous_token_head_feeds_the_induction_heads_through_their_keys(copier):

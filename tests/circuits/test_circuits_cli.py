@@ -1,4 +1,4 @@
-"""``attnkit patch``, ``paths``, ``qk`` and ``logits`` as a user runs them: what they print and write, and
+"""``attnkit patch``, ``paths``, ``qk``, ``ov`` and ``logits`` as a user runs them: what they print and write, and
 one line for bad input."""
 
 from __future__ import annotations
@@ -62,6 +62,21 @@ def test_qk_prints_the_terms_of_the_brightest_cell(gpt2, tmp_path, capsys):
     writers = 1 + 4 + 1 + 1 + 1  # the embeddings, layer 0's heads, its attention bias, its MLP, the constant
     assert len(rows) == writers * writers
     assert sum(float(r["score"]) for r in rows) == pytest.approx(float(out.split("score ")[1].split(";")[0]), abs=1e-3)
+
+
+def test_ov_prints_every_heads_copying_and_one_heads_top_tokens(gpt2, tmp_path, capsys):
+    table = tmp_path / "ov.json"
+    assert main(["ov", gpt2, "the dog runs in the park", "--table", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "8 heads' OV circuits" in out and out.count(" copying ") == 8
+    saved = json.loads(table.read_text())
+    assert len(saved["rows"]) == 8 and all(-1 <= r["copying"] <= 1 for r in saved["rows"])
+    one = tmp_path / "one.json"
+    assert main(["ov", gpt2, "the dog runs", "--heads", "blocks.1.attn.h2", "--k", "2", "--table", str(one)]) == 0
+    out = capsys.readouterr().out
+    assert "1 head's OV circuits" in out
+    assert "blocks.1.attn.h2: attending to each token (at its first position), the 2 tokens it raises most" in out
+    assert out.count("  -> ") == len(json.loads(one.read_text())["sources"])  # one line per token read
 
 
 def test_logits_sums_the_terms_and_reads_the_lens(gpt2, capsys):

@@ -66,12 +66,8 @@ def test_each_gpt2_head_is_its_hand_written_attribution(models):
 
 def _family(tmp_path, model_type):
     import families
-    from tiny_hf import _tokenizer
 
-    path = tmp_path / model_type
-    _tokenizer(path, bos=True, eos=False, cls_sep=False)
-    families.build(model_type).save_pretrained(path)
-    return attnkit.load(path, device="cpu")
+    return attnkit.load(families.saved(model_type, tmp_path / model_type), device="cpu")
 
 
 @pytest.mark.parametrize("model_type", ["olmo2", "gemma3_text", "glm4"])

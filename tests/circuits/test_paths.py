@@ -15,7 +15,7 @@ import attnkit
 import families
 from attnkit import circuits
 from attnkit.circuits import paths, qk, reading
-from tiny_hf import _tokenizer, build
+from tiny_hf import build
 
 TEXT = "the dog runs in the park and the dog"
 
@@ -27,10 +27,7 @@ def models(tmp_path_factory):
 
 
 def _family(tmp_path, model_type):
-    path = tmp_path / model_type
-    _tokenizer(path, bos=True, eos=False, cls_sep=False)
-    families.build(model_type).save_pretrained(path)
-    return attnkit.load(path, device="cpu")
+    return attnkit.load(families.saved(model_type, tmp_path / model_type), device="cpu")
 
 
 @pytest.fixture(scope="module")

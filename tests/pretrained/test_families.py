@@ -130,11 +130,8 @@ def test_a_family_no_list_named_loads_from_disk_and_captures_exactly(model_type,
     import torch
 
     import attnkit
-    from tiny_hf import _tokenizer
 
-    path = tmp_path / model_type
-    _tokenizer(path, bos=True, eos=False, cls_sep=False)
-    families.build(model_type).save_pretrained(path)
+    path = families.saved(model_type, tmp_path / model_type)
     model = attnkit.load(path, device="cpu")
     (prepared,) = model.prepare(["two dogs are playing in the snow ."], max_new_tokens=4)
     record = model.capture(prepared)

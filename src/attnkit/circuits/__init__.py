@@ -9,6 +9,8 @@
                   value) and the composition scores of the weights beside it
     qk.py         why a head attends: its score at one cell as the sum of what wrote the query's
                   and the key's streams
+    ov.py         what a head writes: its OV circuit from the tokens to the logits, its copying
+                  score and the tokens it raises
     logit.py      direct logit attribution of every head and MLP, and the logit lens
     streams.py    the residual stream as the sum of what wrote it, and the final norm and
                   unembedding read linearly (the norm's scale frozen at its value)
@@ -20,6 +22,7 @@ is token logits (a decoder-only language model, a translator, a transformers enc
 """
 
 from .logit import LogitAttribution, direct_logit_attribution, logit_lens
+from .ov import OVCircuits, ov_circuits
 from .pairs import METRICS, Pair, name_swap_pairs, read_pairs, repeated_pairs
 from .patching import Patching, Unit, activation_patching, agreement, attribution_patching, patched_together
 from .paths import PathPatching, composition_scores, path_patching
@@ -28,6 +31,7 @@ from .qk import QKAttribution, qk_attribution
 __all__ = [
     "METRICS",
     "LogitAttribution",
+    "OVCircuits",
     "Pair",
     "Patching",
     "PathPatching",
@@ -40,6 +44,7 @@ __all__ = [
     "direct_logit_attribution",
     "logit_lens",
     "name_swap_pairs",
+    "ov_circuits",
     "patched_together",
     "path_patching",
     "qk_attribution",

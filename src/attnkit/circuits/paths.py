@@ -31,7 +31,7 @@ from torch import Tensor
 from ..attention.sites import Attended, Site
 from .pairs import Pair, metric_of
 from .patching import Unit, _normalised, _pairs, _read
-from .reading import attend, check, freeze, read, recomputing, run_to
+from .reading import attend, beside, check, freeze, read, recomputing, run_to
 from .streams import logit_stack, writers
 
 VIA = ("q", "k", "v")
@@ -211,21 +211,30 @@ class HeadWeights:
     """One self-attention site's heads in the stream's basis (row vectors: x W), norms folded.
 
     w_q (h, d, d_head), w_k and w_v (h_kv, d, d_head), w_o (h, d_head, d): each head's output
-    rows, centred where the norms centre."""
+    rows (a norm after the block folded in), centred where the norms centre. A projection not
+    asked for is None."""
 
     site: Site
-    w_q: Tensor
-    w_k: Tensor
-    w_v: Tensor
+    w_q: Tensor | None
+    w_k: Tensor | None
+    w_v: Tensor | None
     w_o: Tensor
     centres: bool
 
+    def qkv(self) -> tuple[Tensor, Tensor, Tensor]:
+        """All three reads (each asked for)."""
+        assert self.w_q is not None and self.w_k is not None and self.w_v is not None
+        return self.w_q, self.w_k, self.w_v
+
 
 @torch.no_grad()
-def head_weights(model: Any, site: Site, text: str, target: str | None = None) -> HeadWeights:
-    """``site``'s W_Q, W_K, W_V (its norm's weight folded in) and W_O, found by running its module
-    on the basis vectors at the first position (where rotary positions rotate nothing) and its
-    output projection on each head's basis; the read checked affine on a random input."""
+def head_weights(
+    model: Any, site: Site, text: str, target: str | None = None, reads: tuple[str, ...] = VIA
+) -> HeadWeights:
+    """``site``'s W_Q, W_K, W_V (those of ``reads``; its norm's weight folded in) and W_O, found by
+    running its module on the basis vectors at the first position (where rotary positions rotate
+    nothing) and its output projection on each head's basis; each read checked affine on a random
+    input."""
     r = read(model, site, text, target)
     t, d = r.h.shape
     frozen = freeze(model, r.norm, r.x, r.h, f"{site.name}'s input norm")
@@ -235,8 +244,11 @@ def head_weights(model: Any, site: Site, text: str, target: str | None = None) -
     rows[d + 1, 0] = probe
     parts = [attend(model, site, text, rows[i : i + 256], target) for i in range(0, d + 2, 256)]
     q, k, v = (torch.cat([getattr(c, n).float() for c in parts])[:, :, 0] for n in ("q", "k", "v"))  # (d + 2, h, e)
-    weights = []
-    for x in (q, k, v):
+    weights: list[Tensor | None] = []
+    for name, x in zip(VIA, (q, k, v)):
+        if name not in reads:
+            weights.append(None)
+            continue
         w = x[:d] - x[d]  # (d, h, e)
         check(model, probe.float() @ w.flatten(1), (x[d + 1] - x[d]).flatten(), f"{site.name}'s read is not affine")
         w = frozen.weight.float()[:, None, None] * w
@@ -250,24 +262,38 @@ def head_weights(model: Any, site: Site, text: str, target: str | None = None) -
 
 
 def _output_rows(model: Any, site: Site, text: str, target: str | None, heads: int, e: int) -> Tensor:
-    """W_O (h, e, d): what each head's output writes, found as the affine module its merged output enters."""
+    """W_O (h, e, d): what each head's output writes, found as the affine module its merged output
+    enters; a norm the attention's output then passes (OLMo 2's, Gemma 3's) folded in by its weight."""
     from .streams import _affine, _projection
 
     seen: list = []
-    handles = [
-        m.register_forward_hook(lambda m, a, o: seen.append((m, a[0].detach(), o.detach())))
-        for m in site.module.modules()
-        if _affine(m)
-    ]
+    after: list = []
+
+    def keep(into: list):
+        return lambda m, a, o: into.append((m, a[0].detach(), o.detach())) if a and isinstance(o, Tensor) else None
+
+    handles = [m.register_forward_hook(keep(seen)) for m in site.module.modules() if _affine(m)]
+    handles += [m.register_forward_hook(keep(after)) for m in beside(model, site.module)]
     try:
         run = model.cache(text, sites=[site.z.name], target=target)
     finally:
         for h in handles:
             h.remove()
-    module, _ = _projection(model, site, run[site.z.name], seen)
+    module, written = _projection(model, site, run[site.z.name], seen)
     basis = torch.eye(heads * e, dtype=run[site.z.name].dtype)[None]
-    out = module(basis)[0] - module(torch.zeros_like(basis[:, :1]))[0]
-    return out.reshape(heads, e, -1).float()
+    out = (module(basis)[0] - module(torch.zeros_like(basis[:, :1]))[0]).reshape(heads, e, -1).float()
+    for m, given, y in after:
+        if given.shape != written.shape or not torch.allclose(given, written, rtol=1e-5, atol=1e-6):
+            continue
+        if torch.allclose(y, given, rtol=1e-6, atol=1e-7):  # a dropout: nothing to fold
+            continue
+        try:
+            frozen = freeze(model, m, given[0], y[0], f"the norm after {site.name}")
+        except ValueError:
+            continue
+        out = out - out.mean(-1, keepdim=True) if frozen.centres else out
+        return out * frozen.weight.float()
+    return out
 
 
 def _scores(u1: Tensor, v1: Tensor, u2: Tensor, v2: Tensor) -> Tensor:
@@ -300,9 +326,10 @@ def composition_scores(
     reads: dict[str, list[tuple[Tensor, Tensor]]] = {v: [] for v in via}
     for b in b_s:
         wb, hb = weights[b.site], int(cast(int, b.head))
-        kv = hb * wb.w_k.shape[0] // wb.w_q.shape[0]
-        wq, wk = wb.w_q[hb], wb.w_k[kv]
-        both = {"q": (wq, wk.T), "k": (wk, wq.T), "v": (wb.w_v[kv], wb.w_o[hb])}
+        bq, bk, bv = wb.qkv()
+        kv = hb * bk.shape[0] // bq.shape[0]
+        wq, wk = bq[hb], bk[kv]
+        both = {"q": (wq, wk.T), "k": (wk, wq.T), "v": (bv[kv], wb.w_o[hb])}
         for v in via:
             reads[v].append(both[v])
     stacked = {v: (torch.stack([x for x, _ in r]), torch.stack([y for _, y in r])) for v, r in reads.items()}
@@ -311,7 +338,8 @@ def composition_scores(
         if not later[i].any():
             continue
         wa, ha = weights[a.site], int(cast(int, a.head))
-        ov = (wa.w_v[ha * wa.w_v.shape[0] // wa.w_q.shape[0]], wa.w_o[ha])
+        av = wa.qkv()[2]
+        ov = (av[ha * av.shape[0] // wa.w_o.shape[0]], wa.w_o[ha])
         for k, v in enumerate(via):
             out[i, :, k] = np.where(later[i], _scores(*ov, *stacked[v]).numpy(), np.nan)
     return out

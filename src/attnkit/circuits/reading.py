@@ -77,7 +77,9 @@ def freeze(model: Any, norm: nn.Module | None, x: Tensor, y: Tensor, what: str) 
         weight = (norm((c * signs)[None, None])[0, 0] - shift) * signs  # c / sqrt(c^2 + eps) ~ 1 times the weight
         centred = x - x.mean(-1, keepdim=True) if centres else x
         unit = torch.where(weight.abs() > 1e-12, (y - shift) / weight, torch.zeros_like(y))  # x / sigma
-        sigma = (centred * centred).sum(-1, keepdim=True) / (centred * unit).sum(-1, keepdim=True)
+        along = (centred * unit).sum(-1, keepdim=True)
+        # a zero row (a padding token's embedding, projected) is zero at any scale: sigma 1
+        sigma = torch.where(along != 0, (centred * centred).sum(-1, keepdim=True) / along, torch.ones_like(along))
     frozen = Frozen(weight / sigma, centres, shift, weight)
     check(model, frozen.linear(x) + shift, y, f"{what} is not a LayerNorm or RMSNorm with a frozen scale")
     return frozen

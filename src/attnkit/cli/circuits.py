@@ -1,4 +1,4 @@
-"""Commands that ask which path carries a behaviour: ``patch``, ``paths``, ``logits`` and ``qk``."""
+"""Commands that ask which path carries a behaviour: ``patch``, ``paths``, ``logits``, ``qk`` and ``ov``."""
 
 from __future__ import annotations
 
@@ -143,6 +143,30 @@ def cmd_qk(args: argparse.Namespace) -> None:
         _write_table(found.table(), args.table, {**extra, "score": found.score, "weight": found.weight})
 
 
+def cmd_ov(args: argparse.Namespace) -> None:
+    """What each head writes: its OV circuit's copying score and the tokens it raises."""
+    from .. import circuits
+
+    model = _load(args)
+    heads = _units(model, args.heads, "--heads")
+    found = circuits.ov_circuits(model, args.text, heads=heads, k=args.k, target=args.target)
+    whose = "heads'" if len(found.names) != 1 else "head's"
+    print(
+        f"{model.name}: {len(found.names)} {whose} OV circuits (token embeddings -> logits); copying: the "
+        "eigenvalues' sum over their absolute sum (1: raises the token it attends to, -1: lowers it); copies: "
+        f"the share of the text's {len(found.sources)} distinct tokens each raises above every other"
+    )
+    for row in found.table()[: args.top]:
+        print(f"  {row['head']:<24} copying {row['copying']:+.3f}   copies {row['copies']:.0%}")
+    if heads is not None:
+        for name, raised in zip(found.names, found.raised):
+            print(f"\n{name}: attending to each token (at its first position), the {args.k} tokens it raises most")
+            for source, at, top in zip(found.sources, found.at, raised):
+                print(f"  {at:>4} {source!r:<14} -> " + ", ".join(f"{t!r} {v:+.2f}" for t, v in top))
+    if args.table:
+        _write_table(found.table(), args.table, {"model": model.name, "sources": found.sources})
+
+
 def cmd_logits(args: argparse.Namespace) -> None:
     """Direct logit attribution of every head and MLP, and the logit lens."""
     from .. import circuits
@@ -241,6 +265,15 @@ def add_commands(add) -> None:
     s.add_argument("--target", help="a translator's output, whose positions its decoder's sites cover")
     s.add_argument("--top", type=F.positive_int, default=10, help="terms printed (default 10)")
     s.add_argument("--table", type=F.table_path, metavar="FILE", help="every term to this .json or .csv")
+
+    o = add("ov", cmd_ov, "what each head writes: its OV circuit's copying score and the tokens it raises most")
+    F.model_arg(o)
+    o.add_argument("text", type=F.non_empty, help="the input whose tokens the circuits are read on")
+    o.add_argument("--heads", metavar="HEADS", help="these heads (blocks.1.attn.h2,...), each token's top raised too")
+    o.add_argument("--k", type=F.positive_int, default=5, help="tokens raised, per token read (default 5)")
+    o.add_argument("--target", help="a translator's output, whose tokens its decoder reads")
+    o.add_argument("--top", type=F.positive_int, default=12, help="heads printed (default 12)")
+    o.add_argument("--table", type=F.table_path, metavar="FILE", help="every head's scores to this .json or .csv")
 
     q = add("logits", cmd_logits, "what each head and MLP writes into an answer's logit, and the logit lens")
     F.model_arg(q)

@@ -88,6 +88,9 @@ EXAMPLES = {
     "paths": """examples:
   attnkit paths MODEL --task repeated --senders blocks.0.attn.h4 --via k
   attnkit paths MODEL --pairs pairs.jsonl --table paths.csv""",
+    "ov": """examples:
+  attnkit ov MODEL "a b c d a b c"                                    every head's copying score
+  attnkit ov MODEL "a b c d a b c" --heads blocks.1.attn.h2 --k 3     and what that head raises""",
     "qk": """examples:
   attnkit qk MODEL "a b c d a b c" --site blocks.1.attn --head 2          the brightest key of the last query
   attnkit qk MODEL "a b c d a b c" --site blocks.1.attn --head 2 --query 6 --key 3 --table qk.csv""",
