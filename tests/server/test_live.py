@@ -199,6 +199,68 @@ def test_caption_a_scene_and_an_uploaded_image_in_the_browser(browser, tiny_capt
         assert errors == [], errors
 
 
+def _box(page, selector: str) -> list[float]:
+    return page.eval_on_selector(
+        selector, "c => { const b = c.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; }"
+    )
+
+
+def test_circuits_and_why_a_cell_is_bright_in_the_browser(browser):
+    """The shipped decoder: its heads patched on a line of code whose repeat names the answer, the
+    induction head the strongest, its map opened, and its bright cell explained."""
+    clean = "width = max(len(name) for name in names) + 2; width = max(len(name) for name"
+    with running("stdlib-lm") as (url, _):
+        page = browser.new_context(viewport={"width": 1100, "height": 780}, bypass_csp=True).new_page()
+        errors = []
+        page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_selector("#lines line", state="attached")
+        page.fill("#new-tokens", "0")
+        page.fill("#text", clean)
+        page.press("#text", "Enter")
+        page.wait_for_function("document.getElementById('status').textContent.includes('none generated')")
+        page.click("#tabs [data-tab=circuits]")
+        page.fill("#circ-corrupt", clean.replace("(name) for name in", "(item) for item in"))
+        page.fill("#circ-answer", " in")
+        page.fill("#circ-foil", " item")
+        page.click("#circ-go")
+        page.wait_for_function("document.getElementById('readout').textContent.includes('agrees')", timeout=120_000)
+        options = page.eval_on_selector_all("#circ-by option", "os => os.map(o => o.value)")
+        assert options == ["activation", "attribution", "logit", "copying"]
+        x, y, w, h = _box(page, "#circ-grid")  # 4 layers x 4 heads from (74, 40)
+        cw, ch = (w - 74 - 8) / 4, (h - 40 - 4) / 4
+        page.mouse.move(x + 74 + 1.5 * cw, y + 40 + 3.5 * ch)
+        page.wait_for_function(
+            "document.getElementById('readout').textContent.startsWith('blocks.3.attn.h1: activation')"
+        )
+        assert "paths: blocks.2.attn.h1 → blocks.3.attn.h1.k" in page.inner_text("#readout")
+        page.mouse.click(x + 74 + 1.5 * cw, y + 40 + 3.5 * ch)  # the induction head's map
+        page.wait_for_function("document.querySelector('#tabs .selected').dataset.tab === 'matrix'")
+        x, y, w, h = _box(page, "#matrix")
+        row = next(
+            yy
+            for yy in range(int(y) + 4, int(y + h), 4)
+            if page.mouse.move(x + w / 2, yy) or page.inner_text("#readout").startswith("name (25)")
+        )
+        col = next(
+            xx
+            for xx in range(int(x) + 4, int(x + w), 3)
+            if page.mouse.move(xx, row) or "→ in (10)" in page.inner_text("#readout")
+        )
+        page.mouse.click(col, row)
+        page.wait_for_function(
+            "document.getElementById('qk-why').textContent.includes('sum of the terms')", timeout=60_000
+        )
+        why = page.inner_text("#qk-why")
+        assert "Layer 3, head 1: name (25) → in (10)" in why
+        assert (
+            "blocks.0.mlp × blocks.2.attn.h1" in why.splitlines()[3]
+        )  # the largest term: the previous-token head at the key
+        page.context.close()
+        assert errors == [], errors
+
+
 def test_a_long_input_in_the_studio_at_8192_tokens(browser, tmp_path):
     """A Llama-style model (tiny, random) over 8,001 tokens: the maps stay on the server; the
     matrix is an overview, zoomed to exact cells that equal the record's own block; the head list

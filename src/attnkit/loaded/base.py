@@ -276,6 +276,11 @@ class LoadedModel(ABC):
         """One forward pass over ``prepared``, the open listeners hearing its sites: (logits (1, t, V)
         or None, an encoder's last layer (1, s, d) or None)."""
 
+    def _reads_its_stream(self) -> bool:
+        """Whether its sites name a residual stream and the logits read from it (``circuits``)."""
+        roles = {s.role for s in self.sites()}
+        return {"resid_post", "logits"} <= roles
+
     @property
     def verbs(self) -> tuple[str, ...]:
         """What the model does beyond attention() and show(): the verbs its class has."""

@@ -35,6 +35,9 @@ class Capabilities:
     walkthrough    the Q/K/V (or Luong) walk-through of one head and query
     contextual     its tokens' vectors at every depth (``attnkit embed``, the studio's embed tab)
     positions      position tables drawn from its own weights (``attnkit positions --model``)
+    circuits       its residual stream is named layer by layer and read into token logits: the
+                   causal analyses of ``attnkit.circuits`` (patching, paths, logit attribution,
+                   QK and OV) run on it
     """
 
     reads: str
@@ -45,6 +48,7 @@ class Capabilities:
     walkthrough: bool = True
     contextual: bool = False
     positions: bool = False
+    circuits: bool = False
 
     @property
     def forced(self) -> bool:

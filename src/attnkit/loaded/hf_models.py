@@ -49,6 +49,7 @@ class TransformersModel(LoadedModel):
             verbs=self.verbs,
             attributions=self.ATTRIBUTIONS,
             contextual=self.CONTEXTUAL,
+            circuits=self.WRITES is not None and self._reads_its_stream(),
         )
 
     @property

@@ -124,6 +124,7 @@ class AttnkitTranslator(AttnkitModel):
             verbs=self.verbs,
             attributions=(*maps, *GRADIENT_NAMES),
             positions=bool(self.model.position_schemes()),
+            circuits=self._reads_its_stream(),
         )
 
     @property

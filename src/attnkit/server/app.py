@@ -18,6 +18,10 @@ Routes (all answers JSON unless said otherwise; errors are ``{"error": "..."}`` 
     POST /api/heads           {record, kind, layer?, sink?, band?} -> every head's summaries
     POST /api/atlas           {model, record, kind, ablate?} -> every detector's score of every head,
                               and with ablate each head's ablation effect and importance
+    POST /api/circuits        {model, clean, corrupt, answer, foil, target?, metric?, paths?} -> every
+                              head's patching effects, logit attribution and OV copying; the strongest paths
+    POST /api/qk              {model, record, kind, layer, head, query, key?} -> one cell's score by the
+                              writers of the query's and the key's streams
 
 Models load once at start; each request runs in a worker thread (at most ``workers`` at
 once, one at a time per model), never on the event loop.
@@ -126,6 +130,8 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
         Route("/captions", captions, methods=["GET"]),
         Route("/api/caption", post("caption"), methods=["POST"]),
         Route("/api/atlas", post("atlas"), methods=["POST"]),
+        Route("/api/circuits", post("circuits"), methods=["POST"]),
+        Route("/api/qk", post("qk"), methods=["POST"]),
         *(Route(f"/api/{call}", post(call), methods=["POST"]) for call in VIEWS),
     ]
     return Starlette(routes=routes)

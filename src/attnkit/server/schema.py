@@ -165,6 +165,25 @@ class AtlasRequest(Request):
     )
 
 
+class CircuitsRequest(Request):
+    clean: Text = Field(description="the input whose behaviour is asked about")
+    corrupt: Text = Field(description="the same input corrupted (as many tokens): what the patches start from")
+    answer: Text = Field(description="the next token the clean input should give (one token)")
+    foil: Text = Field(description="the next token the corrupted input favours (one token)")
+    target: Target | None = Field(None, description="a translator: its output before the answer")
+    metric: Literal["logit_diff", "prob", "loss"] = Field("logit_diff", description="read at the last position")
+    paths: Annotated[StrictInt, Field(ge=0, le=12, description="path patching among this many strongest heads")] = 6
+
+
+class QKRequest(Request):
+    record: StrictStr = Field(description="the record's id, as /api/translate answered it")
+    kind: Kind
+    layer: Annotated[StrictInt, Field(ge=-4096, le=4095, description="from 0; negative counts from the last")] = -1
+    head: Annotated[StrictInt, Field(ge=0, le=4095)] = 0
+    query: Annotated[StrictInt, Field(ge=0, description="the query's position")] = 0
+    key: Annotated[StrictInt, Field(ge=0)] | None = Field(None, description="the key's (default the brightest)")
+
+
 REQUESTS: dict[str, type[BaseModel]] = {
     "translate": TranslateRequest,
     "explain": ExplainRequest,
@@ -177,6 +196,8 @@ REQUESTS: dict[str, type[BaseModel]] = {
     "top": TopRequest,
     "heads": HeadsRequest,
     "atlas": AtlasRequest,
+    "circuits": CircuitsRequest,
+    "qk": QKRequest,
 }
 
 
@@ -209,6 +230,7 @@ class ServedCapabilities(BaseModel):
     positions: bool = Field(description="whether /api/positions draws its position tables")
     forced: bool = Field(description="whether a 'target' can be scored instead of its own output")
     summary: str = Field(description="what it is in a few words: encoder-decoder, decoder-only, ...")
+    circuits: bool = Field(description="whether /api/circuits and /api/qk answer for it (a stream read into logits)")
 
 
 class ServedModel(BaseModel):
@@ -434,6 +456,73 @@ class Atlas(BaseModel):
     server_ms: float
 
 
+class CircuitHead(BaseModel):
+    name: str = Field(description="blocks.1.attn.h2")
+    layer: int
+    head: int
+    column: int = Field(description="the head's column in the grid: a layer's sites side by side")
+
+
+class CircuitPath(BaseModel):
+    sender: int = Field(description="index into heads")
+    receiver: int
+    via: Literal["q", "k", "v"]
+    effect: float = Field(description="0: the corrupted run, 1: the clean one")
+    composition: float | None = Field(description="the weights' composition score (None: not made by the weights)")
+
+
+class Circuits(BaseModel):
+    """Which heads carry one behaviour (``attnkit.circuits``), each measure one value per head."""
+
+    metric: str
+    clean: float = Field(description="the metric on the clean input")
+    corrupt: float
+    layers: int
+    columns: list[str] = Field(description="the grid's column groups: each site of a layer, its heads side by side")
+    heads: list[CircuitHead]
+    activation: list[float] = Field(description="activation patching: each head's effect (1 restores the clean run)")
+    attribution: list[float] = Field(description="attribution patching: the same to first order")
+    agreement: float | None = Field(description="Pearson's r of the two")
+    logit: list[float | None] | None = Field(description="direct logit attribution to the answer (less the foil)")
+    logit_refused: str | None = Field(description="why there is none (a stream that is not a sum of writes)")
+    copying: list[float | None] | None = Field(description="each head's OV copying score")
+    copying_refused: str | None = Field(description="why there is none (no token basis)")
+    paths: list[CircuitPath] = Field(description="path patching among the strongest heads, largest effect first")
+    paths_refused: str | None
+    paths_unweighted: str | None = Field(description="why the paths have no composition scores")
+    server_ms: float
+
+
+class QKTerm(BaseModel):
+    query_writer: str
+    key_writer: str
+    score: float
+    share: float | None
+
+
+class QKShare(BaseModel):
+    writer: str
+    score: float
+
+
+class QK(BaseModel):
+    """Why one head attends where it does: its score at one cell by the writers of the two streams."""
+
+    site: str
+    head: int
+    query: int
+    key: int
+    query_token: str
+    key_token: str
+    score: float
+    bias: float
+    weight: float
+    by_query: list[QKShare]
+    by_key: list[QKShare]
+    terms: list[QKTerm] = Field(description="the largest terms, largest first")
+    server_ms: float
+
+
 ANSWERS: dict[str, type[BaseModel]] = {
     "translate": Translation,
     "explain": Walkthrough,
@@ -445,6 +534,8 @@ ANSWERS: dict[str, type[BaseModel]] = {
     "top": Top,
     "heads": Heads,
     "atlas": Atlas,
+    "circuits": Circuits,
+    "qk": QK,
 }
 
 
@@ -536,6 +627,8 @@ def openapi(served: dict[str, Any] | None = None, limits: Any = None) -> dict[st
             "/api/top": post("top", "each query's strongest keys in one map of a held record"),
             "/api/heads": post("heads", "every head's summaries (entropy, sink, local, distance) of a held record"),
             "/api/atlas": post("atlas", "what each head of a held record does, and with ablate whether the model needs it"),
+            "/api/circuits": post("circuits", "which heads carry a behaviour: patching, paths, logit attribution, OV"),
+            "/api/qk": post("qk", "why a head of a held record attends where it does at one cell"),
             "/api/positions": {
                 "get": {
                     "summary": "a PNG of the model's positional scheme",
@@ -556,6 +649,8 @@ TAKES: dict[str, Any] = {
     "EmbedRequest": lambda c: c.contextual,
     "AttributeRequest": lambda c: bool(c.attributions),
     "CaptionRequest": lambda c: "caption" in c.verbs,
+    "CircuitsRequest": lambda c: c.circuits,
+    "QKRequest": lambda c: c.circuits,
 }
 
 

@@ -541,6 +541,139 @@ class Studio:
         key = (request["record"], kind, "atlas", ablate)
         return {**self._cached(key, compute), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
 
+    def _circuits(self, request: dict, m: StudioModel) -> dict:
+        """Which heads carry one behaviour: activation and attribution patching of every head, path
+        patching among the strongest, each head's direct logit attribution and OV copying score."""
+        from .. import circuits
+
+        start = time.perf_counter()
+        model = self._analysable(m)
+        for key in ("clean", "corrupt"):
+            self._text(request, key, required=True)
+        self._check_tokens(model.token_count(request["clean"]), "clean")
+        pair = circuits.Pair(
+            request["clean"], request["corrupt"], request["answer"], request["foil"], request["target"]
+        )
+        units = sum(s.heads for s in model.sites() if s.role == "z")
+        tokens = model.token_count(request["clean"]) + (model.target_count(pair.target) if pair.target else 0)
+        if units * tokens > ABLATE_TOKENS:
+            raise LimitError(
+                f"patching {units} heads one at a time over {tokens:,} tokens is over the studio's "
+                f"{ABLATE_TOKENS:,} (heads x tokens): use `attnkit patch` for it"
+            )
+        metric = request["metric"]
+        exact = circuits.activation_patching(model, [pair], metric=metric)
+        approx = circuits.attribution_patching(model, [pair], metric=metric)
+        effect = exact.effect
+        groups = list(dict.fromkeys(_group(u.site) for u in exact.units))
+        per = max(int(cast(int, u.head)) for u in exact.units) + 1
+        heads: list[dict] = [
+            {"name": f"{u.site[: -len('.z')]}.h{u.head}", "layer": u.layer, "head": int(cast(int, u.head)),
+             "column": groups.index(_group(u.site)) * per + int(cast(int, u.head))}
+            for u in exact.units
+        ]  # fmt: skip
+        out: dict = {
+            "metric": metric,
+            "clean": float(exact.clean.mean()),
+            "corrupt": float(exact.corrupt.mean()),
+            "layers": 1 + max(u.layer for u in exact.units),
+            "columns": groups,
+            "heads": heads,
+            "activation": _floats(effect),
+            "attribution": _floats(approx.effect),
+            "agreement": _finite(circuits.agreement(approx, exact)),
+        }
+
+        def per_head(names: list[str], values: np.ndarray) -> list[float | None]:
+            by = dict(zip(names, values.tolist()))
+            return [_finite(by.get(str(h["name"]), math.nan)) for h in heads]
+
+        def logit() -> list[float | None]:
+            found = circuits.direct_logit_attribution(model, pair.clean, pair.answer, pair.foil, target=pair.target)
+            return per_head(found.names, found.values)
+
+        def copying() -> list[float | None]:
+            found = circuits.ov_circuits(model, pair.clean, target=pair.target)
+            return per_head(found.names, found.copying)
+
+        for key, part in (("logit", logit), ("copying", copying)):
+            out[key], out[f"{key}_refused"] = _or_why(part)
+        found_paths, out["paths_refused"] = _or_why(lambda: self._paths(model, pair, exact, request["paths"], metric))
+        out["paths"], out["paths_unweighted"] = found_paths or ([], None)
+        return {**out, "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
+    @staticmethod
+    def _paths(model: LoadedModel, pair, exact, among: int, metric: str) -> tuple[list[dict], str | None]:
+        """Path patching among the ``among`` self-attention heads of the stack the logits read of
+        largest |effect| (each later one a receiver)."""
+        from .. import circuits
+        from ..circuits.streams import logit_stack
+
+        stack = logit_stack(model)[0]
+        own = {s.name for s in model.sites() if s.role == "z" and s.kind != "cross" and s.name.startswith(stack + ".")}
+        mine = [i for i, u in enumerate(exact.units) if u.site in own]
+        order = sorted(mine, key=lambda i: -abs(float(np.nan_to_num(exact.effect[i]))))[:among]
+        chosen = sorted((exact.units[i] for i in order), key=lambda u: exact.units.index(u))
+        senders = [u for u in chosen if any(b.layer > u.layer for b in chosen)]
+        receivers = [u for u in chosen if any(a.layer < u.layer for a in chosen)]
+        if not senders:
+            return [], None
+        found = circuits.path_patching(model, [pair], senders=senders, receivers=receivers, metric=metric)
+        index = {id(u): exact.units.index(u) for u in chosen}
+        effect, paths = found.effect, []
+        for i, a in enumerate(found.senders):
+            for j, b in enumerate(found.receivers):
+                for k, via in enumerate(found.via):
+                    if not math.isnan(effect[i, j, k]):
+                        paths.append({"sender": index[id(a)], "receiver": index[id(b)], "via": via,
+                                      "effect": round(float(effect[i, j, k]), DIGITS),
+                                      "composition": _finite(found.composition[i, j, k])})  # fmt: skip
+        return sorted(paths, key=lambda p: -abs(p["effect"])), found.unweighted
+
+    def _qk(self, request: dict, m: StudioModel) -> dict:
+        """Why a head of a held record attends where it does: the QK attribution of one cell."""
+        from .. import circuits
+
+        start = time.perf_counter()
+        model = self._analysable(m)
+        record = self._record(request)
+        with self._held_lock:
+            source = self._inputs.get(request["record"])
+        if source is None or source[0] != m.name:
+            raise RequestError(f"record {request['record']!r} was not made by {m.name}: send the text to it again")
+        kind = request["kind"]
+        if kind not in record.kinds:
+            raise RequestError(f"this record has no {kind} attention; it has {', '.join(record.kinds)}")
+        text, target = _rerun_input(model, source[1], request["query"])
+        call = record.maps.call(kind, request["layer"])
+        site = next((s for s in model.sites() if s.role == "attn" and s.kind == kind and s.layer == call.layer), None)
+        if site is None:
+            raise RequestError(f"{m.name} names no {kind} attention site at layer {call.layer}")
+        found = circuits.qk_attribution(model, text, site.name, request["head"], request["query"], request["key"],
+                                        target=target)  # fmt: skip
+
+        def shares(values: np.ndarray) -> list[dict]:
+            best = sorted(zip(values.tolist(), found.names), key=lambda x: -abs(x[0]))[:6]
+            return [{"writer": n, "score": round(v, DIGITS)} for v, n in best]
+
+        return {
+            "site": found.site, "head": found.head, "query": found.query, "key": found.key,
+            "query_token": found.tokens[found.query], "key_token": found.tokens[found.key],
+            "score": round(found.score, DIGITS), "bias": round(found.bias, DIGITS), "weight": round(found.weight, DIGITS),
+            "by_query": shares(found.by_query), "by_key": shares(found.by_key),
+            "terms": [{**t, "score": round(t["score"], DIGITS), "share": _finite(t["share"])} for t in found.table(8)],
+            "server_ms": round(1000 * (time.perf_counter() - start), 1),
+        }  # fmt: skip
+
+    @staticmethod
+    def _analysable(m: StudioModel) -> LoadedModel:
+        if not m.model.capabilities.circuits:
+            raise RequestError(
+                f"{m.name} is {m.model.capabilities.a}: it names no residual stream read into logits, "
+                "so its heads' causal analyses do not apply"
+            )
+        return m.model
+
     def run(self, call: str, request: object):
         """Answer API ``call`` (translate, explain, embed, attribute, positions_png, caption) for ``request``, holding
         the model's lock."""
@@ -587,6 +720,51 @@ class Studio:
     def _check_tokens(self, n: int, key: str) -> None:
         if n > self.limits.max_tokens:
             raise LimitError(f"'{key}' is {n} tokens; the limit is {self.limits.max_tokens} (max_tokens)")
+
+
+def _group(site: str) -> str:
+    """A head's column group: its site's name without the layer (blocks.attn, decoder.cross)."""
+    stack, _layer, *rest = site.split(".")
+    return ".".join([stack, *rest[:-1]])
+
+
+def _or_why(part: Callable):
+    """``part()``, or None and the one line saying why it does not apply to this model."""
+    try:
+        return part(), None
+    except ValueError as err:
+        return None, str(err)
+
+
+def _finite(v: float) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), DIGITS)
+
+
+def _floats(a: np.ndarray) -> list[float]:
+    return [round(float(v), DIGITS) for v in a]
+
+
+def _rerun_input(model: LoadedModel, p: Prepared, query: int) -> tuple[str, str | None]:
+    """The text (and a translator's target) that runs to the held input's very tokens, up to
+    ``query`` at least (a decoder-only model's prompt alone, where its continuation reads back as
+    other tokens: a causal model's attention within the prompt is the same); one line otherwise."""
+
+    def ids(text: str, target: str | None) -> list[int]:
+        again = model.cache(text, sites=[], target=target).prepared
+        return list(again.tgt_in_ids if again.tgt_in_ids is not None else again.src_ids)
+
+    held = list(p.tgt_in_ids if p.tgt_in_ids is not None else p.src_ids)
+    if model.capabilities.continues:
+        if p.output and ids(p.source + p.output, None) == held:
+            return p.source + p.output, None
+        if query < len(p.src_ids) and ids(p.source, None) == held[: len(p.src_ids)]:
+            return p.source, None
+    elif ids(p.source, p.output or None) == held:
+        return p.source, p.output or None
+    raise RequestError(
+        "the output, read again, is other tokens than the ones shown: ask about a query of the input, "
+        "or send the whole text with no new tokens (a translator's: as the target)"
+    )
 
 
 def _grid(a: np.ndarray) -> list[list[float | None]]:

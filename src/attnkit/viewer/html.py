@@ -95,7 +95,7 @@ def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
 
 
 # one script per view, each registering itself for page.js to make (bertviz keeps one per view too)
-VIEW_SCRIPTS = "head.js matrix.js model.js neuron.js attribution.js image.js positions.js atlas.js long.js"
+VIEW_SCRIPTS = "head.js matrix.js model.js neuron.js attribution.js image.js positions.js atlas.js circuits.js long.js"
 OVERVIEW_MAX = 512  # the largest side of a long page's overviews
 
 

@@ -8,7 +8,9 @@
   } = lib;
   // The matrix: every cell in sight, or (wheel to zoom, drag to pan, double-click for all) a part of it.
   function drawMatrix() {
-    $("tab-matrix").classList.remove("beside");  // the legend under the map (a long map may set it beside)
+    $("tab-matrix").classList.remove("beside");
+    const map = [state.example, state.kind, state.layer, state.head].join("|");
+    if ($("qk-why").dataset.map !== map) $("qk-why").hidden = true;  // another map: the last cell's answer is not of it  // the legend under the map (a long map may set it beside)
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k);
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
@@ -45,6 +47,12 @@
       });
     }
     const g = { left, top, cw, ch, cell };  // where the cells are drawn
+    const asked = state.why && state.why.map === [state.example, state.kind, state.layer, state.head].join("|") ? state.why : null;
+    const ar = asked ? seenRows.indexOf(asked.i) : -1, ac = asked ? seenCols.indexOf(asked.j) : -1;
+    if (ar >= 0 && ac >= 0) {  // the cell whose score the box below explains
+      ctx.strokeStyle = "#e020c0"; ctx.lineWidth = Math.max(2, Math.min(4, cell / 6));
+      ctx.strokeRect(left + ac * cw, top + ar * ch, cw, ch);
+    }
     if (!state.zoom && state.kind === "cross" && ex.p_t && ex.window !== null && ex.window !== undefined) {
       drawWindows(ctx, ex, rows, cols, g);
     }
@@ -112,9 +120,14 @@
       if (ex.p_t && state.kind === "cross") text += ` · p_t = ${ex.p_t[i].toFixed(2)}, window ±${ex.window}`;
       $("readout").textContent = text;
     };
-    let drag = null;
-    canvas.onmousedown = (e) => { if (state.zoom) drag = { x: e.clientX, y: e.clientY, view: view }; };
-    canvas.onmouseup = () => { drag = null; };
+    let drag = null, moved = false;
+    canvas.onmousedown = (e) => { moved = false; if (state.zoom) drag = { x: e.clientX, y: e.clientY, view: view }; };
+    canvas.onmouseup = (e) => { if (drag && Math.hypot(e.clientX - drag.x, e.clientY - drag.y) > 3) moved = true; drag = null; };
+    canvas.onclick = (e) => {  // why this cell is bright: its score by the writers of the two streams (the studio)
+      const hit = at(e);
+      if (!hit || moved) return;
+      why(ex, rows[hit.r], cols[hit.c], q, k);
+    };
     canvas.onmouseleave = () => { drag = null; $("readout").textContent = overview; };
     canvas.onwheel = (e) => {  // zoom about the cell under the pointer
       const hit = at(e);
@@ -129,6 +142,44 @@
       drawMatrix();
     };
     canvas.ondblclick = () => { state.zoom = null; drawMatrix(); };
+  }
+
+  let asking = 0;
+  async function why(ex, i, j, q, k) {
+    const box = $("qk-why"), m = lib.currentModel && lib.live ? lib.currentModel() : null;
+    if (!m || !m.capabilities.circuits || !ex.record) return;
+    box.hidden = false;
+    box.dataset.map = [state.example, state.kind, state.layer, state.head].join("|");
+    state.why = { map: box.dataset.map, i: i, j: j };
+    drawMatrix();  // the cell outlined
+    if (state.head === "mean" || state.kind === "cross") {
+      box.textContent = state.kind === "cross" ? "Why a cell is bright is told for self-attention (a cross-attention head's keys are the encoder's)"
+        : "Choose one head (not the average) and click a cell to see why it is bright";
+      return;
+    }
+    const ids = ex.layerIds && ex.layerIds[state.kind], layer = ids ? ids[state.layer] : state.layer, mine = ++asking;
+    box.textContent = `why ${q[i]} (${i}) → ${k[j]} (${j}) is bright in head ${state.head}…`;
+    let a;
+    try {
+      a = await lib.api("/api/qk", { model: state.model, record: ex.record, kind: state.kind, layer: layer, head: state.head, query: i, key: j });
+    } catch (err) { if (mine === asking) box.textContent = String(err.message || err); return; }
+    if (mine !== asking) return;
+    box.innerHTML = "";
+    const bias = a.bias ? ` + bias ${a.bias.toFixed(3)}` : "";
+    lib.html("div", {}, box, `Layer ${layer}, head ${a.head}: ${a.query_token} (${a.query}) → ${a.key_token} (${a.key}), weight ` +
+      `${a.weight.toFixed(3)}, score ${a.score.toFixed(3)}${bias}: the score is the sum of the terms, each what one writer ` +
+      "of the query's stream meets in one writer of the key's (attnkit qk)");
+    const line = (what, shares) => lib.html("div", {}, box, `through the ${what}: ` +
+      shares.slice(0, 4).map((s) => `${s.writer} ${s.score >= 0 ? "+" : "−"}${Math.abs(s.score).toFixed(3)}`).join(", "));
+    line("query", a.by_query); line("key", a.by_key);
+    const table = lib.html("table", {}, box);
+    for (const t of a.terms.slice(0, 5)) {
+      const tr = lib.html("tr", {}, table);
+      lib.html("td", {}, tr, `${t.query_writer} × ${t.key_writer}`);
+      lib.html("td", { class: "num" }, tr, `${t.score >= 0 ? "+" : "−"}${Math.abs(t.score).toFixed(3)}`);
+      lib.html("td", { class: "num" }, tr, t.share === null ? "" : `${t.share < 0 ? "−" : ""}${Math.abs(100 * t.share).toFixed(0)}% of the score`);
+    }
+    box.scrollIntoView({ block: "nearest" });
   }
 
   function drawLegend(ex) {

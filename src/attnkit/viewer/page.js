@@ -323,7 +323,7 @@
     const remote = examples.some((ex) => ex.remote);  // a long input: the views long.js draws (page.css: body.long)
     document.body.classList.toggle("long", remote);
     if (!remote && state.scale === "log") { state.scale = "abs"; $("scale").value = "abs"; }  // a long map's scale only
-    if (remote && !VIEWS.long.tabs.includes(state.tab) && state.tab !== "atlas") state.tab = "matrix";
+    if (remote && !VIEWS.long.tabs.includes(state.tab) && !["atlas", "circuits"].includes(state.tab)) state.tab = "matrix";
     if (!remote && state.tab === "heads") state.tab = "head";
     selectTab(state.tab, false);
     fillSelectors();
@@ -357,6 +357,8 @@
     $("tabs").querySelector("[data-tab=image]").hidden = !image;
     const kinds = can.kinds, hasOutput = can.writes !== null;
     $("tabs").querySelector("[data-tab=attribution]").hidden = !can.attributions.length;
+    $("tabs").querySelector("[data-tab=circuits]").hidden = !can.circuits;
+    document.body.classList.toggle("circuits", !!can.circuits);  // a click on a map's cell asks why it is bright
     for (const o of $("attr-method").options) o.hidden = !can.attributions.includes(o.value);
     if (!can.attributions.includes($("attr-method").value) && can.attributions.length) $("attr-method").value = can.attributions[0];
     $("attr-side").value = hasOutput ? "output" : "encoder";
@@ -366,7 +368,7 @@
     $("text").hidden = image; $("image-box").hidden = !image;
     $("text").placeholder = `Type a text (up to ${m.max_tokens.toLocaleString("en")} tokens: ${m.max_tokens_by}) and press Enter`;
     $("text").title = `${m.name} takes up to ${m.max_tokens.toLocaleString("en")} tokens here (${m.max_tokens_by} set the limit)`;
-    if (["positions", "embed", "image", "attribution"].includes(state.tab)) selectTab("head");
+    if (["positions", "embed", "image", "attribution", "circuits"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[can.writes || "none"] || "";
     $("text").dispatchEvent(new Event("input"));  // the box fits its text
     VIEWS.neuron.clear();
@@ -418,7 +420,7 @@
   }
 
   // ---- the views: one file each (head.js, matrix.js, model.js, neuron.js, attribution.js, image.js,
-  // positions.js, atlas.js; long.js draws a long input's), each made from what it needs of this page
+  // positions.js, atlas.js, circuits.js; long.js draws a long input's), each made from what it needs of this page
   const lib = { $, html, el, state, example, queries, keys, shown, heads, matrixOf, rowScale, scaleNote, area, clamp, fitCells, textWidth,
                 fmt, layerName, layerCount, setupCanvas, renderCells, colourBar, BAR, colour, diverging, rgb, api, currentModel,
                 selectTab, draw, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, LEGEND, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
