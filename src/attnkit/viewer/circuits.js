@@ -8,7 +8,7 @@
 (window.attnkitViews = window.attnkitViews || {}).circuits = function (lib) {
   const { $, state, example, area, clamp, fitCells, setupCanvas, diverging, api, selectTab, FAMILY, currentModel } = lib;
   const VIA = { q: "#1a9850", k: "#f28e2b", v: "#7b3294" };  // green, orange, purple: apart from the cells' red and blue
-  const PATHS_DRAWN = 8;
+  const PATHS_DRAWN = 5;  // the strongest paths, each with its effect written on it
   let answer = null, asked = null, ticket = 0;
 
   const MEASURES = [
@@ -97,12 +97,15 @@
       ctx.fillStyle = v === null ? "#d1d5db" : diverging(v / top);
       ctx.fillRect(left + h.column * cw, head + h.layer * ch, cw - 1, ch - 1);
       if (cell >= 40 && v !== null) {
-        ctx.fillStyle = Math.abs(v) / top > 0.55 ? "#fff" : "#111"; ctx.textAlign = "center"; ctx.font = `${cell >= 70 ? 15 : 12}px ${FAMILY}`;
-        ctx.fillText((v > 0 ? "+" : v < 0 ? "−" : "") + Math.abs(v).toFixed(2), left + (h.column + 0.5) * cw, head + (h.layer + 0.8) * ch);
+        // in the cell's top left corner: the arrows start and end at its centre
+        ctx.fillStyle = Math.abs(v) / top > 0.55 ? "#fff" : "#111"; ctx.textAlign = "left"; ctx.font = `${cell >= 70 ? 15 : 12}px ${FAMILY}`;
+        const shownV = Math.abs(v).toFixed(2), sign = Number(shownV) === 0 ? "" : v > 0 ? "+" : "−";
+        ctx.fillText(sign + shownV, left + h.column * cw + 6, head + h.layer * ch + 12);
       }
       if (hovered === i) { ctx.strokeStyle = "#111"; ctx.lineWidth = 3; ctx.strokeRect(left + h.column * cw - 1, head + h.layer * ch - 1, cw + 1, ch + 1); }
     });
-    const paths = a.paths.slice(0, PATHS_DRAWN), strongest = Math.max(1e-12, ...paths.map((p) => Math.abs(p.effect)));
+    const strongest = Math.max(1e-12, ...a.paths.map((p) => Math.abs(p.effect)));
+    const paths = a.paths.filter((p) => Math.abs(p.effect) >= 0.05 * strongest).slice(0, PATHS_DRAWN);
     for (const p of [...paths].reverse()) arrow(ctx, centre(p.sender), centre(p.receiver), p, strongest, cell);  // the strongest on top
     const summary = `${a.metric.replace("_", " ")}: clean ${a.clean.toFixed(3)}, corrupted ${a.corrupt.toFixed(3)}; ` +
       `${a.heads.length} heads` + (a.agreement !== null ? `; attribution patching agrees with activation patching at r = ${a.agreement.toFixed(3)}` : "");
@@ -114,7 +117,7 @@
     };
     const describe = (i) => {
       if (i === null) { $("readout").textContent = summary; return; }
-      const parts = list.map((y) => `${y.label} ${a[y.key][i] === null ? "–" : a[y.key][i].toFixed(4)}`);
+      const parts = list.map((y) => `${y.label} ${a[y.key][i] === null ? "–" : a[y.key][i].toFixed(3)}${y.key === "logit" ? " logits" : ""}`);
       const through = a.paths.filter((p) => p.sender === i || p.receiver === i).slice(0, 3)
         .map((p) => `${a.heads[p.sender].name} → ${a.heads[p.receiver].name}.${p.via} ${p.effect >= 0 ? "+" : "−"}${Math.abs(p.effect).toFixed(3)}`);
       $("readout").textContent = `${a.heads[i].name}: ${parts.join(" · ")}` + (through.length ? ` · paths: ${through.join(", ")}` : "");
@@ -131,12 +134,14 @@
   }
 
   function arrow(ctx, [x0, y0], [x1, y1], p, strongest, cell) {  // a curve from the sender to the receiver, its head at the receiver
-    // q, k and v of one pair of heads on three curves: one bent left, two right
+    // q, k and v of one pair of heads on three curves: one bent left, two right; from and to a third of
+    // the way out of each cell's centre, clear of the numbers in its corner
     const w = 1.5 + 4 * Math.abs(p.effect) / strongest, d = Math.hypot(x1 - x0, y1 - y0);
     const bend = d * { q: -0.3, k: 0.3, v: 0.6 }[p.via], nx = (y1 - y0) / d, ny = -(x1 - x0) / d;
     const mx = (x0 + x1) / 2 + bend * nx, my = (y0 + y1) / 2 + bend * ny;
-    const end = Math.max(6, cell * 0.28), ang = Math.atan2(y1 - my, x1 - mx);
-    const tx = x1 - end * Math.cos(ang), ty = y1 - end * Math.sin(ang);
+    const out = cell * 0.3, a0 = Math.atan2(my - y0, mx - x0), ang = Math.atan2(y1 - my, x1 - mx);
+    x0 += out * Math.cos(a0); y0 += out * Math.sin(a0); x1 -= out * Math.cos(ang); y1 -= out * Math.sin(ang);
+    const end = Math.max(6, cell * 0.08), tx = x1 - end * Math.cos(ang), ty = y1 - end * Math.sin(ang);
     ctx.lineCap = "round";
     for (const [colour, width] of [["#fff", w + 3], [VIA[p.via], w]]) {  // a white edge: the line reads over any cell
       ctx.strokeStyle = colour; ctx.lineWidth = width; ctx.setLineDash(p.effect < 0 && colour !== "#fff" ? [6, 4] : []);
@@ -149,10 +154,16 @@
     ctx.lineTo(x1 - size * Math.cos(ang - 0.45), y1 - size * Math.sin(ang - 0.45));
     ctx.lineTo(x1 - size * Math.cos(ang + 0.45), y1 - size * Math.sin(ang + 0.45));
     ctx.closePath(); ctx.fill(); ctx.stroke();
+    const lx = 0.25 * x0 + 0.5 * mx + 0.25 * tx, ly = 0.25 * y0 + 0.5 * my + 0.25 * ty;  // the curve's middle
+    const text = `${p.via} ${p.effect >= 0 ? "+" : "−"}${Math.abs(p.effect).toFixed(2)}`;
+    ctx.font = `12px ${FAMILY}`; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+    const tw = ctx.measureText(text).width + 6;
+    ctx.fillStyle = "rgba(255,255,255,0.9)"; ctx.fillRect(lx - tw / 2, ly - 8, tw, 16);
+    ctx.fillStyle = VIA[p.via]; ctx.fillText(text, lx, ly);
   }
 
   function legend(x, top, drawn, refused) {
-    const w = 240, ctx = setupCanvas($("circ-legend"), Math.min(area().w, w + 640), 58);
+    const w = 240, ctx = setupCanvas($("circ-legend"), Math.min(area().w, w + 640), 60);
     for (let i = 0; i < w; i++) { ctx.fillStyle = diverging((2 * i) / (w - 1) - 1); ctx.fillRect(i + 10, 2, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = lib.LEGEND; ctx.textBaseline = "top";
     const t = top.toPrecision(2);
@@ -160,17 +171,17 @@
     ctx.textAlign = "center"; ctx.fillText("0", 10 + w / 2, 20);
     ctx.textAlign = "right"; ctx.fillText(`+${t}`, w + 10, 20);
     ctx.textAlign = "left"; ctx.fillText(`${x.label}: ${x.unit}`, w + 22, 2);
-    let at = w + 22;
-    ctx.fillText(drawn ? `the ${drawn} strongest paths into a later head's` : "no paths between the strongest heads", at, 22);
-    at += ctx.measureText(drawn ? `the ${drawn} strongest paths into a later head's` : "no paths between the strongest heads").width + 8;
+    ctx.fillText(drawn ? `arrows: the ${drawn} strongest paths, into a later head's` : "no paths between the strongest heads", w + 22, 21);
     if (drawn) {
+      let at = w + 22;
       for (const [via, word] of [["q", "query"], ["k", "key"], ["v", "value"]]) {
-        ctx.fillStyle = VIA[via]; ctx.fillRect(at, 29, 18, 4); at += 22;
-        ctx.fillStyle = "#1d2330"; ctx.fillText(word, at, 22); at += ctx.measureText(word).width + 10;
+        ctx.fillStyle = VIA[via]; ctx.fillRect(at, 47, 18, 4); at += 22;
+        ctx.fillStyle = "#1d2330"; ctx.fillText(word, at, 40); at += ctx.measureText(word).width + 10;
       }
-      ctx.fillText("(width: |effect|; dashed: it moves the metric away from the clean run)", w + 22, 40);
+      ctx.fillText("· width: effect; dashed: below 0", at, 40);
     }
-    $("circ-about").textContent = x.about + "." + (refused.length ? ` Not shown: ${refused.join("; ")}.` : "");
+    $("circ-about").textContent = `${x.about}. Arrows: path patching among the six heads of largest effect, each number the ` +
+      "path's effect (1: the clean run restored through that input alone)" + (refused.length ? `. Not shown: ${refused.join("; ")}.` : ".");
   }
 
   function open(h, columns) {  // the head's map in the matrix view

@@ -8,13 +8,14 @@
   } = lib;
   // The matrix: every cell in sight, or (wheel to zoom, drag to pan, double-click for all) a part of it.
   function drawMatrix() {
-    $("tab-matrix").classList.remove("beside");
-    const map = [state.example, state.kind, state.layer, state.head].join("|");
-    if ($("qk-why").dataset.map !== map) $("qk-why").hidden = true;  // another map: the last cell's answer is not of it  // the legend under the map (a long map may set it beside)
+    $("tab-matrix").classList.remove("beside");  // the legend under the map (a long map may set it beside)
+    const map = [state.example, state.kind, state.layer, state.head].join("|"), box = $("qk-why");
+    if (box.dataset.map !== map) box.hidden = true;  // another map: the last cell's answer is not of it
     const ex = example(), q = queries(ex, state.kind), k = keys(ex, state.kind);
     const rows = shown(q), cols = shown(k);
     const W = matrixOf(state.layer, state.head), div = rowScale(W, rows, cols);
     const room = area(), sin = Math.sin(Math.PI / 3), cos = Math.cos(Math.PI / 3);
+    if (!box.hidden) room.h = Math.max(240, room.h - box.offsetHeight - 12);  // the map and the answer below it in view
     const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
     // the pane filled, with room for the key and hint below
     const full = fitCells((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 120) / rows.length);
@@ -167,19 +168,21 @@
     box.innerHTML = "";
     const bias = a.bias ? ` + bias ${a.bias.toFixed(3)}` : "";
     lib.html("div", {}, box, `Layer ${layer}, head ${a.head}: ${a.query_token} (${a.query}) → ${a.key_token} (${a.key}), weight ` +
-      `${a.weight.toFixed(3)}, score ${a.score.toFixed(3)}${bias}: the score is the sum of the terms, each what one writer ` +
-      "of the query's stream meets in one writer of the key's (attnkit qk)");
+      `${a.weight.toFixed(3)}, score ${a.score.toFixed(3)}${bias} = the sum over every writer a of the query's stream and b ` +
+      "of the key's of the score q(a) · k(b) they make alone (the layer's norms frozen at their scale here; RoPE " +
+      "rotates each term; attnkit qk)");
     const line = (what, shares) => lib.html("div", {}, box, `through the ${what}: ` +
       shares.slice(0, 4).map((s) => `${s.writer} ${s.score >= 0 ? "+" : "−"}${Math.abs(s.score).toFixed(3)}`).join(", "));
     line("query", a.by_query); line("key", a.by_key);
-    const table = lib.html("table", {}, box);
+    const table = lib.html("table", {}, box), head = lib.html("tr", {}, table);
+    for (const [text, cls] of [["the query's writer × the key's", ""], ["term", "num"], ["share", "num"]]) lib.html("th", { class: cls }, head, text);
     for (const t of a.terms.slice(0, 5)) {
       const tr = lib.html("tr", {}, table);
       lib.html("td", {}, tr, `${t.query_writer} × ${t.key_writer}`);
       lib.html("td", { class: "num" }, tr, `${t.score >= 0 ? "+" : "−"}${Math.abs(t.score).toFixed(3)}`);
-      lib.html("td", { class: "num" }, tr, t.share === null ? "" : `${t.share < 0 ? "−" : ""}${Math.abs(100 * t.share).toFixed(0)}% of the score`);
+      lib.html("td", { class: "num" }, tr, t.share === null ? "" : `${t.share < 0 ? "−" : ""}${Math.abs(100 * t.share).toFixed(0)}%`);
     }
-    box.scrollIntoView({ block: "nearest" });
+    drawMatrix();  // smaller, so that the map and this answer are both in view
   }
 
   function drawLegend(ex) {
