@@ -25,7 +25,12 @@ clean text's next token at the repeat and the foil the corrupted one's; both too
 
 with wall time and peak resident memory of each tool's process, and attnkit's attribution
 patching of the same heads (one forward and one backward pass; TransformerLens has none built
-in) with its agreement with activation patching (Pearson's r).
+in) with its agreement with activation patching (Pearson's r). A run that would not fit in the
+memory free is refused in one line before it starts: TransformerLens's by the scores and
+patterns its cache keeps (2 x layers x heads x T^2 floats), attnkit's by its peak at the two
+lengths before, extrapolated linearly (its memory grows with T, no map is formed).
+
+    python benchmarks/circuits_peer.py --tokens 512 2048 4096 8192 --patch-upto 512
 
     python benchmarks/circuits_peer.py --composition
 
@@ -74,8 +79,9 @@ def pair_ids(folder: Path, n: int, seed: int = 0) -> dict:
     rng = random.Random(seed)
     half = n // 2 + 1
     cut = n - half  # the repeat runs to word ``cut`` - 1; the answer is word ``cut``
+    pick = rng.sample if half <= len(words) else rng.choices  # a long pair repeats words within each half
     for _ in range(100):
-        first, other = rng.sample(words, half), rng.sample(words, half)
+        first, other = pick(words, k=half), pick(words, k=half)
         clean, corrupt = first + first[:cut], other + first[:cut]
         if all(
             tok(tok.decode(x))["input_ids"] == x for x in (clean, corrupt, first[cut : cut + 1], other[cut : cut + 1])
@@ -84,12 +90,22 @@ def pair_ids(folder: Path, n: int, seed: int = 0) -> dict:
     raise SystemExit(f"no {n}-token pair reads back as its ids")
 
 
+def _fits(need: float) -> str | None:
+    """None, or the one line of a run refused because it would need more memory than is free."""
+    # read here, not from attnkit.memory: TransformerLens's environment has no attnkit
+    line = next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemAvailable:"))
+    free = int(line.split()[1]) * 1024
+    return None if need <= 0.8 * free else f"refused: needs about {need / 2**30:.0f} GiB, {free / 2**30:.0f} GiB free"
+
+
 def run_attnkit(folder: Path, ids: dict) -> dict:
     import torch
 
     import attnkit
     from attnkit import circuits
 
+    if ids.get("need") and (why := _fits(ids["need"])):  # attribution patching's graph, from the shorter runs
+        return {"error": why}
     torch.set_num_threads(2)
     model = attnkit.load(str(folder), device="cpu")
     tok = model.hf.tokenizer
@@ -121,6 +137,13 @@ def run_transformer_lens(folder: Path, ids: dict) -> dict:
     from transformer_lens import patching
     from transformer_lens.model_bridge import TransformerBridge
 
+    config = json.loads((folder / "config.json").read_text())
+    t = len(ids["clean"])
+    maps = (
+        2 * config["num_hidden_layers"] * config["num_attention_heads"] * t * t * 4
+    )  # the cache's scores and patterns
+    if why := _fits(maps + 2**30):
+        return {"error": why + " (run_with_cache keeps every head's scores and pattern, layers x heads x T^2)"}
     torch.set_num_threads(2)
     model = TransformerBridge.boot_transformers(str(folder), device="cpu")
     model.enable_compatibility_mode()  # the final norm's weight folded into the unembedding, as its DLA assumes
@@ -130,17 +153,19 @@ def run_transformer_lens(folder: Path, ids: dict) -> dict:
     t0 = time.perf_counter()
     with torch.no_grad():
         _, cache = model.run_with_cache(clean)
-        patched = patching.get_act_patch_attn_head_out_all_pos(model, corrupt, cache, metric) if ids["patch"] else None
     t1 = time.perf_counter()
+    with torch.no_grad():
+        patched = patching.get_act_patch_attn_head_out_all_pos(model, corrupt, cache, metric) if ids["patch"] else None
+    t2 = time.perf_counter()
     with torch.no_grad():
         heads = cache.stack_head_results(layer=-1, pos_slice=-1)  # (layers x heads, 1, d); logit_attrs applies ln_final
         dla = cache.logit_attrs(heads, tokens=torch.tensor([a]), incorrect_tokens=torch.tensor([f]), pos_slice=-1)
-    t2 = time.perf_counter()
+    t3 = time.perf_counter()
     return {
         "patching": None if patched is None else patched.flatten().tolist(),
         "dla": dla.flatten().tolist(),
-        "patch_s": None if patched is None else t1 - t0,
-        "dla_s": t2 - t1,
+        "patch_s": None if patched is None else t2 - t0,  # the clean cache included, as attnkit's clean run
+        "dla_s": (t1 - t0) + (t3 - t2),  # the cache's run and the attribution
         "peak_mib": _peak_mib(),
     }
 
@@ -316,11 +341,18 @@ def main() -> None:
         "| tokens | tool | patching s | DLA s | attribution patching s (r) | peak MiB | patching max diff | "
         "DLA max diff |\n|---|---|---|---|---|---|---|---|"
     )
+    peaks: list[tuple[int, float]] = []  # attnkit's (tokens, peak MiB): the next length's memory, extrapolated linearly
     with tempfile.TemporaryDirectory() as tmp:
         for n in args.tokens:
             ids_file = Path(tmp) / f"ids_{n}.json"
-            ids_file.write_text(json.dumps({**pair_ids(folder, n), "patch": n <= args.patch_upto}))
+            need = None
+            if len(peaks) >= 2:
+                (n0, m0), (n1, m1) = peaks[-2:]
+                need = (m1 + (m1 - m0) / (n1 - n0) * (n - n1)) * 2**20
+            ids_file.write_text(json.dumps({**pair_ids(folder, n), "patch": n <= args.patch_upto, "need": need}))
             ours = tool("attnkit", sys.executable, folder, ids_file)
+            if "error" not in ours:
+                peaks.append((n, ours["peak_mib"]))
             theirs = tool("transformer_lens", args.peer_python, folder, ids_file)
             diff = {
                 k: float(np.abs(np.array(ours[k]) - np.array(theirs[k])).max())
