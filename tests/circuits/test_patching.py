@@ -210,3 +210,14 @@ def test_bad_input_is_one_line(gpt2, tmp_path_factory, ask, message):
     bert = attnkit.load(build("bert", tmp_path_factory.mktemp("hf") / "bert"), device="cpu")
     with pytest.raises(ValueError, match=message):
         ask(gpt2, bert)
+
+
+def test_attribution_patching_stops_in_one_line_before_memory_runs_out(gpt2, pairs, monkeypatch):
+    from attnkit import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 10_000)  # 8 kB for the backward pass
+    with pytest.raises(ValueError, match=r"attribution patching of pair 1 keeps more than 0\.0 GB") as err:
+        circuits.attribution_patching(gpt2, pairs)
+    assert "\n" not in str(err.value)
+    monkeypatch.undo()
+    assert circuits.attribution_patching(gpt2, pairs).values.shape[1] == 8  # the graph it left is gone

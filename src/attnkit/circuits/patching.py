@@ -18,6 +18,8 @@ activation patching it approximates.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -25,6 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import memory
 from ..attention.sites import Attended, Site
 from .pairs import Pair, answer_token, metric_of
 from .reading import recomputing
@@ -394,7 +397,8 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
         clean[i] = float(_read(p.clean, read, p))
         kept: dict[str, list[Tensor]] = {}
         hooks = {n: _keeping(kept, n) for n in names} | _leaves(model, names)
-        run = model.run(p.pair.corrupt, target=p.pair.target, hooks=hooks, grad=True)
+        with _within_memory(f"attribution patching of pair {i + 1}"):
+            run = model.run(p.pair.corrupt, target=p.pair.target, hooks=hooks, grad=True)
         _check_lengths(i + 1, p.clean, run)
         value = _read(run, read, p)
         value.backward()
@@ -413,6 +417,27 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
             delta = p.clean[u.site].to(acts[u.site].dtype) - acts[u.site]
             values[i, j] = corrupt[i] + float((delta[part] * grads[u.site][part]).sum())
     return Patching("attribution", of, metric, units, values, clean, corrupt, tokens)
+
+
+@contextmanager
+def _within_memory(what: str) -> Iterator[None]:
+    """Count what the forward pass keeps for its backward pass as it keeps it, and stop it with one
+    line once that passes the memory the system could give at the start (the count overstates:
+    a view is counted as its own copy), never leaving the operating system to end the run."""
+    budget = memory.HEADROOM * memory.available_bytes()
+    kept = [0]
+
+    def pack(t: Tensor) -> Tensor:
+        kept[0] += t.numel() * t.element_size()
+        if kept[0] > budget:
+            raise ValueError(
+                f"{what} keeps more than {budget / 1e9:.1f} GB for its backward pass (what is free): "
+                "give a shorter input"
+            )
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield
 
 
 def _keeping(kept: dict[str, list[Tensor]], name: str):
