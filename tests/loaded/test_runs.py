@@ -155,3 +155,17 @@ def test_a_transformers_model_in_training_mode_is_not_recorded_silently(llama):
             llama.hf.model(input_ids=torch.tensor([[2, 5, 6]]))
     finally:
         llama.hf.model.eval()
+
+
+def test_an_encoder_decoder_names_its_encoders_norm(tmp_path):
+    """T5's encoder ends in a norm: ``encoder.norm`` sits between the encoder's last layer and the
+    decoder, and what it holds is what the encoder gives the cross-attention."""
+    t5 = attnkit.load(build("t5", tmp_path / "t5"), device="cpu")
+    names = [s.name for s in t5.sites()]
+    at = names.index("encoder.norm")
+    assert names[at - 1 : at + 2] == ["encoder.1.resid_post", "encoder.norm", "decoder.0.resid_pre"]
+    assert names[-2:] == ["decoder.norm", "logits"]
+    found = t5.cache("the dog runs", target="der Hund", sites=["encoder.norm"])
+    with torch.no_grad():
+        alone = t5.hf.model.get_encoder()(input_ids=torch.tensor([found.prepared.src_ids])).last_hidden_state
+    assert torch.equal(found["encoder.norm"], alone)

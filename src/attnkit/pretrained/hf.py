@@ -938,6 +938,8 @@ def activation_sites(model: nn.Module, named: list[sites.Site]) -> list[sites.Si
         layer = model.get_submodule(path)
         first = attention[0]
         stack = first.name.split(".")[0]
+        if stack == "decoder" and out and out[-1].name.startswith("encoder."):
+            handles += _encoder_end(model, out)
         kind = "decoder" if stack == "decoder" else first.kind
         made = sites.layer_sites(stack, kind, first.layer)
         handles.append(layer.register_forward_pre_hook(_stream_in(made["resid_pre"]), with_kwargs=True))
@@ -953,13 +955,30 @@ def activation_sites(model: nn.Module, named: list[sites.Site]) -> list[sites.Si
     return out
 
 
+def _final_norm(stack: nn.Module) -> nn.Module | None:
+    """A stack's norm after its last layer, where it has one."""
+    return next((getattr(stack, n) for n in NORM_NAMES if isinstance(getattr(stack, n, None), nn.Module)), None)
+
+
+def _encoder_end(model: nn.Module, out: list[sites.Site]) -> list[Any]:
+    """An encoder-decoder's encoder norm (T5's ``final_layer_norm``), where it has one, as the
+    site ``encoder.norm`` appended to ``out``: its hook. What the cross-attention reads is its output."""
+    encoder = getattr(model, "get_encoder", lambda: None)()
+    norm = _final_norm(encoder) if isinstance(encoder, nn.Module) else None
+    if norm is None:
+        return []
+    site = sites.Site("encoder.norm", "encoder", -1, "final", module=norm)
+    out.append(site)
+    return [norm.register_forward_hook(_output(site))]
+
+
 def _model_end(model: nn.Module, out: list[sites.Site], side: str) -> list[Any]:
     """The final norm's and the logits' sites (where the model has them), appended to ``out``: their
     hooks. The norm is named by its stack (``decoder.norm``, ``encoder.norm``), a decoder-only
     model's ``final_norm``."""
     handles = []
     base = getattr(model, "get_decoder", lambda: None)() or getattr(model, "base_model", model)
-    norm = next((getattr(base, n) for n in NORM_NAMES if isinstance(getattr(base, n, None), nn.Module)), None)
+    norm = _final_norm(base)
     if norm is not None:
         stack = out[0].name.split(".")[0] if out else side
         site = sites.Site("final_norm" if stack == "blocks" else f"{side}.norm", "output", -1, "final", module=norm)

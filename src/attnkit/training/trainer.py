@@ -136,8 +136,9 @@ class Trainer:
         where = f", {self.world.size} processes" if self.world.distributed else ""
         self.say(f"model: {cfg.model.arch}, {n_params / 1e6:.2f}M parameters, device {self.device}{where}")
         # MFU's ceiling, measured here: each rank's float32 matmul rate (see training/flops.py)
-        translation = cfg.data.task == "translation" and cfg.model.arch in ("transformer", "rnn")
-        self.peak = device_peak(self.device) if translation else None
+        # where the batches' sentence lengths and a formula for the model give an update's FLOPs
+        counted = isinstance(self.batcher, BucketBatcher) and update_flops(cfg.model, [1], [1], 1) is not None
+        self.peak = device_peak(self.device) if counted else None
         if self.peak is not None:
             self.say(f"float32 matmul peak: {self.peak / 1e9:.0f} GFLOP/s per process (the MFU logged is against it)")
 
@@ -433,7 +434,7 @@ class Trainer:
     def _update_flops(self, update: list) -> float:
         """Model FLOPs of an update (``training.flops``) from its sentences' lengths; 0 where the
         architecture has no formula."""
-        if self.peak is None:  # set for translation only: a BucketBatcher's sentences
+        if self.peak is None:  # set where the FLOPs can be counted: a BucketBatcher's sentences
             return 0.0
         batcher, idx = cast("BucketBatcher", self.batcher), np.concatenate(update)
         vocab = self.model.output_projection.weight.shape[0]
