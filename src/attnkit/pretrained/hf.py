@@ -977,7 +977,7 @@ def _model_end(model: nn.Module, out: list[sites.Site], side: str) -> list[Any]:
     hooks. The norm is named by its stack (``decoder.norm``, ``encoder.norm``), a decoder-only
     model's ``final_norm``."""
     handles = []
-    base: nn.Module = getattr(model, "get_decoder", lambda: None)() or getattr(model, "base_model", model)
+    base = cast(nn.Module, getattr(model, "get_decoder", lambda: None)() or getattr(model, "base_model", model))
     norm = _final_norm(base)
     if norm is not None:
         stack = out[0].name.split(".")[0] if out else side
