@@ -221,3 +221,34 @@ def test_attribution_patching_stops_in_one_line_before_memory_runs_out(gpt2, pai
     assert "\n" not in str(err.value)
     monkeypatch.undo()
     assert circuits.attribution_patching(gpt2, pairs).values.shape[1] == 8  # the graph it left is gone
+
+
+@pytest.mark.parametrize("engine", ["gpt2", "translator"])
+def test_layers_recomputed_change_the_memory_not_the_estimates(engine, gpt2, pairs, monkeypatch):
+    """Each layer is recomputed in the backward pass rather than kept (its hooks replayed, keeping
+    nothing twice): the estimates equal those of the whole graph kept, to float rounding, and what
+    the graph holds is a fraction of it."""
+    from attnkit.circuits import patching
+
+    model, asked = gpt2, pairs[:2]
+    if engine == "translator":  # attnkit's own layers read their streams inside their forward
+        model = attnkit.load("multi30k-en-de")
+        asked = [circuits.Pair("A dog runs in the park.", "A cat runs in the park.", "Hund", "Katze", target="Ein")]
+    counted: list[int] = []
+    real = torch.autograd.graph.saved_tensors_hooks
+
+    def counting(pack, unpack):
+        def tally(t):
+            counted[-1] += t.numel() * t.element_size()
+            return pack(t)
+
+        counted.append(0)
+        return real(tally, unpack)
+
+    monkeypatch.setattr(patching.torch.autograd.graph, "saved_tensors_hooks", counting)
+    recomputed = circuits.attribution_patching(model, asked)
+    monkeypatch.setattr(patching, "checkpoint", lambda f, *a, use_reentrant, **k: f(*a, **k))
+    kept = circuits.attribution_patching(model, asked)
+    np.testing.assert_allclose(recomputed.values, kept.values, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(recomputed.corrupt, kept.corrupt)
+    assert counted[0] < 0.8 * counted[-1], counted

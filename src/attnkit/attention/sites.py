@@ -75,9 +75,13 @@ def attention_site(kind: str, layer: int, heads: int, module: Any = None, *, sta
     return site
 
 
-def layer_sites(stack: str, kind: str, layer: int) -> dict[str, Site]:
-    """A layer's residual-stream and MLP sites: {role: site}."""
-    return {role: Site(f"{stack}.{layer}.{role}", kind, layer, role) for role in ("resid_pre", "resid_post", "mlp_out")}
+def layer_sites(stack: str, kind: str, layer: int, module: Any = None) -> dict[str, Site]:
+    """A layer's residual-stream and MLP sites: {role: site}; ``module`` (the layer) on its
+    ``resid_pre``, the stream it takes."""
+    return {
+        role: Site(f"{stack}.{layer}.{role}", kind, layer, role, module=module if role == "resid_pre" else None)
+        for role in ("resid_pre", "resid_post", "mlp_out")
+    }
 
 
 def site_of(module: Any) -> Site | None:

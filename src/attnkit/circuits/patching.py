@@ -18,14 +18,17 @@ activation patching it approximates.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
 
 from .. import memory
 from ..attention.sites import Attended, Site
@@ -397,11 +400,11 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
         clean[i] = float(_read(p.clean, read, p))
         kept: dict[str, list[Tensor]] = {}
         hooks = {n: _keeping(kept, n) for n in names} | _leaves(model, names)
-        with _within_memory(f"attribution patching of pair {i + 1}"):
+        with _layers_recomputed(model, f"attribution patching of pair {i + 1}"):
             run = model.run(p.pair.corrupt, target=p.pair.target, hooks=hooks, grad=True)
-        _check_lengths(i + 1, p.clean, run)
-        value = _read(run, read, p)
-        value.backward()
+            _check_lengths(i + 1, p.clean, run)
+            value = _read(run, read, p)
+            value.backward()
         corrupt[i] = float(value.detach())
         grads = {
             n: torch.cat([cast(Tensor, x.grad) for x in xs], -2)
@@ -419,37 +422,81 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
     return Patching("attribution", of, metric, units, values, clean, corrupt, tokens)
 
 
+_REPLAYING: ContextVar[bool] = ContextVar("attnkit_replaying", default=False)
+
+
 @contextmanager
-def _within_memory(what: str) -> Iterator[None]:
-    """Count what the forward pass keeps for its backward pass as it keeps it, and stop it with one
-    line once that passes the memory the system could give at the start (the count overstates:
-    a view is counted as its own copy), never leaving the operating system to end the run."""
+def _layers_recomputed(model: Any, what: str) -> Iterator[None]:
+    """Each layer's forward recomputed in the backward pass instead of kept for it (non-reentrant
+    activation checkpointing): what the graph holds grows with the layers' inputs alone, plus one
+    layer recomputed at a time. The first layer is kept whole, which measures what one layer
+    holds. What is kept is counted as it is kept; the run stops with one line once that, with one
+    layer's recomputation, passes the memory the system could give at the start (the count
+    overstates: a view is counted as its own copy), never leaving the operating system to end it.
+
+    A recomputed layer runs in the context (the listeners) of its first run, with its hooks told
+    they replay (``_replaying``): they must act on the graph as they did, and keep nothing again."""
     budget = memory.HEADROOM * memory.available_bytes()
-    kept = [0]
+    kept, layer = [0], [-1]  # bytes kept; what the first layer kept (-1: not yet run)
 
     def pack(t: Tensor) -> Tensor:
         kept[0] += t.numel() * t.element_size()
-        if kept[0] > budget:
+        if kept[0] + max(layer[0], 0) > budget:
             raise ValueError(
                 f"{what} keeps more than {budget / 1e9:.1f} GB for its backward pass (what is free): "
                 "give a shorter input"
             )
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        yield
+    def checkpointed(forward: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if layer[0] < 0:
+                before = kept[0]
+                out = forward(*args, **kwargs)
+                layer[0] = kept[0] - before
+                return out
+            context = contextvars.copy_context()
+
+            def body(*a: Any, **k: Any) -> Any:
+                if not body.ran:  # type: ignore[attr-defined]
+                    body.ran = True  # type: ignore[attr-defined]
+                    return forward(*a, **k)
+                return context.run(_replay, forward, *a, **k)
+
+            body.ran = False  # type: ignore[attr-defined]
+            return checkpoint(body, *args, use_reentrant=False, **kwargs)
+
+        return call
+
+    layers = [s.module for s in model.sites() if s.role == "resid_pre" and s.module is not None]
+    try:
+        for m in layers:
+            m.forward = checkpointed(m.forward)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            yield
+    finally:
+        for m in layers:
+            vars(m).pop("forward", None)
+
+
+def _replay(forward: Any, *args: Any, **kwargs: Any) -> Any:
+    _REPLAYING.set(True)
+    return forward(*args, **kwargs)
 
 
 def _keeping(kept: dict[str, list[Tensor]], name: str):
     """A hook that keeps a site's activation with its gradient."""
 
     def hook(x: Tensor, site: Site) -> Tensor | None:
+        again = _REPLAYING.get()  # a layer recomputed for the backward pass: its first run kept x
         if not x.requires_grad:  # upstream of every parameter that asks for gradients
             x = x.detach().requires_grad_(True)
-            kept.setdefault(name, []).append(x)
+            if not again:
+                kept.setdefault(name, []).append(x)
             return x
-        x.retain_grad()
-        kept.setdefault(name, []).append(x)
+        if not again:
+            x.retain_grad()
+            kept.setdefault(name, []).append(x)
         return None
 
     return hook

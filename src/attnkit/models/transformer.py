@@ -148,7 +148,7 @@ class EncoderLayer(_Sublayers):
 
     def name_sites(self, stack: str, layer: int) -> list[Site]:
         """Name this layer's sites (``encoder.3.attn``, ...): every one, in the order they run."""
-        self.layer_sites = layer_sites(stack, "encoder", layer)
+        self.layer_sites = layer_sites(stack, "encoder", layer, self)
         attn = attention_site("encoder", layer, self.self_attn.num_heads, self.self_attn, stack=stack)
         ls = self.layer_sites
         return [ls["resid_pre"], attn, attn.z, ls["mlp_out"], ls["resid_post"]]
@@ -198,7 +198,7 @@ class DecoderLayer(_Sublayers):
 
     def name_sites(self, layer: int) -> list[Site]:
         """Name this layer's sites (``decoder.1.attn``, ``decoder.1.cross``, ...), in the order they run."""
-        self.layer_sites = layer_sites("decoder", "decoder", layer)
+        self.layer_sites = layer_sites("decoder", "decoder", layer, self)
         own = attention_site("decoder", layer, self.self_attn.num_heads, self.self_attn)
         cross = attention_site("cross", layer, self.cross_attn.num_heads, self.cross_attn)
         ls = self.layer_sites

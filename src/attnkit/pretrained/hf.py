@@ -941,7 +941,7 @@ def activation_sites(model: nn.Module, named: list[sites.Site]) -> list[sites.Si
         if stack == "decoder" and out and out[-1].name.startswith("encoder."):
             handles += _encoder_end(model, out)
         kind = "decoder" if stack == "decoder" else first.kind
-        made = sites.layer_sites(stack, kind, first.layer)
+        made = sites.layer_sites(stack, kind, first.layer, layer)
         handles.append(layer.register_forward_pre_hook(_stream_in(made["resid_pre"]), with_kwargs=True))
         out += [made["resid_pre"], *(x for site in attention for x in (site, site.z))]
         mlp = next((getattr(layer, n) for n in MLP_NAMES if isinstance(getattr(layer, n, None), nn.Module)), None)
