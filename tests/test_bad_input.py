@@ -147,6 +147,10 @@ CASES = [
     (["translate", "{m}", "--batch-tokens", "0"], "--batch-tokens: expected an integer >= 1"),
     (["translate", "{m}", "--average-last", "-1"], "--average-last: expected an integer >= 0"),
     (["translate", "{m}", "--checkpoint", "worst"], "--checkpoint: invalid choice: 'worst'"),
+    (
+        ["translate", "multi30k-en-de", "--checkpoint", "last", "-i", "in.txt"],
+        "--checkpoint and --average-last apply to directories made by `attnkit train`",
+    ),
     (["translate", "{m}", "--alpha", "-1"], "--alpha: expected a number >= 0, got '-1'"),
     (["translate", "{m}", "--alpha", "nan"], "--alpha: expected a number >= 0, got 'nan'"),
     (["translate", "{m}", "--length-penalty", "wu"], "--length-penalty: invalid choice: 'wu'"),
@@ -346,3 +350,13 @@ def test_a_killed_translate_leaves_the_old_output_or_the_whole_new_one(workdir, 
         assert text in (old, complete)
         outcomes.add("old" if text == old else "new")
     assert "old" in outcomes  # the kill landed mid-work at least once
+
+
+def test_the_library_names_its_parameters_and_the_command_line_its_flags():
+    import attnkit
+    from attnkit.errors import as_flags
+
+    with pytest.raises(ValueError, match="`checkpoint_name` and `average_last` apply to") as err:
+        attnkit.load("multi30k-en-de", checkpoint_name="last")
+    assert "; --checkpoint and --average-last apply to" in as_flags(str(err.value))
+    assert as_flags("`max_new_tokens` is for decoder-only models") == "--max-new-tokens is for decoder-only models"

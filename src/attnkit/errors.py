@@ -26,10 +26,13 @@ def shorten(text: str, width: int) -> str:
 PARAMETER = re.compile(r"`([a-z][a-z0-9_]*)`")  # a library parameter named in a message: `max_new_tokens`
 
 
+FLAG_OF = {"checkpoint_name": "checkpoint"}  # a parameter whose flag is not its name
+
+
 def as_flags(message: str) -> str:
     """A library message as the command line says it: each parameter it names in backquotes becomes
     its flag (`max_new_tokens` -> --max-new-tokens)."""
-    return PARAMETER.sub(lambda m: "--" + m.group(1).replace("_", "-"), message)
+    return PARAMETER.sub(lambda m: "--" + FLAG_OF.get(m.group(1), m.group(1)).replace("_", "-"), message)
 
 
 def as_fields(message: str) -> str:

@@ -45,7 +45,7 @@ def check_sizes(length: int, d_model: int, heads: int) -> None:
         raise ValueError(f"`heads` {heads} must divide `d_model` {d_model} into an even head size")
     if length * d_model > MAX_CELLS:
         raise ValueError(
-            f"--length {length} x --d-model {d_model} = {length * d_model:,} values is beyond the "
+            f"`length` {length} x `d_model` {d_model} = {length * d_model:,} values is beyond the "
             f"{MAX_CELLS:,} a figure can show; choose fewer positions or a narrower model"
         )
 

@@ -87,7 +87,7 @@ def load(
         raise FileNotFoundError(f"{found}; attnkit reads only local directories and downloads nothing") from None
     if checkpoint_name != "best" or average_last:
         raise ValueError(
-            f"--checkpoint and --average-last apply to directories made by `attnkit train`, not to {name_or_dir}"
+            f"`checkpoint_name` and `average_last` apply to directories made by `attnkit train`, not to {name_or_dir}"
         )
     config = hf._read_config(checkpoint)
     if (

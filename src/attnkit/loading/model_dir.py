@@ -236,7 +236,7 @@ def load_model(
         if checkpoint_name != "best" or average_last:
             raise ValueError(
                 f"{md.path.name} is an installed model with one set of weights; "
-                "--checkpoint and --average-last apply to directories made by `attnkit train`"
+                "`checkpoint_name` and `average_last` apply to directories made by `attnkit train`"
             )
         state = packaged.load_weights(md.path / packaged.WEIGHTS)
     elif checkpoint_name == "average":

@@ -24,10 +24,10 @@ def screenshot(
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import sync_playwright
     except ImportError:
-        raise ValueError("--screenshot needs playwright (pip install playwright) and a chromium") from None
+        raise ValueError("`screenshot` needs playwright (pip install playwright) and a chromium") from None
     exe = find_browser()
     if exe is None:
-        raise ValueError("--screenshot needs a chromium browser (e.g. apt-get install chromium)")
+        raise ValueError("`screenshot` needs a chromium browser (e.g. apt-get install chromium)")
     png = Path(png)
     errors: list[str] = []
     try:
