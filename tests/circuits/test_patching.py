@@ -252,3 +252,17 @@ def test_layers_recomputed_change_the_memory_not_the_estimates(engine, gpt2, pai
     np.testing.assert_allclose(recomputed.values, kept.values, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(recomputed.corrupt, kept.corrupt)
     assert counted[0] < 0.8 * counted[-1], counted
+
+
+def test_a_forward_set_on_a_layer_is_put_back(gpt2, pairs):
+    """A layer whose instance carries its own forward (accelerate's hooks do so) gets it back."""
+    layer = gpt2.hf.model.transformer.h[1]
+    mine = layer.forward  # the class's, bound: now the instance's own
+    layer.forward = mine
+    try:
+        circuits.attribution_patching(gpt2, pairs[:1])
+        assert vars(layer)["forward"] is mine
+    finally:
+        del layer.forward
+    circuits.attribution_patching(gpt2, pairs[:1])
+    assert "forward" not in vars(layer)

@@ -435,7 +435,7 @@ def _layers_recomputed(model: Any, what: str) -> Iterator[None]:
     overstates: a view is counted as its own copy), never leaving the operating system to end it.
 
     A recomputed layer runs in the context (the listeners) of its first run, with its hooks told
-    they replay (``_replaying``): they must act on the graph as they did, and keep nothing again."""
+    they replay (``_REPLAYING``): they must act on the graph as they did, and keep nothing again."""
     budget = memory.HEADROOM * memory.available_bytes()
     kept, layer = [0], [-1]  # bytes kept; what the first layer kept (-1: not yet run)
 
@@ -455,28 +455,29 @@ def _layers_recomputed(model: Any, what: str) -> Iterator[None]:
                 out = forward(*args, **kwargs)
                 layer[0] = kept[0] - before
                 return out
-            context = contextvars.copy_context()
+            context, runs = contextvars.copy_context(), [0]
 
             def body(*a: Any, **k: Any) -> Any:
-                if not body.ran:  # type: ignore[attr-defined]
-                    body.ran = True  # type: ignore[attr-defined]
-                    return forward(*a, **k)
-                return context.run(_replay, forward, *a, **k)
+                runs[0] += 1
+                return forward(*a, **k) if runs[0] == 1 else context.run(_replay, forward, *a, **k)
 
-            body.ran = False  # type: ignore[attr-defined]
             return checkpoint(body, *args, use_reentrant=False, **kwargs)
 
         return call
 
     layers = [s.module for s in model.sites() if s.role == "resid_pre" and s.module is not None]
+    own = [vars(m).get("forward") for m in layers]  # a forward set on the instance (a wrapper), put back
     try:
         for m in layers:
             m.forward = checkpointed(m.forward)
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             yield
     finally:
-        for m in layers:
-            vars(m).pop("forward", None)
+        for m, forward in zip(layers, own, strict=True):
+            if forward is None:
+                vars(m).pop("forward", None)
+            else:
+                m.forward = forward
 
 
 def _replay(forward: Any, *args: Any, **kwargs: Any) -> Any:
