@@ -400,7 +400,7 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
         clean[i] = float(_read(p.clean, read, p))
         kept: dict[str, list[Tensor]] = {}
         hooks = {n: _keeping(kept, n) for n in names} | _leaves(model, names)
-        with _layers_recomputed(model, f"attribution patching of pair {i + 1}"):
+        with _layers_recomputed(model, f"attribution patching of pair {i + 1}"), _last_position_read(model):
             run = model.run(p.pair.corrupt, target=p.pair.target, hooks=hooks, grad=True)
             _check_lengths(i + 1, p.clean, run)
             value = _read(run, read, p)
@@ -420,6 +420,21 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
             delta = p.clean[u.site].to(acts[u.site].dtype) - acts[u.site]
             values[i, j] = corrupt[i] + float((delta[part] * grads[u.site][part]).sum())
     return Patching("attribution", of, metric, units, values, clean, corrupt, tokens)
+
+
+@contextmanager
+def _last_position_read(model: Any) -> Iterator[None]:
+    """The output layer given the last position alone, the one the metric reads: the logits of
+    every position (T x V) and their gradient are never formed."""
+    logits = next((s for s in model.sites() if s.role == "logits" and s.module is not None), None)
+    if logits is None:
+        yield
+        return
+    handle = logits.module.register_forward_pre_hook(lambda module, args: (args[0][:, -1:], *args[1:]))
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 _REPLAYING: ContextVar[bool] = ContextVar("attnkit_replaying", default=False)
