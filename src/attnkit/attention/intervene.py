@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .sites import Listener, Site, listening, site_of
+from . import kernels
+from .sites import Attended, Listener, Site, listening, site_of
 
 
 def z_name(where: Any) -> str:
@@ -117,3 +118,96 @@ def collecting() -> Iterator[Collector]:
     c = Collector()
     with listening(c):
         yield c
+
+
+def cached_attention(call: Attended, heads: Tensor, sinks: int, window: int) -> tuple[Tensor, Tensor]:
+    """The attention of ``heads`` (n,) of one call over the keys a StreamingLLM cache holds (the
+    first ``sinks`` and the ``window`` most recent, ``kernels.sink_window``), every other rule of
+    the call kept: (z (b, n, t, d_v), lse (b, n, t), the learned sink counted). One line for a call
+    no cache serves: not a decoder's self-attention, or scores that do not factor through q . k."""
+    site = call.site
+    if site.kind != "decoder":
+        raise ValueError(
+            f"{site.name} is {site.kind} attention: a key-value cache policy applies to a decoder's "
+            "self-attention, whose queries come one at a time"
+        )
+    if not call.factored or call.q is None or call.k is None or call.v is None:
+        raise ValueError(f"{site.name}'s scores do not factor through q . k: its keys cannot be cached")
+    idx = heads.to(call.q.device)
+    k, v = (kernels.groups(x, call.q.shape[1]) for x in (call.k, call.v))
+    if call.group > 1:  # a sentence's beam hypotheses share its keys
+        k, v = k.repeat_interleave(call.group, 0), v.repeat_interleave(call.group, 0)
+
+    def take(x: Tensor | None) -> Tensor | None:  # (b_kv|1, h|1, ...) -> query rows, the chosen heads
+        if x is None:
+            return None
+        if x.shape[0] > 1 and call.group > 1:
+            x = x.repeat_interleave(call.group, 0)
+        return x.index_select(1, idx) if x.shape[1] > 1 else x
+
+    additive = kernels.additive_term(call.mask, call.bias)
+    if additive is not None and additive.dim() < 4:
+        additive = additive.reshape((1,) * (4 - additive.dim()) + tuple(additive.shape))
+    return kernels.sink_window(
+        call.q.index_select(1, idx),
+        k.index_select(1, idx),
+        v.index_select(1, idx),
+        scale=call.scale,
+        sinks=sinks,
+        window=window,
+        additive=take(additive),
+        cap=call.cap,
+        sink=take(call.sink),
+        rule_window=call.window if call.causal else None,
+    )
+
+
+class Streaming(Listener):
+    """Per head-output site (by name): its gate (h,) between each head's own attention (1) and its
+    attention over the sinks and the window only (0)."""
+
+    def __init__(self, gates: dict[str, Tensor], owners: dict[str, int | None], sinks: int, window: int) -> None:
+        if sinks < 0 or window < 1:
+            raise ValueError(f"a cache keeps sinks >= 0 and a window >= 1 keys, got {sinks} and {window}")
+        self.gates, self.owners, self.sinks, self.window = gates, owners, sinks, window
+        self.pending: dict[str, tuple[Tensor, Tensor]] = {}  # z site -> (heads replaced, their streaming z)
+
+    def wants(self, site: Site) -> bool:
+        name = site.name if site.role == "z" else f"{site.name}.z"
+        if site.role not in ("attn", "z") or name not in self.gates:
+            return False
+        owner = self.owners.get(name)
+        return owner is None or owner == id(site.module)
+
+    def attended(self, call: Attended) -> None:
+        site = call.site
+        gate = self.gates[site.z.name]
+        if len(gate) != site.heads:
+            raise ValueError(f"{site.name} has {site.heads} heads; its gate has {len(gate)}")
+        chosen = torch.arange(len(gate)) if gate.requires_grad else torch.nonzero(gate.detach() != 1).flatten().cpu()
+        if not len(chosen):
+            return
+        z, _ = cached_attention(call, chosen, self.sinks, self.window)
+        self.pending[site.z.name] = (chosen, z)
+
+    def activation(self, site: Site, x: Tensor) -> Tensor | None:
+        got = self.pending.pop(site.name, None)
+        if got is None:
+            return None
+        chosen, z = got
+        g = self.gates[site.name].to(x.device, x.dtype)[chosen].view(1, -1, 1, 1)
+        idx = chosen.to(x.device)
+        out = x.clone()
+        out[:, idx] = g * x.index_select(1, idx) + (1 - g) * z.to(x.dtype)
+        return out
+
+
+@contextmanager
+def streaming(gates: dict[Any, Tensor], *, sinks: int = 4, window: int = 1020) -> Iterator[Streaming]:
+    """Within: each head of each attention in ``gates`` (a module, a site or a site's name -> gate
+    (h,)) mixes its own output (g = 1) with its output over a StreamingLLM cache (g = 0: the first
+    ``sinks`` keys and the ``window`` most recent; defaults Xiao et al. 2023's 4 + 1,020)."""
+    named = {m: _gated(m) for m in gates}
+    s = Streaming({named[m][0]: x for m, x in gates.items()}, dict(named.values()), sinks, window)
+    with listening(s):
+        yield s

@@ -125,6 +125,59 @@ def blockwise(
     return out, lse
 
 
+def sink_window_kept(i: Tensor, j: Tensor, sinks: int, window: int) -> Tensor:
+    """Which keys a StreamingLLM cache holds for each query (Xiao et al. 2023, sec. 3.2): the first
+    ``sinks`` keys and the ``window`` most recent ones up to the query. i (r, 1): the queries'
+    positions among the keys (aligned as causal masks align them); j (1, c): the keys'. (r, c)."""
+    return (j <= i) & ((j < sinks) | (j > i - window))
+
+
+def sink_window(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    scale: float,
+    sinks: int,
+    window: int,
+    additive: Tensor | None = None,
+    cap: float | None = None,
+    sink: Tensor | None = None,
+    rule_window: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Causal attention over the keys a StreamingLLM cache holds (``sink_window_kept``): (out (b, h,
+    t, d_v), lse (b, h, t) float32). Only those keys' scores are formed, a block of query rows at a
+    time, so the cost is t x (sinks + window), not t x s. Every rule of the call kept: ``additive``
+    (b|1, h|1, t, s), a soft-cap, a learned ``sink`` logit (broadcast to (b, h, t)) and a sliding
+    window of its own (``rule_window``). Queries sit at the end of the keys (i' = i + s - t)."""
+    b, h, t, _ = q.shape
+    s = k.shape[-2]
+    out = q.new_zeros(b, h, t, v.shape[-1])
+    lse = torch.full((b, h, t), float("-inf"), device=q.device)
+    step = max(1, block_size(q.device) // max(1, b * h * (sinks + window)))
+    for a in range(0, t, step):
+        rows = slice(a, min(t, a + step))
+        first, last = a + s - t, rows.stop - 1 + s - t  # the block's first and last query among the keys
+        near = torch.arange(max(min(sinks, last + 1), first - window + 1), last + 1, device=q.device)
+        cols = torch.cat([torch.arange(min(sinks, last + 1), device=q.device), near])  # (c,), increasing
+        i = torch.arange(first, last + 1, device=q.device)[:, None]
+        kept = sink_window_kept(i, cols[None, :], sinks, window)
+        if rule_window is not None:
+            kept &= cols[None, :] > i - rule_window
+        sc = scaled(q[..., rows, :].float(), k[..., cols, :].float(), scale, cap)  # (b, h, r, c)
+        if additive is not None:
+            part = additive[..., rows, :] if additive.shape[-2] > 1 else additive
+            sc = sc + part.index_select(-1, cols).float()
+        sc = sc.masked_fill(~kept, float("-inf"))
+        part_lse = torch.logsumexp(sc, -1)
+        if sink is not None:
+            part_lse = torch.logaddexp(part_lse, sink.float().expand(b, h, t)[..., rows])
+        w = torch.exp(sc - part_lse[..., None]).nan_to_num(0.0)  # a query that sees no key: 0 (not in place: autograd)
+        out[..., rows, :] = torch.matmul(w.to(v.dtype), v[..., cols, :])
+        lse[..., rows] = part_lse
+    return out, lse
+
+
 def with_sink(out: Tensor, lse: Tensor, sink: Tensor | None) -> tuple[Tensor, Tensor]:
     """A kernel's (out, lse) with a learned sink logit in each softmax's denominator (a key that
     attends to nothing): lse' = log(exp(lse) + exp(sink)) and out scaled by exp(lse - lse').

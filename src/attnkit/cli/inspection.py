@@ -223,18 +223,29 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from ..inspection.diagnostics import head_statistics_figure
 
     ablated = None
+    if not args.streaming:
+        for flag, given in (("--sinks", args.sinks), ("--window", args.window), ("--threshold", args.threshold),
+                            ("--estimate-only", args.estimate_only)):  # fmt: skip
+            if given not in (None, False):
+                raise ValueError(f"{flag} sets the cache of --streaming: add --streaming")
     if str(args.source).endswith(".npz"):
-        for flag, given in (("--ablate", args.ablate), ("--probe", args.probe)):
+        for flag, given in (("--ablate", args.ablate), ("--probe", args.probe), ("--streaming", args.streaming)):
             if given:
                 raise ValueError(f"{flag} runs the model: give the model, not a saved .npz")
         records, info = _records(args)
     else:
         inputs = _probe(args) if args.probe else None
-        shared, model = _sharded(args, lambda model, p, _: (model.capture(p), p), inputs, everywhere=bool(args.ablate))
+        runs = bool(args.ablate or args.streaming)  # every process runs the model again
+        shared, model = _sharded(args, lambda model, p, _: (model.capture(p), p), inputs, everywhere=runs)
         if shared is None:  # another process than the first: the first reports
             return
         records, prepared = [r for r, _ in shared], [p for _, p in shared]
         info = model.info
+        if args.streaming:
+            if args.ablate:
+                raise ValueError("--streaming and --ablate each run the model once per head: give one")
+            _streaming(model, records, prepared, args)
+            return
         if args.ablate:  # every process ablates its share of the heads, and scores its share of the inputs
             ablated = _ablate(model, prepared, args)
             if ablated is None:
@@ -309,6 +320,48 @@ def _ablate(model, prepared: list, args: argparse.Namespace):
     if got is None or importance is None:
         return None
     return (*got, importance)
+
+
+def _streaming(model, records: list, prepared: list, args: argparse.Namespace) -> None:
+    """Each decoder self-attention head over a StreamingLLM cache (``heads.context``): its mass
+    outside, its output change, its cost and class, beside Wu et al.'s retrieval score where the
+    inputs take it; the heads shared out over the processes torchrun started."""
+    import sys
+    from functools import partial
+
+    from ..heads.atlas import head_atlas
+    from ..heads.context import KIND, SINKS, THRESHOLD, WINDOW, context_needs
+    from ..training.distributed import map_sharded
+
+    def say(what: str) -> None:
+        print(what, file=sys.stderr, flush=True)
+
+    needs = context_needs(
+        model,
+        prepared,
+        sinks=SINKS if args.sinks is None else args.sinks,
+        window=WINDOW if args.window is None else args.window,
+        threshold=THRESHOLD if args.threshold is None else args.threshold,
+        exact=not args.estimate_only,
+        mapper=_counted(partial(map_sharded, keep=True), "head"),
+        progress=say,
+    )
+    if needs is None:  # another process than the first: the first reports
+        return
+    if KIND in records[0].kinds:
+        atlas = head_atlas(records, KIND, ["retrieval"]) if "retrieval" in _fits(records[0], KIND) else None
+        if atlas is not None and "retrieval" in atlas.scores:
+            needs.retrieval = atlas.scores["retrieval"]
+    print(needs.report())
+    if args.table:
+        needs.write(args.table)
+        print(f"every head's measures -> {args.table}")
+
+
+def _fits(record, kind: str) -> list[str]:
+    from ..heads.detectors import fitting
+
+    return fitting(record.maps.call(kind, 0), record.queries(kind), record.keys(kind))
 
 
 def _atlas(records: list, args: argparse.Namespace, ablated: tuple | None) -> None:
@@ -589,6 +642,31 @@ def _add_heads(add) -> None:
         "gradient on a gate on the head)",
     )
     p.add_argument(
+        "--streaming",
+        action="store_true",
+        help="which heads need the whole context: each decoder self-attention head alone over a StreamingLLM "
+        "cache (--sinks first keys and a --window of recent ones), its weight outside the cache, its output's "
+        "change, what the loss gains (one forward per head; a first-order estimate from one backward) and its "
+        "class, streaming or retrieval",
+    )
+    p.add_argument(
+        "--sinks", type=F.non_negative_int, metavar="N", help="with --streaming: the cache's first keys (default 4)"
+    )
+    p.add_argument(
+        "--window", type=F.positive_int, metavar="N", help="with --streaming: the cache's recent keys (default 1020)"
+    )
+    p.add_argument(
+        "--threshold",
+        type=F.non_negative,
+        metavar="NATS",
+        help="with --streaming: a head is streaming when it costs at most this much loss (default 0.01)",
+    )
+    p.add_argument(
+        "--estimate-only",
+        action="store_true",
+        help="with --streaming: the first-order costs only (one backward per input), no forward per head",
+    )
+    p.add_argument(
         "--references",
         type=F.existing_file,
         metavar="FILE",
@@ -599,7 +677,7 @@ def _add_heads(add) -> None:
         "--table",
         type=F.table_path,
         metavar="FILE",
-        help="with --detect: every head's scores to this .json or .csv",
+        help="with --detect or --streaming: every head's scores to this .json or .csv",
     )
 
 
