@@ -184,3 +184,36 @@ def test_the_classes_separate_a_copying_head_from_a_local_one(copier_path):
     assert classes[prev] == "streaming" and classes[copy] == "retrieval", needs.report()
     assert needs.outside[copy] > 0.5 > needs.outside[prev]
     assert needs.cost[copy] > 10 * max(needs.cost[prev], needs.threshold)
+
+
+def test_the_layers_before_a_head_are_taken_not_run_again(llama):
+    """A head's cost from its layer on, the layers before it given from the exact run, is its cost
+    from the whole forward, and the layers before it are not called."""
+    text = " ".join(random.Random(3).choices(tiny_hf.WORDS, k=40))
+    prepared = llama.prepare([text], max_new_tokens=0)
+    got = context.streaming_costs(llama, prepared, sinks=1, window=4)
+    assert got is not None
+    base, costs = got
+    modules = context._decoder_modules(llama, prepared[0])
+    measured = context.measure(llama, prepared)
+    calls = []
+    first = llama.hf.model.model.layers[0].self_attn
+    handle = first.register_forward_pre_hook(lambda *_: calls.append(1))
+    try:
+        for (_, layer), (module, n) in modules.items():
+            gate = torch.ones(n)
+            gate[1] = 0.0
+            with torch.no_grad(), streaming({module: gate}, sinks=1, window=4):
+                whole = measured.mean() - base
+            assert abs(costs[layer, 1] - whole) < 1e-6
+        kept = context._Kept(llama, measured)
+        calls.clear()
+        with torch.no_grad():
+            kept.mean(modules["decoder", 1][0])
+        assert calls == []  # layer 0 gave its kept output: its attention never ran
+        with torch.no_grad():
+            kept.mean(modules["decoder", 0][0])
+        assert calls == [1]
+    finally:
+        handle.remove()
+    assert np.isfinite(costs).all() and (costs != 0).any()

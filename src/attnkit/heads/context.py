@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .. import memory
 from ..atomic import write_text
 from ..attention import kernels
 from ..attention.intervene import cached_attention, streaming, z_name
@@ -307,23 +308,24 @@ def streaming_costs(
     mapper: Mapper = _each,
 ) -> tuple[float, np.ndarray] | None:
     """The measure with every head exact, and (layers, heads) its change with each head alone
-    streaming (``heads``: only those, the rest NaN): one forward per head. None on the processes
-    but the first (``mapper`` as in ``ablation.ablation_effects``)."""
+    streaming (``heads``: only those, the rest NaN): one forward per head, from the head's layer
+    on (the layers before it give what they gave with every head exact: ``_Kept``). None on
+    the processes but the first (``mapper`` as in ``ablation.ablation_effects``)."""
     modules = _decoder_modules(model, prepared[0])
     measured = measure(model, prepared)
-    with torch.no_grad():
-        base = measured.mean()
     chosen = heads if heads is not None else [(KIND, li, h) for (_, li), (_, n) in modules.items() for h in range(n)]
     for kind, layer, head in chosen:
         if (kind, layer) not in modules or not 0 <= head < modules[kind, layer][1]:
             raise ValueError(f"no head {head} in layer {layer} of the {kind} attention")
+    kept = _Kept(model, measured)
+    base = kept.base
 
     def cost(at: Head) -> float:
         module, n = modules[at[0], at[1]]
         gate = torch.ones(n)
         gate[at[2]] = 0.0
         with torch.no_grad(), streaming({module: gate}, sinks=sinks, window=window):
-            return measured.mean() - base
+            return kept.mean(module) - base
 
     found = mapper(list(chosen), cost)
     if found is None:
@@ -332,6 +334,72 @@ def streaming_costs(
     for (_, layer, head), value in zip(chosen, found):
         out[layer, head] = value
     return base, out
+
+
+class _Kept:
+    """Each layer's output of each input with every head exact, and the measure then: a run that
+    changes a head of some layer takes every layer that runs before it from here."""
+
+    def __init__(self, model: Any, measured: Any) -> None:
+        self.measured = measured
+        self.layers = [s for s in model.sites() if s.role == "resid_pre" and s.module is not None]
+        self.outputs: list[dict[int, Any]] = []  # per input: layer module id -> its output
+        self.order: list[int] = []  # layer module ids in the order a forward calls them
+        total, count, held = 0.0, 0, 0
+        budget = memory.HEADROOM * memory.available_bytes() / 2  # half of what is free, at most
+        with torch.no_grad():
+            for term in measured.terms:
+                seen: dict[int, Any] = {}
+                calls: list[int] = []
+
+                def keep(module: Any, args: Any, output: Any, seen=seen, calls=calls) -> None:
+                    seen[id(module)] = output
+                    calls.append(id(module))
+
+                handles = [s.module.register_forward_hook(keep) for s in self.layers]
+                try:
+                    value, n = term()
+                finally:
+                    for h in handles:
+                        h.remove()
+                total, count = total + float(value), count + n
+                held += sum(x.numel() * x.element_size() for x in seen.values() if isinstance(x, Tensor))
+                once = len(set(calls)) == len(calls) and all(isinstance(x, Tensor) for x in seen.values())
+                self.outputs.append(seen if once and held <= budget else {})  # else: the input runs whole
+                self.order = self.order or calls
+        self.base = total / max(1, count)
+
+    def mean(self, attention: Any) -> float:
+        """The measure with the layers before the one holding ``attention`` taken from the exact run."""
+        holder = next((s.module for s in self.layers if _holds(s.module, attention)), None)
+        before = self.order[: self.order.index(id(holder))] if holder is not None and id(holder) in self.order else []
+        by_id = {id(s.module): s.module for s in self.layers}
+        total, count = 0.0, 0
+        for i, term in enumerate(self.measured.terms):
+            cached = self.outputs[i]
+            skipped = [by_id[m] for m in before if m in cached]
+            own = [vars(m).get("forward") for m in skipped]
+            try:
+                for m in skipped:
+                    m.forward = _giving(cached[id(m)])
+                value, n = term()
+            finally:
+                for m, forward in zip(skipped, own, strict=True):
+                    if forward is None:
+                        vars(m).pop("forward", None)
+                    else:
+                        m.forward = forward
+            total, count = total + float(value), count + n
+        return total / max(1, count)
+
+
+def _giving(output: Any) -> Callable[..., Any]:
+    """A layer's forward that gives ``output`` whatever it is called with."""
+    return lambda *args, **kwargs: output
+
+
+def _holds(layer: Any, attention: Any) -> bool:
+    return any(m is attention for m in layer.modules())
 
 
 def streaming_estimates(
