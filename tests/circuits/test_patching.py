@@ -228,7 +228,7 @@ def test_layers_recomputed_change_the_memory_not_the_estimates(engine, gpt2, pai
     """Each layer is recomputed in the backward pass rather than kept (its hooks replayed, keeping
     nothing twice): the estimates equal those of the whole graph kept, to float rounding, and what
     the graph holds is a fraction of it."""
-    from attnkit.circuits import patching
+    from attnkit.loaded import recompute
 
     model, asked = gpt2, pairs[:2]
     if engine == "translator":  # attnkit's own layers read their streams inside their forward
@@ -245,9 +245,9 @@ def test_layers_recomputed_change_the_memory_not_the_estimates(engine, gpt2, pai
         counted.append(0)
         return real(tally, unpack)
 
-    monkeypatch.setattr(patching.torch.autograd.graph, "saved_tensors_hooks", counting)
+    monkeypatch.setattr(recompute.torch.autograd.graph, "saved_tensors_hooks", counting)
     recomputed = circuits.attribution_patching(model, asked)
-    monkeypatch.setattr(patching, "checkpoint", lambda f, *a, use_reentrant, **k: f(*a, **k))
+    monkeypatch.setattr(recompute, "checkpoint", lambda f, *a, use_reentrant, **k: f(*a, **k))
     kept = circuits.attribution_patching(model, asked)
     np.testing.assert_allclose(recomputed.values, kept.values, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(recomputed.corrupt, kept.corrupt)

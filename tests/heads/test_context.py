@@ -135,6 +135,14 @@ def test_the_first_order_estimate_follows_the_cost(llama):
     assert np.isfinite(needs.cost).all() and np.isfinite(needs.estimate).all()
     r = np.corrcoef(needs.cost.ravel(), needs.estimate.ravel())[0, 1]
     assert r > 0.8, r
+    # the estimate is the gradient on a gate between each head's full and cached outputs
+    modules = context._decoder_modules(llama, prepared[0])
+    gates = {m: torch.ones(n, requires_grad=True) for m, n in modules.values()}
+    with streaming(gates, sinks=1, window=3):
+        value, count = context.measure(llama, prepared).terms[0]()
+        grads = torch.autograd.grad(value / count, [gates[m] for m, _ in modules.values()])
+    want = np.stack([-g.numpy() for g in grads])
+    assert np.abs(needs.estimate - want).max() < 1e-6
     # one head alone over a cache covering every key costs nothing
     whole = context.streaming_costs(llama, prepared, sinks=0, window=100, heads=[("decoder", 0, 0)])
     assert whole is not None and abs(whole[1][0, 0]) < 1e-6

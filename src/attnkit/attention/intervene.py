@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from . import kernels
+from .caches import Policy, Rules, SinkWindow
 from .sites import Attended, Listener, Site, listening, site_of
 
 
@@ -120,11 +121,11 @@ def collecting() -> Iterator[Collector]:
         yield c
 
 
-def cached_attention(call: Attended, heads: Tensor, sinks: int, window: int) -> tuple[Tensor, Tensor]:
-    """The attention of ``heads`` (n,) of one call over the keys a StreamingLLM cache holds (the
-    first ``sinks`` and the ``window`` most recent, ``kernels.sink_window``), every other rule of
-    the call kept: (z (b, n, t, d_v), lse (b, n, t), the learned sink counted). One line for a call
-    no cache serves: not a decoder's self-attention, or scores that do not factor through q . k."""
+def cached_attention(call: Attended, heads: Tensor, policy: Policy) -> tuple[Tensor, Tensor]:
+    """The attention of ``heads`` (n,) of one call over the keys a cache ``policy`` keeps
+    (``attention.caches``), every other rule of the call kept: (z (b, n, t, d_v), lse (b, n, t), the
+    learned sink counted). One line for a call no cache serves: not a decoder's self-attention, or
+    scores that do not factor through q . k."""
     site = call.site
     if site.kind != "decoder":
         raise ValueError(
@@ -148,28 +149,16 @@ def cached_attention(call: Attended, heads: Tensor, sinks: int, window: int) -> 
     additive = kernels.additive_term(call.mask, call.bias)
     if additive is not None and additive.dim() < 4:
         additive = additive.reshape((1,) * (4 - additive.dim()) + tuple(additive.shape))
-    return kernels.sink_window(
-        call.q.index_select(1, idx),
-        k.index_select(1, idx),
-        v.index_select(1, idx),
-        scale=call.scale,
-        sinks=sinks,
-        window=window,
-        additive=take(additive),
-        cap=call.cap,
-        sink=take(call.sink),
-        rule_window=call.window if call.causal else None,
-    )
+    rules = Rules(call.scale, take(additive), call.cap, take(call.sink), call.window if call.causal else None)
+    return policy.attend(call.q.index_select(1, idx), k.index_select(1, idx), v.index_select(1, idx), rules)
 
 
-class Streaming(Listener):
+class Caching(Listener):
     """Per head-output site (by name): its gate (h,) between each head's own attention (1) and its
-    attention over the sinks and the window only (0)."""
+    attention over what a cache ``policy`` keeps (0)."""
 
-    def __init__(self, gates: dict[str, Tensor], owners: dict[str, int | None], sinks: int, window: int) -> None:
-        if sinks < 0 or window < 1:
-            raise ValueError(f"a cache keeps sinks >= 0 and a window >= 1 keys, got {sinks} and {window}")
-        self.gates, self.owners, self.sinks, self.window = gates, owners, sinks, window
+    def __init__(self, gates: dict[str, Tensor], owners: dict[str, int | None], policy: Policy) -> None:
+        self.gates, self.owners, self.policy = gates, owners, policy
         self.pending: dict[str, tuple[Tensor, Tensor]] = {}  # z site -> (heads replaced, their streaming z)
 
     def wants(self, site: Site) -> bool:
@@ -187,7 +176,7 @@ class Streaming(Listener):
         chosen = torch.arange(len(gate)) if gate.requires_grad else torch.nonzero(gate.detach() != 1).flatten().cpu()
         if not len(chosen):
             return
-        z, _ = cached_attention(call, chosen, self.sinks, self.window)
+        z, _ = cached_attention(call, chosen, self.policy)
         self.pending[site.z.name] = (chosen, z)
 
     def activation(self, site: Site, x: Tensor) -> Tensor | None:
@@ -203,11 +192,17 @@ class Streaming(Listener):
 
 
 @contextmanager
-def streaming(gates: dict[Any, Tensor], *, sinks: int = 4, window: int = 1020) -> Iterator[Streaming]:
+def caching(gates: dict[Any, Tensor], policy: Policy) -> Iterator[Caching]:
     """Within: each head of each attention in ``gates`` (a module, a site or a site's name -> gate
-    (h,)) mixes its own output (g = 1) with its output over a StreamingLLM cache (g = 0: the first
-    ``sinks`` keys and the ``window`` most recent; defaults Xiao et al. 2023's 4 + 1,020)."""
+    (h,)) mixes its own output (g = 1) with its output over what the cache ``policy`` keeps (g = 0;
+    ``attention.caches``: StreamingLLM, H2O, SnapKV)."""
     named = {m: _gated(m) for m in gates}
-    s = Streaming({named[m][0]: x for m, x in gates.items()}, dict(named.values()), sinks, window)
-    with listening(s):
-        yield s
+    c = Caching({named[m][0]: x for m, x in gates.items()}, dict(named.values()), policy)
+    with listening(c):
+        yield c
+
+
+def streaming(gates: dict[Any, Tensor], *, sinks: int = 4, window: int = 1020):
+    """``caching`` with a StreamingLLM cache: the first ``sinks`` keys and the ``window`` most
+    recent (defaults Xiao et al. 2023's 4 + 1,020)."""
+    return caching(gates, SinkWindow(sinks, window))

@@ -146,36 +146,41 @@ def sink_window(
     rule_window: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Causal attention over the keys a StreamingLLM cache holds (``sink_window_kept``): (out (b, h,
-    t, d_v), lse (b, h, t) float32). Only those keys' scores are formed, a block of query rows at a
-    time, so the cost is t x (sinks + window), not t x s. Every rule of the call kept: ``additive``
-    (b|1, h|1, t, s), a soft-cap, a learned ``sink`` logit (broadcast to (b, h, t)) and a sliding
-    window of its own (``rule_window``). Queries sit at the end of the keys (i' = i + s - t)."""
+    t, d_v), lse (b, h, t) float32). Only those keys are read, a block of query rows at a time,
+    each block by the fused kernel with the block's mask (the scores formed only for a soft-cap),
+    so the cost is t x (sinks + window), not t x s. Every rule of the call kept: ``additive`` (b|1,
+    h|1, t, s), a soft-cap, a learned ``sink`` logit (broadcast to (b, h, t)) and a sliding window of
+    its own (``rule_window``). Queries sit at the end of the keys (i' = i + s - t)."""
     b, h, t, _ = q.shape
     s = k.shape[-2]
-    out = q.new_zeros(b, h, t, v.shape[-1])
-    lse = torch.full((b, h, t), float("-inf"), device=q.device)
+    outs, lses = [], []
     step = max(1, block_size(q.device) // max(1, b * h * (sinks + window)))
     for a in range(0, t, step):
         rows = slice(a, min(t, a + step))
         first, last = a + s - t, rows.stop - 1 + s - t  # the block's first and last query among the keys
-        near = torch.arange(max(min(sinks, last + 1), first - window + 1), last + 1, device=q.device)
-        cols = torch.cat([torch.arange(min(sinks, last + 1), device=q.device), near])  # (c,), increasing
+        lead = min(sinks, last + 1)
+        near = max(lead, first - window + 1)
+        cols = torch.cat([torch.arange(lead, device=q.device), torch.arange(near, last + 1, device=q.device)])
         i = torch.arange(first, last + 1, device=q.device)[:, None]
         kept = sink_window_kept(i, cols[None, :], sinks, window)
         if rule_window is not None:
             kept &= cols[None, :] > i - rule_window
-        sc = scaled(q[..., rows, :].float(), k[..., cols, :].float(), scale, cap)  # (b, h, r, c)
+        kb = torch.cat([k[..., :lead, :], k[..., near : last + 1, :]], -2)  # (b, h, c, d)
+        vb = torch.cat([v[..., :lead, :], v[..., near : last + 1, :]], -2)
+        term = torch.zeros(kept.shape, device=q.device).masked_fill_(~kept, float("-inf"))  # (r, c)
         if additive is not None:
             part = additive[..., rows, :] if additive.shape[-2] > 1 else additive
-            sc = sc + part.index_select(-1, cols).float()
-        sc = sc.masked_fill(~kept, float("-inf"))
-        part_lse = torch.logsumexp(sc, -1)
-        if sink is not None:
-            part_lse = torch.logaddexp(part_lse, sink.float().expand(b, h, t)[..., rows])
-        w = torch.exp(sc - part_lse[..., None]).nan_to_num(0.0)  # a query that sees no key: 0 (not in place: autograd)
-        out[..., rows, :] = torch.matmul(w.to(v.dtype), v[..., cols, :])
-        lse[..., rows] = part_lse
-    return out, lse
+            term = part.index_select(-1, cols).float() + term
+        if cap is None:
+            out, lse = fused_with_lse(q[..., rows, :], kb, vb, scale=scale, additive=term)
+        else:
+            sc = scaled(q[..., rows, :].float(), kb.float(), scale, cap) + term
+            lse = torch.logsumexp(sc, -1)
+            w = torch.exp(sc - lse[..., None]).nan_to_num(0.0)  # a query that sees no key: 0 (not in place: autograd)
+            out = torch.matmul(w.to(v.dtype), vb)
+        outs.append(out)
+        lses.append(lse.float())
+    return with_sink(torch.cat(outs, -2), torch.cat(lses, -1), sink)
 
 
 def with_sink(out: Tensor, lse: Tensor, sink: Tensor | None) -> tuple[Tensor, Tensor]:

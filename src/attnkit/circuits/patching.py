@@ -18,20 +18,17 @@ activation patching it approximates.
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
-from .. import memory
 from ..attention.sites import Attended, Site
+from ..loaded.recompute import layers_recomputed, replaying
 from .pairs import Pair, answer_token, metric_of
 from .reading import recomputing
 
@@ -400,7 +397,7 @@ def attribution_patching(model: Any, pairs: list[Pair], *, of: str = "heads", me
         clean[i] = float(_read(p.clean, read, p))
         kept: dict[str, list[Tensor]] = {}
         hooks = {n: _keeping(kept, n) for n in names} | _leaves(model, names)
-        with _layers_recomputed(model, f"attribution patching of pair {i + 1}"), _last_position_read(model):
+        with layers_recomputed(model, f"attribution patching of pair {i + 1}"), _last_position_read(model):
             run = model.run(p.pair.corrupt, target=p.pair.target, hooks=hooks, grad=True)
             _check_lengths(i + 1, p.clean, run)
             value = _read(run, read, p)
@@ -437,74 +434,11 @@ def _last_position_read(model: Any) -> Iterator[None]:
         handle.remove()
 
 
-_REPLAYING: ContextVar[bool] = ContextVar("attnkit_replaying", default=False)
-
-
-@contextmanager
-def _layers_recomputed(model: Any, what: str) -> Iterator[None]:
-    """Each layer's forward recomputed in the backward pass instead of kept for it (non-reentrant
-    activation checkpointing): what the graph holds grows with the layers' inputs alone, plus one
-    layer recomputed at a time. The first layer is kept whole, which measures what one layer
-    holds. What is kept is counted as it is kept; the run stops with one line once that, with one
-    layer's recomputation, passes the memory the system could give at the start (the count
-    overstates: a view is counted as its own copy), never leaving the operating system to end it.
-
-    A recomputed layer runs in the context (the listeners) of its first run, with its hooks told
-    they replay (``_REPLAYING``): they must act on the graph as they did, and keep nothing again."""
-    budget = memory.HEADROOM * memory.available_bytes()
-    kept, layer = [0], [-1]  # bytes kept; what the first layer kept (-1: not yet run)
-
-    def pack(t: Tensor) -> Tensor:
-        kept[0] += t.numel() * t.element_size()
-        if kept[0] + max(layer[0], 0) > budget:
-            raise ValueError(
-                f"{what} keeps more than {budget / 1e9:.1f} GB for its backward pass (what is free): "
-                "give a shorter input"
-            )
-        return t
-
-    def checkpointed(forward: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if layer[0] < 0:
-                before = kept[0]
-                out = forward(*args, **kwargs)
-                layer[0] = kept[0] - before
-                return out
-            context, runs = contextvars.copy_context(), [0]
-
-            def body(*a: Any, **k: Any) -> Any:
-                runs[0] += 1
-                return forward(*a, **k) if runs[0] == 1 else context.run(_replay, forward, *a, **k)
-
-            return checkpoint(body, *args, use_reentrant=False, **kwargs)
-
-        return call
-
-    layers = [s.module for s in model.sites() if s.role == "resid_pre" and s.module is not None]
-    own = [vars(m).get("forward") for m in layers]  # a forward set on the instance (a wrapper), put back
-    try:
-        for m in layers:
-            m.forward = checkpointed(m.forward)
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            yield
-    finally:
-        for m, forward in zip(layers, own, strict=True):
-            if forward is None:
-                vars(m).pop("forward", None)
-            else:
-                m.forward = forward
-
-
-def _replay(forward: Any, *args: Any, **kwargs: Any) -> Any:
-    _REPLAYING.set(True)
-    return forward(*args, **kwargs)
-
-
 def _keeping(kept: dict[str, list[Tensor]], name: str):
     """A hook that keeps a site's activation with its gradient."""
 
     def hook(x: Tensor, site: Site) -> Tensor | None:
-        again = _REPLAYING.get()  # a layer recomputed for the backward pass: its first run kept x
+        again = replaying()  # a layer recomputed for the backward pass: its first run kept x
         if not x.requires_grad:  # upstream of every parameter that asks for gradients
             x = x.detach().requires_grad_(True)
             if not again:

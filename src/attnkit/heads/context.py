@@ -41,12 +41,14 @@ from torch import Tensor
 from .. import memory
 from ..atomic import write_text
 from ..attention import kernels
-from ..attention.intervene import cached_attention, streaming, z_name
+from ..attention.caches import Policy, SinkWindow, SnapKV
+from ..attention.intervene import cached_attention, caching, streaming, z_name
 from ..attention.record import AttentionCall
 from ..attention.sites import Attended, Listener, Site, listening
 from ..inspection.capture import Prepared
+from ..loaded.recompute import layers_recomputed, replaying
 from ..memory import check_fits
-from .ablation import Head, Mapper, _each, _grids, attention_modules, forward_bytes, gradient_bytes, measure
+from .ablation import Head, Mapper, _each, _grids, attention_modules, forward_bytes, measure
 
 SINKS, WINDOW = 4, 1020  # StreamingLLM's cache: 4 attention sinks and 1,020 recent keys
 THRESHOLD = 0.01  # nats per token a streaming head may cost
@@ -95,7 +97,7 @@ def _kept_lse(call: AttentionCall, q: Tensor, k: Tensor, sinks: int, window: int
     _, lse = kernels.sink_window(
         q[None],
         k_all,
-        k_all[..., :1],  # the values do not matter here
+        k_all,  # the values do not matter here
         scale=call.scale,
         sinks=sinks,
         window=window,
@@ -115,38 +117,60 @@ def _outside(kept_lse: Tensor, lse: Tensor) -> Tensor:
 class Replay(Listener):
     """Over one or more forward passes, at every decoder self-attention site: each head's mass
     outside the cache and its output change (``outside``, ``change``), summed over the queries that
-    see more keys than the cache holds, and how many those are."""
+    see more keys than the cache holds, and how many those are. With ``grads``, also each head's
+    <dL/dz, z' - z> summed over every query once the pass's gradient is taken (``leaves``: the
+    decoder's first residual stream, made a leaf): the first-order change of the loss L when the
+    head runs over the cache, DuoAttention's gate gradient without differentiating the cache."""
 
-    def __init__(self, sinks: int, window: int) -> None:
-        self.sinks, self.window = sinks, window
+    def __init__(self, policy: Policy, counted_from: int, *, grads: bool = False) -> None:
+        self.policy, self.counted_from, self.grads = policy, counted_from, grads
         self.sums: dict[str, Tensor] = {}  # attention site -> (2, h): outside, change
         self.counts: dict[str, int] = {}
+        self.firsts: dict[str, Tensor] = {}  # attention site -> (h,): sum of <dL/dz, z' - z>
+        self.leaves: list[Tensor] = []
         self.pending: dict[str, tuple[Tensor, Tensor, Tensor]] = {}  # z site -> (z', outside, counted)
 
     def wants(self, site: Site) -> bool:
-        return site.kind == KIND and site.role in ("attn", "z")
+        first = self.grads and site.role == "resid_pre" and site.layer == 0
+        return site.kind == KIND and (site.role in ("attn", "z") or first)
 
     def attended(self, call: Attended) -> None:
+        if replaying():  # a layer recomputed for the backward pass: this call was heard already
+            return
         assert call.q is not None  # ``cached_attention`` refuses a call without q, k and v
-        heads = torch.arange(call.q.shape[1])
-        z, kept_lse = cached_attention(call, heads, self.sinks, self.window)
-        lse = call.lse if call.lse is not None else _full_lse(call)
+        with torch.no_grad():
+            z, kept_lse = cached_attention(call, torch.arange(call.q.shape[1]), self.policy)
+            lse = call.lse if call.lse is not None else _full_lse(call)
         t, s = call.q.shape[2], z.shape[2] if call.k is None else call.k.shape[2]
-        counted = (torch.arange(t, device=z.device) + s - t) >= self.sinks + self.window  # (t,)
+        counted = (torch.arange(t, device=z.device) + s - t) >= self.counted_from  # (t,)
         self.pending[call.site.z.name] = (z, _outside(kept_lse, lse.float()), counted)
 
-    def activation(self, site: Site, x: Tensor) -> None:
+    def activation(self, site: Site, x: Tensor) -> Tensor | None:
+        if replaying():
+            return None
+        if site.role == "resid_pre":  # the gradient is taken with respect to it (made a leaf where it is none)
+            leaf = x if x.requires_grad else x.detach().requires_grad_(True)
+            self.leaves.append(leaf)
+            return None if leaf is x else leaf
         got = self.pending.pop(site.name, None)
         if got is None:
             return None
         z, outside, counted = got
-        change = (z.float() - x.float()).norm(dim=-1) / x.float().norm(dim=-1).clamp_min(1e-30)  # (b, h, t)
-        use = counted.to(z.dtype)[None, None, :]
-        parts = torch.stack([(outside * use).sum((0, 2)), (change * use).sum((0, 2))]).double()
+        with torch.no_grad():
+            diff = z.to(x.dtype) - x
+            change = diff.float().norm(dim=-1) / x.float().norm(dim=-1).clamp_min(1e-30)  # (b, h, t)
+            use = counted.to(z.dtype)[None, None, :]
+            parts = torch.stack([(outside * use).sum((0, 2)), (change * use).sum((0, 2))]).double()
         name = site.name.removesuffix(".z")
-        self.sums[name] = self.sums.get(name, torch.zeros_like(parts)) + parts.detach().cpu()
+        self.sums[name] = self.sums.get(name, torch.zeros_like(parts)) + parts.cpu()
         self.counts[name] = self.counts.get(name, 0) + int(counted.sum()) * x.shape[0]
+        if self.grads and x.requires_grad:
+            x.register_hook(lambda g, name=name, diff=diff: self._first(name, g, diff))
         return None
+
+    def _first(self, name: str, grad: Tensor, diff: Tensor) -> None:
+        part = (grad.double() * diff.double()).sum((0, 2, 3)).cpu()  # (h,)
+        self.firsts[name] = self.firsts.get(name, torch.zeros_like(part)) + part
 
 
 def _full_lse(call: Attended) -> Tensor:
@@ -278,12 +302,15 @@ def _decoder_modules(model: Any, prepared: Prepared) -> dict[tuple[str, int], tu
 
 
 def replayed(
-    model: Any, prepared: list[Prepared], sinks: int = SINKS, window: int = WINDOW
+    model: Any, prepared: list[Prepared], sinks: int = SINKS, window: int = WINDOW, *, policy: Policy | None = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """(outside (layers, heads), change (layers, heads), queries past the cache) of every decoder
-    self-attention head over ``prepared``, from one forward pass each (nothing kept)."""
+    self-attention head over ``prepared``, from one forward pass each (nothing kept). ``policy``:
+    another cache than StreamingLLM's ``sinks`` + ``window`` (``attention.caches``), its queries
+    counted from where it first drops a key (SnapKV: after its prompt)."""
     modules = _decoder_modules(model, prepared[0])
-    replay = Replay(sinks, window)
+    policy = policy or SinkWindow(sinks, window)
+    replay = Replay(policy, _first_dropping(policy))
     with torch.no_grad(), listening(replay):
         for term in measure(model, prepared).terms:
             term()
@@ -296,6 +323,40 @@ def replayed(
         if sums is not None and count:
             outside[layer, :n], change[layer, :n] = (sums / count).numpy()
     return outside, change, counted
+
+
+def _first_dropping(policy: Policy) -> int:
+    """The first query position whose cache may lack a key it could see."""
+    return policy.prompt if isinstance(policy, SnapKV) else policy.budget
+
+
+def cache_losses(model: Any, prepared: list[Prepared], policy: Policy | None, *, last: int) -> float:
+    """The loss (nats per token) of the last ``last`` output tokens of each input with every
+    decoder self-attention head over the cache ``policy`` (None: every key), applied in the forward
+    pass: the loss-against-budget curves of StreamingLLM, H2O and SnapKV (each paper's fig. of
+    perplexity or accuracy against cache size)."""
+    modules = _decoder_modules(model, prepared[0])
+    for p in prepared:
+        n = model.forward_positions(p)
+        if last < 1 or last >= n:
+            raise ValueError(
+                f"`last` is the tokens scored at each input's end: 1..{n - 1} for {n:,} tokens, got {last}"
+            )
+        if policy is not None:
+            policy.check(n)
+    gates = {m: torch.zeros(h) for m, h in modules.values()}
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for p in prepared:
+            scorer = model.scorer(p)
+            if policy is None:
+                log_probs, _ = scorer.forward(1, maps=False)
+            else:
+                with caching(gates, policy):
+                    log_probs, _ = scorer.forward(1, maps=False)
+            tail = log_probs[0, -last:]
+            total, count = total - float(tail.sum()), count + tail.numel()
+    return total / count
 
 
 def streaming_costs(
@@ -406,26 +467,33 @@ def streaming_estimates(
     model: Any, prepared: list[Prepared], sinks: int = SINKS, window: int = WINDOW, *, mapper: Mapper = _each
 ) -> np.ndarray | None:
     """Every head's first-order cost of streaming (layers, heads): -d measure / d g_h at g = 1, g_h
-    the gate between its full (1) and streaming (0) outputs, the mean over the inputs of one
-    backward each. None on the processes but the first."""
+    the gate between its full (1) and streaming (0) outputs, which is <d measure / d z_h, z'_h - z_h>
+    (z' its output over the cache, from ``Replay``): one forward and one backward per input, each
+    layer recomputed in the backward (``loaded.recompute``: memory that grows with the layers'
+    inputs), the cache never differentiated. None on the processes but the first."""
     modules = _decoder_modules(model, prepared[0])
     measured = measure(model, prepared)
+    policy = SinkWindow(sinks, window)
 
-    def gradients(index: int) -> tuple[dict[int, np.ndarray], int]:
-        gates = {m: torch.ones(n, requires_grad=True) for m, n in modules.values()}
-        with streaming(gates, sinks=sinks, window=window):
+    def gradients(index: int) -> tuple[dict[str, Tensor], int]:
+        replay = Replay(policy, sinks + window, grads=True)
+        with layers_recomputed(model, f"the streaming costs' gradient over input {index + 1}"), listening(replay):
             value, count = measured.terms[index]()
-            order = list(modules)
-            grads = torch.autograd.grad(value, [gates[modules[k][0]] for k in order], allow_unused=True)
-        return {k[1]: (np.zeros(modules[k][1]) if g is None else -g.numpy()) for k, g in zip(order, grads)}, count
+            if not replay.leaves:
+                raise ValueError(
+                    f"{model.name}'s decoder names no residual stream: its heads' gradients are out of reach"
+                )
+            torch.autograd.grad(value, replay.leaves)
+        return replay.firsts, count
 
     found = mapper(list(range(len(prepared))), gradients)
     if found is None:
         return None
     out = _grids(modules, 0.0)[KIND]
     tokens = sum(count for _, count in found)  # the measure is the mean over every input's tokens
-    for (_, layer), (_, n) in modules.items():
-        out[layer, :n] = sum(g[layer] for g, _ in found) / max(1, tokens)
+    for (_, layer), (module, n) in modules.items():
+        name = z_name(module).removesuffix(".z")
+        out[layer, :n] = sum(f[name].numpy() for f, _ in found if name in f) / max(1, tokens)
     return out
 
 
@@ -449,12 +517,6 @@ def context_needs(
     check_cache(sinks, window, longest)
     network = model.network()
     device = next(network.parameters()).device
-    check_fits(
-        gradient_bytes(network, longest),
-        f"the streaming gates' gradient over an input of {longest:,} tokens",
-        "give shorter inputs (--probe-tokens)",
-        device,
-    )
     check_fits(forward_bytes(network, longest), f"a forward over {longest:,} tokens", "give shorter inputs", device)
     tell = progress or (lambda _: None)
     tell("replaying the cache on every head")
