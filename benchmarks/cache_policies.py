@@ -73,7 +73,9 @@ def main() -> None:
         got = context.streaming_costs(model, probe, sinks=4, window=budget - 4)
         assert got is not None
         streaming_heads = got[1] <= context.THRESHOLD  # (layers, heads)
-        gates = {m: torch.tensor((~streaming_heads[layer]).astype(np.float32)) for (_, layer), (m, _) in modules.items()}
+        gates = {
+            m: torch.tensor((~streaming_heads[layer]).astype(np.float32)) for (_, layer), (m, _) in modules.items()
+        }
         total, count = 0.0, 0
         with torch.no_grad(), streaming(gates, sinks=4, window=budget - 4):
             for p in scored:

@@ -63,9 +63,7 @@ def run(folder: Path, n: int) -> dict:
     measured = measure(model, prepared)
     with torch.no_grad():
         _, out["forward_s"], out["forward_mib"] = _timed(measured.mean, "forward")
-    (outside, change, queries), out["replay_s"], out["replay_mib"] = _timed(
-        lambda: context.replayed(model, prepared), "replay"
-    )
+    (outside, _, _), out["replay_s"], out["replay_mib"] = _timed(lambda: context.replayed(model, prepared), "replay")
     out["outside_mean"] = float(np.nanmean(outside))
     estimate, out["estimate_s"], out["estimate_mib"] = _timed(
         lambda: context.streaming_estimates(model, prepared), "estimate"

@@ -213,6 +213,7 @@ CASES = [
     (["heads", "{m}", "a b", "--window", "3"], "--window sets the cache of --streaming: add --streaming"),
     (["heads", "{m}", "a b", "--streaming"], "holds every key of an input of"),
     (["heads", "{m}", "a b", "--streaming", "--window", "0"], "--window: expected an integer >= 1"),
+    (["heads", "{m}", "a b", "--sink-mass", "--streaming"], "--sink-mass reports alone"),
     (["attribute", "{m}"], "give at least one sentence"),
     (["attribute", "{m}", "a b", "-o", "x.gif"], "must end in .npz or one of"),
     (["attribute", "{m}", "a b", "--method", "gradient"], "--method: invalid choice: 'gradient'"),

@@ -223,13 +223,16 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from ..inspection.diagnostics import head_statistics_figure
 
     ablated = None
+    if args.sink_mass and (args.streaming or args.ablate or args.detect is not False):
+        raise ValueError("--sink-mass reports alone: leave out --streaming, --ablate and --detect")
     if not args.streaming:
         for flag, given in (("--sinks", args.sinks), ("--window", args.window), ("--threshold", args.threshold),
                             ("--estimate-only", args.estimate_only)):  # fmt: skip
             if given not in (None, False):
                 raise ValueError(f"{flag} sets the cache of --streaming: add --streaming")
     if str(args.source).endswith(".npz"):
-        for flag, given in (("--ablate", args.ablate), ("--probe", args.probe), ("--streaming", args.streaming)):
+        for flag, given in (("--ablate", args.ablate), ("--probe", args.probe), ("--streaming", args.streaming),
+                            ("--sink-mass", args.sink_mass)):  # fmt: skip
             if given:
                 raise ValueError(f"{flag} runs the model: give the model, not a saved .npz")
         records, info = _records(args)
@@ -241,6 +244,9 @@ def cmd_heads(args: argparse.Namespace) -> None:
             return
         records, prepared = [r for r, _ in shared], [p for _, p in shared]
         info = model.info
+        if args.sink_mass:
+            _sink_mass(model, prepared, args)
+            return
         if args.streaming:
             if args.ablate:
                 raise ValueError("--streaming and --ablate each run the model once per head: give one")
@@ -355,6 +361,18 @@ def _streaming(model, records: list, prepared: list, args: argparse.Namespace) -
     print(needs.report())
     if args.table:
         needs.write(args.table)
+        print(f"every head's measures -> {args.table}")
+
+
+def _sink_mass(model, prepared: list, args: argparse.Namespace) -> None:
+    """Where each head parks its attention (``heads.sinks``), for every attention kind of the model."""
+    from ..heads.sinks import recorded_with_values, sink_account, write_accounts
+
+    records = [recorded_with_values(model, p) for p in prepared]
+    accounts = [sink_account(records, kind) for kind in records[0].kinds]
+    print("\n\n".join(a.report() for a in accounts))
+    if args.table:
+        write_accounts(accounts, args.table)
         print(f"every head's measures -> {args.table}")
 
 
@@ -648,6 +666,13 @@ def _add_heads(add) -> None:
         "cache (--sinks first keys and a --window of recent ones), its weight outside the cache, its output's "
         "change, what the loss gains (one forward per head; a first-order estimate from one backward) and its "
         "class, streaming or retrieval",
+    )
+    p.add_argument(
+        "--sink-mass",
+        action="store_true",
+        help="where each head parks its attention: its weight on the first token, on delimiters and on a "
+        "learned sink logit, and the first token's share once each weight is scaled by its value's norm; "
+        "per layer, with Gu et al.'s share of sink heads (first token > 0.3)",
     )
     p.add_argument(
         "--sinks", type=F.non_negative_int, metavar="N", help="with --streaming: the cache's first keys (default 4)"
