@@ -46,7 +46,7 @@ def _timed(fn, what: str):
     return out, seconds, cs._memory(rss, 0, "cpu")["peak_mib"]
 
 
-def run(folder: Path, n: int) -> dict:
+def run(folder: Path, n: int, cost_heads: int) -> dict:
     import numpy as np
     import torch
 
@@ -68,6 +68,8 @@ def run(folder: Path, n: int) -> dict:
     estimate, out["estimate_s"], out["estimate_mib"] = _timed(
         lambda: context.streaming_estimates(model, prepared), "estimate"
     )
+    if not cost_heads:
+        return out
     heads = [("decoder", layer, 0) for layer in range(30)]
     got, seconds, out["cost_mib"] = _timed(lambda: context.streaming_costs(model, prepared, heads=heads), "cost")
     assert got is not None and estimate is not None
@@ -81,6 +83,7 @@ def run(folder: Path, n: int) -> dict:
 
 def measure(n: int, args: argparse.Namespace) -> dict:
     cmd = [sys.executable, __file__, "--child", "--n", str(n), "--model", str(args.model)]
+    cmd += ["--cost-heads", str(args.cost_heads)]
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}  # live memory, not the heap's high-water mark
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True, env=env)
     for line in proc.stdout.splitlines():
@@ -93,6 +96,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", type=int, nargs="+", default=[2048, 8192])
     p.add_argument("--model", type=Path, default=Path(tempfile.gettempdir()) / "attnkit-smollm2-135m-shape")
+    p.add_argument("--cost-heads", type=int, default=30, help="heads whose cost is measured (0: none; 30: one a layer)")
     p.add_argument("--child", action="store_true")
     p.add_argument("--n", type=int)
     args = p.parse_args()
@@ -100,7 +104,7 @@ def main() -> None:
 
     torch.set_num_threads(2)
     if args.child:
-        print("RESULT " + json.dumps(run(args.model, args.n)))
+        print("RESULT " + json.dumps(run(args.model, args.n, args.cost_heads)))
         return
     from machine import cpu_name
 
@@ -115,6 +119,8 @@ def main() -> None:
         if "error" in g:
             print(f"| {n:,} | {g['error']} | | | | | |", flush=True)
             continue
+        if "cost_s_30" not in g:
+            g.update(cost_s_30=float("nan"), cost_mib=float("nan"), cost_s_270=float("nan"), r=float("nan"))
         print(
             f"| {g['tokens']:,} | {g['forward_s']:.1f} | {g['replay_s']:.1f} ({g['replay_mib']:,.0f}) | "
             f"{g['estimate_s']:.1f} ({g['estimate_mib']:,.0f}) | {g['cost_s_30']:.0f} ({g['cost_mib']:,.0f}) | "

@@ -292,7 +292,13 @@ class ContextNeeds:
 
 
 def _decoder_modules(model: Any, prepared: Prepared) -> dict[tuple[str, int], tuple[Any, int]]:
-    modules = {key: got for key, got in attention_modules(model, prepared).items() if key[0] == KIND}
+    """(kind, layer) -> (module, heads) of every decoder self-attention, from the sites the model
+    named (from a recorded forward where its sites carry no module)."""
+    named = [s for s in model.sites() if s.role == "attn" and s.kind == KIND]
+    if named and all(s.module is not None for s in named):
+        modules = {(KIND, s.layer): (s.module, s.heads) for s in named}
+    else:
+        modules = {key: got for key, got in attention_modules(model, prepared).items() if key[0] == KIND}
     if not modules:
         raise ValueError(
             f"{model.name} has no decoder self-attention: a key-value cache policy applies to a model that writes "
