@@ -17,7 +17,7 @@ import induction_model
 import tiny_hf
 from attnkit.attention import kernels
 from attnkit.attention.intervene import streaming
-from attnkit.attention.record import recording
+from attnkit.attention.record import head_stats, recording
 from attnkit.heads import context
 from attnkit.heads.probes import probe_inputs
 
@@ -102,6 +102,10 @@ def test_the_mass_outside_the_cache_is_the_dense_maps(llama):
         want = (dense * ~_band(t, s, 3, 7).numpy()).sum(-1)
         assert np.abs(got - want).max() < 1e-6
         assert want.max() > 0.1  # the cache drops real weight
+        past = np.arange(t) + s - t >= 10
+        stats = head_stats(call, cache=(3, 7))  # the head list's column: the same, streamed
+        assert np.abs(stats["outside"] - want[:, past].mean(-1)).max() < 1e-6
+    assert "outside" not in head_stats(call, cache=(4, 1020))  # no query past the cache
 
 
 def test_the_replayed_change_is_the_head_recomputed_over_the_cache(llama):

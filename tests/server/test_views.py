@@ -135,6 +135,30 @@ def test_the_atlas_scores_the_eager_maps_and_ablates_each_head(served):
     assert again.json()["ablation"] == r.json()["ablation"]  # kept: the model does not run again
 
 
+def test_the_atlas_runs_each_head_over_a_cache(served):
+    """Each decoder head alone over a StreamingLLM cache: its weight outside it equals the eager
+    maps', its cost is measured, its estimate beside it; the head list's column appears only for
+    inputs past its own cache."""
+    client, answer, eager = served
+    body = {"record": answer["record"], "kind": "decoder", "streaming": {"sinks": 4, "window": 28}}
+    r = client.post("/api/atlas", json=body)
+    assert r.status_code == 200, r.text
+    atlas = Atlas.model_validate(r.json())
+    c = atlas.streaming
+    assert c is not None and (c.sinks, c.window) == (4, 28) and c.measure.startswith("loss")
+    outside = np.array(c.outside, dtype=float)
+    w = eager.astype(np.float64)  # (layers, h, t, t)
+    t = w.shape[-1]
+    i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+    dropped = (j <= i) & (j >= 4) & (j <= i - 28)
+    np.testing.assert_allclose(outside, (w * dropped).sum(-1)[..., 32:].mean(-1), atol=1e-5)
+    cost = np.array(c.cost, dtype=float)
+    assert cost.shape == eager.shape[:2] and np.isfinite(cost).all() and np.abs(cost).max() > 0
+    assert np.isfinite(np.array(c.estimate, dtype=float)).all()
+    heads = client.post("/api/heads", json={"record": answer["record"], "kind": "decoder", "layer": 0}).json()
+    assert "outside" not in heads["layers"][0]["stats"]  # the head list's cache is 4 + 1,020: none past it
+
+
 @pytest.mark.parametrize(
     "call, body, status, message",
     [
@@ -151,6 +175,8 @@ def test_the_atlas_scores_the_eager_maps_and_ablates_each_head(served):
         ("atlas", {"kind": "cross"}, 422, "this record has no cross attention; it has decoder"),
         ("atlas", {"kind": "decoder", "ablate": "half"}, 422, "'ablate' must be 'zero' or 'mean'"),
         ("atlas", {"record": "nope", "kind": "decoder"}, 404, "unknown record 'nope'"),
+        ("atlas", {"kind": "decoder", "streaming": {"window": 4096}}, 422, "holds every key of an input of"),
+        ("atlas", {"kind": "decoder", "streaming": {"window": 0}}, 422, "'streaming.window' must be >= 1"),
     ],
 )
 def test_bad_view_requests_say_what_is_wrong(served, call, body, status, message):

@@ -366,8 +366,22 @@ def test_a_page_past_its_budget_holds_every_layer_as_overviews(browser, tmp_path
     # another layer: the page's own overview, said to be coarse
     page.select_option("#layer", "0")
     page.wait_for_function("document.getElementById('matrix').dataset.exact === 'false'")
+    from attnkit.attention.record import head_stats
+
+    # past 1,024 tokens: the StreamingLLM cache outlined, the head's weight outside it in the legend
+    page.wait_for_function("document.getElementById('matrix').dataset.outside !== ''")
+    head = page.evaluate("attnkit.state.head")  # the mean of the heads, or one
+    outside = head_stats(calls[0])["outside"]
+    want = outside.mean() if head == "mean" else outside[int(head)]
+    assert float(page.evaluate("document.getElementById('matrix').dataset.outside")) == pytest.approx(want, abs=6e-4)
     page.click("#tabs [data-tab=heads]")
     page.wait_for_function("document.querySelectorAll('table.heads tr[data-layer]').length === 6")
+    columns = page.eval_on_selector_all("table.heads th", "c => c.map(x => x.dataset.stat)")
+    assert columns[-1] == "outside"  # the head list sorts by it too
+    page.click("table.heads th[data-stat=outside]")
+    shown = page.eval_on_selector_all("table.heads tr[data-layer] td:last-child", "c => c.map(x => +x.textContent)")
+    want = sorted((float(x) for c in calls for x in head_stats(c)["outside"]), reverse=True)
+    assert shown == pytest.approx(want, abs=6e-4)
     page.click("#tabs [data-tab=model]")
     page.wait_for_function("/6 of 6 heads drawn/.test(document.getElementById('readout').textContent)")
     page.locator("#model-grid canvas").nth(5).click()  # layer 2, head 1

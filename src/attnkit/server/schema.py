@@ -157,11 +157,19 @@ class HeadsRequest(Body):
     band: Annotated[StrictInt, Field(ge=0, le=4096, description="the local band, in positions")] = 8
 
 
+class StreamingCache(Body):
+    sinks: Annotated[StrictInt, Field(ge=0, le=64, description="the cache's first keys")] = 4
+    window: Annotated[StrictInt, Field(ge=1, le=1 << 20, description="the cache's most recent keys")] = 1020
+
+
 class AtlasRequest(Request):
     record: StrictStr = Field(description="the record's id, as /api/translate answered it")
     kind: Kind
     ablate: Literal["zero", "mean"] | None = Field(
         None, description="also remove each head alone (the model runs once per head): by 0, or by its mean"
+    )
+    streaming: StreamingCache | None = Field(
+        None, description="also run each decoder head alone over a StreamingLLM cache (the model runs once per head)"
     )
 
 
@@ -442,6 +450,18 @@ class AtlasAblation(BaseModel):
     importance: Grid = Field(description="Michel et al. 2019: |d measure / d gate| on the head")
 
 
+class AtlasStreaming(BaseModel):
+    sinks: int
+    window: int
+    measure: str = Field(description="what is measured: the output tokens' loss")
+    base: float = Field(description="the measure with every head exact")
+    threshold: float = Field(description="a head costing more is a retrieval head, else a streaming one")
+    cost: Grid = Field(description="the measure with the head alone over the cache, less the base")
+    estimate: Grid = Field(description="the first-order cost, <dL/dz, z' - z>")
+    outside: Grid = Field(description="each query's weight on the keys the cache drops, the mean past it")
+    change: Grid = Field(description="|z' - z| / |z|, the head's output change over the cache")
+
+
 class Atlas(BaseModel):
     """What each head of one kind does (``attnkit.heads``): every detector that applies, scored on
     the held record, and with ``ablate`` whether the model needs each head."""
@@ -453,6 +473,7 @@ class Atlas(BaseModel):
     detectors: list[AtlasDetector]
     offsets: list[list[int]] | None = Field(description="the positional detector's offset per head")
     ablation: AtlasAblation | None = None
+    streaming: AtlasStreaming | None = None
     server_ms: float
 
 

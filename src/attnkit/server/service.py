@@ -508,14 +508,16 @@ class Studio:
             raise RequestError(f"this record has no {kind} attention; it has {', '.join(record.kinds)}")
         with self._held_lock:
             source = self._inputs.get(request["record"])
-        if ablate and (source is None or source[0] != m.name):
+        runs = ablate or request.get("streaming") is not None  # the model runs once per head
+        if runs and (source is None or source[0] != m.name):
             raise RequestError(f"record {request['record']!r} was not made by {m.name}: send the text to it again")
         layers, heads = record.maps.shape(kind)[:2]
         tokens = len(record.queries(kind))
-        if ablate and layers * heads * tokens > ABLATE_TOKENS:
+        if runs and layers * heads * tokens > ABLATE_TOKENS:
+            flag = "--ablate" if ablate else "--streaming"
             raise LimitError(
-                f"ablating {layers * heads} heads one at a time over {tokens:,} tokens is over the studio's "
-                f"{ABLATE_TOKENS:,} (heads x tokens): use `attnkit heads --ablate` for it"
+                f"running {layers * heads} heads one at a time over {tokens:,} tokens is over the studio's "
+                f"{ABLATE_TOKENS:,} (heads x tokens): use `attnkit heads {flag}` for it"
             )
 
         def compute() -> dict:
@@ -538,8 +540,31 @@ class Studio:
                                    "effect": _grid(effects[kind]), "importance": _grid(importance[kind])}  # fmt: skip
             return out
 
-        key = (request["record"], kind, "atlas", ablate)
-        return {**self._cached(key, compute), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+        cache = request.get("streaming")
+        found = self._cached((request["record"], kind, "atlas", ablate), compute)
+        if cache is not None:
+            cache = (cache["sinks"], cache["window"])
+            found = {**found, "streaming": self._cached(
+                (request["record"], kind, "atlas-streaming", cache), partial(self._streaming, m, source, kind, cache)
+            )}  # fmt: skip
+        return {**found, "server_ms": round(1000 * (time.perf_counter() - start), 1)}
+
+    def _streaming(self, m: StudioModel, source: tuple | None, kind: str, cache: tuple[int, int]) -> dict:
+        """Each decoder head alone over a StreamingLLM cache (``heads.context``) of the held input."""
+        from ..heads.context import KIND, context_needs
+
+        if kind != KIND:
+            raise RequestError(f"a key-value cache serves a decoder's self-attention, not {kind} attention")
+        if source is None or source[0] != m.name:
+            raise RequestError(f"this record was not made by {m.name}: send the text to it again")
+        try:
+            needs = context_needs(m.model, [source[1]], sinks=cache[0], window=cache[1])
+        except ValueError as err:
+            raise RequestError(str(err)) from None
+        assert needs is not None  # one process: every result here
+        grid = {name: _grid(getattr(needs, name)) for name in ("cost", "estimate", "outside", "change")}
+        return {"sinks": needs.sinks, "window": needs.window, "measure": needs.measure, "base": round(needs.base, DIGITS),
+                "threshold": needs.threshold, **grid}  # fmt: skip
 
     def _circuits(self, request: dict, m: StudioModel) -> dict:
         """Which heads carry one behaviour: activation and attribution patching of every head, path

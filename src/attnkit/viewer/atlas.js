@@ -10,9 +10,11 @@
   let ticket = 0;
 
   function ask(ex) {
-    const ablate = $("atlas-ablate").value || null, key = [ex.record, state.kind, ablate].join("|");
+    const ablate = $("atlas-ablate").value || null, stream = $("atlas-stream").value || null;
+    const key = [ex.record, state.kind, ablate, stream].join("|");
     if (!answers.has(key)) {
-      const answer = api("/api/atlas", { model: state.model, record: ex.record, kind: state.kind, ablate: ablate });
+      const cache = stream ? { sinks: +stream.split(",")[0], window: +stream.split(",")[1] } : null;
+      const answer = api("/api/atlas", { model: state.model, record: ex.record, kind: state.kind, ablate: ablate, streaming: cache });
       answers.set(key, answer);
       answer.catch(() => answers.delete(key));
     }
@@ -34,6 +36,16 @@
                  about: "Michel et al. 2019: the measure's gradient on a gate on the head's output, in absolute value (a first-order " +
                  "estimate of what removing it costs)" });
     }
+    if (a.streaming) {
+      const c = a.streaming, cache = `a cache of ${c.sinks} sinks + ${c.window.toLocaleString("en")} recent keys`;
+      out.push({ key: "stream_cost", label: "cost over the cache", values: c.cost, threshold: c.threshold, unit: `change in the ${c.measure}`,
+                 scale: "effect", about: `each head alone over ${cache} (StreamingLLM), every other head exact: the ${c.measure} ` +
+                 `less ${c.base.toFixed(3)}; outlined: retrieval heads, costing more than ${c.threshold} (the others can stream)` });
+      out.push({ key: "stream_outside", label: "weight outside the cache", values: c.outside, threshold: null, unit: "weight", scale: "share",
+                 about: `each query's weight on the keys ${cache} drops, the mean over the queries past it` });
+      out.push({ key: "stream_estimate", label: "cost, first-order", values: c.estimate, threshold: null, unit: `change in the ${c.measure}`,
+                 scale: "effect", about: "<dL/dz, z' − z>: the gradient on a gate between the head's full and cached outputs (DuoAttention's)" });
+    }
     return out;
   }
 
@@ -51,7 +63,7 @@
       $("readout").textContent = "The head atlas is computed by the studio (attnkit serve); on a saved page, run attnkit heads --detect all";
       return;
     }
-    $("readout").textContent = $("atlas-ablate").value ? "removing each head in turn (the model runs once per head)…" : "scoring every head…";
+    $("readout").textContent = $("atlas-ablate").value || $("atlas-stream").value ? "running each head in turn (the model runs once per head)…" : "scoring every head…";
     let a;
     try { a = await ask(ex); } catch (err) { if (mine === ticket) $("readout").textContent = String(err.message || err); return; }
     if (mine !== ticket || state.tab !== "atlas") return;
@@ -186,6 +198,10 @@
 
   $("atlas-by").addEventListener("change", (e) => { state.atlasBy = e.target.value; if (state.tab === "atlas") drawAtlas(); });
   $("atlas-ablate").addEventListener("change", () => { if (state.tab === "atlas") drawAtlas(); });
+  $("atlas-stream").addEventListener("change", () => {
+    if ($("atlas-stream").value) state.atlasBy = "stream_cost";  // what was asked for, shown first
+    if (state.tab === "atlas") drawAtlas();
+  });
 
   return { tabs: { atlas: drawAtlas } };
 };

@@ -113,7 +113,7 @@ def long_bytes(r: AttentionRecord, size: int, layers: list[int]) -> int:
     for kind in r.maps:
         n_layers, heads, t, s = r.maps.shape(kind)
         total += n_layers * (heads + 1) * min(size, t) * min(size, s)
-        total += n_layers * heads * len(HEAD_STATS) * 16 * 3 // 4  # the summaries, as JSON numbers
+        total += n_layers * heads * (len(HEAD_STATS) + 1) * 16 * 3 // 4  # the summaries (and outside), as JSON numbers
         for layer in layers:
             call = r.maps.call(kind, layer)
             total += 4 * sum(x.numel() for x in (call.q, call.k, call.lse) if x is not None)

@@ -17,7 +17,9 @@
     ["sink", "on the first token", "weight on token 0 (an attention sink parks its weight there)"],
     ["local", "within 8 tokens", "weight on the keys at most 8 positions away (a local head keeps it near)"],
     ["distance", "mean distance", "how far a query looks, in tokens, weighted by its weights"],
+    ["outside", "outside 4 + 1,020", "weight on the keys a StreamingLLM cache (the first 4 and the 1,020 most recent) drops, over the queries past it"],
   ];
+  const CACHE = [4, 1020];  // the StreamingLLM cache outlined and measured ("outside"): sinks, recent keys
   let ticket = 0;  // a drawing for an older choice is dropped when its answer comes
 
   function floats(b64) {
@@ -184,6 +186,21 @@
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(off, left, top, w, h);
     axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h, font);
+    const cached = answer.causal && S > CACHE[0] + CACHE[1];  // a StreamingLLM cache drops keys of this map
+    if (cached) cacheOutline(ctx, [r0, r1, c0, c1], left, top, w, h, S - T);
+    let outside = "";
+    canvas.dataset.outside = "";  // the head's weight outside the cache, as the legend says it (tests read it)
+    if (cached) {  // the head's weight outside the cache, from the head list's summaries (kept by the server)
+      try {
+        const st = (await ask("/api/heads", { record: ex.record, kind: state.kind, layer: state.layer })).layers[0].stats;
+        if (st.outside) {
+          const o = state.head === "mean" ? st.outside.reduce((a, b) => a + b, 0) / st.outside.length : st.outside[state.head];
+          outside = `; ${o.toFixed(3)} of a query's weight lies outside it (the mean over the queries past it)`;
+          canvas.dataset.outside = o.toFixed(3);
+        }
+      } catch (err) { outside = ""; }
+      if (mine !== ticket || state.tab !== "matrix") return;
+    }
     const how = cells ? "every cell exact" : answer.coarse ? `the page's overview, 8-bit (${answer.note})`
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} queries × ${Math.round(nc / pw)} keys`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
@@ -191,9 +208,11 @@
     const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${SUPERSCRIPT(LOG_DECADES)} or less` : "";
     const span = r0 === c0 && r1 === c1 && T === S ? `queries and keys ${r0}-${r1 - 1} of ${count(T)}`  // the diagonal's block
       : `queries ${r0}-${r1 - 1} of ${count(T)}, keys ${c0}-${c1 - 1} of ${count(S)}`;
+    const cacheNote = cached ? `red dashes: a StreamingLLM cache keeps the keys left of the upright line (the first ${CACHE[0]}) and right of the slanted one (the ${CACHE[1].toLocaleString("en")} most recent)${outside}` : "";
     lib.colourBar($("legend"), beside ? room.w - left - w - 36 : Math.max(860, room.w - 8), scaled ? "row's largest" : "1", [  // its lines in full
       `layer ${lib.layerName(state.layer)}, ${which}: ${span}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
+      ...(cacheNote ? [cacheNote] : []),
       "wheel: zoom · drag: zoom to a box · double-click: the whole map",
     ], log ? `10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0",  // "or less": the note beside the bar
     log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, `10⁻${SUPERSCRIPT(LOG_DECADES - 1 - i)}`]) : []);
@@ -201,6 +220,20 @@
     $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${count(T)} × ${count(S)} tokens ` +
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;
     wire(canvas, ex, { r0, r1, c0, c1, left, top, w, h, answer, exact: cells });
+  }
+  // The keys a StreamingLLM cache keeps (Xiao et al. 2023): the first CACHE[0] and the CACHE[1] most
+  // recent up to each query (key j kept for query i when j < CACHE[0] or j > i + offset - CACHE[1]).
+  function cacheOutline(ctx, [r0, r1, c0, c1], left, top, w, h, offset) {
+    const x = (j) => left + ((j - c0) / (c1 - c0)) * w, y = (i) => top + ((i - r0) / (r1 - r0)) * h;
+    ctx.save();
+    ctx.beginPath(); ctx.rect(left, top, w, h); ctx.clip();
+    ctx.strokeStyle = "#d92d20"; ctx.lineWidth = 1.5; ctx.setLineDash([6, 4]);
+    ctx.beginPath();
+    ctx.moveTo(x(CACHE[0]), top); ctx.lineTo(x(CACHE[0]), top + h);  // past the sinks
+    const edge = (i) => i + offset - CACHE[1] + 1;  // the oldest recent key of query i
+    ctx.moveTo(x(edge(r0)), y(r0)); ctx.lineTo(x(edge(r1)), y(r1));
+    ctx.stroke();
+    ctx.restore();
   }
   function axes(ctx, ex, [r0, r1, c0, c1], left, top, w, h, font) {
     const q = lib.queries(ex, state.kind), k = lib.keys(ex, state.kind);
@@ -373,14 +406,15 @@
       const key = state.headsSort || "sink", down = state.headsDown !== false;
       rows.sort((a, b) => (down ? b[key] - a[key] : a[key] - b[key]));
       const table = html("table", { class: "heads" }, box), head = html("tr", {}, table);
-      for (const [name, label, title] of [["layer", "layer", ""], ["head", "head", ""], ...STATS]) {
+      const stats = STATS.filter(([n]) => rows.length && n in rows[0]);  // "outside": only past the cache
+      for (const [name, label, title] of [["layer", "layer", ""], ["head", "head", ""], ...stats]) {
         const th = html("th", { title: title, "data-stat": name, class: name === key ? "sorted" : "" }, head, label + (name === key ? (down ? " ▼" : " ▲") : ""));
         th.addEventListener("click", () => { state.headsDown = name === key ? !down : true; state.headsSort = name; render(); });
       }
       for (const r of rows) {
         const tr = html("tr", { "data-layer": r.layer, "data-head": r.head, title: "open this head's matrix" }, table);
         html("td", {}, tr, String(r.layer)); html("td", {}, tr, String(r.head));
-        for (const [name] of STATS) html("td", { class: name === key ? "num sorted" : "num" }, tr, r[name].toFixed(name === "distance" ? 1 : 3));
+        for (const [name] of stats) html("td", { class: name === key ? "num sorted" : "num" }, tr, r[name].toFixed(name === "distance" ? 1 : 3));
         tr.addEventListener("click", () => { choose(r.layer, r.head); lib.selectTab("matrix"); });
       }
     };
@@ -390,7 +424,7 @@
       catch (err) { $("readout").textContent = String(err.message || err); return; }
       if (mine !== ticket || state.tab !== "heads") return;
       const s = a.layers[0].stats;
-      for (let j = 0; j < H; j++) rows.push({ layer: l, head: j, ...Object.fromEntries(STATS.map(([n]) => [n, s[n][j]])) });
+      for (let j = 0; j < H; j++) rows.push({ layer: l, head: j, ...Object.fromEntries(STATS.filter(([n]) => n in s).map(([n]) => [n, s[n][j]])) });
       render();
       const T = shape(ex)[2];
       $("readout").textContent = `${rows.length} of ${L * H} heads summarised over ${T.toLocaleString("en")} tokens, each the mean over its queries; ` +

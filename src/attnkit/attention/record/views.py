@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..kernels import BLOCK, row_blocks
+from ..kernels import BLOCK, row_blocks, sink_window_kept
 from .calls import AttentionCall, _device, _req
 
 
@@ -168,8 +168,13 @@ class MapView:
 HEAD_STATS = ("entropy", "normalised", "max_weight", "sink", "local", "distance")
 
 
+CACHE = (4, 1020)  # the StreamingLLM cache ``outside`` is measured against: 4 sinks, 1,020 recent keys
+
+
 @torch.no_grad()
-def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str, np.ndarray]:
+def head_stats(
+    call: AttentionCall, *, sink: int = 1, band: int = 8, cache: tuple[int, int] = CACHE
+) -> dict[str, np.ndarray]:
     """Every head's summaries (h,), each the mean over the queries that see a key, streamed over
     blocks of rows with all heads at once (memory grows with T, not T²):
 
@@ -180,6 +185,9 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
     sink         weight on the first ``sink`` keys (an attention sink parks its weight there)
     local        weight on keys within ``band`` positions (i and j aligned as causal masks are)
     distance     sum_j w_ij |i - j|: how far back (or ahead) a query looks, in tokens
+    outside      causal attention only: the weight on keys a StreamingLLM cache of ``cache`` = (sinks,
+                 window) keys drops (Xiao et al. 2023), the mean over the queries that see more keys
+                 than it holds (left out where none does)
     """
     if sink < 1 or band < 0:
         raise ValueError(f"sink must be >= 1 and band >= 0, got {sink} and {band}")
@@ -187,9 +195,17 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
     device = _device(call)
     sums = torch.zeros(len(HEAD_STATS), h, dtype=torch.float64, device=device)
     counted = torch.zeros(h, dtype=torch.float64, device=device)
+    past_sum = torch.zeros(h, dtype=torch.float64, device=device)
+    past = 0  # queries past the cache
     for rows, w, valid, keys in head_block(call):
         i = torch.arange(rows.start, rows.stop, device=device)[:, None] + s - t
         dist = (i - torch.arange(w.shape[-1], device=device)[None, :]).abs().float()  # (r, c), shared by the heads
+        if call.causal:
+            over = (i[:, 0] >= sum(cache)) & valid[0]  # (r,)
+            kept = sink_window_kept(i, torch.arange(w.shape[-1], device=device)[None, :], *cache)
+            dropped = (w * ~kept).sum(-1)  # (h, r)
+            past_sum += (dropped.double() * over.double()).sum(-1)
+            past += int(over.sum())
         entropy = -torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0).sum(-1)
         parts = (
             entropy,
@@ -203,7 +219,10 @@ def head_stats(call: AttentionCall, *, sink: int = 1, band: int = 8) -> dict[str
             sums[n] += torch.where(valid, x, 0.0).double().sum(-1)
         counted += valid.double().sum(-1)
     means = (sums / counted.clamp_min(1)).cpu().numpy()
-    return {name: means[n] for n, name in enumerate(HEAD_STATS)}
+    out = {name: means[n] for n, name in enumerate(HEAD_STATS)}
+    if past:
+        out["outside"] = (past_sum / past).cpu().numpy()
+    return out
 
 
 def head_block(call: AttentionCall) -> Iterator[tuple[slice, Tensor, Tensor, Tensor]]:
