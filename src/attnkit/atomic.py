@@ -9,6 +9,9 @@ never a half-written target.
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -65,6 +68,22 @@ def write_text(path: str | Path, text: str) -> Path:
     with atomic_open(path) as f:
         f.write(text)
     return Path(path)
+
+
+def write_table(path: str | Path, rows: list[dict], about: dict, what: str) -> Path:
+    """One row a head (or any item) written atomically by ``path``'s suffix: .json as ``{**about,
+    "heads": rows}``, .csv as the rows alone (columns in first-seen order); one line for another
+    suffix, ``what`` naming the table."""
+    path = Path(path)
+    if path.suffix == ".json":
+        return write_text(path, json.dumps({**about, "heads": rows}, indent=1) + "\n")
+    if path.suffix == ".csv":
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, list(dict.fromkeys(k for row in rows for k in row)), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        return write_text(path, buf.getvalue())
+    raise ValueError(f"{what} are written as .json or .csv, not {path.suffix or 'a file without a suffix'}")
 
 
 def save_figure(fig: Any, path: str | Path, *, dpi: int = 130) -> Path:

@@ -16,25 +16,8 @@ from attnkit.attention.intervene import caching
 
 
 def h2o_kept(q: torch.Tensor, k: torch.Tensor, scale: float, heavy: int, recent: int) -> torch.Tensor:
-    """(h, t, t): H2O's cache at each query, simulated with Python sets: every key until the cache
-    is full; then the recent window and the heavy set, a key leaving the window competing with the
-    heavy keys on the attention it has accumulated (each query's weights over its own cache)."""
-    h, t, _ = q.shape
-    out = torch.zeros(h, t, t, dtype=torch.bool)
-    for head in range(h):
-        acc = [0.0] * t
-        held: set[int] = set()
-        for i in range(t):
-            held.add(i)
-            if len(held) > heavy + recent:
-                old = [j for j in held if j <= i - recent]
-                held.remove(min(old, key=lambda j: (acc[j], -j)))
-            keys = sorted(held)
-            w = torch.softmax(torch.stack([q[head, i] @ k[head, j] * scale for j in keys]), 0)
-            for j, x in zip(keys, w.tolist()):
-                acc[j] += x
-            out[head, i, keys] = True
-    return out
+    """(h, t, t): H2O's cache at each query (``h2o_from_scores``) of each head's scale q k^T."""
+    return torch.stack([h2o_from_scores(q[i] @ k[i].T * scale, None, heavy, recent) for i in range(q.shape[0])])
 
 
 def snapkv_kept(q, k, scale: float, prompt: int, keep: int, observe: int, pool: int) -> torch.Tensor:
@@ -89,13 +72,16 @@ def test_a_learned_sink_and_a_soft_cap_stay():
     capped = torch.tanh(q @ k.transpose(-1, -2) * 0.5 / 0.8) * 0.8  # the scores H2O accumulates on
     kept = torch.zeros(h, t, t, dtype=torch.bool)
     for head in range(h):  # the reference's sets, from the capped scores and the sink
-        kept[head] = h2o_capped(capped[0, head], sink[0, head, 0], 4, 4)
+        kept[head] = h2o_from_scores(capped[0, head], sink[0, head, 0], 4, 4)
     want, _ = kernels.explicit(q, k, v, scale=0.5, cap=0.8, sink=sink, additive=kernels.additive_term(kept[None], None))
     assert torch.allclose(got, want, atol=1e-6)
 
 
-def h2o_capped(scores: torch.Tensor, sink: torch.Tensor, heavy: int, recent: int) -> torch.Tensor:
-    """``h2o_kept`` from given scores (t, t) with a sink logit in each softmax."""
+def h2o_from_scores(scores: torch.Tensor, sink: torch.Tensor | None, heavy: int, recent: int) -> torch.Tensor:
+    """(t, t): H2O's cache at each query, simulated with Python sets from the scores (t, t) and a
+    sink logit in each softmax: every key until the cache is full; then the recent window and the
+    heavy set, a key leaving the window competing with the heavy keys on the attention it has
+    accumulated (each query's weights over its own cache)."""
     t = scores.shape[0]
     out = torch.zeros(t, t, dtype=torch.bool)
     acc = [0.0] * t
@@ -106,7 +92,8 @@ def h2o_capped(scores: torch.Tensor, sink: torch.Tensor, heavy: int, recent: int
             old = [j for j in held if j <= i - recent]
             held.remove(min(old, key=lambda j: (acc[j], -j)))
         keys = sorted(held)
-        w = torch.softmax(torch.cat([scores[i, keys], sink[None]]), 0)[:-1]
+        row = scores[i, keys] if sink is None else torch.cat([scores[i, keys], sink[None]])
+        w = torch.softmax(row, 0)[: len(keys)]
         for j, x in zip(keys, w.tolist()):
             acc[j] += x
         out[i, keys] = True

@@ -659,6 +659,24 @@ def _add_heads(add) -> None:
         "sentence vector is lost), beside each head's importance (Michel et al. 2019: the "
         "gradient on a gate on the head)",
     )
+    _add_context_needs(p)
+    p.add_argument(
+        "--references",
+        type=F.existing_file,
+        metavar="FILE",
+        help="with --ablate on a translator: each head's effect is how far BLEU falls (its translations "
+        "of the sentences, --beam, against these references, one a line) instead of the loss",
+    )
+    p.add_argument(
+        "--table",
+        type=F.table_path,
+        metavar="FILE",
+        help="with --detect or --streaming: every head's scores to this .json or .csv",
+    )
+
+
+def _add_context_needs(p) -> None:
+    """`heads`' options for which heads need the whole context and where their weight parks."""
     p.add_argument(
         "--streaming",
         action="store_true",
@@ -690,19 +708,6 @@ def _add_heads(add) -> None:
         "--estimate-only",
         action="store_true",
         help="with --streaming: the first-order costs only (one backward per input), no forward per head",
-    )
-    p.add_argument(
-        "--references",
-        type=F.existing_file,
-        metavar="FILE",
-        help="with --ablate on a translator: each head's effect is how far BLEU falls (its translations "
-        "of the sentences, --beam, against these references, one a line) instead of the loss",
-    )
-    p.add_argument(
-        "--table",
-        type=F.table_path,
-        metavar="FILE",
-        help="with --detect or --streaming: every head's scores to this .json or .csv",
     )
 
 

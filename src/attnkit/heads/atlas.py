@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..atomic import write_text
+from ..atomic import write_table
 from ..inspection.capture import LABELS, AttentionRecord
 from .detectors import DETECTORS, SINK_KEYS, Sums, detect_sums, fitting, frequencies
 
@@ -144,27 +141,16 @@ def head_atlas(records: list[AttentionRecord], kind: str, names: list[str] | Non
 def write_atlas(atlases: list[Atlas], path: Path) -> None:
     """Every head's scores as JSON (with each detector's paper and threshold) or CSV, by suffix."""
     rows = [row for a in atlases for row in a.rows()]
-    if path.suffix == ".json":
-        used = {n for a in atlases for n in a.scores}
-        detectors = {
-            n: {"paper": d.paper, "threshold": d.threshold, "means": d.means} for n, d in DETECTORS.items() if n in used
-        }
-        flagged = [
-            {"kind": a.kind, "detector": n, "layer": li, "head": h, "score": round(s, 6)}
-            for a in atlases
-            for n, li, h, s in a.flagged()
-        ]
-        text = json.dumps({"detectors": detectors, "flagged": flagged, "heads": rows}, indent=1) + "\n"
-    elif path.suffix == ".csv":
-        fields = list(dict.fromkeys(k for row in rows for k in row))
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fields, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        text = buf.getvalue()
-    else:
-        raise ValueError(f"the atlas is written as .json or .csv, not {path.suffix or 'a file without a suffix'}")
-    write_text(path, text)
+    used = {n for a in atlases for n in a.scores}
+    detectors = {
+        n: {"paper": d.paper, "threshold": d.threshold, "means": d.means} for n, d in DETECTORS.items() if n in used
+    }
+    flagged = [
+        {"kind": a.kind, "detector": n, "layer": li, "head": h, "score": round(s, 6)}
+        for a in atlases
+        for n, li, h, s in a.flagged()
+    ]
+    write_table(path, rows, {"detectors": detectors, "flagged": flagged}, "the atlas's scores")
 
 
 def legend(atlases: list[Atlas]) -> str:

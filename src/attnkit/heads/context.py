@@ -26,9 +26,6 @@ the measure at each count of streaming heads, and how many can stream for at mos
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +36,7 @@ import torch
 from torch import Tensor
 
 from .. import memory
-from ..atomic import write_text
+from ..atomic import write_table
 from ..attention import kernels
 from ..attention.caches import Policy, SinkWindow, SnapKV
 from ..attention.intervene import cached_attention, caching, streaming, z_name
@@ -241,19 +238,8 @@ class ContextNeeds:
 
     def write(self, path: Path) -> None:
         """Every head's measures and class as JSON (with the cache and the threshold) or CSV, by suffix."""
-        rows = self.rows()
-        if path.suffix == ".json":
-            head = {"sinks": self.sinks, "window": self.window, "threshold": self.threshold, "measure": self.measure}
-            text = json.dumps({**head, "base": round(self.base, 6), "heads": rows}, indent=1) + "\n"
-        elif path.suffix == ".csv":
-            buf = io.StringIO()
-            writer = csv.DictWriter(buf, list(dict.fromkeys(k for row in rows for k in row)), lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(rows)
-            text = buf.getvalue()
-        else:
-            raise ValueError(f"the heads' needs are written as .json or .csv, not {path.suffix or 'no suffix'}")
-        write_text(path, text)
+        about = {"sinks": self.sinks, "window": self.window, "threshold": self.threshold, "measure": self.measure}
+        write_table(path, self.rows(), {**about, "base": round(self.base, 6)}, "the heads' needs")
 
     def report(self) -> str:
         """A table of every head, costliest first, then the count of each class."""

@@ -20,9 +20,6 @@ value_share  w_i0 ||v_0|| / sum_j w_ij ||v_j||: the first token's share of what 
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..atomic import write_text
+from ..atomic import write_table
 from ..attention.record import AttentionCall, head_block
 from .detectors import DELIMITERS, SINK_KEYS
 
@@ -159,14 +156,4 @@ def write_accounts(accounts: list[SinkAccount], path: Path) -> None:
         for li in range(a.measures["first"].shape[0])
         for h in range(a.measures["first"].shape[1])
     ]
-    if path.suffix == ".json":
-        text = json.dumps({"gu_threshold": GU_THRESHOLD, "heads": rows}, indent=1) + "\n"
-    elif path.suffix == ".csv":
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        text = buf.getvalue()
-    else:
-        raise ValueError(f"the sink measures are written as .json or .csv, not {path.suffix or 'no suffix'}")
-    write_text(path, text)
+    write_table(path, rows, {"gu_threshold": GU_THRESHOLD}, "the sink measures")
