@@ -203,6 +203,8 @@ CASES = [
     (["view", "{m}", "a b", "--screenshot", "x.gif"], "must end in one of .png, .svg, .pdf"),
     (["view", "{m}", "--document", "empty.txt"], "--document empty.txt is empty"),
     (["view", "{m}", "a b", "--page-mb", "0"], "--page-mb"),
+    (["view", "{m}", "a b", "--image", "scene.png"], "is an encoder-decoder: --image is for a vision-language model"),
+    (["capture", "{m}", "a b", "--image", "missing.png", "-o", "x.npz"], "--image: no such file: 'missing.png'"),
     (["explain", "{m}", "a b", "--query", "zz"], "--query 'zz' is not one of the tokens"),
     (["explain", "{m}", "a b", "--query", "a", "--query-pos", "1"], "not allowed with argument --query"),
     (["explain", "{m}", "a b", "--head", "9"], "head 9 out of range"),

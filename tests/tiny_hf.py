@@ -227,3 +227,44 @@ def build(family: str, path: Path, *, positions: int = 64) -> Path:
         raise ValueError(family)
     model.save_pretrained(path)
     return path
+
+
+def build_vision_language(path: Path) -> Path:
+    """Save a tiny LLaVA (a CLIP vision tower of 4 x 4 patches and a [CLS], a Llama language model)
+    with its processor (a CLIP image processor that crops a 32 x 32 centre, the word-level tokenizer
+    with an ``<image>`` token), as ``attnkit.load`` reads a vision-language model from disk."""
+    import transformers as T
+
+    torch.manual_seed(0)
+    path.mkdir(parents=True, exist_ok=True)
+    h, heads, layers, ffn = SMALL["hidden"], SMALL["heads"], SMALL["layers"], SMALL["ffn"]
+    _, vocab = _tokenizer(path, bos=True, eos=False, cls_sep=False)
+    tok = T.AutoTokenizer.from_pretrained(path)
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    vision = T.CLIPVisionConfig(
+        hidden_size=h, intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=heads, image_size=32,
+        patch_size=8, projection_dim=h,
+    )  # fmt: skip
+    text = T.LlamaConfig(
+        hidden_size=h, intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=128, pad_token_id=vocab["<pad>"],
+        bos_token_id=vocab["<s>"], eos_token_id=vocab["</s>"],
+    )  # fmt: skip
+    config = T.LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tok.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+    )
+    images = T.CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    processor = T.LlavaProcessor(
+        image_processor=images,
+        tokenizer=tok,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        image_token="<image>",
+        num_additional_image_tokens=1,
+    )
+    processor.save_pretrained(path)
+    T.LlavaForConditionalGeneration(config).save_pretrained(path)
+    return path

@@ -199,6 +199,42 @@ def test_caption_a_scene_and_an_uploaded_image_in_the_browser(browser, tiny_capt
         assert errors == [], errors
 
 
+def test_a_vision_language_model_reads_an_image_beside_its_text_in_the_browser(browser, tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from tiny_hf import build_vision_language
+
+    model = build_vision_language(tmp_path / "llava")
+    rng = np.random.default_rng(0)
+    Image.fromarray((rng.random((48, 64, 3)) * 255).astype(np.uint8)).save(tmp_path / "photo.png")
+    with running(str(model)) as (url, _):
+        page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        assert page.is_visible("#text") and page.is_visible("#image-file")  # its text, and an image beside it
+        page.fill("#text", "a dog runs")
+        page.fill("#new-tokens", "2")
+        page.click("#go")  # no image yet: its text alone
+        page.wait_for_function("/2 generated/.test(document.getElementById('status').textContent)")
+        assert page.evaluate("attnkit.example().image_tokens") is None and page.is_hidden("#tabs [data-tab=image]")
+        page.set_input_files("#image-file", str(tmp_path / "photo.png"))
+        page.click("#go")
+        page.wait_for_function("attnkit.example().image_tokens !== null")
+        assert page.evaluate("attnkit.example().image_tokens") == [1, 4, 4]
+        page.select_option("#kind", "decoder")
+        page.click("#tabs [data-tab=image]")
+        page.wait_for_selector("#patch-heat")
+        chips = page.locator("#image-view .chip").all_inner_texts()
+        assert chips[:3] == ["a", "dog", "runs"] and len(chips) == 5  # the words after the image, two written
+        box = _box(page, "#patch-heat")
+        page.mouse.move(box[0] + box[2] / 8, box[1] + box[3] / 8)  # image token 0,0
+        assert "→ image token 0,0: weight" in page.inner_text("#readout")
+        page.context.close()
+        assert errors == [], errors
+
+
 def _box(page, selector: str) -> list[float]:
     return page.eval_on_selector(
         selector, "c => { const b = c.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; }"

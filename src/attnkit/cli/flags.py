@@ -426,6 +426,16 @@ def max_new_tokens_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def image_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--image",
+        type=existing_file,
+        metavar="FILE",
+        help="a vision-language model: this image (PNG or JPEG) with each sentence, the text about it; its "
+        "decoder's attention over the image's tokens is drawn on the image",
+    )
+
+
 def source(p: argparse.ArgumentParser, *, many: bool = True) -> None:
     p.add_argument("source", help=MODEL_HELP + ", or a .npz written by `attnkit capture`")
     if many:

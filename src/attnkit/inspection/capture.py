@@ -22,8 +22,10 @@ readable with ``numpy.load`` alone:
     meta         0-d string array holding JSON: {"format": "attnkit-attention",
                  "version": 3, "model": {...}, "examples": [{"source", "output",
                  "src_tokens", "tgt_in_tokens", "tgt_out_tokens", "window", "kinds",
-                 "calls", "prompt_length", "grid"}, ...]}  (prompt_length: a decoder-only
-                 model's prompt; grid: an image model's patch rows and columns; else null;
+                 "calls", "prompt_length", "grid", "image_tokens"}, ...]}  (prompt_length: a
+                 decoder-only model's prompt; grid: an image model's patch rows and columns;
+                 image_tokens: [first, rows, columns] of the image's tokens in a vision-language
+                 model's decoder sequence, row-major; else null;
                  calls: {kind: [{"scale", "causal", "window", "cap"} per layer]} for each kind
                  kept as calls; window: a causal sliding window's keys, cap: a logit soft-cap)
     {i}/{kind}/{layer}/{part}
@@ -98,6 +100,8 @@ class AttentionRecord(_TokenLabels):
     prompt_length: int | None = None  # a decoder-only model: the first tokens are its prompt, the rest generated
     image: np.ndarray | None = None  # an image model's input (H, W, 3) in [0, 1], as the model saw it
     grid: tuple[int, int] | None = None  # its patches (rows, columns): src_tokens[1:] row-major
+    # a vision-language model: (first, rows, columns) of the image's tokens among the decoder's, row-major
+    image_tokens: tuple[int, int, int] | None = None
 
     def __post_init__(self) -> None:
         self.maps = Maps.of(self.maps)
@@ -218,6 +222,8 @@ class Prepared(_TokenLabels):
     nbest: list[tuple[str, float]] = field(default_factory=list)  # (text, score), best first, when asked for
     image: np.ndarray | None = None  # an image model's input as the model sees it: (H, W, 3) in [0, 1]
     grid: tuple[int, int] | None = None  # its patches: (rows, columns), row-major after the [CLS] token
+    # a vision-language model: (first, rows, columns) of the image's tokens among the decoder's, row-major
+    image_tokens: tuple[int, int, int] | None = None
 
 
 def check_sentences(sentences: list[str]) -> None:
@@ -364,6 +370,7 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
                 "calls": calls,
                 "prompt_length": r.prompt_length,
                 "grid": None if r.grid is None else list(r.grid),
+                "image_tokens": None if r.image_tokens is None else list(r.image_tokens),
             }
         )
         if r.p_t is not None:
@@ -424,11 +431,17 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
                     prompt_length=ex.get("prompt_length"),
                     image=None if f"{i}/image" not in arrays else arrays[f"{i}/image"].astype(np.float32) / 255,
                     grid=None if ex.get("grid") is None else (int(ex["grid"][0]), int(ex["grid"][1])),
+                    image_tokens=None if ex.get("image_tokens") is None else _three(ex["image_tokens"]),
                 )
             )
     except (KeyError, TypeError) as err:
         raise ValueError(f"{path} is an incomplete attnkit attention file (missing {err})") from None
     return records, meta.get("model", {})
+
+
+def _three(values: list) -> tuple[int, int, int]:
+    first, rows, columns = (int(v) for v in values)
+    return first, rows, columns
 
 
 def prepare_pretrained(encoder, sentences: list[str]) -> list[Prepared]:

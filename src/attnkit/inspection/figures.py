@@ -16,8 +16,11 @@ def record_figure(
     the model's name for the title (``capture.model_label``)."""
     from ..plots import plot_alignment, plot_attention_grid
 
-    kind = kind or ("cross" if "cross" in record.maps else record.kinds[0])
-    if record.image is not None and record.grid is not None and head != "all":
+    within = record.image_tokens is not None  # a vision-language model: the image among its decoder's tokens
+    kind = kind or ("decoder" if within else "cross" if "cross" in record.maps else record.kinds[0])
+    if within and kind == "decoder" and head != "all":
+        return image_token_figure(record, layer=layer, head=head, model=model)
+    if record.image is not None and record.grid is not None and head != "all" and not within:
         if kind == "cross":  # a captioner: each word over the image's regions
             return region_figure(record, layer=layer, head=head, model=model)
         return patch_figure(record, head=head, model=model)
@@ -83,3 +86,26 @@ def region_figure(record: AttentionRecord, *, layer: int = -1, head: int | str =
     which = f"head {head}" if head != "mean" else "mean of heads" if heads > 1 else "one attention (no heads)"
     title = f"{model + ': ' if model else ''}“{record.output}” ({layer_name(layer, layers)}, {which})"
     return plot_caption(record.image, words, weights, title=title)
+
+
+def image_token_figure(record: AttentionRecord, *, layer: int = -1, head: int | str = "mean", model: str = ""):
+    """A vision-language model's words after its image, each with its decoder self-attention over
+    the image's tokens laid on the image (``layer``, ``head``: one head, or "mean" of the heads), on
+    one scale from 0 to the largest of those weights (the rest of each row is on the text)."""
+    from ..plots.images import plot_caption
+
+    assert record.image is not None and record.image_tokens is not None  # a vision-language record
+    first, rows, columns = record.image_tokens
+    after = first + rows * columns
+    words = record.tgt_in_tokens[after:]
+    if not words:
+        raise ValueError("no word follows the image: give text after it, or let the model write (max_new_tokens)")
+    weights = record.select("decoder", layer, head)[after:, first:after].reshape(len(words), rows, columns)
+    layers, heads = record.maps.shape("decoder")[:2]
+    which = f"head {head}" if head != "mean" else "mean of heads" if heads > 1 else "one attention (no heads)"
+    top = float(weights.max()) or 1.0
+    title = (
+        f"{model + ': ' if model else ''}each word's attention over the image's {rows} x {columns} tokens "
+        f"({layer_name(layer, layers)}, {which}; scale 0 to {top:.3g}, the largest)"
+    )
+    return plot_caption(record.image, words, weights, title=title, vmax=top, ink=False)

@@ -139,9 +139,16 @@ class LoadedModel(ABC):
         raise ValueError(f"{self.name} reads text: leave 'image' out")
 
     def prepare_image(
-        self, image: np.ndarray, name: str, *, target: str | None = None, options: SearchOptions | None = None
+        self,
+        image: np.ndarray,
+        name: str,
+        *,
+        target: str | None = None,
+        options: SearchOptions | None = None,
+        max_new_tokens: int | None = None,
     ) -> Prepared:
-        """An image already as the model reads it (``read_image``), with its output side."""
+        """An image already as the model reads it (``read_image``), with its output side; ``name``
+        names it (a vision-language model: the text about it, continued by ``max_new_tokens``)."""
         raise ValueError(f"{self.name} reads text: leave 'image' out")
 
     @abstractmethod

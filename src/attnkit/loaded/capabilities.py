@@ -38,6 +38,8 @@ class Capabilities:
     circuits       its residual stream is named layer by layer and read into token logits: the
                    causal analyses of ``attnkit.circuits`` (patching, paths, logit attribution,
                    QK and OV) run on it
+    images         an image may go beside its text (a vision-language model: ``prepare_image``
+                   with the text about it), its decoder attending over the image's tokens
     """
 
     reads: str
@@ -49,6 +51,7 @@ class Capabilities:
     contextual: bool = False
     positions: bool = False
     circuits: bool = False
+    images: bool = False
 
     @property
     def forced(self) -> bool:
@@ -83,6 +86,8 @@ class Capabilities:
         encoder", "image encoder", "captioner"."""
         if self.writes is None:
             return f"{self.reads} encoder"
+        if self.images:
+            return "vision-language model"
         return {"translation": "encoder-decoder", "continuation": "decoder-only model", "caption": "captioner"}[
             self.writes
         ]

@@ -35,6 +35,7 @@ class TransformersModel(LoadedModel):
     WRITES: str | None = None
     ATTRIBUTIONS: tuple[str, ...] = (*MAP_METHODS, "value-norm", *GRADIENT_NAMES)
     CONTEXTUAL = False
+    IMAGES = False  # an image may go beside its text
 
     def __init__(self, name: str, hf: HFModel) -> None:
         self.name, self.hf = name, hf
@@ -50,6 +51,7 @@ class TransformersModel(LoadedModel):
             attributions=self.ATTRIBUTIONS,
             contextual=self.CONTEXTUAL,
             circuits=self.WRITES is not None and self._reads_its_stream(),
+            images=self.IMAGES and self.hf.processor is not None,
         )
 
     @property
@@ -109,8 +111,8 @@ class TransformersModel(LoadedModel):
             "give a shorter input",
         )
         inputs = self._inputs(p)
-        if "pixels" in inputs:
-            return self.hf.forward(pixels=inputs["pixels"], vectors=vectors)
+        if "pixels" in inputs:  # an image alone, or (a vision-language model) with its text
+            return self.hf.forward(inputs.get("src"), pixels=inputs["pixels"], vectors=vectors)
         return self.hf.forward(inputs["src"], inputs.get("tgt"), vectors=vectors, dtype=dtype)
 
     def sites(self) -> list[Site]:
@@ -134,6 +136,7 @@ class TransformersModel(LoadedModel):
             prompt_length=self._prompt_length(prepared),
             image=prepared.image,
             grid=prepared.grid,
+            image_tokens=prepared.image_tokens,
         )
 
     def _prompt_length(self, prepared: Prepared) -> int | None:
@@ -323,9 +326,9 @@ class TransformersImage(TransformersModel):
         _no_output_side(self, targets, max_new_tokens)
         return [self.prepare_image(self.hf.read_image(path), str(path)) for path in sentences]
 
-    def prepare_image(self, image, name, *, target=None, options=None) -> Prepared:
+    def prepare_image(self, image, name, *, target=None, options=None, max_new_tokens=None) -> Prepared:
         """An image already at the processor's size ((H, W, 3) in [0, 1]) as [CLS] and its patches."""
-        _no_output_side(self, None if target is None else [target], None)
+        _no_output_side(self, None if target is None else [target], max_new_tokens)
         rows, columns = self.hf.patch_grid()
         tokens = ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(columns)]
         return Prepared(name, [], tokens, image=image, grid=(rows, columns))
@@ -341,9 +344,92 @@ class TransformersImage(TransformersModel):
         return transformers_image_scorer(self.hf, prepared)
 
 
+class TransformersVisionLanguage(TransformersDecoder):
+    """A vision-language decoder run by transformers (LLaVA, PaliGemma, Gemma 3, ...): its text
+    alone, or an image with the text about it, the image's features standing in its decoder's
+    sequence as one token each, so every word's attention over the image is a slice of the
+    decoder's self-attention; its vision tower's self-attention is the encoder's."""
+
+    IMAGES = True
+    ATTRIBUTIONS = MAP_METHODS
+
+    def read_image(self, raw: bytes, name: str) -> np.ndarray:
+        return self.hf.decode_image(raw, name)
+
+    def prepare_image(self, image, name, *, target=None, options=None, max_new_tokens=None) -> Prepared:
+        """``image`` at the processor's size ((H, W, 3) in [0, 1]) with the text ``name`` about it,
+        continued by ``max_new_tokens``; its image tokens relabelled by the patch they stand for."""
+        self._check_output_side(None if target is None else [target], None)
+        new = DEFAULT_NEW_TOKENS if max_new_tokens is None else max_new_tokens
+        if new < 0:
+            raise ValueError(f"`max_new_tokens` must be >= 0 (0: the prompt alone), got {new}")
+        ids = self.hf.image_prompt(name, image)
+        _check_length(self, len(ids) + new)
+        first, rows, columns = self._image_tokens(ids)
+        pixels = self.hf.pixels(image)
+        seq = self.hf.generate(ids, max_new_tokens=new, pixels=pixels) if new else list(ids)
+        tokens = self.hf.tokens(seq)
+        tokens[first : first + rows * columns] = [f"img {r},{c}" for r in range(rows) for c in range(columns)]
+        return Prepared(
+            name,
+            list(ids),
+            self._tower_tokens(),
+            tgt_in_ids=seq,
+            tgt_out_ids=seq[1:],
+            tgt_in_tokens=tokens,
+            tgt_out_tokens=tokens[1:] + [""],
+            output=self.hf.decode(seq[len(ids) :]),
+            image=image,
+            grid=self.hf.patch_grid(),
+            image_tokens=(first, rows, columns),
+        )
+
+    def _image_tokens(self, ids: list[int]) -> tuple[int, int, int]:
+        """(first, rows, columns) of the image's tokens in ``ids``: one run, on a square grid."""
+        token = self.hf.image_token
+        at = [i for i, t in enumerate(ids) if t == token]
+        side = round(len(at) ** 0.5)
+        if not at or at != list(range(at[0], at[0] + len(at))) or side * side != len(at):
+            raise ValueError(
+                f"{self.name}'s {len(at)} image tokens are not one run on a square grid: attnkit draws an image "
+                "whose tokens are one grid of its patches"
+            )
+        return at[0], side, side
+
+    def _tower_tokens(self) -> list[str]:
+        """The vision tower's positions: its patches, after a class token where it has one."""
+        rows, columns = self.hf.patch_grid()
+        patches = [f"{r},{c}" for r in range(rows) for c in range(columns)]
+        return (["[CLS]"] if self.hf.tower_has_class_token() else []) + patches
+
+    def _inputs(self, p: Prepared) -> dict:
+        if p.image is None:
+            return super()._inputs(p)
+        return {"src": p.tgt_in_ids, "pixels": self.hf.pixels(p.image)}
+
+    def capture(self, prepared: Prepared) -> AttentionRecord:
+        record = super().capture(prepared)
+        if prepared.image is not None and "encoder" in record.maps:
+            seen = record.maps.shape("encoder")[-1]
+            if seen != len(prepared.src_tokens):
+                raise ValueError(
+                    f"{self.name}'s vision tower saw {seen} positions, not the {len(prepared.src_tokens)} of its "
+                    "patch grid: attnkit cannot label them"
+                )
+        return record
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        if prepared.image is not None:
+            raise ValueError(
+                f"{self.name}: the gradient methods read its text alone; with an image, use attention, rollout or flow"
+            )
+        return super().scorer(prepared)
+
+
 TRANSFORMERS_TYPES: dict[str, type[TransformersModel]] = {
     "encoder": TransformersEncoder,
     "decoder": TransformersDecoder,
     "seq2seq": TransformersSeq2Seq,
     "vision": TransformersImage,
+    "vision-language": TransformersVisionLanguage,
 }

@@ -309,10 +309,12 @@ class Captioner(OwnEngine):
             for i, (im, s) in enumerate(zip(images, sentences))
         ]
 
-    def prepare_image(self, image, name, *, target=None, options=None) -> Prepared:
+    def prepare_image(self, image, name, *, target=None, options=None, max_new_tokens=None) -> Prepared:
         from ..data.tokenizer import BOS, EOS
         from ..inference.caption import caption_images
 
+        if max_new_tokens is not None:
+            raise ValueError("`max_new_tokens` is for decoder-only models; a captioner writes until </s>")
         rows, columns = self._grid()
         if target is not None:
             unknown = [w for w in target.split() if w not in self.vocab.ids]

@@ -131,16 +131,29 @@ def attention_records(
     options: SearchOptions | None = None,
     weights: dict | None = None,
     max_new_tokens: int | None = None,
+    image: str | Path | None = None,
 ) -> tuple[list[AttentionRecord], dict]:
     """Attention records and model info: read from a saved ``.npz``, or captured by running
     the model on ``sentences`` (with its own output: a translation searched with ``options``,
     a continuation of ``max_new_tokens``; or the forced ``targets``). ``weights``: ``load``'s
-    keyword arguments."""
+    keyword arguments; ``image``: a vision-language model's image, each sentence the text about it."""
     if str(source).endswith(".npz"):
-        if sentences or targets:
+        if sentences or targets or image:
             raise ValueError("sentences are given with a model directory, not with a saved .npz")
         return load_records(source)
     model = load(source, **(weights or {}))
+    if image is not None:
+        if not model.capabilities.images:
+            raise ValueError(f"{model.name} is {model.capabilities.a}: `image` is for a vision-language model")
+        if targets:
+            raise ValueError("a vision-language model continues its text: leave `targets` out")
+        if not Path(image).is_file():
+            raise FileNotFoundError(f"image not found: {image}")
+        seen = model.read_image(Path(image).read_bytes(), str(image))
+        return [
+            model.capture(model.prepare_image(seen, s, max_new_tokens=max_new_tokens))
+            for s in _require_sentences(sentences)
+        ], model.info
     prepared = model.prepare(
         _require_sentences(sentences), targets=targets, options=options, max_new_tokens=max_new_tokens
     )

@@ -45,11 +45,13 @@ def plot_caption(
     inside: Sequence[float | None] | None = None,
     title: str = "",
     vmax: float = 1.0,
+    ink: bool = True,
 ) -> Figure:
     """image (H, W) greyscale or (H, W, 3) RGB in [0, 1]; attention (t, gh, gw), one map per word
     of ``words``, drawn on the scale 0 .. ``vmax``; ``boxes``: where each word's object really
     is (outlined), ``inside``: the share of the word's attention inside its box
-    (``evaluation.attention_in_box``), written over the panel."""
+    (``evaluation.attention_in_box``), written over the panel; ``ink``: trace the outline of a
+    scene's ink (its digits) over each map (a photograph has none)."""
     if attention.ndim != 3 or len(attention) != len(words):
         raise ValueError(f"attention must be (words, rows, columns) for {len(words)} word(s), got {attention.shape}")
     for name, given in (("boxes", boxes), ("shares inside", inside)):
@@ -65,7 +67,7 @@ def plot_caption(
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     heat = None
     for i, (ax, word) in enumerate(zip(axes[1:], words)):
-        heat = _heat(ax, image, attention[i], vmax)
+        heat = _heat(ax, image, attention[i], vmax, ink=ink)
         label = f"“{word}”"
         _box(ax, boxes[i] if boxes is not None else None)
         share = inside[i] if inside is not None else None
@@ -82,7 +84,7 @@ def plot_caption(
         bar = fig.colorbar(heat, ax=list(axes[1:n]), shrink=0.85)
         bar.set_label(f"attention weight (0 to {vmax:g})", fontsize=9)
     _suptitle(fig, title, 12)
-    _key(fig, boxes is not None, inside is not None and any(v is not None for v in inside))
+    _key(fig, boxes is not None, inside is not None and any(v is not None for v in inside), ink=ink)
     return fig
 
 
@@ -94,13 +96,19 @@ def _suptitle(fig, title: str, per_inch: int) -> None:
         fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)
 
 
-def _key(fig, boxes: bool, inside: bool = False, cited: Sequence[str] = (), shown: str = "attention") -> None:
+def _key(
+    fig, boxes: bool, inside: bool = False, cited: Sequence[str] = (), shown: str = "attention", ink: bool = True
+) -> None:
     """What the marks over the heat maps are, in small type under the panels (and ``cited``: the
     methods' papers, where the rows name the methods alone; ``shown``: what the maps are)."""
-    marks = ["white: the outline of the image's ink (each digit)"]
+    marks = ["white: the outline of the image's ink (each digit)"] if ink else []
     marks += ["dashed red: where the word's object really is"] if boxes else []
     marks += [f"% in box: the share of the word's {shown} inside it"] if inside else []
-    text = "; ".join(marks) + "." + (f" Methods: {'; '.join(cited)}." if cited else "")
+    if not marks and not cited:
+        return
+    text = " ".join(
+        ([("; ".join(marks) + ".")] if marks else []) + ([f"Methods: {'; '.join(cited)}."] if cited else [])
+    )
     fig.supxlabel(textwrap.fill(text, int(fig.get_figwidth() * 15)), fontsize=8.5, color="#374151")
 
 
@@ -129,7 +137,7 @@ def _image(ax, image: np.ndarray) -> None:
     ax.set_title("image", fontsize=9)
 
 
-def _heat(ax, image: np.ndarray, weights: np.ndarray, vmax: float):
+def _heat(ax, image: np.ndarray, weights: np.ndarray, vmax: float, *, ink: bool = True):
     """One word's (gh, gw) region weights over the image, opaque, the ink's outline traced over."""
     shape = image.shape[:2]
     heat = ax.imshow(
@@ -137,7 +145,7 @@ def _heat(ax, image: np.ndarray, weights: np.ndarray, vmax: float):
     )
     luma = greyscale(image)
     low, high = float(luma.min()), float(luma.max())  # the ink's outline: half-way between them
-    if high - low > 0.1:
+    if ink and high - low > 0.1:
         ax.contour(
             np.arange(shape[1]), np.arange(shape[0]), luma, levels=[(low + high) / 2], colors="white", linewidths=0.6
         )

@@ -303,6 +303,7 @@ class Layout:
     kinds: tuple[str, ...]  # the kinds of its stacks' self- and cross-attention, in order
     reads_images: bool = False  # pixels through an image processor, not text through a tokenizer
     continues: bool = False  # a decoder-only language model, continuing its prompt
+    with_images: bool = False  # a decoder whose text may hold an image's tokens: a processor reads both
     auto: str = "AutoModel"  # the transformers auto class that builds it
 
     @property
@@ -312,7 +313,7 @@ class Layout:
 
     @property
     def needs(self) -> str:
-        return "image processor" if self.reads_images else "tokenizer"
+        return "processor" if self.with_images else "image processor" if self.reads_images else "tokenizer"
 
 
 LAYOUTS: dict[str, Layout] = {
@@ -322,6 +323,14 @@ LAYOUTS: dict[str, Layout] = {
         Layout("vision", "image encoder", ("encoder",), reads_images=True),
         Layout("decoder", "decoder-only", ("decoder",), continues=True, auto="AutoModelForCausalLM"),
         Layout("seq2seq", "encoder-decoder", ("encoder", "decoder", "cross"), auto="AutoModelForSeq2SeqLM"),
+        Layout(  # its vision tower's self-attention is the encoder's, its language model's the decoder's
+            "vision-language",
+            "vision-language decoder",
+            ("encoder", "decoder"),
+            continues=True,
+            with_images=True,
+            auto="AutoModelForImageTextToText",
+        ),
     )
 }
 
@@ -345,12 +354,31 @@ class HFModel:
         return self.model.config
 
     @property
+    def text_config(self) -> Any:
+        """The configuration of its language model (a vision-language model's ``text_config``)."""
+        return self.config.get_text_config() if self.layout.with_images else self.config
+
+    @property
+    def image_token(self) -> int | None:
+        """The id that stands for one image feature in a vision-language model's text."""
+        for name in ("image_token_id", "image_token_index"):
+            value = getattr(self.config, name, None)
+            if isinstance(value, int):
+                return value
+        return None
+
+    @property
+    def vision_config(self) -> Any:
+        """The configuration of its image encoder (a vision-language model's ``vision_config``)."""
+        return getattr(self.config, "vision_config", None) or self.config
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
     def max_tokens(self) -> int | None:
         """The longest input the model's positions cover (None: no fixed limit, as T5's relative bias)."""
-        c = self.config
+        c = self.text_config
         table = getattr(getattr(self.model.base_model, "embeddings", None), "position_embeddings", None)
         if isinstance(table, nn.Embedding) and table.padding_idx is not None:  # RoBERTa's: from padding_idx + 1
             return table.num_embeddings - table.padding_idx - 1
@@ -362,7 +390,7 @@ class HFModel:
 
     def layers_and_heads(self) -> dict[str, tuple[int, int]]:
         """{kind: (layers, heads)} from the configuration."""
-        c = self.config
+        c = self.text_config
         heads = _setting(c, "num_attention_heads", "num_heads", "n_head", "n_heads")
         if self.layout.two_stacks:
             enc = _setting(c, "encoder_layers", "num_layers")
@@ -370,13 +398,14 @@ class HFModel:
             enc_heads = _setting(c, "encoder_attention_heads") or heads
             dec_heads = _setting(c, "decoder_attention_heads") or heads
             return {"encoder": (enc, enc_heads), "decoder": (dec, dec_heads), "cross": (dec, dec_heads)}
-        layers = _setting(c, "num_hidden_layers", "n_layer", "n_layers")
-        return {self.layout.kinds[0]: (layers, heads)}
+        if self.layout.with_images:  # the vision tower, then the language model
+            return {kind: _layers_and_heads(part) for kind, part in zip(self.layout.kinds, (self.vision_config, c))}
+        return {self.layout.kinds[0]: _layers_and_heads(c)}
 
     def forward_bytes(self, tokens: int, *, values: bool = False, itemsize: int = 4) -> int:
         """A recorded forward pass's memory at ``tokens``, estimated: every kind's record (q, k,
         v where kept, each row's log-sum-exp) and a few of one layer's largest activations."""
-        c = self.config
+        c = self.text_config
         hidden = _setting(c, "hidden_size", "d_model", "n_embd", "dim")
         ffn = _setting(c, "intermediate_size", "d_ff", "encoder_ffn_dim", "n_inner", "hidden_dim") or 4 * hidden
         total = 0
@@ -390,7 +419,7 @@ class HFModel:
         return total + 8 * tokens * max(ffn, hidden) * 4
 
     def info(self, name: str) -> dict:
-        c = self.config
+        c = self.text_config
         hidden = _setting(c, "hidden_size", "d_model", "n_embd", "dim")
         shapes = self.layers_and_heads()
         first = next(iter(shapes.values()))
@@ -433,11 +462,16 @@ class HFModel:
         return str(self.tokenizer.decode(ids, skip_special_tokens=True)).strip()
 
     @torch.no_grad()
-    def generate(self, ids: list[int], *, max_new_tokens: int, beam: int = 1) -> list[int]:
+    def generate(
+        self, ids: list[int], *, max_new_tokens: int, beam: int = 1, pixels: Tensor | None = None
+    ) -> list[int]:
         """The model's own continuation (decoder-only: prompt + new tokens) or output (encoder-decoder:
-        decoder start, tokens, end), greedy or with ``beam`` hypotheses."""
+        decoder start, tokens, end), greedy or with ``beam`` hypotheses; ``pixels``: the image a
+        vision-language model's prompt holds."""
         src = torch.tensor([ids], device=self.device)
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": False, "num_beams": beam}
+        if pixels is not None:
+            kwargs["pixel_values"] = pixels.to(self.device, self.model.dtype)
         pad = self.tokenizer.pad_token_id if self.tokenizer is not None else None
         if pad is None:
             pad = self.config.eos_token_id if isinstance(self.config.eos_token_id, int) else 0
@@ -487,16 +521,35 @@ class HFModel:
 
     # -- images -------------------------------------------------------------------------------
 
+    @property
+    def image_processor(self) -> Any:
+        """What turns an image into pixel_values (a vision-language processor's image part)."""
+        return getattr(self.processor, "image_processor", self.processor)
+
+    def _crops(self) -> bool:
+        """Whether the image processor resizes the shorter side and cuts the centre (CLIP's)."""
+        crop = getattr(self.image_processor, "crop_size", None)
+        return bool(getattr(self.image_processor, "do_center_crop", False)) and crop is not None
+
     def image_size(self) -> tuple[int, int]:
-        """(height, width) the image processor resizes to."""
-        size = getattr(self.processor, "size", None) or {}
-        side = getattr(self.config, "image_size", 224)
-        return int(size.get("height", side)), int(size.get("width", side))
+        """(height, width) the image processor gives the model."""
+        if self._crops():
+            crop = self.image_processor.crop_size
+            return int(crop["height"]), int(crop["width"])
+        size = getattr(self.image_processor, "size", None) or {}
+        side = getattr(self.vision_config, "image_size", 224)
+        return int(size.get("height") or side), int(size.get("width") or side)
 
     def patch_grid(self) -> tuple[int, int]:
         h, w = self.image_size()
-        patch = int(self.config.patch_size)
+        patch = int(self.vision_config.patch_size)
         return h // patch, w // patch
+
+    def tower_has_class_token(self) -> bool:
+        """Whether its image encoder puts a class token before the patches (CLIP's, ViT's)."""
+        return any(
+            name.endswith("class_embedding") or name.endswith("cls_token") for name, _ in self.model.named_parameters()
+        )
 
     def read_image(self, path: str | Path) -> np.ndarray:
         """An image file, resized as the processor resizes: (H, W, 3) in [0, 1], what the model sees."""
@@ -506,23 +559,58 @@ class HFModel:
         return self.decode_image(path.read_bytes(), str(path))
 
     def decode_image(self, raw: bytes, name: str = "the image") -> np.ndarray:
-        """An image file's bytes, resized as the processor resizes: (H, W, 3) in [0, 1]."""
+        """An image file's bytes as the processor shapes them, (H, W, 3) in [0, 1]: resized to its
+        size, or (a processor that crops) resized to cover it and its centre cut."""
         from PIL import Image
 
         from ..data.images import open_rgb
 
         rgb = open_rgb(raw, name=name)
         h, w = self.image_size()
-        resample = getattr(self.processor, "resample", None)
-        resized = rgb.resize(
-            (w, h), Image.Resampling(int(resample)) if resample is not None else Image.Resampling.BILINEAR
-        )
-        return np.asarray(resized, dtype=np.float32) / 255.0
+        resample = getattr(self.image_processor, "resample", None)
+        how = Image.Resampling(int(resample)) if resample is not None else Image.Resampling.BILINEAR
+        if self._crops():
+            scale = max(h / rgb.height, w / rgb.width)
+            cover = (max(w, round(rgb.width * scale)), max(h, round(rgb.height * scale)))
+            rgb = rgb.resize(cover, how)
+            left, top = (cover[0] - w) // 2, (cover[1] - h) // 2
+            rgb = rgb.crop((left, top, left + w, top + h))
+        else:
+            rgb = rgb.resize((w, h), how)
+        return np.asarray(rgb, dtype=np.float32) / 255.0
 
     def pixels(self, image: np.ndarray) -> Tensor:
         """The processor's normalised pixel_values (1, 3, H, W) of an image already at its size."""
         array = np.round(image * 255).astype(np.uint8)
-        return self.processor(images=array, return_tensors="pt")["pixel_values"]
+        return self.image_processor(images=array, return_tensors="pt")["pixel_values"]
+
+    def image_prompt(self, text: str, image: np.ndarray) -> list[int]:
+        """A vision-language model's ids of ``text`` about ``image`` (already at its size): the
+        processor's, its image token expanded to one token per image feature (put first where the
+        text does not place it)."""
+        if self.processor is None:
+            raise ValueError(
+                f"{self.path} was given a tokenizer, not its processor: it reads its text alone "
+                "(attnkit.load(model, processor) reads images too)"
+            )
+        token = getattr(self.processor, "image_token", None)
+        if token is None:
+            raise ValueError(f"{self.path}: its processor names no image token: attnkit cannot find the image's tokens")
+        if text.count(token) > 1:
+            raise ValueError(f"{text.count(token)} {token} tokens in the text: attnkit reads one image with its text")
+        if token not in text:
+            text = f"{token}\n{text}"
+        array = np.round(image * 255).astype(np.uint8)
+        found = self.processor(text=text, images=array, return_tensors="pt")
+        extra = sorted(
+            set(found) - {"input_ids", "attention_mask", "pixel_values", "token_type_ids", "mm_token_type_ids"}
+        )
+        if extra:
+            raise ValueError(
+                f"{type(self.processor).__name__} gives {', '.join(extra)} beside the pixels (an image cut into tiles "
+                "or of its own size): attnkit reads images whose tokens lie on one grid of patches"
+            )
+        return [int(i) for i in found["input_ids"][0]]
 
     # -- forward passes -----------------------------------------------------------------------
 
@@ -629,10 +717,12 @@ class HFModel:
     ) -> Any:
         """One forward of the model over ``copies`` rows of the input (``last_only``: a decoder-only
         model's logits at the last position alone: t x vocabulary is large)."""
-        if pixels is not None:
+        if pixels is not None and ids is None:
             return self.model(pixel_values=pixels.to(self.device))
         src = torch.tensor([ids], device=self.device).expand(copies, -1)
         kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
+        if pixels is not None:  # a vision-language model: the image its text's image tokens stand for
+            kwargs["pixel_values"] = pixels.to(self.device, self.model.dtype).expand(copies, *pixels.shape[1:])
         if decoder_ids is not None:
             kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
         if self.layout.continues:
@@ -645,6 +735,12 @@ class HFModel:
         """The token table of the source side (the encoder's, for an encoder-decoder)."""
         model = self.model.get_encoder() if self.layout.two_stacks else self.model
         return model.get_input_embeddings()
+
+
+def _layers_and_heads(config: Any) -> tuple[int, int]:
+    """(layers, heads) of one stack's configuration."""
+    heads = _setting(config, "num_attention_heads", "num_heads", "n_head", "n_heads")
+    return _setting(config, "num_hidden_layers", "n_layer", "n_layers"), heads
 
 
 def _setting(config: Any, *names: str) -> int:
@@ -794,7 +890,19 @@ def _layout_of_class(cls: Any) -> str:
     if getattr(getattr(cls, "config_class", None), "is_encoder_decoder", False):
         return "seq2seq"
     can = getattr(cls, "can_generate", None)
-    return "decoder" if callable(can) and can() else "encoder"
+    if not (callable(can) and can()):
+        return "encoder"
+    return "vision-language" if cls.__name__ in _image_text_classes() else "decoder"
+
+
+def _image_text_classes() -> set[str]:
+    """The classes transformers builds for image-and-text-to-text (its auto mapping's)."""
+    from transformers.models.auto import modeling_auto
+
+    names: set[str] = set()
+    for value in modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.values():
+        names.update([value] if isinstance(value, str) else value)
+    return names
 
 
 def layout_of_model(model: Any) -> Layout:
@@ -839,7 +947,14 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
     if not any((path / f).is_file() for f in WEIGHT_FILES):
         raise FileNotFoundError(f"{path}: no weights (model.safetensors or pytorch_model.bin)")
     tokenizer = processor = None
-    if layout.reads_images:
+    if layout.with_images:
+        if not any((path / f).is_file() for f in ("processor_config.json", "preprocessor_config.json")):
+            raise FileNotFoundError(f"{path}: missing processor_config.json (the processor of its text and images)")
+        processor = _load(
+            lambda: transformers.AutoProcessor.from_pretrained(path, local_files_only=True), path, "processor"
+        )
+        tokenizer = _processor_parts(processor, path)
+    elif layout.reads_images:
         if not (path / "preprocessor_config.json").is_file():
             raise FileNotFoundError(f"{path}: missing preprocessor_config.json (the image processor's settings)")
         processor = _load(
@@ -880,8 +995,8 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
 
 
 def from_object(model: Any, tokenizer: Any = None) -> HFModel:
-    """A transformers model already in memory (a notebook's) with its tokenizer (or, for an image
-    encoder, its image processor). attnkit's attention implementation is set on it: with no
+    """A transformers model already in memory (a notebook's) with its tokenizer (for an image
+    encoder, its image processor; for a vision-language model, its processor). attnkit's attention implementation is set on it: with no
     recording open it runs PyTorch's fused kernel under the family's own rules (as transformers'
     SDPA does), so the model computes as its eager attention does."""
     config = getattr(model, "config", None)
@@ -899,8 +1014,26 @@ def from_object(model: Any, tokenizer: Any = None) -> HFModel:
     _register()
     model.set_attn_implementation(ATTN)  # type: ignore[operator]  # a PreTrainedModel method
     model.eval()
-    processor, tokenizer = (tokenizer, None) if layout.reads_images else (None, tokenizer)
+    if layout.with_images:  # its processor (text and images), or a tokenizer alone (its text alone)
+        processor, tokenizer = (tokenizer, tokenizer.tokenizer) if _is_processor(tokenizer) else (None, tokenizer)
+    else:
+        processor, tokenizer = (tokenizer, None) if layout.reads_images else (None, tokenizer)
     return _named(HFModel(name, layout, model_type, model, tokenizer, processor))
+
+
+def _is_processor(processor: Any) -> bool:
+    """Whether ``processor`` reads text and images (a tokenizer and an image processor in one)."""
+    return getattr(processor, "image_processor", None) is not None and getattr(processor, "tokenizer", None) is not None
+
+
+def _processor_parts(processor: Any, label: Any) -> Any:
+    """A vision-language processor's tokenizer, once it is seen to hold an image processor too."""
+    if not _is_processor(processor):
+        raise ValueError(
+            f"{label}: a vision-language model reads its text and images through one processor (its tokenizer "
+            f"and image processor), not a {type(processor).__name__}"
+        )
+    return processor.tokenizer
 
 
 def _named(hf: HFModel) -> HFModel:

@@ -239,6 +239,7 @@ class ServedCapabilities(BaseModel):
     forced: bool = Field(description="whether a 'target' can be scored instead of its own output")
     summary: str = Field(description="what it is in a few words: encoder-decoder, decoder-only, ...")
     circuits: bool = Field(description="whether /api/circuits and /api/qk answer for it (a stream read into logits)")
+    images: bool = Field(False, description="whether an 'image' goes beside its 'text' (a vision-language model)")
 
 
 class ServedModel(BaseModel):
@@ -281,6 +282,11 @@ class Example(BaseModel):
     image: str | None = Field(None, description="an image model: its input as it saw it, a PNG data URL")
     grid: list[int] | None = Field(
         None, description="an image model: rows and columns of its patches, the last of src_tokens, row-major"
+    )
+    image_tokens: list[int] | None = Field(
+        None,
+        description="a vision-language model: [first, rows, columns] of the image's tokens among tgt_in_tokens, "
+        "row-major",
     )
     maps: dict[Kind, list[list[list[list[float]]]]] = Field(description="empty when packed")
     packed: dict[Kind, Packed] | None = None
@@ -706,7 +712,7 @@ def _variant(base: dict[str, Any], model: str, c: Any, unnamed: bool) -> dict[st
         props["target"] = none  # it has no output side to force
     if "max_new_tokens" in props and c.writes != "continuation":
         props["max_new_tokens"] = none
-    if "image" in props and c.reads != "image":
+    if "image" in props and c.reads != "image" and not c.images:
         props["image"] = none
     if "kind" in props and "query" in props:  # explain: one of its kinds
         props["kind"] = {"anyOf": [{"enum": list(c.kinds)}, none]}

@@ -250,7 +250,7 @@ class Studio:
         ``target`` forces one. An image model takes ``image`` (base64), ``text`` naming it."""
         model = m.model
         if model.capabilities.reads == "image" or image is not None:
-            return self._prepare_image(m, text, image, target, options)
+            return self._prepare_image(m, text, image, target, options, new_tokens)
         self._check_tokens(model.token_count(text), "text")
         if target:
             self._check_tokens(model.target_count(target), "target")
@@ -264,10 +264,18 @@ class Studio:
             raise RequestError(str(err)) from None
 
     def _prepare_image(
-        self, m: StudioModel, name: str, image: str | None, target: str | None, options: SearchOptions
+        self,
+        m: StudioModel,
+        name: str,
+        image: str | None,
+        target: str | None,
+        options: SearchOptions,
+        new_tokens: int | None = None,
     ) -> Prepared:
+        """An image model's ``image``, named by ``name``; a vision-language model's, with the text
+        ``name`` about it continued by ``new_tokens``."""
         model = m.model
-        if model.capabilities.reads != "image":
+        if model.capabilities.reads != "image" and not model.capabilities.images:
             raise RequestError(f"{m.name} reads text: leave 'image' out")
         if image is None:
             raise RequestError(f"{m.name} is an image model: send the image as 'image' (base64 PNG or JPEG)")
@@ -276,7 +284,7 @@ class Studio:
             self._check_tokens(model.target_count(target), "target")
         pixels = self._image(image, lambda raw: model.read_image(raw, "the image"))
         try:
-            return model.prepare_image(pixels, name, target=target, options=options)
+            return model.prepare_image(pixels, name, target=target, options=options, max_new_tokens=new_tokens)
         except ValueError as err:
             raise RequestError(str(err)) from None
 

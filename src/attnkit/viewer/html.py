@@ -225,6 +225,7 @@ def example_json(r: AttentionRecord, *, maps: bool = True) -> dict:
         "prompt_length": r.prompt_length,
         "image": None if r.image is None else image_url(r.image),
         "grid": None if r.grid is None else list(r.grid),
+        "image_tokens": None if r.image_tokens is None else list(r.image_tokens),
         "maps": {kind: _rounded(a) for kind, a in r.maps.items()} if maps else {},
     }
 

@@ -1,6 +1,6 @@
 "use strict";
 // The image view: a query's attention over an image model's patches (a captioner's words over
-// the image's regions), beside the image as the model saw it.
+// the image's regions; a vision-language model's words over its image's tokens), beside the image as the model saw it.
 (window.attnkitViews = window.attnkitViews || {}).image = function (lib) {
   const {
     $, html, state, example, queries, keys, heads, matrixOf, area, clamp, layerName, setupCanvas, colour,
@@ -9,19 +9,25 @@
   function drawImageView() {
     const ex = example(), box = $("image-view"); box.innerHTML = "";
     if (!ex.image || !ex.grid) return;
-    const [gr, gc] = ex.grid, q = queries(ex, state.kind), k = keys(ex, state.kind);
-    const overImage = k.length >= gr * gc && state.kind !== "decoder";  // keys: the patches, after any [CLS]
+    const q = queries(ex, state.kind), k = keys(ex, state.kind);
+    // a vision-language model's decoder: its image's tokens are a run of its own sequence, on their own grid
+    const within = state.kind === "decoder" && ex.image_tokens ? ex.image_tokens : null;
+    const [gr, gc] = within ? within.slice(1) : ex.grid;
+    const overImage = within || (k.length >= gr * gc && state.kind !== "decoder");  // keys: the patches, after any [CLS]
     if (!overImage) { html("p", { class: "note" }, box, "the decoder attends over the words it has written, not over the image: choose the cross kind"); return; }
-    const first = k.length - gr * gc, selfOver = state.kind === "encoder";  // the patches' own attention: queries are patches too
-    const query = state.pinned && state.pinned.side === "q" ? Math.min(state.pinned.i, q.length - 1) : 0;
-    if (!selfOver) {  // the words of the output as the queries to choose from
+    const first = within ? within[0] : k.length - gr * gc, selfOver = state.kind === "encoder";  // the patches' own attention: queries are patches too
+    const after = within ? first + gr * gc : 0;  // the words that read the image: those after its tokens
+    const fallback = within ? Math.min(q.length - 1, Math.max(after, ex.prompt_length || 0)) : 0;  // the first word written
+    const query = state.pinned && state.pinned.side === "q" && state.pinned.i >= after ? Math.min(state.pinned.i, q.length - 1) : fallback;
+    if (!selfOver) {  // the words of the output (after the image) as the queries to choose from
       const words = html("div", { class: "chips" }, box);
       q.forEach((t, i) => {
+        if (i < after) return;
         const b = html("button", { type: "button", class: i === query ? "chip on" : "chip" }, words, t);
         b.addEventListener("click", () => { state.pinned = { side: "q", i: i }; drawImageView(); });
       });
     }
-    const row = matrixOf(state.layer, state.head)[query], patches = Array.from(row).slice(first);
+    const row = matrixOf(state.layer, state.head)[query], patches = Array.from(row).slice(first, first + gr * gc);
     const top = Math.max(1e-9, ...patches), room = area();
     const side = clamp(Math.floor(Math.min((room.w - 80) / 2, room.h - 160)), 160, 900);
     const wrap = html("div", { class: "image-pair" }, box);
@@ -42,7 +48,7 @@
     };
     c.onmousemove = (e) => {
       const [pr, pc] = at(e);
-      $("readout").textContent = `${q[query]} → ${selfOver ? "patch" : "region"} ${pr},${pc}: weight ${patches[pr * gc + pc].toFixed(4)}`;
+      $("readout").textContent = `${q[query]} → ${selfOver ? "patch" : within ? "image token" : "region"} ${pr},${pc}: weight ${patches[pr * gc + pc].toFixed(4)}`;
     };
     if (selfOver) c.onclick = (e) => {
       const [pr, pc] = at(e);
@@ -51,9 +57,11 @@
       $("readout").textContent = `query: patch ${pr},${pc} (pinned; it is the query of the head view and the neuron view too)`;
     };
     const which = state.head === "mean" ? "average of heads" : heads() === 1 ? "its one attention" : `head ${state.head}`;
-    const rest = first ? `; its weight on ${k.slice(0, first).join(", ")}: ${Array.from(row).slice(0, first).reduce((x, y) => x + y, 0).toFixed(4)}` : "";
+    const sum = (xs) => xs.reduce((x, y) => x + y, 0);
+    const rest = within ? `; its weight on the image: ${sum(patches).toFixed(4)}, on the text: ${(sum(Array.from(row)) - sum(patches)).toFixed(4)}`
+      : first ? `; its weight on ${k.slice(0, first).join(", ")}: ${sum(Array.from(row).slice(0, first)).toFixed(4)}` : "";
     colourBar(html("canvas", {}, box), 960, top.toFixed(4), [
-      `${q[query]}'s attention over the ${gr} x ${gc} ${selfOver ? "patches" : "regions"}, layer ${layerName(state.layer)}, ${which}`,
+      `${q[query]}'s attention over the ${gr} x ${gc} ${selfOver ? "patches" : within ? "image tokens" : "regions"}, layer ${layerName(state.layer)}, ${which}`,
       `scale: 0 to its largest weight${rest}`]);
   }
 

@@ -354,7 +354,7 @@
     $("new-tokens").parentElement.hidden = can.writes !== "continuation";
     $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions) || image;
     $("tabs").querySelector("[data-tab=embed]").hidden = !can.contextual;
-    $("tabs").querySelector("[data-tab=image]").hidden = !image;
+    $("tabs").querySelector("[data-tab=image]").hidden = !image;  // a vision-language model's: once it has read one
     const kinds = can.kinds, hasOutput = can.writes !== null;
     $("tabs").querySelector("[data-tab=attribution]").hidden = !can.attributions.length;
     $("tabs").querySelector("[data-tab=circuits]").hidden = !can.circuits;
@@ -365,7 +365,7 @@
     $("attr-side").parentElement.hidden = !kinds.includes("encoder");
     $("attr-side").querySelector("[value=output]").hidden = !hasOutput;  // an encoder's sides: positions, sentence
     $("attr-side").querySelector("[value=sentence]").hidden = hasOutput;
-    $("text").hidden = image; $("image-box").hidden = !image;
+    $("text").hidden = image; $("image-box").hidden = !image && !can.images;  // its text, and an image beside it
     $("text").placeholder = `Type a text (up to ${m.max_tokens.toLocaleString("en")} tokens: ${m.max_tokens_by}) and press Enter`;
     $("text").title = `${m.name} takes up to ${m.max_tokens.toLocaleString("en")} tokens here (${m.max_tokens_by} set the limit)`;
     if (["positions", "embed", "image", "attribution", "circuits"].includes(state.tab)) selectTab("head");
@@ -383,10 +383,10 @@
       if (forced) body.target = forced;
     }
     if (can.writes === "continuation") body.max_new_tokens = +$("new-tokens").value;
-    if (can.reads === "image") {
+    if (can.reads === "image" || (can.images && $("image-file").files[0])) {  // a vision-language model: optional
       const file = $("image-file").files[0];
       if (!file) { $("status").textContent = "choose an image file (PNG or JPEG)"; return; }
-      body.text = file.name;
+      if (can.reads === "image") body.text = file.name;
       body.image = await new Promise((resolve, reject) => {
         const reader = new FileReader();
         reader.onload = () => resolve(reader.result); reader.onerror = () => reject(reader.error);
