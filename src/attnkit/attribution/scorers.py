@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ..attention import record
-from ..inspection.capture import Prepared
+from ..inspection.capture import Prepared, patch_labels
 from ..models.interface import EncoderModel, Seq2SeqModel
 from .gradients import Calls, Scorer
 
@@ -168,7 +168,7 @@ def caption_scorer(model: Seq2SeqModel, image: Tensor, words: list[str], word_id
     prepared = Prepared(
         "image",
         [],
-        [f"{r},{c}" for r in range(rows) for c in range(columns)],
+        patch_labels(rows, columns),
         tgt_in_ids=[BOS] + word_ids,
         tgt_out_ids=word_ids + [EOS],
         tgt_out_tokens=words + ["</s>"],

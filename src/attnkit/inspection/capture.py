@@ -226,6 +226,11 @@ class Prepared(_TokenLabels):
     image_tokens: tuple[int, int, int] | None = None
 
 
+def patch_labels(rows: int, columns: int, prefix: str = "") -> list[str]:
+    """A grid's cells as tokens, row-major: "r,c" (``prefix``: "img r,c")."""
+    return [f"{prefix}{r},{c}" for r in range(rows) for c in range(columns)]
+
+
 def check_sentences(sentences: list[str]) -> None:
     """One line for no sentence or an empty one."""
     if not sentences or any(not s.strip() for s in sentences):

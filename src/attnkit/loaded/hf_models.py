@@ -12,6 +12,7 @@ from ..inspection.capture import (
     AttentionRecord,
     Prepared,
     check_sentences,
+    patch_labels,
 )
 from ..inspection.explain import Walkthrough, explain_recorded
 from ..inspection.maps import Maps
@@ -330,7 +331,7 @@ class TransformersImage(TransformersModel):
         """An image already at the processor's size ((H, W, 3) in [0, 1]) as [CLS] and its patches."""
         _no_output_side(self, None if target is None else [target], max_new_tokens)
         rows, columns = self.hf.patch_grid()
-        tokens = ["[CLS]"] + [f"{r},{c}" for r in range(rows) for c in range(columns)]
+        tokens = ["[CLS]", *patch_labels(rows, columns)]
         return Prepared(name, [], tokens, image=image, grid=(rows, columns))
 
     def _inputs(self, p: Prepared) -> dict:
@@ -369,7 +370,7 @@ class TransformersVisionLanguage(TransformersDecoder):
         pixels = self.hf.pixels(image)
         seq = self.hf.generate(ids, max_new_tokens=new, pixels=pixels) if new else list(ids)
         tokens = self.hf.tokens(seq)
-        tokens[first : first + rows * columns] = [f"img {r},{c}" for r in range(rows) for c in range(columns)]
+        tokens[first : first + rows * columns] = patch_labels(rows, columns, "img ")
         return Prepared(
             name,
             list(ids),
@@ -399,8 +400,7 @@ class TransformersVisionLanguage(TransformersDecoder):
     def _tower_tokens(self) -> list[str]:
         """The vision tower's positions: its patches, after a class token where it has one."""
         rows, columns = self.hf.patch_grid()
-        patches = [f"{r},{c}" for r in range(rows) for c in range(columns)]
-        return (["[CLS]"] if self.hf.tower_has_class_token() else []) + patches
+        return (["[CLS]"] if self.hf.tower_has_class_token() else []) + patch_labels(rows, columns)
 
     def _inputs(self, p: Prepared) -> dict:
         if p.image is None:

@@ -21,6 +21,7 @@ from ..inspection.capture import (
     capture_prepared,
     check_sentences,
     model_info,
+    patch_labels,
     prepare,
     prepare_pretrained,
 )
@@ -334,7 +335,7 @@ class Captioner(OwnEngine):
         return Prepared(
             name,
             [],
-            [f"{r},{c}" for r in range(rows) for c in range(columns)],
+            patch_labels(rows, columns),
             tgt_in_ids=[BOS] + ids,
             tgt_out_ids=ids + [EOS],
             tgt_in_tokens=["<s>"] + words,
