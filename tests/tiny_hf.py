@@ -268,3 +268,56 @@ def build_vision_language(path: Path) -> Path:
     processor.save_pretrained(path)
     T.LlavaForConditionalGeneration(config).save_pretrained(path)
     return path
+
+
+SPEECH_SPECIAL = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
+
+
+def build_speech(path: Path, *, seconds: int = 2) -> Path:
+    """Save a tiny Whisper (2 encoder and 2 decoder layers of 4 heads, 16 mel bins) with its processor
+    (a feature extractor of ``seconds``-long windows: 50 encoder positions a second, and a byte-level
+    BPE tokenizer with Whisper's special tokens), as ``attnkit.load`` reads a speech model from disk."""
+    import json
+    import random
+    import tempfile
+
+    import transformers as T
+    from tokenizers import ByteLevelBPETokenizer
+
+    torch.manual_seed(0)
+    path.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(8)) + " ." for _ in range(500)]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(lines, vocab_size=300, min_frequency=1, special_tokens=SPEECH_SPECIAL, show_progress=False)
+    trained = json.loads(bpe.to_str())["model"]
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "vocab.json").write_text(json.dumps(trained["vocab"]))
+        merges = [m if isinstance(m, str) else " ".join(m) for m in trained["merges"]]
+        Path(tmp, "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n")
+        end = "<|endoftext|>"
+        tok = T.WhisperTokenizer(
+            str(Path(tmp, "vocab.json")), str(Path(tmp, "merges.txt")), unk_token=end, bos_token=end, eos_token=end,
+            pad_token=end,
+        )  # fmt: skip
+    tok.add_special_tokens({"additional_special_tokens": SPEECH_SPECIAL[1:]})
+    features = T.WhisperFeatureExtractor(feature_size=16, chunk_length=seconds)
+    vocab = tok.get_vocab()
+    config = T.WhisperConfig(
+        vocab_size=len(tok), num_mel_bins=16, d_model=SMALL["hidden"], encoder_layers=SMALL["layers"],
+        decoder_layers=SMALL["layers"], encoder_attention_heads=SMALL["heads"], decoder_attention_heads=SMALL["heads"],
+        encoder_ffn_dim=SMALL["ffn"], decoder_ffn_dim=SMALL["ffn"], max_source_positions=features.nb_max_frames // 2,
+        max_target_positions=32, pad_token_id=vocab[end], bos_token_id=vocab[end], eos_token_id=vocab[end],
+        decoder_start_token_id=vocab["<|startoftranscript|>"], begin_suppress_tokens=None, suppress_tokens=None,
+    )  # fmt: skip
+    T.WhisperProcessor(feature_extractor=features, tokenizer=tok).save_pretrained(path)
+    T.WhisperForConditionalGeneration(config).save_pretrained(path)
+    return path
+
+
+def tone(seconds: float, *, rate: int = 16000, pitch: float = 440.0, silence: float = 0.0):
+    """A sine ``pitch`` Hz for ``seconds`` and then ``silence`` seconds of nothing, as float samples."""
+    import numpy as np
+
+    t = np.arange(int((seconds + silence) * rate)) / rate
+    return (0.5 * np.sin(2 * np.pi * pitch * t) * (t < seconds)).astype(np.float32)

@@ -235,6 +235,36 @@ def test_a_vision_language_model_reads_an_image_beside_its_text_in_the_browser(b
         assert errors == [], errors
 
 
+def test_a_speech_model_hears_an_uploaded_sound_in_the_browser(browser, tmp_path):
+    from attnkit.data.audio import encode_wav
+    from tiny_hf import build_speech, tone
+
+    model = build_speech(tmp_path / "whisper")
+    (tmp_path / "tone.wav").write_bytes(encode_wav(tone(0.6, silence=0.3), 16000))
+    with running(str(model)) as (url, _):
+        page = browser.new_context(viewport={"width": 1400, "height": 900}, bypass_csp=True).new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        assert page.inner_text("#go") == "Transcribe" and page.is_hidden("#text") and page.is_visible("#audio-file")
+        page.click("#go")  # no sound yet: one line, no request
+        assert page.inner_text("#status") == "choose a sound file (WAV)"
+        page.set_input_files("#audio-file", str(tmp_path / "tone.wav"))
+        page.fill("#target", "a dog runs .")
+        page.click("#go")
+        page.wait_for_function("/forced transcript scored/.test(document.getElementById('status').textContent)")
+        assert page.evaluate("attnkit.example().frame_seconds") == 0.02
+        page.click("#tabs [data-tab=audio]")
+        page.wait_for_selector("#audio-heat")
+        chips = page.locator("#audio-view .chip").all_inner_texts()
+        assert chips[1:3] == ["a", "dog"] and chips[-1] == "<|endoftext|>"
+        box = _box(page, "#audio-heat")
+        page.mouse.move(box[0] + 150 + 5, box[1] + 110 + 4 + 70 + 4 + 8)  # the first row, the first position
+        assert "<|notimestamps|> → 0.00–0.02 s: weight" in page.inner_text("#readout")
+        page.context.close()
+        assert errors == [], errors
+
+
 def _box(page, selector: str) -> list[float]:
     return page.eval_on_selector(
         selector, "c => { const b = c.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; }"

@@ -25,7 +25,8 @@ readable with ``numpy.load`` alone:
                  "calls", "prompt_length", "grid", "image_tokens"}, ...]}  (prompt_length: a
                  decoder-only model's prompt; grid: an image model's patch rows and columns;
                  image_tokens: [first, rows, columns] of the image's tokens in a vision-language
-                 model's decoder sequence, row-major; else null;
+                 model's decoder sequence, row-major; frame_seconds: a speech model's seconds
+                 of sound per encoder position; else null;
                  calls: {kind: [{"scale", "causal", "window", "cap"} per layer]} for each kind
                  kept as calls; window: a causal sliding window's keys, cap: a logit soft-cap)
     {i}/{kind}/{layer}/{part}
@@ -38,6 +39,8 @@ readable with ``numpy.load`` alone:
     {i}/{kind}   a formed kind: float32 (layers, heads, queries, keys) (float16 for a long input)
     {i}/p_t      local attention's predicted positions
     {i}/image    uint8 (H, W, 3): an image model's input, as the model saw it
+    {i}/spectrogram  uint8 (bins, positions): a speech model's log-mel, one column per
+                 encoder position holding sound
 Version 1 files (formed maps only) still read.
 """
 
@@ -102,6 +105,10 @@ class AttentionRecord(_TokenLabels):
     grid: tuple[int, int] | None = None  # its patches (rows, columns): src_tokens[1:] row-major
     # a vision-language model: (first, rows, columns) of the image's tokens among the decoder's, row-major
     image_tokens: tuple[int, int, int] | None = None
+    # a speech model: the sound as its encoder heard it, a log-mel spectrogram (bins, positions) in
+    # [0, 1], one column per encoder position that holds sound (src_tokens' first; the rest pad it)
+    spectrogram: np.ndarray | None = None
+    frame_seconds: float | None = None  # seconds of sound per encoder position
 
     def __post_init__(self) -> None:
         self.maps = Maps.of(self.maps)
@@ -224,6 +231,9 @@ class Prepared(_TokenLabels):
     grid: tuple[int, int] | None = None  # its patches: (rows, columns), row-major after the [CLS] token
     # a vision-language model: (first, rows, columns) of the image's tokens among the decoder's, row-major
     image_tokens: tuple[int, int, int] | None = None
+    audio: np.ndarray | None = None  # a speech model's sound: samples at its rate, one channel
+    spectrogram: np.ndarray | None = None  # as AttentionRecord's
+    frame_seconds: float | None = None
 
 
 def patch_labels(rows: int, columns: int, prefix: str = "") -> list[str]:
@@ -376,8 +386,11 @@ def save_records(path: str | Path, records: list[AttentionRecord], model: dict |
                 "prompt_length": r.prompt_length,
                 "grid": None if r.grid is None else list(r.grid),
                 "image_tokens": None if r.image_tokens is None else list(r.image_tokens),
+                "frame_seconds": r.frame_seconds,
             }
         )
+        if r.spectrogram is not None:
+            arrays[f"{i}/spectrogram"] = np.round(r.spectrogram * 255).astype(np.uint8)
         if r.p_t is not None:
             arrays[f"{i}/p_t"] = r.p_t.astype(np.float32)
         if r.image is not None:
@@ -437,6 +450,10 @@ def load_records(path: str | Path) -> tuple[list[AttentionRecord], dict]:
                     image=None if f"{i}/image" not in arrays else arrays[f"{i}/image"].astype(np.float32) / 255,
                     grid=None if ex.get("grid") is None else (int(ex["grid"][0]), int(ex["grid"][1])),
                     image_tokens=None if ex.get("image_tokens") is None else _three(ex["image_tokens"]),
+                    spectrogram=None
+                    if f"{i}/spectrogram" not in arrays
+                    else arrays[f"{i}/spectrogram"].astype(np.float32) / 255,
+                    frame_seconds=ex.get("frame_seconds"),
                 )
             )
     except (KeyError, TypeError) as err:

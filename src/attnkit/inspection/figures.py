@@ -20,6 +20,8 @@ def record_figure(
     kind = kind or ("decoder" if within else "cross" if "cross" in record.maps else record.kinds[0])
     if within and kind == "decoder" and head != "all":
         return image_token_figure(record, layer=layer, head=head, model=model)
+    if record.spectrogram is not None and kind == "cross" and head != "all":
+        return audio_figure(record, layer=layer, head=head, model=model)
     if record.image is not None and record.grid is not None and head != "all" and not within:
         if kind == "cross":  # a captioner: each word over the image's regions
             return region_figure(record, layer=layer, head=head, model=model)
@@ -109,3 +111,31 @@ def image_token_figure(record: AttentionRecord, *, layer: int = -1, head: int | 
         f"({layer_name(layer, layers)}, {which}; scale 0 to {top:.3g}, the largest)"
     )
     return plot_caption(record.image, words, weights, title=title, vmax=top, ink=False)
+
+
+def audio_figure(record: AttentionRecord, *, layer: int = -1, head: int | str = "mean", model: str = ""):
+    """A speech model's output tokens, each with its cross-attention over the encoder's positions
+    that hold sound, under the spectrogram the encoder heard (``layer``, ``head``: one head, or
+    "mean" of the heads), on one scale from 0 to the largest weight drawn; each row's weight on
+    the padding after the sound is written beside it."""
+    from ..plots.audio import plot_audio_alignment
+
+    assert record.spectrogram is not None and record.frame_seconds is not None  # a speech record
+    heard = record.spectrogram.shape[1]
+    weights = record.select("cross", layer, head)
+    layers, heads = record.maps.shape("cross")[:2]
+    which = f"head {head}" if head != "mean" else "mean of heads" if heads > 1 else "one attention (no heads)"
+    total = weights.shape[1] * record.frame_seconds
+    title = (
+        f"{model + ': ' if model else ''}each output token's attention over {Path(record.source).name} "
+        f"({heard * record.frame_seconds:.2f} s of sound, padded to {total:.0f} s; {layer_name(layer, layers)}, "
+        f"{which})\n“{record.output}”"
+    )
+    return plot_audio_alignment(
+        record.spectrogram,
+        record.tgt_out_tokens,
+        weights[:, :heard],
+        seconds=record.frame_seconds,
+        padding=weights[:, heard:].sum(axis=1).tolist(),
+        title=title,
+    )

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 from .capabilities import Capabilities
 from .runs import Run
 
-VERBS = ("translate", "generate", "encode", "caption")  # each a method of the models that do it
+VERBS = ("translate", "generate", "encode", "caption", "transcribe")  # each a method of the models that do it
 
 
 class CannotError(AttributeError, ValueError):
@@ -150,6 +150,18 @@ class LoadedModel(ABC):
         """An image already as the model reads it (``read_image``), with its output side; ``name``
         names it (a vision-language model: the text about it, continued by ``max_new_tokens``)."""
         raise ValueError(f"{self.name} reads text: leave 'image' out")
+
+    def read_audio(self, raw: bytes, name: str) -> np.ndarray:
+        """A WAV file's bytes as the model hears them (samples at its rate, one channel); one line
+        if they are not a WAV file."""
+        raise ValueError(f"{self.name} reads {self.capabilities.reads}: leave 'audio' out")
+
+    def prepare_audio(
+        self, wave: np.ndarray, name: str, *, target: str | None = None, options: SearchOptions | None = None
+    ) -> Prepared:
+        """A sound already as the model hears it (``read_audio``) named ``name``, with its output
+        side: its own (searched with ``options``) or ``target`` forced."""
+        raise ValueError(f"{self.name} reads {self.capabilities.reads}: leave 'audio' out")
 
     @abstractmethod
     def capture(self, prepared: Prepared) -> AttentionRecord:

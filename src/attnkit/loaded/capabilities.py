@@ -25,12 +25,13 @@ class Capabilities:
     """What a loaded model can do: what the CLI, the studio and its page ask of a model instead
     of its class.
 
-    reads          "text" or "image": what a user gives it
+    reads          "text", "image" or "audio" (a WAV file): what a user gives it
     writes         what it adds to its input: "translation" (an output searched from the source,
                    or forced with a target), "continuation" (the prompt continued), "caption"
                    (words for an image; forced with a target too), or None (an encoder)
     kinds          its attention kinds (encoder, decoder, cross)
-    verbs          what it does beyond attention() and show(): translate, generate, encode, caption
+    verbs          what it does beyond attention() and show(): translate, generate, encode, caption,
+                   transcribe
     attributions   the methods ``attribute`` runs on it (``attnkit.attribution``)
     walkthrough    the Q/K/V (or Luong) walk-through of one head and query
     contextual     its tokens' vectors at every depth (``attnkit embed``, the studio's embed tab)
@@ -88,6 +89,8 @@ class Capabilities:
             return f"{self.reads} encoder"
         if self.images:
             return "vision-language model"
+        if self.reads == "audio":
+            return "speech encoder-decoder"
         return {"translation": "encoder-decoder", "continuation": "decoder-only model", "caption": "captioner"}[
             self.writes
         ]

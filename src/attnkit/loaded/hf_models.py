@@ -51,7 +51,7 @@ class TransformersModel(LoadedModel):
             verbs=self.verbs,
             attributions=self.ATTRIBUTIONS,
             contextual=self.CONTEXTUAL,
-            circuits=self.WRITES is not None and self._reads_its_stream(),
+            circuits=self.WRITES is not None and self.READS == "text" and self._reads_its_stream(),
             images=self.IMAGES and self.hf.processor is not None,
         )
 
@@ -104,7 +104,7 @@ class TransformersModel(LoadedModel):
         return {"src": p.src_ids}
 
     def _forward(self, p: Prepared, *, vectors: bool = False):
-        longest = max(len(p.src_ids), len(p.tgt_in_ids or []))
+        longest = max(len(p.src_ids), len(p.src_tokens), len(p.tgt_in_ids or []))
         dtype = torch.float16 if longest > COMPACT_FROM else torch.float32  # a long input's record at half the memory
         check_fits(
             self.hf.forward_bytes(longest, values=vectors, itemsize=2 if dtype == torch.float16 else 4),
@@ -112,6 +112,8 @@ class TransformersModel(LoadedModel):
             "give a shorter input",
         )
         inputs = self._inputs(p)
+        if "audio" in inputs:  # a speech model: its encoder hears the feature frames
+            return self.hf.forward(None, inputs["tgt"], audio=inputs["audio"], vectors=vectors, dtype=dtype)
         if "pixels" in inputs:  # an image alone, or (a vision-language model) with its text
             return self.hf.forward(inputs.get("src"), pixels=inputs["pixels"], vectors=vectors)
         return self.hf.forward(inputs["src"], inputs.get("tgt"), vectors=vectors, dtype=dtype)
@@ -121,7 +123,9 @@ class TransformersModel(LoadedModel):
 
     def _forward_pass(self, prepared: Prepared) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         inputs = self._inputs(prepared)
-        out = self.hf.outputs(inputs.get("src"), inputs.get("tgt"), pixels=inputs.get("pixels"))
+        out = self.hf.outputs(
+            inputs.get("src"), inputs.get("tgt"), pixels=inputs.get("pixels"), audio=inputs.get("audio")
+        )
         logits = getattr(out, "logits", None)
         return (logits, None) if logits is not None else (None, out.last_hidden_state)
 
@@ -426,10 +430,136 @@ class TransformersVisionLanguage(TransformersDecoder):
         return super().scorer(prepared)
 
 
+class TransformersSpeech(TransformersModel):
+    """A speech encoder-decoder run by transformers (Whisper): its encoder hears a sound's
+    log-mel frames, its decoder writes the text; each output token's cross-attention over the
+    encoder's positions is an alignment over time."""
+
+    READS = "audio"
+    WRITES = "translation"  # its output is searched from the sound, or forced with a target
+    ATTRIBUTIONS = MAP_METHODS
+
+    def token_count(self, text: str) -> int:
+        return len(self._encoder_positions())
+
+    def target_count(self, text: str) -> int:
+        return len(self.hf.encode_target(text))
+
+    def read_audio(self, raw: bytes, name: str) -> np.ndarray:
+        """A WAV file's bytes as the model hears them: samples at its rate, one channel."""
+        return self.hf.decode_audio(raw, name)
+
+    def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
+        """``sentences``: WAV files, each with its ``targets`` (a transcript to force) or none."""
+        from pathlib import Path
+
+        check_sentences(sentences)
+        if targets is not None and len(targets) != len(sentences):
+            raise ValueError(f"{len(sentences)} sound files but {len(targets)} targets")
+        if max_new_tokens is not None:
+            raise ValueError("`max_new_tokens` is for decoder-only models; a speech model writes until its end token")
+        out = []
+        for i, name in enumerate(sentences):
+            if not Path(name).is_file():
+                raise FileNotFoundError(f"sound file not found: {name}")
+            wave = self.read_audio(Path(name).read_bytes(), str(name))
+            out.append(
+                self.prepare_audio(wave, str(name), target=None if targets is None else targets[i], options=options)
+            )
+        return out
+
+    def prepare_audio(self, wave: np.ndarray, name: str, *, target=None, options=None) -> Prepared:
+        """``wave`` (samples at the model's rate) named ``name``, with its transcript: the model's
+        own (searched with ``options``) or ``target`` forced; the encoder's positions labelled by
+        the time they start at."""
+        features = self.hf.audio_features(wave)
+        start = self.hf.decoder_start()
+        if target is not None:
+            out_ids = self.hf.encode_target(target)
+            if out_ids and out_ids[0] == start:  # its tokenizer puts the start (and the task tokens) first
+                seq = out_ids
+            else:
+                seq = [start, *out_ids]
+            output = target
+        else:
+            limit = self.max_tokens or 448
+            seq = self.hf.generate([], max_new_tokens=limit - 1, beam=(options or SearchOptions()).beam, audio=features)
+            output = self.hf.decode(seq)
+        _check_length(self, len(seq))
+        positions = self._encoder_positions()
+        seconds = self.hf.feature_seconds() * features.shape[-1] / len(positions)
+        heard = min(len(positions), max(1, int(np.ceil(len(wave) / self.hf.sampling_rate / seconds))))
+        return Prepared(
+            name,
+            [],
+            [f"{i * seconds:.2f}s" for i in positions],
+            tgt_in_ids=seq[:-1],
+            tgt_out_ids=seq[1:],
+            tgt_in_tokens=self.hf.tokens(seq[:-1]),
+            tgt_out_tokens=self.hf.tokens(seq[1:]),
+            output=output,
+            audio=wave,
+            spectrogram=_spectrogram(features, len(positions), heard),
+            frame_seconds=seconds,
+        )
+
+    def transcribe(self, audio: str | np.ndarray | list, *, beam: int = 5) -> str | list[str]:
+        """The model's text of ``audio``: a WAV file's path or samples at its rate (a list: one each)."""
+        from pathlib import Path
+
+        many = isinstance(audio, list)
+        given: list = audio if isinstance(audio, list) else [audio]
+        found = []
+        for one in given:
+            if isinstance(one, np.ndarray):
+                wave, name = one.astype(np.float32), "the sound"
+            else:
+                if not Path(str(one)).is_file():
+                    raise FileNotFoundError(f"sound file not found: {one}")
+                wave, name = self.read_audio(Path(str(one)).read_bytes(), str(one)), str(one)
+            found.append(self.prepare_audio(wave, name, options=SearchOptions(beam=beam)).output)
+        return found if many else found[0]
+
+    def _encoder_positions(self) -> range:
+        """The encoder's positions: its feature frames after its convolutions' strides."""
+        frames = self.hf.audio_features(np.zeros(1, dtype=np.float32)).shape[-1]
+        shrink = getattr(self.hf.model, "_get_feat_extract_output_lengths", None)
+        return range(int(shrink(torch.tensor(frames))) if callable(shrink) else frames)
+
+    def _inputs(self, p: Prepared) -> dict:
+        assert p.audio is not None  # prepared by prepare_audio
+        return {"audio": self.hf.audio_features(p.audio), "tgt": p.tgt_in_ids}
+
+    def capture(self, prepared: Prepared) -> AttentionRecord:
+        record = super().capture(prepared)
+        record.spectrogram, record.frame_seconds = prepared.spectrogram, prepared.frame_seconds
+        return record
+
+    def scorer(self, prepared: Prepared) -> Scorer:
+        raise ValueError(
+            f"{self.name}: the gradient methods and ablation read text inputs; a speech model's attention, "
+            "rollout and flow are read"
+        )
+
+    def output_tokens(self, ids: list[int]) -> list[str]:
+        return self.hf.tokens(ids)
+
+
+def _spectrogram(features: torch.Tensor, positions: int, heard: int) -> np.ndarray:
+    """The log-mel frames (1, bins, frames) pooled to one column per encoder position, the first
+    ``heard`` (those holding sound) kept, scaled to [0, 1]."""
+    mel = features[0].float()
+    per = mel.shape[-1] // positions
+    pooled = mel[:, : per * positions].reshape(mel.shape[0], positions, per).mean(-1)[:, :heard]
+    low, high = pooled.min(), pooled.max()
+    return ((pooled - low) / (high - low).clamp_min(1e-6)).numpy().astype(np.float32)
+
+
 TRANSFORMERS_TYPES: dict[str, type[TransformersModel]] = {
     "encoder": TransformersEncoder,
     "decoder": TransformersDecoder,
     "seq2seq": TransformersSeq2Seq,
     "vision": TransformersImage,
     "vision-language": TransformersVisionLanguage,
+    "speech": TransformersSpeech,
 }

@@ -304,6 +304,7 @@ class Layout:
     reads_images: bool = False  # pixels through an image processor, not text through a tokenizer
     continues: bool = False  # a decoder-only language model, continuing its prompt
     with_images: bool = False  # a decoder whose text may hold an image's tokens: a processor reads both
+    reads_audio: bool = False  # sound through a feature extractor (log-mel frames), text out through a tokenizer
     auto: str = "AutoModel"  # the transformers auto class that builds it
 
     @property
@@ -313,7 +314,9 @@ class Layout:
 
     @property
     def needs(self) -> str:
-        return "processor" if self.with_images else "image processor" if self.reads_images else "tokenizer"
+        if self.with_images or self.reads_audio:
+            return "processor"
+        return "image processor" if self.reads_images else "tokenizer"
 
 
 LAYOUTS: dict[str, Layout] = {
@@ -323,6 +326,13 @@ LAYOUTS: dict[str, Layout] = {
         Layout("vision", "image encoder", ("encoder",), reads_images=True),
         Layout("decoder", "decoder-only", ("decoder",), continues=True, auto="AutoModelForCausalLM"),
         Layout("seq2seq", "encoder-decoder", ("encoder", "decoder", "cross"), auto="AutoModelForSeq2SeqLM"),
+        Layout(  # its encoder reads the sound's feature frames, its decoder writes the text
+            "speech",
+            "speech encoder-decoder",
+            ("encoder", "decoder", "cross"),
+            reads_audio=True,
+            auto="AutoModelForSpeechSeq2Seq",
+        ),
         Layout(  # its vision tower's self-attention is the encoder's, its language model's the decoder's
             "vision-language",
             "vision-language decoder",
@@ -382,7 +392,7 @@ class HFModel:
         table = getattr(getattr(self.model.base_model, "embeddings", None), "position_embeddings", None)
         if isinstance(table, nn.Embedding) and table.padding_idx is not None:  # RoBERTa's: from padding_idx + 1
             return table.num_embeddings - table.padding_idx - 1
-        for name in ("max_position_embeddings", "n_positions"):
+        for name in ("max_position_embeddings", "n_positions", "max_target_positions"):  # the last: a speech decoder's
             value = getattr(c, name, None)
             if isinstance(value, int) and value > 0:
                 return value
@@ -463,11 +473,20 @@ class HFModel:
 
     @torch.no_grad()
     def generate(
-        self, ids: list[int], *, max_new_tokens: int, beam: int = 1, pixels: Tensor | None = None
+        self,
+        ids: list[int],
+        *,
+        max_new_tokens: int,
+        beam: int = 1,
+        pixels: Tensor | None = None,
+        audio: Tensor | None = None,
     ) -> list[int]:
         """The model's own continuation (decoder-only: prompt + new tokens) or output (encoder-decoder:
         decoder start, tokens, end), greedy or with ``beam`` hypotheses; ``pixels``: the image a
-        vision-language model's prompt holds."""
+        vision-language model's prompt holds; ``audio``: a speech model's feature frames (``ids``
+        empty)."""
+        if audio is not None:
+            return self._transcribe(audio, max_new_tokens=max_new_tokens, beam=beam)
         src = torch.tensor([ids], device=self.device)
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": False, "num_beams": beam}
         if pixels is not None:
@@ -481,6 +500,22 @@ class HFModel:
             eos = self.config.eos_token_id
             if isinstance(eos, int) and eos in seq[1:]:
                 seq = seq[: seq.index(eos, 1) + 1]
+        return seq
+
+    def _transcribe(self, audio: Tensor, *, max_new_tokens: int, beam: int) -> list[int]:
+        """A speech model's own output of its feature frames: every token its decoder reads and
+        writes (the start and the task tokens it is prompted with, the text, the end)."""
+        out = self.model.generate(
+            audio.to(self.device),
+            max_new_tokens=max_new_tokens,
+            num_beams=beam,
+            do_sample=False,
+            return_dict_in_generate=True,
+        )
+        seq = out.sequences[0].tolist()
+        eos = self.config.eos_token_id
+        if isinstance(eos, int) and eos in seq[1:]:
+            seq = seq[: seq.index(eos, 1) + 1]
         return seq
 
     def decoder_start(self) -> int:
@@ -612,6 +647,37 @@ class HFModel:
             )
         return [int(i) for i in found["input_ids"][0]]
 
+    # -- sound --------------------------------------------------------------------------------
+
+    @property
+    def sampling_rate(self) -> int:
+        """The rate (Hz) its feature extractor reads sound at."""
+        return int(self.processor.feature_extractor.sampling_rate)
+
+    def decode_audio(self, raw: bytes, name: str = "the audio") -> np.ndarray:
+        """A WAV file's bytes as the model hears them: one channel at its sampling rate, and no
+        longer than the feature extractor's window (Whisper's 30 seconds)."""
+        from ..data.audio import decode_wav
+
+        wave = decode_wav(raw, self.sampling_rate, name=name)
+        longest = getattr(self.processor.feature_extractor, "n_samples", None)
+        if longest and len(wave) > longest:
+            raise ValueError(
+                f"{name} is {len(wave) / self.sampling_rate:.1f} s long: {type(self.model).__name__} hears "
+                f"{longest / self.sampling_rate:.0f} s at a time; cut it shorter"
+            )
+        return wave
+
+    def audio_features(self, wave: np.ndarray) -> Tensor:
+        """The feature extractor's ``input_features`` (1, bins, frames) of a wave at its rate."""
+        found = self.processor.feature_extractor(wave, sampling_rate=self.sampling_rate, return_tensors="pt")
+        return found["input_features"].to(self.model.dtype)
+
+    def feature_seconds(self) -> float:
+        """Seconds of sound per feature frame (the extractor's hop)."""
+        hop = getattr(self.processor.feature_extractor, "hop_length", 160)
+        return float(hop) / self.sampling_rate
+
     # -- forward passes -----------------------------------------------------------------------
 
     @torch.no_grad()
@@ -621,11 +687,13 @@ class HFModel:
         decoder_ids: list[int] | None = None,
         *,
         pixels: Tensor | None = None,
+        audio: Tensor | None = None,
         vectors: bool = False,
         dtype: torch.dtype = torch.float32,
     ) -> tuple[record.Recorder, Any]:
-        """One forward pass, every attention call recorded: (recording, the model's output)."""
-        return self._run(ids, decoder_ids, pixels=pixels, vectors=vectors, dtype=dtype)
+        """One forward pass, every attention call recorded: (recording, the model's output);
+        ``audio``: a speech model's feature frames (``audio_features``), in place of ``ids``."""
+        return self._run(ids, decoder_ids, pixels=pixels, audio=audio, vectors=vectors, dtype=dtype)
 
     def forward_graph(
         self,
@@ -633,6 +701,7 @@ class HFModel:
         decoder_ids: list[int] | None = None,
         *,
         pixels: Tensor | None = None,
+        audio: Tensor | None = None,
         copies: int = 1,
         maps: bool = True,
     ) -> tuple[record.Recorder, Any]:
@@ -642,7 +711,7 @@ class HFModel:
         formed (the fused kernel alone: what ablation and head importance need)."""
         if pixels is not None:
             pixels = pixels.expand(copies, *pixels.shape[1:])
-        return self._run(ids, decoder_ids, pixels=pixels, graph=True, copies=copies, calls=maps)
+        return self._run(ids, decoder_ids, pixels=pixels, audio=audio, graph=True, copies=copies, calls=maps)
 
     def _run(
         self,
@@ -650,6 +719,7 @@ class HFModel:
         decoder_ids: list[int] | None,
         *,
         pixels: Tensor | None = None,
+        audio: Tensor | None = None,
         vectors: bool = False,
         graph: bool = False,
         dtype: torch.dtype = torch.float32,
@@ -664,7 +734,7 @@ class HFModel:
         hooks = [m.register_forward_pre_hook(lambda m, _: ran.add(id(m))) for m in dict.fromkeys(watched)]
         try:
             with recording if calls else contextlib.nullcontext(record.Recorder()) as rec:
-                out = self._call(ids, decoder_ids, pixels=pixels, copies=copies, last_only=last_only)
+                out = self._call(ids, decoder_ids, pixels=pixels, audio=audio, copies=copies, last_only=last_only)
         finally:
             for hook in hooks:
                 hook.remove()
@@ -699,12 +769,17 @@ class HFModel:
                 )
 
     def outputs(
-        self, ids: list[int] | None, decoder_ids: list[int] | None = None, *, pixels: Tensor | None = None
+        self,
+        ids: list[int] | None,
+        decoder_ids: list[int] | None = None,
+        *,
+        pixels: Tensor | None = None,
+        audio: Tensor | None = None,
     ) -> Any:
         """The model's own output of one forward pass (every position's logits), nothing recorded:
         what a notebook's ``run`` hooks into."""
         self.model.eval()
-        return self._call(ids, decoder_ids, pixels=pixels)
+        return self._call(ids, decoder_ids, pixels=pixels, audio=audio)
 
     def _call(
         self,
@@ -712,11 +787,17 @@ class HFModel:
         decoder_ids: list[int] | None,
         *,
         pixels: Tensor | None = None,
+        audio: Tensor | None = None,
         copies: int = 1,
         last_only: bool = False,
     ) -> Any:
         """One forward of the model over ``copies`` rows of the input (``last_only``: a decoder-only
         model's logits at the last position alone: t x vocabulary is large)."""
+        if audio is not None:  # a speech model: its encoder hears the feature frames
+            heard: dict[str, Any] = {self.model.main_input_name: audio.to(self.device).expand(copies, *audio.shape[1:])}
+            if decoder_ids is not None:
+                heard["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
+            return self.model(**heard)
         if pixels is not None and ids is None:
             return self.model(pixel_values=pixels.to(self.device))
         src = torch.tensor([ids], device=self.device).expand(copies, -1)
@@ -849,7 +930,11 @@ def family_of(config: dict, path: Path) -> tuple[str, Layout]:
         raise ValueError(f"{path}: config.json names no model_type: not a transformers model configuration")
     names = config.get("architectures") or []
     found = [c for c in (_transformers_class(n) for n in names) if c is not None]
-    if config.get("is_encoder_decoder"):
+    if (found and _reads_speech(found[0])) or (
+        not found and model_type in modeling_auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES
+    ):
+        layout = "speech"
+    elif config.get("is_encoder_decoder"):
         layout = "seq2seq"
     elif found:
         layout = _layout_of_class(found[0])
@@ -882,10 +967,12 @@ def _layout_of_class(cls: Any) -> str:
     main = getattr(cls, "main_input_name", "input_ids")
     if main == "pixel_values":
         return "vision"
+    if _reads_speech(cls):
+        return "speech"
     if main != "input_ids":
         raise ValueError(
-            f"{cls.__name__} reads `{main}`: attnkit reads transformers models of text (input_ids) and of images "
-            "(pixel_values)"
+            f"{cls.__name__} reads `{main}`: attnkit reads transformers models of text (input_ids), of images "
+            "(pixel_values) and speech encoder-decoders of log-mel frames (input_features)"
         )
     if getattr(getattr(cls, "config_class", None), "is_encoder_decoder", False):
         return "seq2seq"
@@ -897,16 +984,30 @@ def _layout_of_class(cls: Any) -> str:
 
 def _image_text_classes() -> set[str]:
     """The classes transformers builds for image-and-text-to-text (its auto mapping's)."""
+    return _classes_of("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES")
+
+
+def _classes_of(mapping: str) -> set[str]:
+    """The class names of one of transformers' auto mappings."""
     from transformers.models.auto import modeling_auto
 
     names: set[str] = set()
-    for value in modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.values():
+    for value in getattr(modeling_auto, mapping).values():
         names.update([value] if isinstance(value, str) else value)
     return names
 
 
+def _reads_speech(cls: Any) -> bool:
+    """Whether a class is a speech encoder-decoder of log-mel frames (Whisper, Speech2Text): the
+    auto mapping's speech-to-text classes reading ``input_features``."""
+    main = getattr(cls, "main_input_name", "input_ids")
+    return main == "input_features" and cls.__name__ in _classes_of("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES")
+
+
 def layout_of_model(model: Any) -> Layout:
     """A model in memory's layout, from its configuration and class."""
+    if _reads_speech(type(model)):
+        return LAYOUTS["speech"]
     if getattr(model.config, "is_encoder_decoder", False):
         return LAYOUTS["seq2seq"]
     return LAYOUTS[_layout_of_class(type(model))]
@@ -954,6 +1055,13 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
             lambda: transformers.AutoProcessor.from_pretrained(path, local_files_only=True), path, "processor"
         )
         tokenizer = _processor_parts(processor, path)
+    elif layout.reads_audio:
+        if not (path / "preprocessor_config.json").is_file() and not (path / "processor_config.json").is_file():
+            raise FileNotFoundError(f"{path}: missing preprocessor_config.json (the feature extractor of its sound)")
+        processor = _load(
+            lambda: transformers.AutoProcessor.from_pretrained(path, local_files_only=True), path, "processor"
+        )
+        tokenizer = _speech_parts(processor, path)
     elif layout.reads_images:
         if not (path / "preprocessor_config.json").is_file():
             raise FileNotFoundError(f"{path}: missing preprocessor_config.json (the image processor's settings)")
@@ -1016,6 +1124,8 @@ def from_object(model: Any, tokenizer: Any = None) -> HFModel:
     model.eval()
     if layout.with_images:  # its processor (text and images), or a tokenizer alone (its text alone)
         processor, tokenizer = (tokenizer, tokenizer.tokenizer) if _is_processor(tokenizer) else (None, tokenizer)
+    elif layout.reads_audio:
+        processor, tokenizer = tokenizer, _speech_parts(tokenizer, name)
     else:
         processor, tokenizer = (tokenizer, None) if layout.reads_images else (None, tokenizer)
     return _named(HFModel(name, layout, model_type, model, tokenizer, processor))
@@ -1032,6 +1142,16 @@ def _processor_parts(processor: Any, label: Any) -> Any:
         raise ValueError(
             f"{label}: a vision-language model reads its text and images through one processor (its tokenizer "
             f"and image processor), not a {type(processor).__name__}"
+        )
+    return processor.tokenizer
+
+
+def _speech_parts(processor: Any, label: Any) -> Any:
+    """A speech processor's tokenizer, once it is seen to hold a feature extractor too."""
+    if getattr(processor, "feature_extractor", None) is None or getattr(processor, "tokenizer", None) is None:
+        raise ValueError(
+            f"{label}: a speech model reads its sound through a processor (its feature extractor and tokenizer), "
+            f"not a {type(processor).__name__}"
         )
     return processor.tokenizer
 

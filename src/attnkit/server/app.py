@@ -49,7 +49,7 @@ from .limits import StudioLimits
 from .schema import openapi
 from .service import VIEWS, RequestError, Studio, default_models
 
-MAX_BODY = 256 * 1024  # bytes of one request body
+MAX_BODY = 2 * 1024 * 1024  # bytes of one request body: 30 s of 16 kHz sound as base64 WAV fits
 LOG = logging.getLogger("attnkit.server")
 HEADERS = {  # the page is self-contained: it may talk only to this server (data: URLs: its own maps, decoded)
     "Content-Security-Policy": "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "

@@ -74,6 +74,9 @@ class TranslateRequest(TextRequest):
     image: StrictStr | None = Field(
         None, description="an image model: the image (PNG or JPEG as base64 or a data URL); text names it"
     )
+    audio: StrictStr | None = Field(
+        None, description="a speech model: the sound (a WAV file as base64 or a data URL); text names it"
+    )
 
 
 class ExplainRequest(TextRequest):
@@ -84,6 +87,7 @@ class ExplainRequest(TextRequest):
     query: Annotated[StrictInt, Field(ge=-4096, le=4095, description="query position; negative from the end")] = 0
     max_new_tokens: Annotated[StrictInt, Field(ge=0, description="a decoder-only model: as in translate")] | None = None
     image: StrictStr | None = Field(None, description="an image model: as in translate")
+    audio: StrictStr | None = Field(None, description="a speech model: as in translate")
 
 
 class EmbedRequest(TextRequest):
@@ -107,6 +111,7 @@ class AttributeRequest(TextRequest):
     )
     max_new_tokens: Annotated[StrictInt, Field(ge=0, description="a decoder-only model: as in translate")] | None = None
     image: StrictStr | None = Field(None, description="an image model: as in translate")
+    audio: StrictStr | None = Field(None, description="a speech model: as in translate")
 
 
 class CaptionRequest(Request):
@@ -228,10 +233,10 @@ class Limits(BaseModel):
 class ServedCapabilities(BaseModel):
     """What a model can do (``attnkit.loaded.Capabilities``): the page asks these, never its class."""
 
-    reads: Literal["text", "image"]
+    reads: Literal["text", "image", "audio"]
     writes: Literal["translation", "continuation", "caption"] | None
     kinds: list[Kind]
-    verbs: list[Literal["translate", "generate", "encode", "caption"]]
+    verbs: list[Literal["translate", "generate", "encode", "caption", "transcribe"]]
     attributions: list[str] = Field(description="the methods /api/attribute runs on it")
     walkthrough: bool
     contextual: bool = Field(description="whether /api/embed answers for it (a text encoder)")
@@ -288,6 +293,12 @@ class Example(BaseModel):
         description="a vision-language model: [first, rows, columns] of the image's tokens among tgt_in_tokens, "
         "row-major",
     )
+    spectrogram: str | None = Field(
+        None,
+        description="a speech model: the log-mel its encoder heard as a PNG data URL, one pixel column per "
+        "encoder position that holds sound (src_tokens' first), low frequencies at the bottom",
+    )
+    frame_seconds: float | None = Field(None, description="a speech model: seconds of sound per encoder position")
     maps: dict[Kind, list[list[list[list[float]]]]] = Field(description="empty when packed")
     packed: dict[Kind, Packed] | None = None
     remote: dict[Kind, list[int]] | None = Field(
@@ -587,6 +598,8 @@ def _message(e: Any) -> str:
         return (
             f"'{key}' must be a base64 string (a data URL of a PNG or JPEG)"
             if key == "image"
+            else f"'{key}' must be a base64 string (a data URL of a WAV file)"
+            if key == "audio"
             else f"'{key}' must be a string"
         )
     if kind in ("string_too_short", "string_pattern_mismatch"):
@@ -714,6 +727,8 @@ def _variant(base: dict[str, Any], model: str, c: Any, unnamed: bool) -> dict[st
         props["max_new_tokens"] = none
     if "image" in props and c.reads != "image" and not c.images:
         props["image"] = none
+    if "audio" in props and c.reads != "audio":
+        props["audio"] = none
     if "kind" in props and "query" in props:  # explain: one of its kinds
         props["kind"] = {"anyOf": [{"enum": list(c.kinds)}, none]}
     required = list(base.get("required", [])) + ([] if unnamed else ["model"])

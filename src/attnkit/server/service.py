@@ -173,13 +173,19 @@ class Studio:
     def _image(value: str, decode: Callable[[bytes], np.ndarray]) -> np.ndarray:
         """A base64 image (optionally a data URL) read by ``decode`` (the file's bytes -> (H, W, 3)
         RGB in [0, 1]); what is not base64 or not an image is a RequestError."""
+        return Studio._decoded(value, "image", decode)
+
+    @staticmethod
+    def _decoded(value: str, field: str, decode: Callable[[bytes], np.ndarray]) -> np.ndarray:
+        """A base64 file (optionally a data URL) read by ``decode``; what is not base64, or not
+        what ``decode`` reads, is a RequestError naming ``field``."""
         import base64
         import binascii
 
         try:
             raw = base64.b64decode(value.split(",", 1)[1] if value.startswith("data:") else value, validate=True)
         except (binascii.Error, ValueError, IndexError):
-            raise RequestError("'image' is not valid base64") from None
+            raise RequestError(f"'{field}' is not valid base64") from None
         try:
             return decode(raw)
         except ValueError as err:
@@ -197,7 +203,13 @@ class Studio:
         if target and not can.forced:
             raise RequestError(f"{can.a.capitalize()} has no target side: leave 'target' out")
         prepared = self._prepare(
-            m, text, target, SearchOptions(beam=beam, n_best=nbest), request.get("max_new_tokens"), request.get("image")
+            m,
+            text,
+            target,
+            SearchOptions(beam=beam, n_best=nbest),
+            request.get("max_new_tokens"),
+            request.get("image"),
+            request.get("audio"),
         )
         record = m.model.capture(prepared)
         remote = record.maps.dense_bytes(2) > self.limits.page_mb * 2**20  # uint16 per weight, as packed
@@ -232,7 +244,9 @@ class Studio:
         layer = self._int(request, "layer", -1, -64, 63)
         head = self._int(request, "head", 0, 0, 255)
         query = self._int(request, "query", 0, -1024, 1023)
-        prepared = self._prepare(m, text, target, SearchOptions(), request.get("max_new_tokens"), request.get("image"))
+        prepared = self._prepare(
+            m, text, target, SearchOptions(), request.get("max_new_tokens"), request.get("image"), request.get("audio")
+        )
         walk = m.model.walkthrough(prepared, kind=kind, layer=layer, head=head, query=query)
         return {"model": m.name, **walkthrough_json(walk), "server_ms": round(1000 * (time.perf_counter() - start), 1)}
 
@@ -244,11 +258,15 @@ class Studio:
         options: SearchOptions,
         new_tokens: int | None = None,
         image: str | None = None,
+        audio: str | None = None,
     ) -> Prepared:
         """``text`` (and ``target``) as the model's ids, within the token limit; the output side is the
         model's own (a translation searched with ``options``, a continuation of ``new_tokens``) unless
-        ``target`` forces one. An image model takes ``image`` (base64), ``text`` naming it."""
+        ``target`` forces one. An image model takes ``image`` (base64), a speech model ``audio``
+        (base64 WAV), ``text`` naming it."""
         model = m.model
+        if model.capabilities.reads == "audio" or audio is not None:
+            return self._prepare_audio(m, text, audio, target, options)
         if model.capabilities.reads == "image" or image is not None:
             return self._prepare_image(m, text, image, target, options, new_tokens)
         self._check_tokens(model.token_count(text), "text")
@@ -288,6 +306,25 @@ class Studio:
         except ValueError as err:
             raise RequestError(str(err)) from None
 
+    def _prepare_audio(
+        self, m: StudioModel, name: str, audio: str | None, target: str | None, options: SearchOptions
+    ) -> Prepared:
+        """A speech model's ``audio`` (a base64 WAV file) named ``name``, its transcript its own or
+        ``target`` forced."""
+        model = m.model
+        if model.capabilities.reads != "audio":
+            raise RequestError(f"{m.name} reads {model.capabilities.reads}: leave 'audio' out")
+        if audio is None:
+            raise RequestError(f"{m.name} is a speech model: send the sound as 'audio' (a base64 WAV file)")
+        if target:
+            self._check_tokens(model.target_count(target), "target")
+        self._check_tokens(model.token_count(name), "sound (its encoder's positions)")
+        wave = self._decoded(audio, "audio", lambda raw: model.read_audio(raw, "the sound"))
+        try:
+            return model.prepare_audio(wave, name, target=target, options=options)
+        except ValueError as err:
+            raise RequestError(str(err)) from None
+
     def _attribute(self, request: dict, m: StudioModel) -> dict:
         """Where each output token (or encoder position) draws from (``attnkit attribute``'s methods):
         fields model, text (or image), method, side, max_new_tokens."""
@@ -298,7 +335,9 @@ class Studio:
         sides = attribution_sides(m.model.capabilities)
         methods = attribution_methods(m.model.capabilities, request.get("side") or (sides[0] if sides else "output"))
         method = request["method"] or (methods[0] if methods else "attention")  # a bad side is said below
-        prepared = self._prepare(m, text, None, SearchOptions(), request.get("max_new_tokens"), request.get("image"))
+        prepared = self._prepare(
+            m, text, None, SearchOptions(), request.get("max_new_tokens"), request.get("image"), request.get("audio")
+        )
         try:
             found = attribute_model(m.model, prepared, [method], side=request.get("side"))
         except ValueError as err:

@@ -83,6 +83,16 @@ def image_url(image: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def spectrogram_url(spectrogram: np.ndarray) -> str:
+    """(bins, positions) in [0, 1], low frequencies first, as a PNG data URL: one pixel column per
+    encoder position, low frequencies at the bottom, in the figures' sound colours."""
+    from matplotlib import colormaps
+
+    from ..plots.audio import SOUND_CMAP
+
+    return image_url(colormaps[SOUND_CMAP](spectrogram[::-1])[..., :3])
+
+
 def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
     """One sentence as the static page holds it: ``example_json`` with the maps packed."""
     out = example_json(r, maps=False)
@@ -95,7 +105,9 @@ def page_example(r: AttentionRecord, layers: list[int] | None = None) -> dict:
 
 
 # one script per view, each registering itself for page.js to make (bertviz keeps one per view too)
-VIEW_SCRIPTS = "head.js matrix.js model.js neuron.js attribution.js image.js positions.js atlas.js circuits.js long.js"
+VIEW_SCRIPTS = (
+    "head.js matrix.js model.js neuron.js attribution.js image.js audio.js positions.js atlas.js circuits.js long.js"
+)
 OVERVIEW_MAX = 512  # the largest side of a long page's overviews
 
 
@@ -226,6 +238,8 @@ def example_json(r: AttentionRecord, *, maps: bool = True) -> dict:
         "image": None if r.image is None else image_url(r.image),
         "grid": None if r.grid is None else list(r.grid),
         "image_tokens": None if r.image_tokens is None else list(r.image_tokens),
+        "spectrogram": None if r.spectrogram is None else spectrogram_url(r.spectrogram),
+        "frame_seconds": r.frame_seconds,
         "maps": {kind: _rounded(a) for kind, a in r.maps.items()} if maps else {},
     }
 

@@ -320,6 +320,9 @@
     state.kind = null;
     $("tabs").querySelector("[data-tab=image]").hidden = !examples.some((ex) => ex.image);
     if (state.tab === "image" && !examples.some((ex) => ex.image)) state.tab = "head";
+    const sound = examples.some((ex) => ex.spectrogram && !ex.remote);  // a speech model's: its alignment over time
+    $("tabs").querySelector("[data-tab=audio]").hidden = !sound;
+    if (state.tab === "audio" && !sound) state.tab = "head";
     const remote = examples.some((ex) => ex.remote);  // a long input: the views long.js draws (page.css: body.long)
     document.body.classList.toggle("long", remote);
     if (!remote && state.scale === "log") { state.scale = "abs"; $("scale").value = "abs"; }  // a long map's scale only
@@ -347,8 +350,8 @@
 
   function chooseModel(name) {
     state.model = name;
-    const m = currentModel(), can = m.capabilities, image = can.reads === "image";
-    $("go").textContent = GO[can.writes || "none"];
+    const m = currentModel(), can = m.capabilities, image = can.reads === "image", sound = can.reads === "audio";
+    $("go").textContent = sound ? "Transcribe" : GO[can.writes || "none"];
     for (const id of ["beam", "nbest"]) $(id).parentElement.hidden = can.writes !== "translation";
     $("target").parentElement.hidden = !can.forced || image;
     $("new-tokens").parentElement.hidden = can.writes !== "continuation";
@@ -365,10 +368,12 @@
     $("attr-side").parentElement.hidden = !kinds.includes("encoder");
     $("attr-side").querySelector("[value=output]").hidden = !hasOutput;  // an encoder's sides: positions, sentence
     $("attr-side").querySelector("[value=sentence]").hidden = hasOutput;
-    $("text").hidden = image; $("image-box").hidden = !image && !can.images;  // its text, and an image beside it
+    $("text").hidden = image || sound; $("image-box").hidden = !image && !can.images;  // its text, and an image beside it
+    $("audio-box").hidden = !sound;
+    $("tabs").querySelector("[data-tab=audio]").hidden = true;  // once it has heard a sound
     $("text").placeholder = `Type a text (up to ${m.max_tokens.toLocaleString("en")} tokens: ${m.max_tokens_by}) and press Enter`;
     $("text").title = `${m.name} takes up to ${m.max_tokens.toLocaleString("en")} tokens here (${m.max_tokens_by} set the limit)`;
-    if (["positions", "embed", "image", "attribution", "circuits"].includes(state.tab)) selectTab("head");
+    if (["positions", "embed", "image", "audio", "attribution", "circuits"].includes(state.tab)) selectTab("head");
     if (!$("text").value.trim() || Object.values(EXAMPLE_TEXT).includes($("text").value.trim())) $("text").value = EXAMPLE_TEXT[can.writes || "none"] || "";
     $("text").dispatchEvent(new Event("input"));  // the box fits its text
     VIEWS.neuron.clear();
@@ -393,6 +398,16 @@
         reader.readAsDataURL(file);
       });
     }
+    if (can.reads === "audio") {
+      const file = $("audio-file").files[0];
+      if (!file) { $("status").textContent = "choose a sound file (WAV)"; return; }
+      body.text = file.name;
+      body.audio = await new Promise((resolve, reject) => {
+        const reader = new FileReader();
+        reader.onload = () => resolve(reader.result); reader.onerror = () => reject(reader.error);
+        reader.readAsDataURL(file);
+      });
+    }
     status.textContent = "working…"; status.classList.remove("error");
     try {
       const r = await api("/api/translate", body);
@@ -400,7 +415,7 @@
       const read = `${(r.example.prompt_length || 0).toLocaleString("en")} tokens read`;  // a continuation's prompt
       const done = can.writes === "continuation" && !body.max_new_tokens ? `${read}, none generated (new tokens: 0)`
         : can.writes === "continuation" ? `${read}, ${made} generated` + (made < body.max_new_tokens ? " (the model ended its text)" : "")
-        : !can.writes ? "attention computed" : r.forced ? `forced ${can.writes} scored` : `${can.writes} found`;
+        : !can.writes ? "attention computed" : r.forced ? `forced ${can.reads === "audio" ? "transcript" : can.writes} scored` : `${can.reads === "audio" ? "transcript" : can.writes} found`;
       status.textContent = `${done} in ${r.server_ms} ms (server)`;
       const list = $("nbest-list"); list.innerHTML = "";
       r.nbest.forEach((h, i) => {

@@ -1,0 +1,99 @@
+"use strict";
+// The sound view: a speech model's output tokens, each a row of its cross-attention over the encoder's
+// positions in time, under the spectrogram its encoder heard; the chosen token's weights as a curve.
+(window.attnkitViews = window.attnkitViews || {}).audio = function (lib) {
+  const { $, html, state, example, heads, area, clamp, layerName, setupCanvas, colour, colourBar } = lib;
+  const LABEL = 150, ROW = 16, SOUND = 110, CURVE = 70, AXIS = 22;
+
+  function crossRows(ex) {  // the cross-attention rows of the layer and head chosen (the view reads cross alone)
+    const maps = ex.maps.cross[state.layer];
+    if (state.head !== "mean") return maps[state.head];
+    return maps[0].map((_, i) => {
+      const row = new Float32Array(maps[0][i].length);
+      for (const m of maps) for (let j = 0; j < row.length; j++) row[j] += m[i][j] / maps.length;
+      return row;
+    });
+  }
+
+  function drawAudioView() {
+    const ex = example(), box = $("audio-view"); box.innerHTML = "";
+    if (!ex.spectrogram || !ex.maps.cross) return;
+    if (state.kind !== "cross") { html("p", { class: "note" }, box, "this view draws the cross-attention, each output token over the sound: choose the cross kind"); return; }
+    const words = ex.tgt_out_tokens, W = crossRows(ex), step = ex.frame_seconds;
+    const pinned = state.pinned && state.pinned.side === "q" ? state.pinned.i : null;
+    const query = clamp(pinned === null ? Math.min(1, words.length - 1) : pinned, 0, words.length - 1);
+    const chips = html("div", { class: "chips" }, box);
+    words.forEach((t, i) => {
+      const b = html("button", { type: "button", class: i === query ? "chip on" : "chip" }, chips, t);
+      b.addEventListener("click", () => { state.pinned = { side: "q", i: i }; drawAudioView(); });
+    });
+    const img = new Image();
+    img.onload = () => paint(box, ex, W, words, query, img, step);
+    img.src = ex.spectrogram;
+  }
+
+  function paint(box, ex, W, words, query, img, step) {
+    const heard = img.width, room = area(), width = clamp(Math.floor(room.w - 20), 420, 1600);
+    const plot = width - LABEL - 10, cell = plot / heard, rows = words.length;
+    let top = 1e-9;
+    for (const row of W) for (let j = 0; j < heard; j++) if (row[j] > top) top = row[j];
+    const height = SOUND + CURVE + AXIS + 8 + rows * ROW;
+    const c = html("canvas", { id: "audio-heat" }, box), ctx = setupCanvas(c, width, height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(img, LABEL, 0, plot, SOUND);  // the spectrogram, one column per encoder position
+    const curveTop = SOUND + 4, row = W[query];
+    ctx.fillStyle = "#f3f4f6"; ctx.fillRect(LABEL, curveTop, plot, CURVE);
+    ctx.fillStyle = "#2563eb";
+    for (let j = 0; j < heard; j++) {
+      const h = (row[j] / top) * CURVE;
+      ctx.fillRect(LABEL + j * cell, curveTop + CURVE - h, Math.max(1, Math.ceil(cell)), h);
+    }
+    const gridTop = curveTop + CURVE + 4;
+    for (let i = 0; i < rows; i++) {
+      for (let j = 0; j < heard; j++) {
+        ctx.fillStyle = colour(W[i][j] / top);
+        ctx.fillRect(LABEL + j * cell, gridTop + i * ROW, Math.ceil(cell), ROW);
+      }
+    }
+    ctx.strokeStyle = "#ff5a5a"; ctx.lineWidth = 2;
+    ctx.strokeRect(LABEL + 1, gridTop + query * ROW + 1, plot - 2, ROW - 2);
+    ctx.fillStyle = "#1d2330"; ctx.font = "12px system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.textAlign = "right";
+    ctx.fillText("log-mel", LABEL - 8, SOUND / 2);
+    ctx.fillText(`“${words[query]}”`, LABEL - 8, curveTop + CURVE / 2);
+    words.forEach((t, i) => ctx.fillText(t.length > 18 ? t.slice(0, 17) + "…" : t, LABEL - 8, gridTop + i * ROW + ROW / 2));
+    const axis = gridTop + rows * ROW + 4, seconds = heard * step, every = niceStep(seconds, plot);
+    ctx.textAlign = "center"; ctx.textBaseline = "top";
+    for (let s = 0; s <= seconds + 1e-9; s += every) {
+      const x = LABEL + (s / seconds) * plot;
+      ctx.fillRect(x - 0.5, axis - 4, 1, 4);
+      ctx.fillText(`${+s.toFixed(2)} s`, clamp(x, LABEL + 14, LABEL + plot - 14), axis);
+    }
+    const at = (e) => {
+      const b = c.getBoundingClientRect(), x = e.clientX - b.left, y = e.clientY - b.top;
+      const j = clamp(Math.floor((x - LABEL) / cell), 0, heard - 1);
+      const i = y >= gridTop ? clamp(Math.floor((y - gridTop) / ROW), 0, rows - 1) : query;
+      return [i, j];
+    };
+    c.onmousemove = (e) => {
+      const [i, j] = at(e);
+      $("readout").textContent = `${words[i]} → ${(j * step).toFixed(2)}–${((j + 1) * step).toFixed(2)} s: weight ${W[i][j].toFixed(4)}`;
+    };
+    c.onclick = (e) => {
+      const [i] = at(e);
+      state.pinned = { side: "q", i: i };
+      drawAudioView();
+    };
+    const sum = (xs) => xs.reduce((x, y) => x + y, 0), all = Array.from(row);
+    const pad = sum(all.slice(heard)), which = state.head === "mean" ? "average of heads" : heads() === 1 ? "its one attention" : `head ${state.head}`;
+    colourBar(html("canvas", {}, box), 960, top.toFixed(4), [
+      `each output token's cross-attention over the ${seconds.toFixed(2)} s of sound (${heard} encoder positions of ${(step * 1000).toFixed(0)} ms), layer ${layerName(state.layer)}, ${which}`,
+      `scale: 0 to the largest weight drawn; “${words[query]}” puts ${pad.toFixed(4)} of its weight on the ${all.length - heard} padding positions after the sound`]);
+  }
+
+  function niceStep(seconds, pixels) {  // a tick every 1, 2 or 5 x 10^k seconds, about 90 px apart
+    const rough = seconds / Math.max(1, Math.floor(pixels / 90)), ten = Math.pow(10, Math.floor(Math.log10(rough)));
+    return [1, 2, 5, 10].map((m) => m * ten).find((s) => s >= rough) || rough;
+  }
+
+  return { tabs: { audio: drawAudioView } };
+};
