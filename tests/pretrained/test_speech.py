@@ -152,6 +152,20 @@ def test_the_studio_hears_an_uploaded_sound(whisper, sound):
         example = r.json()["example"]
         assert example["frame_seconds"] == pytest.approx(0.02) and example["spectrogram"].startswith("data:image/png")
         assert example["tgt_out_tokens"][1:4] == ["a", "dog", "␣"] and len(example["src_tokens"]) == 100
+        target = "a dog runs ."
+        walk = client.post(
+            "/api/explain",
+            json={"text": "tone.wav", "audio": audio, "target": target, "kind": "cross", "layer": -1, "head": 1,
+                  "query": 2},
+        )  # fmt: skip
+        assert walk.status_code == 200, walk.text
+        model = attnkit.load(str(whisper))
+        want = model.capture(model.prepare([str(sound)], targets=[target])[0]).select("cross", -1, 1)[2]
+        assert walk.json()["key_tokens"][:2] == ["0.00s", "0.02s"] and walk.json()["max_error"] < 1e-5
+        np.testing.assert_allclose(walk.json()["weights"], want, atol=1e-5)  # the sound heard again, the same row
+        attributed = client.post("/api/attribute", json={"text": "tone.wav", "audio": audio, "method": "attention"})
+        assert attributed.status_code == 200, attributed.text
+        assert len(attributed.json()["tokens"]) == 100  # every encoder position, by its time
         for body, status, why in (
             ({"text": "tone.wav"}, 422, "send the sound as 'audio'"),
             ({"text": "tone.wav", "audio": "not base64!"}, 422, "'audio' is not valid base64"),

@@ -23,6 +23,7 @@
     $("attr-about").textContent = ABOUT[method] || "";
     const request = { model: state.model, text: ex.source, method: method, side: side };
     if (ex.image) request.image = ex.image;
+    if (ex.audio) request.audio = ex.audio;
     if (ex.prompt_length != null) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
     const key = JSON.stringify(request);
     box.innerHTML = "";

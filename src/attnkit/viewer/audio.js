@@ -46,13 +46,14 @@
     ctx.fillStyle = "#2563eb";
     for (let j = 0; j < heard; j++) {
       const h = (row[j] / top) * CURVE;
-      ctx.fillRect(LABEL + j * cell, curveTop + CURVE - h, Math.max(1, Math.ceil(cell)), h);
+      ctx.fillRect(Math.round(LABEL + j * cell), curveTop + CURVE - h, Math.max(1, Math.round(LABEL + (j + 1) * cell) - Math.round(LABEL + j * cell)), h);
     }
     const gridTop = curveTop + CURVE + 4;
+    const edge = (j) => Math.round(LABEL + j * cell);  // whole pixels: no seam between two cells
     for (let i = 0; i < rows; i++) {
       for (let j = 0; j < heard; j++) {
         ctx.fillStyle = colour(W[i][j] / top);
-        ctx.fillRect(LABEL + j * cell, gridTop + i * ROW, Math.ceil(cell), ROW);
+        ctx.fillRect(edge(j), gridTop + i * ROW, edge(j + 1) - edge(j), ROW);
       }
     }
     ctx.strokeStyle = "#ff5a5a"; ctx.lineWidth = 2;

@@ -71,6 +71,7 @@
                       layer: state.layer, head: head, query: query };
     if (generated) request.max_new_tokens = ex.tgt_in_tokens.length - ex.prompt_length;
     if (ex.image) request.image = ex.image;  // an image model: the image again, as the model saw it
+    if (ex.audio) request.audio = ex.audio;  // a speech model: its sound again
     const key = JSON.stringify(request);
     let w = explainCache.get(key);
     if (!w) {

@@ -354,6 +354,7 @@
     $("go").textContent = sound ? "Transcribe" : GO[can.writes || "none"];
     for (const id of ["beam", "nbest"]) $(id).parentElement.hidden = can.writes !== "translation";
     $("target").parentElement.hidden = !can.forced || image;
+    $("target-label").textContent = sound ? "force a transcript" : "force a translation";
     $("new-tokens").parentElement.hidden = can.writes !== "continuation";
     $("tabs").querySelector("[data-tab=positions]").hidden = !(m.info && m.info.positions) || image;
     $("tabs").querySelector("[data-tab=embed]").hidden = !can.contextual;
@@ -427,6 +428,7 @@
       });
       VIEWS.neuron.clear();
       r.example.record = r.record;  // what the views of a long input name it by
+      if (body.audio) r.example.audio = body.audio;  // a speech model's sound: what the other tabs send again
       showExamples([r.example], m.info);
       unpackAhead();  // the other layers, off the main thread
     } catch (err) {
