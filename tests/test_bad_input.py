@@ -231,6 +231,8 @@ CASES = [
     (["serve", "--port", "0"], "--port: expected an integer >= 1"),
     (["serve", "--port", "70000"], "a TCP port is 1..65535"),
     (["serve", "--max-beam", "0"], "--max-beam: expected an integer >= 1"),
+    (["serve", "--token", "a b"], "--token: expected a token without spaces"),
+    (["serve", "--allow-host", "http://studio.lan/"], "--allow-host: expected a host name such as studio.lan"),
     (["serve", "missing_model", "--port", "{p}"], "model directory not found: missing_model"),
     (["serve", "{m}", "{m}", "--port", "{p}"], "two models would be served as 'model'"),
     (["positions", "--scheme", "foo"], "--scheme: invalid choice: 'foo'"),

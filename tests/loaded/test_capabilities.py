@@ -18,7 +18,7 @@ from attnkit.loaded import AttnkitEncoder
 from attnkit.loaded.base import VERBS
 from attnkit.loading.packaged import resolve_model
 from attnkit.models import build_model
-from tiny_hf import build
+from tiny_hf import build, build_speech, tone
 
 TEXT = "the dog runs in the park"
 
@@ -54,34 +54,46 @@ def models(tmp_path_factory, tiny_captioner):
             f"hf-{f}": (lambda f=f: attnkit.load(build(f, root / f), device="cpu"))
             for f in ("llama", "t5", "bert", "vit")
         },
+        "hf-whisper": lambda: attnkit.load(build_speech(root / "whisper"), device="cpu"),
     }
 
 
-def _verb(model, verb, image):
+@pytest.fixture(scope="module")
+def sound(tmp_path_factory):
+    from attnkit.data.audio import encode_wav
+
+    path = tmp_path_factory.mktemp("sound") / "tone.wav"
+    path.write_bytes(encode_wav(tone(0.5), 16000))
+    return path
+
+
+def _verb(model, verb, image, sound):
     given = {
         "translate": lambda: model.translate("A dog runs.", beam=1),
         "generate": lambda: model.generate(TEXT, max_new_tokens=2),
         "encode": lambda: model.encode(TEXT),
         "caption": lambda: model.caption(image),
+        "transcribe": lambda: model.transcribe(str(sound), beam=1),
     }
     return given[verb]()
 
 
 @pytest.mark.parametrize(
-    "name", ["translator", "rnn", "encoder", "bert", "captioner", "hf-llama", "hf-t5", "hf-bert", "hf-vit"]
+    "name",
+    ["translator", "rnn", "encoder", "bert", "captioner", "hf-llama", "hf-t5", "hf-bert", "hf-vit", "hf-whisper"],
 )
-def test_every_declared_verb_and_attribution_runs(models, name, image):
+def test_every_declared_verb_and_attribution_runs(models, name, image, sound):
     model = models[name]()
     can = model.capabilities
     assert can.verbs == model.verbs and all(hasattr(model, v) for v in can.verbs)
     for verb in can.verbs:
-        out = _verb(model, verb, image)
+        out = _verb(model, verb, image, sound)
         assert isinstance(out, torch.Tensor) if verb == "encode" else isinstance(out, str)
     for verb in set(VERBS) - set(can.verbs):
         assert not hasattr(model, verb)
         with pytest.raises(ValueError, match=f"it does not {verb} \\(it can: "):
-            _verb(model, verb, image)
-    text = str(image) if can.reads == "image" else TEXT
+            _verb(model, verb, image, sound)
+    text = str(image) if can.reads == "image" else str(sound) if can.reads == "audio" else TEXT
     # a short output side: a random model's own translation runs to its length limit
     side = {"max_new_tokens": 2} if can.continues else {"targets": ["a dog ."]} if can.writes == "translation" else {}
     [prepared] = model.prepare([text], **side)

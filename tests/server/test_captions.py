@@ -23,7 +23,9 @@ def png(size=(32, 32)) -> str:
 
 @pytest.fixture(scope="module")
 def client(tiny_captioner):
-    with TestClient(create_app(Studio([str(tiny_captioner)])), raise_server_exceptions=False) as c:
+    with TestClient(
+        create_app(Studio([str(tiny_captioner)])), raise_server_exceptions=False, base_url="http://127.0.0.1"
+    ) as c:
         yield c
 
 
@@ -103,7 +105,7 @@ def test_bad_caption_requests_say_what_is_wrong(client, body, status, message):
 
 def test_text_models_and_captioners_share_one_studio(trained_toys, tiny_captioner):
     studio = Studio([str(trained_toys["rnn"]), str(tiny_captioner)])
-    with TestClient(create_app(studio), raise_server_exceptions=False) as c:
+    with TestClient(create_app(studio), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         assert [m["name"] for m in c.get("/api/models").json()["models"]] == [trained_toys["rnn"].name, "model"]
         r = c.post("/api/translate", json={"model": "model", "text": "a b"})
         assert r.status_code == 422 and "is an image model: send the image" in r.json()["error"]

@@ -20,7 +20,7 @@ PAIR = {"clean": "the dog runs in the park", "corrupt": "the man runs in the par
 def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("circuits")
     studio = Studio([str(build("gpt2", root / "gpt2")), str(build("bert", root / "bert"))], device="cpu")
-    with TestClient(create_app(studio), raise_server_exceptions=False) as client:
+    with TestClient(create_app(studio), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         yield client, studio.models["gpt2"].model
 
 

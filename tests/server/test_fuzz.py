@@ -32,7 +32,7 @@ ROUTES = ["/api/translate", "/api/explain", "/api/embed", "/api/caption"]
 
 @pytest.fixture(scope="module")
 def client(studio):
-    with TestClient(create_app(studio), raise_server_exceptions=False) as c:
+    with TestClient(create_app(studio), raise_server_exceptions=False, base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -57,7 +57,8 @@ def test_no_json_body_gets_a_5xx(client, names, data):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(route=st.sampled_from(ROUTES), raw=st.binary(max_size=200))
 def test_no_raw_body_gets_a_5xx(client, route, raw):
-    assert client.post(route, content=raw).status_code < 500
+    assert client.post(route, content=raw, headers={"content-type": "application/json"}).status_code < 500
+    assert client.post(route, content=raw).status_code == 415  # no JSON content type: refused before it is read
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -259,7 +259,7 @@ def test_a_speech_model_hears_an_uploaded_sound_in_the_browser(browser, tmp_path
         chips = page.locator("#audio-view .chip").all_inner_texts()
         assert chips[1:3] == ["a", "dog"] and chips[-1] == "<|endoftext|>"
         box = _box(page, "#audio-heat")
-        page.mouse.move(box[0] + 150 + 5, box[1] + 110 + 4 + 70 + 4 + 8)  # the first row, the first position
+        page.mouse.move(box[0] + 170 + 5, box[1] + 110 + 4 + 70 + 4 + 9)  # the first row, the first position
         assert "<|notimestamps|> → 0.00–0.02 s: weight" in page.inner_text("#readout")
         page.context.close()
         assert errors == [], errors
@@ -414,3 +414,47 @@ def test_a_long_input_in_the_studio_at_8192_tokens(browser, tmp_path):
         assert page.locator("table.long-top tr").count() == 13  # a header and the query's 12 strongest keys
         page.context.close()
         assert errors == [], errors
+
+
+def test_a_studio_beyond_loopback_asks_for_its_token(trained_toys):
+    """`--host 0.0.0.0`: the URL printed carries a token; a request without it is refused (401), one
+    with it answered; a foreign Host is refused (403) even with the token; a cross-site simple
+    request (text/plain) too (415), over real HTTP."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnkit", "serve", str(trained_toys["transformer"]), "--host", "0.0.0.0",
+         "--port", str(port), "--allow-host", "studio.lan"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        assert f"http://0.0.0.0:{port}/?token=" in line, line
+        token = line.split("?token=")[1].split()[0]
+        base = f"http://127.0.0.1:{port}"
+
+        def status(path: str, headers: dict, data: bytes | None = None) -> int:
+            try:
+                with urllib.request.urlopen(urllib.request.Request(base + path, data=data, headers=headers)) as r:
+                    return r.status
+            except urllib.error.HTTPError as err:
+                return err.code
+
+        assert status("/api/models", {}) == 401
+        assert status(f"/api/models?token={token}", {}) == 200
+        assert status("/api/models", {"Authorization": f"token {token}"}) == 200
+        assert status("/api/models", {"Authorization": f"token {token}", "Host": "studio.lan"}) == 200
+        assert status("/api/models", {"Authorization": f"token {token}", "Host": "evil.example"}) == 403
+        body = json.dumps({"text": "a b c", "beam": 1}).encode()
+        plain = {"Authorization": f"token {token}", "Content-Type": "text/plain", "Origin": "http://evil.example"}
+        assert status("/api/translate", plain, body) == 415
+        assert (
+            status("/api/translate", {"Authorization": f"token {token}", "Content-Type": "application/json"}, body)
+            == 200
+        )
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # a trained toy model
 
 @pytest.fixture(scope="module")
 def client(studio):
-    with TestClient(create_app(studio)) as c:
+    with TestClient(create_app(studio), base_url="http://127.0.0.1") as c:
         yield c
 
 
@@ -89,7 +89,7 @@ def test_a_request_that_does_not_fit_its_model_is_one_line(call, body, message):
 def test_defaults_are_filled_in():
     assert parse_request("translate", {"text": "a", "unused": 1}) == {
         "model": None, "text": "a", "beam": 5, "nbest": 1, "target": None, "max_new_tokens": None,
-        "packed": False, "image": None,
+        "packed": False, "image": None, "audio": None,
     }  # fmt: skip
 
 

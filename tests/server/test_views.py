@@ -26,7 +26,7 @@ def served(tmp_path_factory):
 
     path = build("llama", tmp_path_factory.mktemp("views") / "llama")
     studio = Studio([str(path)], limits=StudioLimits(page_mb=0), device="cpu")
-    with TestClient(create_app(studio), raise_server_exceptions=False) as client:
+    with TestClient(create_app(studio), raise_server_exceptions=False, base_url="http://127.0.0.1") as client:
         r = client.post("/api/translate", json={"text": TEXT, "max_new_tokens": 0})
         assert r.status_code == 200, r.text
         answer = r.json()

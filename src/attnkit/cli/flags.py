@@ -199,6 +199,30 @@ def non_empty(value: str) -> str:
     return value
 
 
+def host_name(value: str) -> str:
+    """A name the studio may be reached by (``studio.lan``, ``10.0.0.5``, ``::1``): no port, scheme or path."""
+    import re
+    from ipaddress import ip_address
+
+    bare = value.strip().strip("[]")
+    try:
+        ip_address(bare)
+        return bare
+    except ValueError:
+        pass
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*", bare):
+        raise argparse.ArgumentTypeError(
+            f"expected a host name such as studio.lan (no port, scheme or path), got {value!r}"
+        )
+    return bare.lower()
+
+
+def token(value: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise argparse.ArgumentTypeError("expected a token without spaces")
+    return value
+
+
 def existing_file(value: str) -> Path:
     path = Path(value)
     if not path.is_file():

@@ -186,7 +186,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
     from ..server.app import serve
 
     limits = F.StudioLimits(**{f.name: getattr(args, f.name) for f in fields(F.StudioLimits)})  # one flag each
-    serve(args.models, host=args.host, port=args.port, limits=limits, device=args.device, workers=args.workers)
+    serve(
+        args.models,
+        host=args.host,
+        port=args.port,
+        limits=limits,
+        device=args.device,
+        workers=args.workers,
+        allow_hosts=args.allow_host,
+        token=args.token,
+    )
 
 
 def cmd_explain(args: argparse.Namespace) -> None:
@@ -768,7 +777,21 @@ def _add_serve(add) -> None:
     p.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to listen on (anything but loopback is reachable from other machines)",
+        help="address to listen on (anything but loopback is reachable from other machines: every request must "
+        "then carry a token, printed in the URL)",
+    )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        type=F.host_name,
+        metavar="NAME",
+        help="a Host name the studio answers beside loopback's (a name this machine has on your network); "
+        "repeatable. Others are refused: a web page may re-bind its name to this machine",
+    )
+    p.add_argument(
+        "--token",
+        type=F.token,
+        help="the token asked of every request when --host is not loopback (default: a new random one)",
     )
     p.add_argument("--port", type=F.port_number, default=8000, help="TCP port")
     p.add_argument("--workers", type=F.positive_int, default=2, help="requests computed at once")

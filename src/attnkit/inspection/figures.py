@@ -127,9 +127,9 @@ def audio_figure(record: AttentionRecord, *, layer: int = -1, head: int | str = 
     which = f"head {head}" if head != "mean" else "mean of heads" if heads > 1 else "one attention (no heads)"
     total = weights.shape[1] * record.frame_seconds
     title = (
-        f"{model + ': ' if model else ''}each output token's attention over {Path(record.source).name} "
-        f"({heard * record.frame_seconds:.2f} s of sound, padded to {total:.0f} s; {layer_name(layer, layers)}, "
-        f"{which})\n“{record.output}”"
+        f"{model + ': ' if model else ''}each output token's cross-attention over {Path(record.source).name}\n"
+        f"{heard * record.frame_seconds:.2f} s of sound, padded to {total:g} s; {layer_name(layer, layers)}, {which}\n"
+        f"“{record.output}”"
     )
     return plot_audio_alignment(
         record.spectrogram,

@@ -42,26 +42,27 @@ def plot_audio_alignment(
         raise ValueError(f"{len(padding)} padding shares for {len(tokens)} tokens")
     top = float(vmax if vmax is not None else weights.max()) or 1.0
     t = len(tokens)
-    high = 1.0 + 0.2 * t  # a row of ~0.2 inch per token: 9-point labels stay apart
+    high = 1.0 + 0.24 * t  # a row of ~0.24 inch per token: 10.5-point labels stay apart
     fig = Figure(figsize=(WIDTH, 1.9 + high), layout="constrained")
     sound, align = fig.subplots(2, 1, sharex=True, height_ratios=[1.5, high])
     end = n * seconds
     sound.imshow(spectrogram, origin="lower", aspect="auto", cmap=SOUND_CMAP, extent=(0, end, 0, bins))
     sound.set_yticks([])
-    sound.set_ylabel("log-mel\n(low → high)", fontsize=9)
+    sound.set_ylabel("log-mel\n(pitch ↑)", fontsize=10.5)
     heat = align.imshow(
         weights, aspect="auto", cmap=CMAP, vmin=0, vmax=top, interpolation="nearest", extent=(0, end, t - 0.5, -0.5)
     )
-    align.set_yticks(range(t), [_short(w) for w in tokens], fontsize=9)
-    align.set_xlabel("time (s): the encoder's positions that hold sound", fontsize=9)
-    align.tick_params(axis="x", labelsize=9)
+    align.set_yticks(range(t), [_short(w) for w in tokens], fontsize=10.5)
+    align.set_ylabel("token written", fontsize=10.5)
+    align.set_xlabel("time (s): the encoder's positions that hold sound", fontsize=10.5)
+    align.tick_params(axis="x", labelsize=10.5)
     if padding is not None:
         side = align.secondary_yaxis("right")
-        side.set_yticks(range(t), [f"{100 * p:.0f}%" for p in padding], fontsize=9)
-        side.set_ylabel("on the padding", fontsize=9)
+        side.set_yticks(range(t), [f"{100 * p:.0f}%" for p in padding], fontsize=10.5)
+        side.set_ylabel("share on padding", fontsize=10.5)
     bar = fig.colorbar(heat, ax=[sound, align], location="bottom", shrink=0.5, aspect=40, pad=0.02)
-    bar.set_label(f"cross-attention weight (0 to {top:.3g}, the largest drawn)", fontsize=9)
-    bar.ax.tick_params(labelsize=9)
+    bar.set_label(f"cross-attention weight (0 to {top:.3g}, the largest drawn)", fontsize=10.5)
+    bar.ax.tick_params(labelsize=10.5)
     if title:
         width = int(WIDTH * 12)
         fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=10)

@@ -23,7 +23,8 @@ Routes (all answers JSON unless said otherwise; errors are ``{"error": "..."}`` 
     POST /api/qk              {model, record, kind, layer, head, query, key?} -> one cell's score by the
                               writers of the query's and the key's streams
 
-Models load once at start; each request runs in a worker thread (at most ``workers`` at
+Every request passes ``guard``'s rules first (this machine's Host, the page's own Origin, JSON
+bodies, a token beyond loopback). Models load once at start; each request runs in a worker thread (at most ``workers`` at
 once, one at a time per model), never on the event loop.
 """
 
@@ -45,6 +46,7 @@ from starlette.routing import Route
 from ..errors import as_fields
 from ..viewer.captions import caption_page
 from ..viewer.html import page_html
+from .guard import Guard, Guarded
 from .limits import StudioLimits
 from .schema import openapi
 from .service import VIEWS, RequestError, Studio, default_models
@@ -63,8 +65,11 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": as_fields(message)}, status_code=status, headers=HEADERS)
 
 
-def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio") -> Starlette:
-    """The ASGI application answering for ``studio``'s models."""
+def create_app(
+    studio: Studio, *, workers: int = 2, title: str = "attnkit studio", guard: Guard | None = None
+) -> Guarded:
+    """The ASGI application answering for ``studio``'s models, only the requests ``guard`` lets in
+    (default: from this machine's loopback names, the page's own origin, JSON bodies)."""
     limiter = anyio.CapacityLimiter(workers)
     page = page_html({"model": {}, "examples": [], "live": studio.describe()}, title=title)
     captions_page = caption_page([], [], title=f"{title}: attention over an image", live=studio.describe())
@@ -134,7 +139,7 @@ def create_app(studio: Studio, *, workers: int = 2, title: str = "attnkit studio
         Route("/api/qk", post("qk"), methods=["POST"]),
         *(Route(f"/api/{call}", post(call), methods=["POST"]) for call in VIEWS),
     ]
-    return Starlette(routes=routes)
+    return Guarded(Starlette(routes=routes), guard or Guard())
 
 
 def is_loopback(host: str) -> bool:
@@ -165,24 +170,30 @@ def serve(
     limits: StudioLimits | None = None,
     device: str = "auto",
     workers: int = 2,
+    allow_hosts: list[str] | None = None,
+    token: str | None = None,
 ) -> None:
-    """Load ``sources`` (default: ``default_models()``) and serve them until Ctrl-C."""
+    """Load ``sources`` (default: ``default_models()``) and serve them until Ctrl-C: to requests
+    whose Host is a loopback name or one of ``allow_hosts``; beyond loopback, to those that carry
+    the token (``token``, or a new random one printed in the URL)."""
     import uvicorn
 
     check_port(host, port)
     studio = Studio(sources or default_models(), limits=limits, device=device)
-    if not is_loopback(host):
+    guard = Guard.listening(host, allow_hosts, token)
+    if guard.token is not None:
         print(
-            f"warning: listening on {host}, not loopback: anyone who can reach this machine can use the studio",
+            f"note: listening on {host}, beyond loopback: every request must carry the token in the URL below",
             file=sys.stderr,
         )
     config = uvicorn.Config(
-        create_app(studio, workers=workers), host=host, port=port, log_level="warning", access_log=False
+        create_app(studio, workers=workers, guard=guard), host=host, port=port, log_level="warning", access_log=False
     )
     names = ", ".join(studio.models)
     shown = f"[{host}]" if ":" in host else host
-    pages = f"http://{shown}:{port}/" + (
-        f" (held-out scenes to caption: http://{shown}:{port}/captions)" if studio.captioners() else ""
+    ask = f"?token={guard.token}" if guard.token else ""
+    pages = f"http://{shown}:{port}/{ask}" + (
+        f" (held-out scenes to caption: http://{shown}:{port}/captions{ask})" if studio.captioners() else ""
     )
 
     class Server(uvicorn.Server):

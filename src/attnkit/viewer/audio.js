@@ -3,7 +3,7 @@
 // positions in time, under the spectrogram its encoder heard; the chosen token's weights as a curve.
 (window.attnkitViews = window.attnkitViews || {}).audio = function (lib) {
   const { $, html, state, example, heads, area, clamp, layerName, setupCanvas, colour, colourBar } = lib;
-  const LABEL = 150, ROW = 16, SOUND = 110, CURVE = 70, AXIS = 22;
+  const LABEL = 170, ROW = 18, SOUND = 110, CURVE = 70, AXIS = 24, FONT = "14px system-ui, sans-serif";
 
   function crossRows(ex) {  // the cross-attention rows of the layer and head chosen (the view reads cross alone)
     const maps = ex.maps.cross[state.layer];
@@ -58,16 +58,18 @@
     }
     ctx.strokeStyle = "#ff5a5a"; ctx.lineWidth = 2;
     ctx.strokeRect(LABEL + 1, gridTop + query * ROW + 1, plot - 2, ROW - 2);
-    ctx.fillStyle = "#1d2330"; ctx.font = "12px system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.textAlign = "right";
-    ctx.fillText("log-mel", LABEL - 8, SOUND / 2);
-    ctx.fillText(`“${words[query]}”`, LABEL - 8, curveTop + CURVE / 2);
+    ctx.fillStyle = "#1d2330"; ctx.font = FONT; ctx.textBaseline = "middle"; ctx.textAlign = "right";
+    ctx.fillText("log-mel", LABEL - 8, SOUND / 2 - 9);
+    ctx.fillText("pitch ↑", LABEL - 8, SOUND / 2 + 9);
+    ctx.fillText(`“${words[query]}” (${query})`, LABEL - 8, curveTop + CURVE / 2 - 9);
+    ctx.fillText(`0 to ${top.toFixed(3)}`, LABEL - 8, curveTop + CURVE / 2 + 9);
     words.forEach((t, i) => ctx.fillText(t.length > 18 ? t.slice(0, 17) + "…" : t, LABEL - 8, gridTop + i * ROW + ROW / 2));
     const axis = gridTop + rows * ROW + 4, seconds = heard * step, every = niceStep(seconds, plot);
     ctx.textAlign = "center"; ctx.textBaseline = "top";
     for (let s = 0; s <= seconds + 1e-9; s += every) {
       const x = LABEL + (s / seconds) * plot;
       ctx.fillRect(x - 0.5, axis - 4, 1, 4);
-      ctx.fillText(`${+s.toFixed(2)} s`, clamp(x, LABEL + 14, LABEL + plot - 14), axis);
+      ctx.fillText(`${+s.toFixed(2)} s`, clamp(x, LABEL + 16, LABEL + plot - 16), axis + 2);
     }
     const at = (e) => {
       const b = c.getBoundingClientRect(), x = e.clientX - b.left, y = e.clientY - b.top;
@@ -88,7 +90,7 @@
     const pad = sum(all.slice(heard)), which = state.head === "mean" ? "average of heads" : heads() === 1 ? "its one attention" : `head ${state.head}`;
     colourBar(html("canvas", {}, box), 960, top.toFixed(4), [
       `each output token's cross-attention over the ${seconds.toFixed(2)} s of sound (${heard} encoder positions of ${(step * 1000).toFixed(0)} ms), layer ${layerName(state.layer)}, ${which}`,
-      `scale: 0 to the largest weight drawn; “${words[query]}” puts ${pad.toFixed(4)} of its weight on the ${all.length - heard} padding positions after the sound`]);
+      `scale: 0 to the largest weight drawn; “${words[query]}” puts ${pad.toFixed(4)} of its weight on the ${all.length - heard} padding positions after the sound (the model hears ${(all.length * step).toFixed(1)} s at a time)`]);
   }
 
   function niceStep(seconds, pixels) {  // a tick every 1, 2 or 5 x 10^k seconds, about 90 px apart

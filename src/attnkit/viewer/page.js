@@ -282,6 +282,7 @@
     // (each method its own layers and scale) or the positions
     document.body.classList.toggle("atlas", ["atlas", "attribution", "positions", "heads"].includes(tab));
     document.body.classList.toggle("pooled", ["matrix", "model"].includes(tab));  // a long input's pixels pool cells
+    document.body.classList.toggle("own-scale", ["image", "audio"].includes(tab));  // 0 to the largest weight drawn
     document.body.classList.remove("exact-cells");  // until a long matrix says every cell is exact
     document.body.classList.toggle("every-map", tab === "model");  // every layer and head at once
     document.body.classList.toggle("no-attention", tab === "positions");  // the scheme alone, no input's attention
