@@ -384,7 +384,14 @@ class HFModel:
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        """Where its inputs go: a model placed by accelerate (``device_map``: across devices, or
+        offloaded to the CPU or disk) takes them where its first module runs, its hooks moving
+        each layer's inputs on; otherwise where its weights are."""
+        placed = getattr(self.model, "hf_device_map", None)
+        if placed:
+            first = next(iter(placed.values()))
+            return torch.device("cpu" if first in ("cpu", "disk") else first)
+        return next(p.device for p in self.model.parameters() if p.device.type != "meta")
 
     def max_tokens(self) -> int | None:
         """The longest input the model's positions cover (None: no fixed limit, as T5's relative bias)."""
