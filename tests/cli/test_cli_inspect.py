@@ -210,7 +210,7 @@ def test_heads_probe_draws_inputs_for_the_models_tokenizer(capsys, tmp_path):
     code, out, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(src), "--probe", "repeated", "--detect", "all"])
     assert code == 1 and "draws its own inputs" in err
     code, out, err = run(capsys, ["heads", "multi30k-en-de", "-i", str(src), "--detect", "retrieval"])
-    assert code == 1 and "the retrieval detector scores inputs that end by repeating an earlier span" in err
+    assert code == 1 and "the retrieval detector scores a query with an end that repeats an earlier span" in err
 
 
 def test_heads_on_an_empty_input_file_is_one_line_and_writes_nothing(capsys, tmp_path):

@@ -246,3 +246,16 @@ def test_streamed_scores_equal_the_dense_ones_at_4096_tokens(monkeypatch):
     for name, value in expected.items():  # distance, in tokens (about 1,000): float32 relative error
         tol = {"rtol": 1e-5} if name == "distance" else {"atol": ATOL}
         np.testing.assert_allclose(found[name], value.numpy(), **tol, err_msg=name)
+
+
+def test_the_report_says_why_a_detector_is_silent_or_cannot_rank():
+    """One short input: the detectors that need a repeat say what they need, not that they score
+    any input; a ranking detector every head ties on says so instead of naming three of them."""
+    from attnkit.heads.atlas import _ranked
+
+    tied = np.ones((2, 4))
+    assert _ranked(tied, 4) == ": 8 of 8 heads tie at 1.00 on these inputs: too little input to rank them"
+    spread = np.arange(8, dtype=float).reshape(2, 4) / 8
+    assert _ranked(spread, 4) == ", highest: layer 1 head 3 0.88, layer 1 head 2 0.75, layer 1 head 1 0.62"
+    assert "--probe repeat" in DETECTORS["induction"].needs and "--probe needle" in DETECTORS["retrieval"].needs
+    assert all(d.needs == "" or d.needs.startswith(("a ", "an ")) for d in DETECTORS.values())

@@ -409,7 +409,10 @@ def _atlas(records: list, args: argparse.Namespace, ablated: tuple | None) -> No
             atlases.append(head_atlas(records, kind, chosen))
     for name in detect or []:
         if atlases and all(name in a.unscored for a in atlases if name in fits[a.kind]):
-            raise ValueError(f"the {name.replace('_', '-')} detector scores {DETECTORS[name].inputs}; these have none")
+            raise ValueError(
+                f"the {name.replace('_', '-')} detector scores a query with {DETECTORS[name].needs}; these inputs "
+                "have none"
+            )
     atlases = [a for a in atlases if a.scores]
     if ablated is not None:
         name, short, base, effects, importance = ablated

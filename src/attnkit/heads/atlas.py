@@ -71,13 +71,10 @@ class Atlas:
                 )
                 lines.append(f"  {name}: {best}")
         for name in self.unscored:
-            lines.append(f"  {_label(name)}: no query of these inputs takes it; it scores {DETECTORS[name].inputs}")
+            lines.append(f"  {_label(name)}: not scored: it needs {DETECTORS[name].needs}; these inputs have none")
         for name in ("rare_word", "broad", "distance"):
             if name in self.scores:
-                s = self.scores[name]
-                top = np.argsort(-s, axis=None)[:3]
-                best = ", ".join(f"layer {i // heads} head {i % heads} {s.flat[i]:.2f}" for i in top)
-                lines.append(f"  {_label(name)}, highest: {best}")
+                lines.append(f"  {_label(name)}{_ranked(self.scores[name], heads)}")
         return "\n".join(lines)
 
     def rows(self) -> list[dict]:
@@ -95,6 +92,16 @@ class Atlas:
                         row[name] = round(float(values[li, h]), 6)
                 out.append(row)
         return out
+
+
+def _ranked(s: np.ndarray, heads: int, shown: int = 3) -> str:
+    """The highest heads of a ranking detector, or, where more heads than are shown tie at the top
+    (too little input to tell them apart: one short input's rarest token), how many."""
+    top = np.argsort(-s, axis=None, kind="stable")[:shown]
+    tied = int(np.isclose(s, s.flat[top[0]], rtol=0, atol=1e-6).sum())
+    if tied > shown:
+        return f": {tied} of {s.size} heads tie at {s.flat[top[0]]:.2f} on these inputs: too little input to rank them"
+    return ", highest: " + ", ".join(f"layer {i // heads} head {i % heads} {s.flat[i]:.2f}" for i in top)
 
 
 def _signed(value: float, digits: int = 3) -> str:

@@ -75,7 +75,7 @@ class Detector:
     threshold: float | None
     paper: str
     means: str
-    inputs: str = "any input"  # what inputs it scores
+    needs: str = ""  # what a query needs to be scored ("": every query is)
 
     def applies(self, *, self_attention: bool, causal: bool) -> bool:
         return (self_attention or not self.self_attention) and (causal or not self.causal)
@@ -85,8 +85,24 @@ DETECTORS = {
     d.name: d
     for d in (
         Detector("previous_token", True, False, 0.5, "Olsson et al. 2022", "weight on the token just before"),
-        Detector("duplicate_token", True, False, 0.5, "Wang et al. 2022", "weight on earlier copies of its own token"),
-        Detector("induction", True, True, 0.4, "Olsson et al. 2022", "weight on the token after an earlier copy"),
+        Detector(
+            "duplicate_token",
+            True,
+            False,
+            0.5,
+            "Wang et al. 2022",
+            "weight on earlier copies of its own token",
+            "a token that repeats an earlier one (--probe repeat builds such inputs)",
+        ),
+        Detector(
+            "induction",
+            True,
+            True,
+            0.4,
+            "Olsson et al. 2022",
+            "weight on the token after an earlier copy",
+            "a token whose previous token occurred earlier (--probe repeat builds such inputs)",
+        ),
         Detector(
             "retrieval",
             True,
@@ -94,7 +110,7 @@ DETECTORS = {
             0.1,
             "Wu et al. 2024",
             "share of answer tokens copied from the needle",
-            f"inputs that end by repeating an earlier span of {NEEDLE} or more tokens, as --probe needle builds",
+            f"an end that repeats an earlier span of {NEEDLE} or more tokens (--probe needle builds such inputs)",
         ),
         Detector("sink", False, False, 0.3, "Gu et al. 2024", "weight on the first token"),
         Detector(
