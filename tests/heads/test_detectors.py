@@ -259,3 +259,18 @@ def test_the_report_says_why_a_detector_is_silent_or_cannot_rank():
     assert _ranked(spread, 4) == ", highest: layer 1 head 3 0.88, layer 1 head 2 0.75, layer 1 head 1 0.62"
     assert "--probe repeat" in DETECTORS["induction"].needs and "--probe needle" in DETECTORS["retrieval"].needs
     assert all(d.needs == "" or d.needs.startswith(("a ", "an ")) for d in DETECTORS.values())
+
+
+def test_a_vocabulary_of_no_words_still_gives_a_probe():
+    """t0 .. t255 and symbols: no alphabetic word, but every token reads back alone, so the
+    repeated probe draws them; a special token never is."""
+    from attnkit.heads.probes import single_tokens, vocabulary_words
+
+    pieces = [f"t{i}" for i in range(256)] + ["<pad>", "[CLS]", "+", "##x"]
+
+    def count(text: str) -> int:
+        return len(text.split()) + 2  # one token a piece, and two specials
+
+    assert vocabulary_words(pieces) == []
+    found = single_tokens(pieces, count, __import__("random").Random(0))
+    assert len(found) == 257 and "+" in found and not {"<pad>", "[CLS]", "##x", "x"} & set(found)

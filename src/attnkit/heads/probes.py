@@ -1,6 +1,6 @@
 """Inputs built for the head detectors, for any text model's tokenizer, from random words of its
-own vocabulary (whole words it writes as one piece after a space), so that no model can predict
-them but by copying.
+own vocabulary (whole words it writes as one piece after a space; where it holds few, any token
+it reads back alone), so that no model can predict them but by copying.
 
 repeated   Olsson et al. 2022 and TransformerLens score induction heads on a random sequence
            repeated: n random words, then the same n again. In the repeat, an induction head
@@ -32,6 +32,28 @@ def vocabulary_words(pieces: Iterable[str]) -> list[str]:
     starts = [p[1:] for p in pieces if p[:1] in ("▁", "Ġ")]
     found = starts if len(starts) > len(pieces) // 10 else [p for p in pieces if not p.startswith("##")]
     return sorted({w for w in found if len(w) >= 2 and w.isascii() and w.isalpha() and w.islower()})
+
+
+def single_tokens(pieces: Iterable[str], count: Callable[[str], int], rng: random.Random, want: int = 512) -> list[str]:
+    """Up to ``want`` of a vocabulary's pieces (word-start marks dropped; no special token, no
+    space, no word continuation) that its tokenizer reads back as one token each, alone and after
+    one another: what a probe may draw where the vocabulary holds few alphabetic words."""
+    pool = sorted(
+        {
+            p.lstrip("▁Ġ")
+            for p in pieces
+            if not p.startswith("##") and not (p[:1] in "<[" and p[-1:] in ">]") and p.lstrip("▁Ġ").isprintable()
+        }
+        - {""}
+    )
+    pool = [p for p in pool if not any(c.isspace() for c in p)]
+    rng.shuffle(pool)
+    pool = pool[: 4 * want]
+    if not pool:
+        return []
+    counts = [count(p) for p in pool]
+    one = max(set(counts), key=counts.count)  # a single token and the specials around it
+    return [p for p, c in zip(pool, counts) if c == one and count(f"{p} {p}") == one + 1][:want]
 
 
 def _per_token(words: list[str], count: Callable[[str], int], rng: random.Random) -> float:
@@ -87,9 +109,15 @@ def probe_inputs(
     words."""
     if probe not in PROBES:
         raise ValueError(f"unknown probe {probe!r}; choose from {', '.join(PROBES)}")
-    words = vocabulary_words(model.input_pieces())
+    pieces = model.input_pieces()
+    words = vocabulary_words(pieces)
+    if len(words) < 2 * NEEDLE_WORDS:  # a vocabulary of other tokens (t0 .. t255, symbols): any it reads back
+        words = single_tokens(pieces, model.token_count, random.Random(seed))
     if len(words) < 2 * NEEDLE_WORDS:
-        raise ValueError(f"{model.name}'s vocabulary has {len(words)} whole words: too few to draw a probe from")
+        raise ValueError(
+            f"{model.name}'s vocabulary has {len(words)} tokens that its tokenizer reads back alone: too few to draw "
+            "a probe from"
+        )
     size = tokens or DEFAULT_TOKENS[probe]
     if probe == "repeated":
         return repeated(words, size, model.token_count, inputs, seed)
