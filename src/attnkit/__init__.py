@@ -5,41 +5,60 @@ a pretrained package, a Hugging Face model directory) as one ``LoadedModel``."""
 
 from typing import TYPE_CHECKING, Any
 
-from .attention import (
-    AttentionOutput,
-    GlobalAttention,
-    KVCache,
-    LocalAttention,
-    LocalAttentionOutput,
-    MultiHeadAttention,
-    attend,
-    build_recurrent_attention,
-    build_score,
-    dot_product_attention,
-)
-from .positions import (
-    ALiBi,
-    FourierPositions,
-    LearnedPositionalEmbedding,
-    RelativePositions,
-    RotaryPositions,
-    SinusoidalPositionalEncoding,
-    T5RelativeBias,
-    build_positions,
-)
-
 if TYPE_CHECKING:
+    from .attention import (
+        AttentionOutput,
+        GlobalAttention,
+        KVCache,
+        LocalAttention,
+        LocalAttentionOutput,
+        MultiHeadAttention,
+        attend,
+        build_recurrent_attention,
+        build_score,
+        dot_product_attention,
+    )
     from .loaded import LoadedModel, load
+    from .positions import (
+        ALiBi,
+        FourierPositions,
+        LearnedPositionalEmbedding,
+        RelativePositions,
+        RotaryPositions,
+        SinusoidalPositionalEncoding,
+        T5RelativeBias,
+        build_positions,
+    )
 
 __version__ = "0.1.0"
 
+# each name's module: imported when the name is first used, so that ``import attnkit`` (and the
+# command line's --help) does not wait for torch
+_HOME = {
+    **dict.fromkeys(
+        ("AttentionOutput", "GlobalAttention", "KVCache", "LocalAttention", "LocalAttentionOutput",
+         "MultiHeadAttention", "attend", "build_recurrent_attention", "build_score", "dot_product_attention"),
+        "attention",
+    ),
+    **dict.fromkeys(
+        ("ALiBi", "FourierPositions", "LearnedPositionalEmbedding", "RelativePositions", "RotaryPositions",
+         "SinusoidalPositionalEncoding", "T5RelativeBias", "build_positions"),
+        "positions",
+    ),
+    "load": "loaded",
+    "LoadedModel": "loaded",
+}  # fmt: skip
+
 
 def __getattr__(name: str) -> Any:
-    """``load`` and ``LoadedModel`` are imported when first used: ``import attnkit`` stays light."""
-    if name in ("load", "LoadedModel"):
-        from . import loaded
+    """The public names, each imported from its module when first used."""
+    import importlib
+    import importlib.util
 
-        return getattr(loaded, name)
+    if name in _HOME:
+        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f".{name}", __name__)  # a subpackage: attnkit.attention.record, ...
     raise AttributeError(f"module 'attnkit' has no attribute {name!r}")
 
 
