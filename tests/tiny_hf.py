@@ -270,6 +270,41 @@ def build_vision_language(path: Path) -> Path:
     return path
 
 
+def build_gemma3_vision(path: Path) -> Path:
+    """Save a tiny Gemma 3 with images (a SigLIP tower of 8 x 8 patches, pooled to 4 x 4 image
+    tokens; a language model of a sliding-window layer and a global one) with its processor (the
+    word-level tokenizer with Gemma 3's image tokens), as ``attnkit.load`` reads it from disk."""
+    import transformers as T
+
+    torch.manual_seed(0)
+    path.mkdir(parents=True, exist_ok=True)
+    h, heads, layers, ffn = SMALL["hidden"], SMALL["heads"], SMALL["layers"], SMALL["ffn"]
+    _tokenizer(path, bos=True, eos=False, cls_sep=False)
+    marks = {"boi_token": "<start_of_image>", "image_token": "<image_soft_token>", "eoi_token": "<end_of_image>"}
+    tok = T.AutoTokenizer.from_pretrained(path, extra_special_tokens=marks)
+    vision = T.SiglipVisionConfig(
+        hidden_size=h, intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=heads, image_size=32,
+        patch_size=4,
+    )  # fmt: skip
+    text = T.Gemma3TextConfig(
+        hidden_size=h, intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=2, head_dim=8, vocab_size=len(tok), max_position_embeddings=256, sliding_window=16,
+        layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
+    )  # fmt: skip
+    config = T.Gemma3Config(
+        text_config=text,
+        vision_config=vision,
+        mm_tokens_per_image=16,
+        boi_token_index=tok.boi_token_id,
+        eoi_token_index=tok.eoi_token_id,
+        image_token_index=tok.image_token_id,
+    )
+    images = T.Gemma3ImageProcessorPil(size={"height": 32, "width": 32})
+    T.Gemma3Processor(image_processor=images, tokenizer=tok, image_seq_length=16).save_pretrained(path)
+    T.Gemma3ForConditionalGeneration(config).save_pretrained(path)
+    return path
+
+
 SPEECH_SPECIAL = ["<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
 
 

@@ -76,6 +76,51 @@ def test_a_word_s_attention_over_the_image_is_exact(llava, photo):
     assert greedy[0].tolist() == p.tgt_in_ids
 
 
+def test_gemma3_s_image_tokens_see_one_another_as_its_own_attention_does(tmp_path, photo):
+    """Gemma 3: the image's tokens attend to one another both ways (its token types), its
+    language model alternates a sliding-window layer and a global one, its tower has no class
+    token; every map and its outputs equal eager attention's, its continuation eager's."""
+    import transformers as T
+
+    from tiny_hf import build_gemma3_vision
+
+    path = build_gemma3_vision(tmp_path / "gemma3")
+    model = attnkit.load(str(path))
+    assert model.capabilities.images and model.capabilities.summary == "vision-language model"
+    image = model.read_image(photo.read_bytes(), str(photo))
+    p = model.prepare_image(image, "<start_of_image> a dog runs", max_new_tokens=3)
+    first, rows, columns = p.image_tokens
+    assert (rows, columns) == (4, 4) and p.tgt_in_tokens[first - 1] == "<start_of_image>"
+    assert len(p.src_tokens) == 64 and p.src_tokens[0] == "0,0"  # 8 x 8 patches, no [CLS]
+    record = model.capture(p)
+    eager = T.Gemma3ForConditionalGeneration.from_pretrained(path, attn_implementation="eager").eval()
+    pixels = model.hf.pixels(image)
+    ids = torch.tensor([p.tgt_in_ids])
+    types = (ids == eager.config.image_token_index).long()
+    with torch.no_grad():
+        out = eager(input_ids=ids, pixel_values=pixels, token_type_ids=types, output_attentions=True, use_cache=False)
+        tower = eager.model.vision_tower(pixels, output_attentions=True)
+        mine = model.hf.outputs(p.tgt_in_ids, pixels=pixels)
+    decoder = record.get("decoder")
+    for layer, want in enumerate(out.attentions):
+        np.testing.assert_allclose(decoder[layer], want[0].numpy(), atol=1e-5)
+    assert decoder[0, :, first, first + 15].min() > 0  # the image's first token sees its last
+    for layer, want in enumerate(tower.attentions):
+        np.testing.assert_allclose(record.get("encoder")[layer], want[0].numpy(), atol=1e-5)
+    assert float((mine.logits - out.logits).abs().max()) <= 1e-5 * float(out.logits.abs().max())
+    with torch.no_grad():
+        prompt = torch.tensor([p.src_ids])
+        greedy = eager.generate(
+            prompt,
+            pixel_values=pixels,
+            token_type_ids=(prompt == eager.config.image_token_index).long(),
+            max_new_tokens=3,
+            do_sample=False,
+            pad_token_id=0,
+        )
+    assert greedy[0].tolist() == p.tgt_in_ids
+
+
 def test_its_text_alone_and_what_it_refuses(llava, photo):
     model = attnkit.load(str(llava))
     text = model.prepare(["a dog runs"], max_new_tokens=2)[0]

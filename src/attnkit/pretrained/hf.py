@@ -358,6 +358,9 @@ class HFModel:
     named: list[sites.Site] = field(default_factory=list)  # every attention module's site, in order
     sites: list[sites.Site] = field(default_factory=list)  # every site, in the order a forward pass reaches them
     _layers: dict[int, nn.Module] | None = field(default=None, repr=False)  # each module's layer, found once
+    # a vision-language model's token types (Gemma 3's token_type_ids: 1 on the image's tokens,
+    # which then see one another), as its processor gives them: rebuilt from the ids at each call
+    image_types: tuple[str, ...] = ()
 
     @property
     def config(self) -> Any:
@@ -498,6 +501,7 @@ class HFModel:
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": False, "num_beams": beam}
         if pixels is not None:
             kwargs["pixel_values"] = pixels.to(self.device, self.model.dtype)
+            kwargs.update(self._typed(src))
         pad = self.tokenizer.pad_token_id if self.tokenizer is not None else None
         if pad is None:
             pad = self.config.eos_token_id if isinstance(self.config.eos_token_id, int) else 0
@@ -652,7 +656,31 @@ class HFModel:
                 f"{type(self.processor).__name__} gives {', '.join(extra)} beside the pixels (an image cut into tiles "
                 "or of its own size): attnkit reads images whose tokens lie on one grid of patches"
             )
-        return [int(i) for i in found["input_ids"][0]]
+        ids = found["input_ids"][0]
+        self.image_types = self._token_types(found, ids)
+        return [int(i) for i in ids]
+
+    def _token_types(self, found: Any, ids: Tensor) -> tuple[str, ...]:
+        """The processor's token types the model reads, each checked to mark exactly the image's
+        tokens (so that any sequence's can be rebuilt from its ids); one line for others."""
+        import inspect
+
+        takes = inspect.signature(self.model.forward).parameters
+        kept = []
+        for key in ("token_type_ids", "mm_token_type_ids"):
+            if key not in found or key not in takes:
+                continue
+            if not torch.equal(found[key][0].long(), (ids == self.image_token).long()):
+                raise ValueError(
+                    f"{type(self.processor).__name__}'s {key} mark more than the image's tokens (a prefix the model "
+                    "reads both ways?): attnkit cannot rebuild them for the tokens it writes"
+                )
+            kept.append(key)
+        return tuple(kept)
+
+    def _typed(self, ids: Tensor) -> dict[str, Tensor]:
+        """The token types of ``ids`` (rows of one sequence) the model reads: 1 on its image's tokens."""
+        return {key: (ids == self.image_token).long() for key in self.image_types}
 
     # -- sound --------------------------------------------------------------------------------
 
@@ -811,6 +839,7 @@ class HFModel:
         kwargs: dict[str, Any] = {"attention_mask": torch.ones_like(src)}
         if pixels is not None:  # a vision-language model: the image its text's image tokens stand for
             kwargs["pixel_values"] = pixels.to(self.device, self.model.dtype).expand(copies, *pixels.shape[1:])
+            kwargs.update(self._typed(src))
         if decoder_ids is not None:
             kwargs["decoder_input_ids"] = torch.tensor([decoder_ids], device=self.device).expand(copies, -1)
         if self.layout.continues:
