@@ -406,3 +406,27 @@ def test_layer_overviews_are_each_heads_overview_and_the_means(case):
     np.testing.assert_allclose(found[-1], MapView(call, "mean").overview((5, 7)), atol=ATOL)
     dense = AttentionCall("cross", 0, weights=weights, causal=call.causal, mask=call.mask, key_mask=call.key_mask)
     np.testing.assert_allclose(layer_overviews(dense, (5, 7)), found, atol=ATOL)
+    from attnkit.attention.record import head_stats, overviews_and_stats
+
+    pooled, stats = overviews_and_stats(call, (5, 7))  # one pass: the same pixels and summaries
+    np.testing.assert_array_equal(pooled, found)
+    for name, values in head_stats(call).items():
+        np.testing.assert_allclose(stats[name], values, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 17, 23), (2, 40, 7), (1, 5, 5)])
+def test_pooling_by_runs_is_the_max_of_each_pixel_s_cells(shape):
+    """The sliding-max pooling of the overviews against numpy's max over each pixel's cells, with
+    pixels of unequal runs (23 columns into 6 pixels: runs of 3 and 4) and runs of one cell."""
+    from attnkit.attention.record.views import _max_pool
+
+    rng = np.random.default_rng(sum(shape))
+    h, r, c = shape
+    w = rng.random(shape).astype(np.float32)
+    for m, n in ((min(r, 4), min(c, 6)), (r, c), (1, 1)):
+        row_edges, col_edges = (np.arange(m + 1) * r) // m, (np.arange(n + 1) * c) // n
+        row_of, col_of = np.repeat(np.arange(m), np.diff(row_edges)), np.repeat(np.arange(n), np.diff(col_edges))
+        found = _max_pool(torch.from_numpy(w), torch.from_numpy(col_of), n, torch.from_numpy(row_of), m).numpy()
+        want = np.array([[[w[k, row_of == i][:, col_of == j].max() for j in range(n)] for i in range(m)]
+                         for k in range(h)])  # fmt: skip
+        np.testing.assert_array_equal(found, want)

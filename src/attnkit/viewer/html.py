@@ -150,7 +150,7 @@ def long_example(r: AttentionRecord, *, size: int, layers: list[int]) -> dict:
     pooled to at most ``size`` pixels a side by the max of the cells a pixel covers (one byte each,
     of the map's own largest pixel), every head's summaries, and for ``layers`` the record itself
     (q, k and each row's log-sum-exp, float32), from which the page computes exact cells."""
-    from ..attention.record import head_stats, layer_overviews
+    from ..attention.record import overviews_and_stats
 
     out = example_json(r, maps=False) | {"packed": None, "remote": {k: list(r.maps.shape(k)) for k in r.maps}}
     offline: dict[str, dict] = {}
@@ -159,11 +159,11 @@ def long_example(r: AttentionRecord, *, size: int, layers: list[int]) -> dict:
         data, tops, stats = [], [], []
         for layer in range(n_layers):
             call = r.maps.call(kind, layer)
-            pooled = layer_overviews(call, size)  # (heads + 1, rows, cols), the mean last
+            pooled, summaries = overviews_and_stats(call, size)  # (heads + 1, rows, cols), the mean last
             top = pooled.reshape(heads + 1, -1).max(1)
             data.append(_b64(np.round(pooled / np.maximum(top, 1e-30)[:, None, None] * 255).astype(np.uint8)))
             tops.append([float(x) for x in top])
-            stats.append({name: [float(f"{x:.6g}") for x in v] for name, v in head_stats(call).items()})
+            stats.append({name: [float(f"{x:.6g}") for x in v] for name, v in summaries.items()})
         exact = {}
         for layer in layers:
             call = r.maps.call(kind, layer)

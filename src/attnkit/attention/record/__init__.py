@@ -23,7 +23,8 @@ Shapes: ``h`` query heads, ``h_kv`` key/value heads (grouped-query attention: qu
 i reads key head i // (h / h_kv)), ``t`` queries, ``s`` keys, ``d`` per-head size.
 
     calls.py     AttentionCall: one call of one input; lse_of
-    views.py     MapView and the every-head passes (head_stats, head_block, layer_overviews)
+    views.py     MapView and the every-head passes (head_stats, head_block, layer_overviews,
+                 overviews_and_stats: both in one pass)
     recorder.py  Recorder (a site listener), recording(), active()
 """
 
@@ -31,7 +32,7 @@ from ..kernels import BLOCK, _lse_blockwise, additive_term, block_size, explicit
 from ..sites import Tap
 from .calls import AttentionCall, lse_of
 from .recorder import Recorder, active, recording
-from .views import HEAD_STATS, MapView, head_block, head_stats, layer_overviews
+from .views import HEAD_STATS, MapView, head_block, head_stats, layer_overviews, overviews_and_stats
 
 __all__ = [
     "BLOCK",
@@ -52,5 +53,6 @@ __all__ = [
     "head_stats",
     "layer_overviews",
     "lse_of",
+    "overviews_and_stats",
     "recording",
 ]

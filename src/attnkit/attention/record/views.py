@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from ..kernels import BLOCK, row_blocks, sink_window_kept
@@ -189,40 +190,69 @@ def head_stats(
                  window) keys drops (Xiao et al. 2023), the mean over the queries that see more keys
                  than it holds (left out where none does)
     """
-    if sink < 1 or band < 0:
-        raise ValueError(f"sink must be >= 1 and band >= 0, got {sink} and {band}")
-    h, t, s = call.shape
-    device = _device(call)
-    sums = torch.zeros(len(HEAD_STATS), h, dtype=torch.float64, device=device)
-    counted = torch.zeros(h, dtype=torch.float64, device=device)
-    past_sum = torch.zeros(h, dtype=torch.float64, device=device)
-    past = 0  # queries past the cache
+    stats = _Stats(call, sink, band, cache)
     for rows, w, valid, keys in head_block(call):
-        i = torch.arange(rows.start, rows.stop, device=device)[:, None] + s - t
+        stats.add(rows, w, valid, keys)
+    return stats.result()
+
+
+@torch.no_grad()
+def overviews_and_stats(
+    call: AttentionCall, size: int | tuple[int, int] = 512, **stats: int
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """``layer_overviews`` and ``head_stats`` of ``call`` from one pass over its weights (each
+    block formed once): what a page of every layer and head needs."""
+    pooled = _Overviews(call, size)
+    summaries = _Stats(call, **stats)
+    for rows, w, valid, keys in head_block(call):
+        pooled.add(rows, w)
+        summaries.add(rows, w, valid, keys)
+    return pooled.result(), summaries.result()
+
+
+class _Stats:
+    """``head_stats``' sums, block by block."""
+
+    def __init__(self, call: AttentionCall, sink: int = 1, band: int = 8, cache: tuple[int, int] = CACHE) -> None:
+        if sink < 1 or band < 0:
+            raise ValueError(f"sink must be >= 1 and band >= 0, got {sink} and {band}")
+        h, self.t, self.s = call.shape
+        self.call, self.sink, self.band, self.cache = call, sink, band, cache
+        self.device = device = _device(call)
+        self.sums = torch.zeros(len(HEAD_STATS), h, dtype=torch.float64, device=device)
+        self.counted = torch.zeros(h, dtype=torch.float64, device=device)
+        self.past_sum = torch.zeros(h, dtype=torch.float64, device=device)
+        self.past = 0  # queries past the cache
+
+    def add(self, rows: slice, w: Tensor, valid: Tensor, keys: Tensor) -> None:
+        device, cache = self.device, self.cache
+        i = torch.arange(rows.start, rows.stop, device=device)[:, None] + self.s - self.t
         dist = (i - torch.arange(w.shape[-1], device=device)[None, :]).abs().float()  # (r, c), shared by the heads
-        if call.causal:
+        if self.call.causal:
             over = (i[:, 0] >= sum(cache)) & valid[0]  # (r,)
             kept = sink_window_kept(i, torch.arange(w.shape[-1], device=device)[None, :], *cache)
             dropped = (w * ~kept).sum(-1)  # (h, r)
-            past_sum += (dropped.double() * over.double()).sum(-1)
-            past += int(over.sum())
-        entropy = -torch.where(w > 0, w * torch.log(w.clamp_min(1e-45)), 0.0).sum(-1)
+            self.past_sum += (dropped.double() * over.double()).sum(-1)
+            self.past += int(over.sum())
+        entropy = -torch.special.xlogy(w, w).sum(-1)  # 0 log 0 = 0
         parts = (
             entropy,
             torch.where(keys > 1, entropy / keys.clamp_min(2).log(), 0.0),
             w.amax(-1),
-            w[..., :sink].sum(-1),
-            (w * (dist <= band)).sum(-1),
+            w[..., : self.sink].sum(-1),
+            (w * (dist <= self.band)).sum(-1),
             (w * dist).sum(-1),
         )
         for n, x in enumerate(parts):
-            sums[n] += torch.where(valid, x, 0.0).double().sum(-1)
-        counted += valid.double().sum(-1)
-    means = (sums / counted.clamp_min(1)).cpu().numpy()
-    out = {name: means[n] for n, name in enumerate(HEAD_STATS)}
-    if past:
-        out["outside"] = (past_sum / past).cpu().numpy()
-    return out
+            self.sums[n] += torch.where(valid, x, 0.0).double().sum(-1)
+        self.counted += valid.double().sum(-1)
+
+    def result(self) -> dict[str, np.ndarray]:
+        means = (self.sums / self.counted.clamp_min(1)).cpu().numpy()
+        out = {name: means[n] for n, name in enumerate(HEAD_STATS)}
+        if self.past:
+            out["outside"] = (self.past_sum / self.past).cpu().numpy()
+        return out
 
 
 def head_block(call: AttentionCall) -> Iterator[tuple[slice, Tensor, Tensor, Tensor]]:
@@ -259,34 +289,61 @@ def layer_overviews(call: AttentionCall, size: int | tuple[int, int] = 512) -> n
     """Every head's map of ``call`` and the mean of its heads, each pooled to at most ``size``
     pixels a side by the max of the cells a pixel covers (as ``MapView.overview``): (heads + 1,
     rows, cols), the mean last. One pass over blocks of rows for all heads at once."""
-    ph, pw = (size, size) if isinstance(size, int) else size
-    if ph < 1 or pw < 1:
-        raise ValueError(f"an overview needs at least one pixel a side, got {ph} x {pw}")
-    h, t, s = call.shape
-    ph, pw = min(ph, t), min(pw, s)
-    row_edges, col_edges = (np.arange(ph + 1) * t) // ph, (np.arange(pw + 1) * s) // pw
-    device = _device(call)
-    col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
-    pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))
-    out = torch.zeros(h + 1, ph, pw, device=device)
+    pooled = _Overviews(call, size)
     for rows, w, _, _ in head_block(call):
+        pooled.add(rows, w)
+    return pooled.result()
+
+
+class _Overviews:
+    """``layer_overviews``' pixels, block by block."""
+
+    def __init__(self, call: AttentionCall, size: int | tuple[int, int]) -> None:
+        ph, pw = (size, size) if isinstance(size, int) else size
+        if ph < 1 or pw < 1:
+            raise ValueError(f"an overview needs at least one pixel a side, got {ph} x {pw}")
+        h, t, s = call.shape
+        ph, pw = min(ph, t), min(pw, s)
+        row_edges, col_edges = (np.arange(ph + 1) * t) // ph, (np.arange(pw + 1) * s) // pw
+        self.device = device = _device(call)
+        self.col_of = torch.as_tensor(np.repeat(np.arange(pw), np.diff(col_edges)), device=device)
+        self.pixel_of = np.repeat(np.arange(ph), np.diff(row_edges))
+        self.out = torch.zeros(h + 1, ph, pw, device=device)
+
+    def add(self, rows: slice, w: Tensor) -> None:
         seen = w.shape[-1]
         w = torch.cat([w, w.mean(0, keepdim=True)])  # (h + 1, r, seen)
-        n, first = int(col_of[seen - 1]) + 1, int(pixel_of[rows.start])
-        row_of = torch.as_tensor(pixel_of[rows] - first, device=device)
+        n, first = int(self.col_of[seen - 1]) + 1, int(self.pixel_of[rows.start])
+        row_of = torch.as_tensor(self.pixel_of[rows] - first, device=self.device)
         m = int(row_of[-1]) + 1
-        part = _max_pool(w, col_of[:seen], n, row_of, m)
-        out[:, first : first + m, :n] = torch.maximum(out[:, first : first + m, :n], part)
-    return out.cpu().numpy()
+        part = _max_pool(w, self.col_of[:seen], n, row_of, m)
+        self.out[:, first : first + m, :n] = torch.maximum(self.out[:, first : first + m, :n], part)
+
+    def result(self) -> np.ndarray:
+        return self.out.cpu().numpy()
 
 
 def _max_pool(w: Tensor, col_of: Tensor, n: int, row_of: Tensor, m: int) -> Tensor:
     """Weights (..., r, c) pooled into (..., m, n) pixels by their max: column j into pixel
-    col_of[j], row i into pixel row_of[i]. Weights are >= 0, so the zeros start every max."""
-    lead, r = w.shape[:-2], w.shape[-2]
-    pooled = w.new_zeros(*lead, r, n).scatter_reduce_(-1, col_of.expand(*lead, r, -1), w, "amax", include_self=False)
-    rows = row_of[:, None].expand(*lead, -1, n)
-    return w.new_zeros(*lead, m, n).scatter_reduce_(-2, rows, pooled, "amax", include_self=False)
+    col_of[j], row i into pixel row_of[i] (each non-decreasing: a pixel is a run of cells)."""
+    return _pool_runs(_pool_runs(w, col_of, n), row_of, m, dim=-2)
+
+
+def _pool_runs(w: Tensor, pixel_of: Tensor, n: int, dim: int = -1) -> Tensor:
+    """The max of each run of cells along ``dim`` that ``pixel_of`` (non-decreasing, 0 .. n - 1)
+    puts in one pixel: a sliding max over the narrowest run's width (one fused kernel) read at
+    each run's start, then the cells past that width of the wider runs, one offset at a time."""
+    x = w.movedim(dim, -1)
+    lead, c = x.shape[:-1], x.shape[-1]
+    counts = torch.bincount(pixel_of, minlength=n)
+    starts = torch.cumsum(counts, 0) - counts
+    k = int(counts.min())
+    slid = F.max_pool1d(x.reshape(-1, 1, c), k, stride=1).reshape(*lead, c - k + 1) if k > 1 else x
+    out = slid.index_select(-1, starts)
+    for extra in range(k, int(counts.max())):
+        wide = torch.nonzero(counts > extra).flatten()
+        out[..., wide] = torch.maximum(out[..., wide], x.index_select(-1, starts[wide] + extra))
+    return out.movedim(-1, dim)
 
 
 def _allowed_heads(call: AttentionCall, rows: slice, cols: slice) -> Tensor | None:
