@@ -670,7 +670,7 @@ class HFModel:
         for key in ("token_type_ids", "mm_token_type_ids"):
             if key not in found or key not in takes:
                 continue
-            if not torch.equal(found[key][0].long(), (ids == self.image_token).long()):
+            if not torch.equal(found[key][0].long(), self._image_marks(ids)):
                 raise ValueError(
                     f"{type(self.processor).__name__}'s {key} mark more than the image's tokens (a prefix the model "
                     "reads both ways?): attnkit cannot rebuild them for the tokens it writes"
@@ -680,7 +680,12 @@ class HFModel:
 
     def _typed(self, ids: Tensor) -> dict[str, Tensor]:
         """The token types of ``ids`` (rows of one sequence) the model reads: 1 on its image's tokens."""
-        return {key: (ids == self.image_token).long() for key in self.image_types}
+        return {key: self._image_marks(ids) for key in self.image_types}
+
+    def _image_marks(self, ids: Tensor) -> Tensor:
+        """1 where ``ids`` hold the image token, 0 elsewhere."""
+        token = self.image_token
+        return torch.zeros_like(ids) if token is None else torch.eq(ids, int(token)).long()
 
     # -- sound --------------------------------------------------------------------------------
 

@@ -198,12 +198,17 @@ def head_stats(
 
 @torch.no_grad()
 def overviews_and_stats(
-    call: AttentionCall, size: int | tuple[int, int] = 512, **stats: int
+    call: AttentionCall,
+    size: int | tuple[int, int] = 512,
+    *,
+    sink: int = 1,
+    band: int = 8,
+    cache: tuple[int, int] = CACHE,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """``layer_overviews`` and ``head_stats`` of ``call`` from one pass over its weights (each
     block formed once): what a page of every layer and head needs."""
     pooled = _Overviews(call, size)
-    summaries = _Stats(call, **stats)
+    summaries = _Stats(call, sink, band, cache)
     for rows, w, valid, keys in head_block(call):
         pooled.add(rows, w)
         summaries.add(rows, w, valid, keys)
