@@ -381,6 +381,14 @@
     VIEWS.neuron.clear();
   }
 
+  function dataURL(file) {  // a chosen file as base64, what the API takes
+    return new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(reader.result); reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(file);
+    });
+  }
+
   async function submit(target) {
     const m = currentModel(), can = m.capabilities, status = $("status");
     const body = { model: state.model, text: $("text").value, packed: true };  // unpacked here, a layer at a time
@@ -394,21 +402,13 @@
       const file = $("image-file").files[0];
       if (!file) { $("status").textContent = "choose an image file (PNG or JPEG)"; return; }
       if (can.reads === "image") body.text = file.name;
-      body.image = await new Promise((resolve, reject) => {
-        const reader = new FileReader();
-        reader.onload = () => resolve(reader.result); reader.onerror = () => reject(reader.error);
-        reader.readAsDataURL(file);
-      });
+      body.image = await dataURL(file);
     }
     if (can.reads === "audio") {
       const file = $("audio-file").files[0];
       if (!file) { $("status").textContent = "choose a sound file (WAV)"; return; }
       body.text = file.name;
-      body.audio = await new Promise((resolve, reject) => {
-        const reader = new FileReader();
-        reader.onload = () => resolve(reader.result); reader.onerror = () => reject(reader.error);
-        reader.readAsDataURL(file);
-      });
+      body.audio = await dataURL(file);
     }
     status.textContent = "working…"; status.classList.remove("error");
     try {
