@@ -232,6 +232,7 @@ CASES = [
     (["serve", "--port", "70000"], "a TCP port is 1..65535"),
     (["serve", "--max-beam", "0"], "--max-beam: expected an integer >= 1"),
     (["serve", "--token", "a b"], "--token: expected a token without spaces"),
+    (["capture", "{m}", "a b", "--dtype", "bfloat16", "-o", "x.npz"], "--dtype is for Hugging Face models"),
     (["serve", "--allow-host", "http://studio.lan/"], "--allow-host: expected a host name such as studio.lan"),
     (["serve", "missing_model", "--port", "{p}"], "model directory not found: missing_model"),
     (["serve", "{m}", "{m}", "--port", "{p}"], "two models would be served as 'model'"),

@@ -85,3 +85,40 @@ def test_a_model_of_int8_weights_is_exact_against_itself(llama):
     assert "quantized" in type(model.model.layers[0].self_attn.q_proj).__module__  # int8, not float
     maps, logits, scale = _compare(model, int8(_eager(llama)))
     assert maps <= 1e-5 and logits <= 1e-5 * scale
+
+
+def test_a_directory_loads_in_half_precision_by_name(llama, tmp_path):
+    """``attnkit.load(DIR, dtype=...)`` and ``--dtype``: the weights in bfloat16, the maps as the
+    bfloat16 model's own eager attention gives them, to its rounding; an attnkit model refuses."""
+    import subprocess
+    import sys
+
+    loaded = attnkit.load(str(llama), dtype="bfloat16")
+    assert loaded.hf.model.dtype == torch.bfloat16
+    prepared = loaded.prepare([TEXT], max_new_tokens=0)[0]
+    record = loaded.capture(prepared)
+    eager = _eager(llama, dtype=torch.bfloat16)
+    with torch.no_grad():
+        out = eager(torch.tensor([prepared.tgt_in_ids]), output_attentions=True)
+    for layer, want in enumerate(out.attentions):
+        np.testing.assert_allclose(record.get("decoder")[layer], want[0].float().numpy(), atol=2.0**-8)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnkit",
+            "capture",
+            str(llama),
+            TEXT,
+            "--dtype",
+            "float16",
+            "-o",
+            str(tmp_path / "r.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0 and (tmp_path / "r.npz").is_file(), r.stderr
+    with pytest.raises(ValueError, match="attnkit model"):
+        attnkit.load("multi30k-en-de", dtype="bfloat16")

