@@ -438,6 +438,7 @@ class TransformersSpeech(TransformersModel):
     READS = "audio"
     WRITES = "translation"  # its output is searched from the sound, or forced with a target
     ATTRIBUTIONS = MAP_METHODS
+    _positions_found: range | None = None
 
     def token_count(self, text: str) -> int:
         return len(self._encoder_positions())
@@ -521,10 +522,12 @@ class TransformersSpeech(TransformersModel):
         return found if many else found[0]
 
     def _encoder_positions(self) -> range:
-        """The encoder's positions: its feature frames after its convolutions' strides."""
-        frames = self.hf.audio_features(np.zeros(1, dtype=np.float32)).shape[-1]
-        shrink = getattr(self.hf.model, "_get_feat_extract_output_lengths", None)
-        return range(int(shrink(torch.tensor(frames))) if callable(shrink) else frames)
+        """The encoder's positions: its feature frames after its convolutions' strides (found once)."""
+        if self._positions_found is None:
+            frames = self.hf.audio_features(np.zeros(1, dtype=np.float32)).shape[-1]
+            shrink = getattr(self.hf.model, "_get_feat_extract_output_lengths", None)
+            self._positions_found = range(int(shrink(torch.tensor(frames))) if callable(shrink) else frames)
+        return self._positions_found
 
     def _inputs(self, p: Prepared) -> dict:
         assert p.audio is not None  # prepared by prepare_audio
