@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -452,8 +453,6 @@ class TransformersSpeech(TransformersModel):
 
     def prepare(self, sentences, *, targets=None, options=None, max_new_tokens=None) -> list[Prepared]:
         """``sentences``: WAV files, each with its ``targets`` (a transcript to force) or none."""
-        from pathlib import Path
-
         check_sentences(sentences)
         if targets is not None and len(targets) != len(sentences):
             raise ValueError(f"{len(sentences)} sound files but {len(targets)} targets")
@@ -461,13 +460,17 @@ class TransformersSpeech(TransformersModel):
             raise ValueError("`max_new_tokens` is for decoder-only models; a speech model writes until its end token")
         out = []
         for i, name in enumerate(sentences):
-            if not Path(name).is_file():
-                raise FileNotFoundError(f"sound file not found: {name}")
-            wave = self.read_audio(Path(name).read_bytes(), str(name))
+            wave = self._read_file(name)
             out.append(
                 self.prepare_audio(wave, str(name), target=None if targets is None else targets[i], options=options)
             )
         return out
+
+    def _read_file(self, name: str | Path) -> np.ndarray:
+        """A WAV file by its path, as the model hears it; one line for a missing file."""
+        if not Path(str(name)).is_file():
+            raise FileNotFoundError(f"sound file not found: {name}")
+        return self.read_audio(Path(str(name)).read_bytes(), str(name))
 
     def prepare_audio(self, wave: np.ndarray, name: str, *, target=None, options=None) -> Prepared:
         """``wave`` (samples at the model's rate) named ``name``, with its transcript: the model's
@@ -506,8 +509,6 @@ class TransformersSpeech(TransformersModel):
 
     def transcribe(self, audio: str | np.ndarray | list, *, beam: int = 5) -> str | list[str]:
         """The model's text of ``audio``: a WAV file's path or samples at its rate (a list: one each)."""
-        from pathlib import Path
-
         many = isinstance(audio, list)
         given: list = audio if isinstance(audio, list) else [audio]
         found = []
@@ -515,9 +516,7 @@ class TransformersSpeech(TransformersModel):
             if isinstance(one, np.ndarray):
                 wave, name = one.astype(np.float32), "the sound"
             else:
-                if not Path(str(one)).is_file():
-                    raise FileNotFoundError(f"sound file not found: {one}")
-                wave, name = self.read_audio(Path(str(one)).read_bytes(), str(one)), str(one)
+                wave, name = self._read_file(one), str(one)
             found.append(self.prepare_audio(wave, name, options=SearchOptions(beam=beam)).output)
         return found if many else found[0]
 

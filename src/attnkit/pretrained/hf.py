@@ -507,11 +507,12 @@ class HFModel:
             pad = self.config.eos_token_id if isinstance(self.config.eos_token_id, int) else 0
         out = self.model.generate(src, attention_mask=torch.ones_like(src), pad_token_id=pad, **kwargs)
         seq = out[0].tolist()
-        if self.layout.two_stacks:  # cut the padding after the end of the output
-            eos = self.config.eos_token_id
-            if isinstance(eos, int) and eos in seq[1:]:
-                seq = seq[: seq.index(eos, 1) + 1]
-        return seq
+        return self._to_end(seq) if self.layout.two_stacks else seq
+
+    def _to_end(self, seq: list[int]) -> list[int]:
+        """An encoder-decoder's output cut after its end token (the padding of a batch dropped)."""
+        eos = self.config.eos_token_id
+        return seq[: seq.index(eos, 1) + 1] if isinstance(eos, int) and eos in seq[1:] else seq
 
     def _transcribe(self, audio: Tensor, *, max_new_tokens: int, beam: int) -> list[int]:
         """A speech model's own output of its feature frames: every token its decoder reads and
@@ -523,11 +524,7 @@ class HFModel:
             do_sample=False,
             return_dict_in_generate=True,
         )
-        seq = out.sequences[0].tolist()
-        eos = self.config.eos_token_id
-        if isinstance(eos, int) and eos in seq[1:]:
-            seq = seq[: seq.index(eos, 1) + 1]
-        return seq
+        return self._to_end(out.sequences[0].tolist())
 
     def decoder_start(self) -> int:
         start = self.config.decoder_start_token_id

@@ -2,24 +2,14 @@
 // The sound view: a speech model's output tokens, each a row of its cross-attention over the encoder's
 // positions in time, under the spectrogram its encoder heard; the chosen token's weights as a curve.
 (window.attnkitViews = window.attnkitViews || {}).audio = function (lib) {
-  const { $, html, state, example, heads, area, clamp, layerName, setupCanvas, colour, colourBar } = lib;
+  const { $, html, state, example, heads, matrixOf, area, clamp, layerName, setupCanvas, colour, colourBar } = lib;
   const LABEL = 170, ROW = 18, SOUND = 110, CURVE = 70, AXIS = 24, FONT = "14px system-ui, sans-serif";
-
-  function crossRows(ex) {  // the cross-attention rows of the layer and head chosen (the view reads cross alone)
-    const maps = ex.maps.cross[state.layer];
-    if (state.head !== "mean") return maps[state.head];
-    return maps[0].map((_, i) => {
-      const row = new Float32Array(maps[0][i].length);
-      for (const m of maps) for (let j = 0; j < row.length; j++) row[j] += m[i][j] / maps.length;
-      return row;
-    });
-  }
 
   function drawAudioView() {
     const ex = example(), box = $("audio-view"); box.innerHTML = "";
     if (!ex.spectrogram || !ex.maps.cross) return;
     if (state.kind !== "cross") { html("p", { class: "note" }, box, "this view draws the cross-attention, each output token over the sound: choose the cross kind"); return; }
-    const words = ex.tgt_out_tokens, W = crossRows(ex), step = ex.frame_seconds;
+    const words = ex.tgt_out_tokens, W = matrixOf(state.layer, state.head), step = ex.frame_seconds;  // the kind is cross
     const pinned = state.pinned && state.pinned.side === "q" ? state.pinned.i : null;
     const query = clamp(pinned === null ? Math.min(1, words.length - 1) : pinned, 0, words.length - 1);
     const chips = html("div", { class: "chips" }, box);
