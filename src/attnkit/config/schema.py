@@ -56,6 +56,11 @@ class DataConfig:
     max_dev_sentences: int = 0  # 0 = the whole dev set
     scenes: ScenesConfig = field(default_factory=ScenesConfig)  # task: caption
 
+    @property
+    def captions(self) -> bool:
+        """Images in, text out (the digit scenes), rather than text to text."""
+        return self.task == "caption"
+
 
 @dataclass
 class TokenizerConfig:
@@ -129,9 +134,19 @@ class ModelConfig:
             self.encoder_layers = self.decoder_layers = self.layers
 
     @property
+    def recurrent(self) -> bool:
+        """An RNN encoder-decoder with Luong attention: one attention over the source, no heads."""
+        return self.arch == "rnn"
+
+    @property
+    def multihead(self) -> bool:
+        """A Transformer, encoder-decoder or encoder-only: heads, layers of self-attention."""
+        return self.arch in ("transformer", "encoder")
+
+    @property
     def local_window(self) -> int | None:
         """Local attention's half-width D (an RNN with local-m or local-p attention), else None."""
-        return self.rnn.window if self.arch == "rnn" and self.rnn.attention.startswith("local") else None
+        return self.rnn.window if self.recurrent and self.rnn.attention.startswith("local") else None
 
 
 @dataclass

@@ -140,13 +140,13 @@ def model_info(model: Seq2SeqModel | EncoderModel, cfg=None) -> dict:
     if cfg is None:
         return info
     m = cfg.model
-    if m.arch == "rnn":  # one attention over the source, positions from the recurrence: no heads, no scheme
+    if m.recurrent:  # one attention over the source, positions from the recurrence: no heads, no scheme
         info.update(arch=m.arch, cell=m.rnn.cell, hidden=m.rnn.hidden, attention=m.rnn.attention, score=m.rnn.score)
         if m.local_window is not None:
             info.update(window=m.local_window)
     else:
         info.update(arch=m.arch, d_model=m.d_model, heads=m.transformer.heads, positions=m.positions)
-    if cfg.data.task == "caption":  # what reads the image, and the regions' 2-D positions (an RNN's too)
+    if cfg.data.captions:  # what reads the image, and the regions' 2-D positions (an RNN's too)
         info.update(image_encoder=m.image.encoder, positions=m.positions)
     else:  # the longest sequence per side it was trained on (longer pairs are dropped)
         info.update(max_len=cfg.data.max_len)

@@ -84,7 +84,7 @@ def _data_label(run_dir: str | Path) -> str:
         data = load_config(Path(run_dir) / "config.yaml").data
     except (FileNotFoundError, ValueError):
         return ""
-    if data.task == "caption":
+    if data.captions:
         return "digit scenes"
     if data.multi30k:
         return f"Multi30k {data.src_lang}→{data.tgt_lang}"

@@ -224,7 +224,7 @@ def load_model(
         raise ValueError(f"{md.path} is a {cfg.data.task} model: {TASK_USE[cfg.data.task]}")
     tok: Tokenizer | WordVocabulary
     model: LoadedModel
-    if cfg.data.task == "caption":
+    if cfg.data.captions:
         tok = WordVocabulary.load(md.path)
         model = build_captioner(cfg.model, vocab=tok.tgt_vocab, pad_id=PAD, image_size=cfg.data.scenes.image_size)
     else:

@@ -59,11 +59,11 @@ def rnn_flops(m: ModelConfig, src_lens: Sequence[int], tgt_lens: Sequence[int], 
 def update_flops(m: ModelConfig, src_lens: Sequence[int], tgt_lens: Sequence[int], vocab: int) -> float | None:
     """Model FLOPs of one update over sentences of these lengths; None for an architecture without
     a formula here (captioners)."""
-    if m.arch == "transformer":
-        return transformer_flops(m, src_lens, tgt_lens, vocab)
-    if m.arch == "rnn":
-        return rnn_flops(m, src_lens, tgt_lens, vocab)
-    return None
+    formula = FORMULAS.get(m.arch)
+    return None if formula is None else formula(m, src_lens, tgt_lens, vocab)
+
+
+FORMULAS = {"transformer": transformer_flops, "rnn": rnn_flops}  # an encoder-decoder's architecture, counted
 
 
 @functools.cache
