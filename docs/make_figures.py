@@ -40,6 +40,8 @@ INSTALLED = [
     "--query tree -o explain.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} -o heads.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} --detect all --ablate zero -o atlas.png",
+    f"heads stdlib-lm --document {DOCS / 'examples' / 'repeated_code.txt'} --max-new-tokens 0 "
+    "--detect previous-token,duplicate-token,induction,sink --patterns detector_patterns.png",
     f'attribute multi30k-en-de "{SENTENCE}" -o attribution.png',
     f'attribute multi30k-en-de "{SENTENCE}" --rows encoder -o attribution_encoder.png',
     f'attribute multi30k-en-de-rnn "{SENTENCE}" -o attribution_rnn.png',

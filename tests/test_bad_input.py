@@ -213,6 +213,7 @@ CASES = [
     (["explain", "{m}", "a b", "--query-pos", "99"], "query 99 out of range"),
     (["heads", "{m}"], "give at least one sentence"),
     (["heads", "{m}", "a b", "--window", "3"], "--window sets the cache of --streaming: add --streaming"),
+    (["heads", "{m}", "a b", "--patterns", "p.png"], "--patterns draws the heads the detectors find: add --detect"),
     (["heads", "{m}", "a b", "--streaming"], "holds every key of an input of"),
     (["heads", "{m}", "a b", "--streaming", "--window", "0"], "--window: expected an integer >= 1"),
     (["heads", "{m}", "a b", "--sink-mass", "--streaming"], "--sink-mass reports alone"),

@@ -105,6 +105,40 @@ def test_heads_detect_prints_the_atlas_and_writes_every_heads_scores(capsys, tra
     assert code == 1 and "add --detect" in err and not (tmp_path / "b.csv").exists()
 
 
+def test_heads_patterns_draws_each_detectors_strongest_head_with_its_cells(capsys, trained_toys, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    from matplotlib.patches import Rectangle
+
+    import attnkit
+    from attnkit.heads.atlas import head_atlas, patterns_figure
+    from attnkit.heads.detectors import counted_cells
+
+    src = tmp_path / "s.txt"
+    src.write_text("a b c a b c\nh g f e h g f e\n")
+    model = str(trained_toys["transformer"])
+    out_png = tmp_path / "p.png"
+    code, out, err = run(
+        capsys, ["heads", model, "-i", str(src), "--detect", "previous-token,sink", "--patterns", str(out_png)]
+    )
+    assert code == 0 and out_png.is_file() and f"patterns: {out_png}" in out, err
+    code, _, err = run(capsys, ["heads", model, "-i", str(src), "--patterns", str(tmp_path / "q.png")])
+    assert code == 1 and "add --detect" in err and not (tmp_path / "q.png").exists()
+    records = attnkit.load(model).attention(src.read_text().splitlines(), beam=1)
+    atlas = head_atlas(records, "encoder", ["previous_token", "sink"])
+    fig = patterns_figure(records, [atlas])
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title().split(":")[0] for ax in panels] == ["previous-token", "sink"]
+    for ax, name in zip(panels, ["previous_token", "sink"]):
+        layer, head = np.unravel_index(np.argmax(atlas.scores[name]), atlas.scores[name].shape)
+        assert f"layer {layer} head {head}" in ax.get_title()
+        cells, _ = counted_cells(name, records[0].queries("encoder"), records[0].keys("encoder"), False)
+        outlined = [p for p in ax.patches if isinstance(p, Rectangle)]
+        assert len(outlined) == cells.sum() > 0  # every counted cell outlined, and nothing else
+
+
 def test_heads_ablate_puts_each_heads_effect_beside_its_role(capsys, tmp_path):
     import csv
 

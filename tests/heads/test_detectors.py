@@ -15,9 +15,11 @@ from attnkit.heads.detectors import (
     DETECTORS,
     NEEDLE,
     OFFSETS,
+    PATTERNS,
     SINK_KEYS,
     applicable,
     copied_span,
+    counted_cells,
     detect,
 )
 
@@ -274,3 +276,22 @@ def test_a_vocabulary_of_no_words_still_gives_a_probe():
     assert vocabulary_words(pieces) == []
     found = single_tokens(pieces, count, __import__("random").Random(0))
     assert len(found) == 257 and "+" in found and not {"<pad>", "[CLS]", "##x", "x"} & set(found)
+
+
+@pytest.mark.parametrize("case", [{"causal": True}, {"causal": False}, {"causal": True, "t": 11}])
+def test_the_outlined_cells_sum_to_each_pattern_detectors_score(case):
+    """What the patterns figure outlines is what the detector counts: the mean over the scored
+    queries of the weight in their cells is the detector's score, head by head."""
+    t, s = case.get("t", 29), 29
+    call, w = _recorded(t=t, s=s, causal=case["causal"])
+    keys = _tokens(s)
+    queries = keys[s - t :]
+    names = [n for n in PATTERNS if n in applicable(self_attention=True, causal=case["causal"])]
+    found = detect(call, queries, keys, names=names)
+    for name in names:
+        cells, rows = counted_cells(name, queries, keys, case["causal"])
+        assert cells.shape == (t, s) and rows.shape == (t,) and rows.any() and not cells[~rows].any(), name
+        mine = (w * cells).sum(-1)[:, rows].mean(-1)
+        np.testing.assert_allclose(found[name], mine, atol=ATOL, err_msg=name)
+    with pytest.raises(ValueError, match="sums no cells"):
+        counted_cells("broad", queries, keys, True)

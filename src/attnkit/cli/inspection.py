@@ -233,6 +233,8 @@ def cmd_heads(args: argparse.Namespace) -> None:
     from ..inspection.diagnostics import head_statistics_figure
 
     ablated = None
+    if args.patterns and args.detect is False:
+        raise ValueError("--patterns draws the heads the detectors find: add --detect (all, or some detectors)")
     if args.sink_mass and (args.streaming or args.ablate or args.detect is not False):
         raise ValueError("--sink-mass reports alone: leave out --streaming, --ablate and --detect")
     if not args.streaming:
@@ -426,6 +428,13 @@ def _atlas(records: list, args: argparse.Namespace, ablated: tuple | None) -> No
     if args.table:
         write_atlas(atlases, args.table)
         print(f"every head's scores -> {args.table}")
+    if args.patterns:
+        from ..atomic import save_figure
+        from ..heads.atlas import patterns_figure
+
+        name = Path(str(args.source)).name
+        fig = patterns_figure(records, atlases, title=f"{name}: each detector's strongest head, on its first input")
+        print(f"\npatterns: {save_figure(fig, args.patterns, dpi=args.dpi)}")
     if args.output:
         from ..heads.atlas import atlas_figure
 
@@ -655,6 +664,13 @@ def _add_heads(add) -> None:
         help="what each head does: 'all' or some of previous-token, duplicate-token, induction, retrieval, "
         "sink, positional, rare-word, delimiter, broad, distance (each by its paper's definition; those "
         "that apply to each attention kind)",
+    )
+    p.add_argument(
+        "--patterns",
+        type=F.figure_path,
+        metavar="FILE",
+        help="with --detect: also draw each pattern detector's strongest head on the first input, the cells "
+        "it counts outlined (previous-token, duplicate-token, induction, sink, delimiter)",
     )
     p.add_argument(
         "--probe",

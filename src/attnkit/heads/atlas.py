@@ -10,7 +10,7 @@ import numpy as np
 
 from ..atomic import write_table
 from ..inspection.capture import LABELS, AttentionRecord
-from .detectors import DETECTORS, SINK_KEYS, Sums, detect_sums, fitting, frequencies
+from .detectors import DETECTORS, PATTERNS, SINK_KEYS, Sums, counted_cells, detect_sums, fitting, frequencies
 
 
 @dataclass
@@ -257,3 +257,45 @@ def _missing(a: Atlas) -> str:
     if unscored:
         parts.append("no query of these inputs to score: " + ", ".join(_label(n) for n in unscored))
     return "; ".join(parts)
+
+
+def patterns_figure(records: list[AttentionRecord], atlases: list[Atlas], *, title: str = ""):
+    """Each pattern detector's strongest head (``detectors.PATTERNS``) drawn on the first input:
+    its map with the cells the detector sums outlined, its score over every input and on this one.
+    The picture of what the atlas's numbers count."""
+    from ..plots.attention import Panel, plot_alignment_panels
+
+    record = records[0]
+    panels = []
+    for a in atlases:
+        queries, keys = record.queries(a.kind), record.keys(a.kind)
+        for name in (n for n in PATTERNS if n in a.scores and n not in a.unscored):
+            values = a.scores[name]
+            layer, head = (int(x) for x in np.unravel_index(int(np.nanargmax(values)), values.shape))
+            weights = record.select(a.kind, layer, head)
+            cells, scored = counted_cells(name, queries, keys, record.maps.call(a.kind, layer).causal)
+            here = float((weights * cells).sum(-1)[scored].mean()) if scored.any() else float("nan")
+            d = DETECTORS[name]
+            flag = "flagged" if values[layer, head] >= (d.threshold or np.inf) else "not flagged"
+            where = f"{LABELS[a.kind]}, " if len(atlases) > 1 else ""
+            panels.append(
+                Panel(
+                    weights,
+                    keys,
+                    queries,
+                    f"{_label(name)}: {where}layer {layer} head {head}\n{values[layer, head]:.2f} over "
+                    f"{a.inputs} input(s), {here:.2f} here ({flag} at \u2265 {d.threshold:g})",
+                    cells=cells,
+                )
+            )
+    if not panels:
+        raise ValueError(f"--patterns draws {', '.join(n.replace('_', '-') for n in PATTERNS)}: ask for one of them")
+    columns = 2 if len(panels) in (2, 4) else 3
+    grid = [panels[i : i + columns] for i in range(0, len(panels), columns)]
+    note = (
+        "Each panel: the head its detector scores highest over the inputs, drawn on the first input. Outlined in magenta: the "
+        "cells whose weight the detector sums for a query (previous-token: the key just before; duplicate-token: "
+        "earlier copies of the query's token; induction: the key after an earlier copy; sink: the first key; "
+        "delimiter: punctuation and separators after it); its score is that sum's mean over the queries it scores."
+    )
+    return plot_alignment_panels(grid, title=title, footnote=note)

@@ -338,6 +338,41 @@ def _rare_word(w: torch.Tensor, i: torch.Tensor, ctx: _Context) -> Score:
     return (freq[top] == rarest[None, :]).float(), sees
 
 
+PATTERNS = ("previous_token", "duplicate_token", "induction", "sink", "delimiter")  # detectors that sum cells
+
+
+def counted_cells(name: str, queries: list[str], keys: list[str], causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The cells (queries, keys) whose weight a detector of ``PATTERNS`` sums for each query, and the
+    queries it scores (queries,), on these tokens: the pattern a head of that role draws. Its score
+    on a map is the mean over the scored queries of the weight in their cells."""
+    if name not in PATTERNS:
+        raise ValueError(f"the {name.replace('_', '-')} detector sums no cells; of {', '.join(PATTERNS)}")
+    t, s = len(queries), len(keys)
+    qid, kid = _token_ids(queries, keys)
+    i = torch.arange(t) + (s - t)  # each query's position among the keys
+    j = torch.arange(s)
+    seen = j[None, :] <= i[:, None] if causal else torch.ones(t, s, dtype=torch.bool)
+    if name == "previous_token":
+        cells = j[None, :] == i[:, None] - 1
+        rows = i >= 1
+    elif name == "duplicate_token":
+        cells = (kid[None, :] == qid[:, None]) & (j[None, :] < i[:, None])
+        rows = cells.any(-1)
+    elif name == "induction":
+        cells = torch.zeros(t, s, dtype=torch.bool)
+        cells[:, 1:] = kid[None, :-1] == qid[:, None]
+        cells &= (j[None, :] >= 1) & (j[None, :] < i[:, None])
+        rows = cells.any(-1)
+    elif name == "sink":
+        cells = (j == 0)[None, :].expand(t, s).clone()
+        rows = i + 1 >= SINK_KEYS if causal else torch.ones(t, dtype=torch.bool)
+    else:
+        delim = torch.tensor([b > 0 and k in DELIMITERS for b, k in enumerate(keys)])
+        cells = delim[None, :].expand(t, s).clone()
+        rows = torch.ones(t, dtype=torch.bool)
+    return (cells & seen & rows[:, None]).numpy(), rows.numpy()
+
+
 def positional(shares: torch.Tensor | np.ndarray) -> dict[str, np.ndarray]:
     """From each head's shares of queries by the offset of their strongest key (..., 2 OFFSETS + 1):
     the largest share (``positional``), its offset, and the shares themselves."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from matplotlib import colormaps, patheffects
@@ -271,3 +272,76 @@ def plot_attention_steps(
     if note:
         fig.supxlabel(note, fontsize=8.5, ha="left", x=0.01, color="#374151")
     return fig
+
+
+@dataclass
+class Panel:
+    """One attention map among several: ``weights`` (queries, keys), its tokens and title; local
+    attention's ``p_t`` and half-width ``window``; ``cells`` (queries, keys) a mask of the cells a
+    measure counts, outlined."""
+
+    weights: np.ndarray
+    keys: Sequence[str]
+    queries: Sequence[str]
+    title: str
+    p_t: np.ndarray | None = None
+    window: int | None = None
+    cells: np.ndarray | None = None
+
+
+CELLS_COLOUR = "#ff4fd8"  # a measure's cells outlined: magenta, as the atlas outlines the heads it flags
+
+
+def plot_alignment_panels(
+    rows: Sequence[Sequence[Panel]],
+    *,
+    row_titles: Sequence[str] = (),
+    title: str = "",
+    footnote: str = "",
+) -> Figure:
+    """Maps side by side, a row of panels per question, every one on the same scale (0 to 1) and
+    one colour bar: the design space of one mechanism on one input, or each detector's head on
+    its probe."""
+    columns = max(len(r) for r in rows)
+    longest = max(max(len(p.keys), len(p.queries)) for r in rows for p in r)
+    label = 0.07 * max(len(t) for r in rows for p in r for t in [*p.keys, *p.queries])  # inches of labels
+    size = min(3.4, (WIDTH - 0.6 - columns * (label + 0.2)) / columns)
+    fs = max(6.5, min(9.0, size * 72 / longest * 0.8))  # a label's height within its cell
+    fig = Figure(figsize=(WIDTH, len(rows) * (size + label + 0.9) + 1.2), layout="constrained")
+    subs = fig.subfigures(len(rows), 1, squeeze=False)[:, 0]
+    im = None
+    for r, (sub, panels) in enumerate(zip(subs, rows)):
+        if r < len(row_titles):
+            sub.suptitle(row_titles[r], fontsize=10.5, fontweight="bold")
+        axes = sub.subplots(1, columns, squeeze=False)[0]
+        for ax, p in zip(axes, panels):
+            t, s = p.weights.shape
+            im = ax.imshow(p.weights, cmap="viridis", vmin=0.0, vmax=1.0, aspect="equal", interpolation="nearest")
+            step = max(1, math.ceil(longest * fs / (size * 72)))  # every token labelled where they fit
+            ax.set_xticks(range(0, s, step), list(p.keys)[::step], rotation=90, fontsize=fs)
+            ax.set_yticks(range(0, t, step), list(p.queries)[::step], fontsize=fs)
+            upright_spaces(ax)
+            ax.set_title(p.title, fontsize=9.5)
+            if p.p_t is not None:
+                _draw_local_window(ax, np.asarray(p.p_t, dtype=float), p.window, s)
+            if p.cells is not None:
+                _outline_cells(ax, p.cells)
+            ax.set_xlim(-0.5, s - 0.5)
+            ax.set_ylim(t - 0.5, -0.5)
+        for ax in axes[len(panels) :]:
+            ax.set_visible(False)
+    assert im is not None
+    fig.colorbar(im, ax=subs[-1].axes, orientation="horizontal", shrink=0.5, aspect=40, pad=0.02,
+                 label="attention weight (one scale, 0 to 1, for every panel)")  # fmt: skip
+    if title:
+        fig.suptitle(textwrap.fill(title, int(WIDTH * 11)), fontsize=11)
+    if footnote:
+        fig.supxlabel(textwrap.fill(footnote, int(WIDTH * 14)), fontsize=8, ha="left", x=0.01, color="#333")
+    fit_height(fig)
+    return fig
+
+
+def _outline_cells(ax, cells: np.ndarray) -> None:
+    """An outline round each cell of ``cells`` (queries, keys), inside the cell: the weight stays in view."""
+    for i, j in zip(*np.nonzero(cells)):
+        ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, edgecolor=CELLS_COLOUR, lw=1.0, zorder=2))
