@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import Normalize, SymLogNorm
 from matplotlib.figure import Figure
 from matplotlib.layout_engine import ConstrainedLayoutEngine
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Circle, Rectangle
 from matplotlib.transforms import blended_transform_factory
 
 from .layout import WIDTH
@@ -379,14 +380,20 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "", widt
     inches (a docs column's by default; narrower for a pane, where the same type is larger)."""
     width = width or WIDTH
     _t, _pairs = angles.shape
-    fig = Figure(figsize=(width, 3.9), layout="constrained")
-    ax_a, ax_s = fig.subplots(1, 2)
+    fig = Figure(figsize=(width, 3.9 if width < WIDTH else 4.2), layout="constrained")
+    if width >= WIDTH:  # a docs column: the rotation of one pair first
+        ax_r, ax_a, ax_s = fig.subplots(1, 3, width_ratios=[1.0, 1.0, 1.25])
+        _one_pair(ax_r, angles)
+    else:
+        ax_a, ax_s = fig.subplots(1, 2)
     im = ax_a.imshow(np.cos(angles), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax_a.set(
-        xlabel="dimension pair i", ylabel="position m", title=r"$\cos(m\,\theta_i)$: fast pairs left, slow pairs right"
+        xlabel="dimension pair i",
+        ylabel="position m",
+        title=r"$\cos(m\,\theta_i)$: fast pairs left," + "\nslow pairs right",
     )
     ax_a.title.set_fontsize(10)
-    fig.colorbar(im, ax=ax_a, shrink=0.85, label=r"$\cos(m\,\theta_i)$ (−1 to 1)")
+    fig.colorbar(im, ax=ax_a, shrink=0.85, ticks=[-1, -0.5, 0, 0.5, 1], label=r"$\cos(m\,\theta_i)$ (−1 to 1)")
     markers = ["o", "x", "+", "^"]
     for m, row in enumerate(scores):
         x = np.arange(len(row))
@@ -397,9 +404,7 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "", widt
     ax_s.set(
         xlabel="offset n (the key at m + n)",
         ylabel="q · k after rotation",
-        title="the score depends on the offset only:\nthe curves coincide"
-        if width >= WIDTH
-        else "the score depends on the\noffset only: the curves coincide",
+        title="the score depends on the\noffset only: the curves coincide",
     )
     ax_s.title.set_fontsize(10)
     fig.legend(
@@ -408,3 +413,39 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "", widt
     if title:
         fig.suptitle(_fill(title, width), fontsize=11)
     return fig
+
+
+def _one_pair(ax, angles: np.ndarray, pair: int = 1, positions: int = 4) -> None:
+    """One pair of dimensions (x_2i, x_2i+1) of the same vector at positions 0 .. positions - 1:
+    each step turns it by theta_i, so two positions' vectors meet at an angle set by their offset."""
+    theta = float(angles[1, pair]) if len(angles) > 1 else 0.0
+    ax.add_patch(Circle((0, 0), 1.0, fill=False, color="#d1d5db", lw=0.8))
+    shades = colormaps["viridis"](np.linspace(0.0, 0.8, positions))
+    base = 0.15  # the vector's own angle before any rotation
+    for m in range(positions):
+        a = base + m * theta
+        ax.annotate("", xy=(np.cos(a), np.sin(a)), xytext=(0, 0),
+                    arrowprops={"arrowstyle": "-|>", "color": shades[m], "lw": 1.6}, annotation_clip=True)  # fmt: skip
+        ax.text(
+            1.08 * np.cos(a),
+            1.08 * np.sin(a),
+            f"m = {m}",
+            fontsize=9,
+            ha="left",
+            va="center",
+            color=shades[m],
+            clip_on=True,
+        )
+    arc = np.linspace(base, base + 2 * theta, 30)  # two steps apart: the angle (n - m) theta_i
+    ax.plot(0.42 * np.cos(arc), 0.42 * np.sin(arc), color="#c026d3", lw=1.4)
+    below = base - 0.12  # under the arc's first side, clear of the arrows
+    ax.text(0.42 * np.cos(below), 0.42 * np.sin(below), "2θ: m = 0 to 2", fontsize=9, color="#c026d3", va="top")
+    turned = base + theta * np.arange(positions)
+    xs, ys = np.cos(turned), np.sin(turned)  # the arrows' ends: the view holds them and their labels
+    ax.set(
+        xlim=(min(xs.min(), 0) - 0.35, max(xs.max(), 0) + 0.6), ylim=(min(ys.min(), 0) - 0.35, max(ys.max(), 0) + 0.3)
+    )
+    ax.set(aspect="equal", xticks=[], yticks=[])
+    ax.set_xlabel(f"dimension {2 * pair}\npositions n apart meet at n·θ,\nso q·k sees only the offset", fontsize=9)
+    ax.set_ylabel(f"dimension {2 * pair + 1}", fontsize=9)
+    ax.set_title(f"one pair, turned by θ = {theta:.2f} rad\nat each position m", fontsize=10)
