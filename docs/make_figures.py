@@ -3,8 +3,8 @@ with their output sent to docs/images/ (and the demos trained in a temporary dir
 
     python docs/make_figures.py                 the figures of the installed models (about 2 minutes)
     python docs/make_figures.py --demos         also train the demos (dates, local-p, T5 positions, both captioners,
-                                                the tone-word Whisper of benchmarks/speech_alignment.py: about
-                                                35 minutes; with $ATTNKIT_MULTI30K set, also 13 minutes of
+                                                the tone-word Whisper of benchmarks/speech_alignment.py, the five
+                                                RNNs of benchmarks/luong_design.py: about 50 minutes; with $ATTNKIT_MULTI30K set, also 13 minutes of
                                                 Transformer-tiny on Multi30k for forming_multi30k.png)
     python docs/make_figures.py --studio        also the studio's screenshots (docs/studio_screenshots.py)
 
@@ -74,6 +74,7 @@ def main() -> None:
         if args.demos:
             demos(work)
             speech(work)
+            luong(work)
         if args.studio:
             captioner = work / "runs/demo_caption"
             extra = ["--captioner", str(captioner)] if captioner.is_dir() else []
@@ -81,6 +82,13 @@ def main() -> None:
             tones = work / "runs/speech_tones"
             extra += ["--speech", str(tones)] if tones.is_dir() else []
             subprocess.run([sys.executable, str(DOCS / "studio_screenshots.py"), *extra], check=True)
+
+
+def luong(work: Path) -> None:
+    """Luong's design space (benchmarks/luong_design.py): five RNNs on the dates, side by side."""
+    out = work / "runs/luong"
+    subprocess.run([sys.executable, str(DOCS.parent / "benchmarks/luong_design.py"), "--out", str(out)], check=True)
+    (IMAGES / "luong_design.png").write_bytes((out / "luong_design.png").read_bytes())
 
 
 def speech(work: Path) -> None:
