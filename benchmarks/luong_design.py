@@ -81,10 +81,12 @@ def train(out: Path, steps: int) -> dict[str, dict]:
 
 def figure(out: Path, results: dict[str, dict], example: str):
     """Every model's attention on ``example``, each row a question of the design space."""
-    rows = []
+    rows, seen = [], set()
     for _, names in ROWS:
         panels = []
         for name in names:
+            again = " (= above)" if name in seen else ""
+            seen.add(name)
             model = attnkit.load(out / name)
             record = model.attention(example, beam=1)
             attention, score = VARIANTS[name]
@@ -94,7 +96,7 @@ def figure(out: Path, results: dict[str, dict], example: str):
                     record.select("cross", 0, 0),
                     record.src_tokens,
                     record.tgt_out_tokens,
-                    f"{attention}, {score} score\nexact match {results[name]['exact']:.1%}",
+                    f"{attention}, {score} score{again}\nexact match {results[name]['exact']:.1%}",
                     p_t=record.p_t if local else None,
                     window=record.window if local else None,
                 )
@@ -102,10 +104,11 @@ def figure(out: Path, results: dict[str, dict], example: str):
         rows.append(panels)
     note = (
         "Each panel is one RNN (LSTM 128, input feeding) trained on the same 20,000 dates with the same seed; exact "
-        "match is greedy, on 500 held-out dates. Local attention (D = 3) weighs only the keys inside its window "
-        "(outlined): local-m centres it on the output's own position t, local-p predicts the centre p_t (white dot) "
-        "and multiplies the softmax by a Gaussian, so a row may sum to less than 1. Scores: dot h_t·h̄_s, general "
-        "h_t·W_a h̄_s, concat v_a·tanh(W_a[h_t; h̄_s])."
+        "match is greedy, on 500 held-out dates; rows are the model's own output. Local attention (D = 3) weighs only "
+        "the keys inside its window (outlined in orange) around a centre (white dot): the output's own position t "
+        "for local-m, a predicted p_t for local-p, which also multiplies the softmax by a Gaussian (a row may sum to "
+        "less than 1); ▷: a centre past the last key. Scores: dot $h_t^\\top\\bar{h}_s$, general "
+        "$h_t^{\\top}W_a\\bar{h}_s$, concat $v_a^\\top\\tanh(W_a[h_t;\\bar{h}_s])$. ␣: a space of its own, before the next word."
     )
     return plot_alignment_panels(
         rows,

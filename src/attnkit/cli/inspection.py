@@ -433,7 +433,7 @@ def _atlas(records: list, args: argparse.Namespace, ablated: tuple | None) -> No
         from ..heads.atlas import patterns_figure
 
         name = Path(str(args.source)).name
-        fig = patterns_figure(records, atlases, title=f"{name}: each detector's strongest head, on its first input")
+        fig = patterns_figure(records, atlases, title=f"{name}: each detector's strongest head, on the first input")
         print(f"\npatterns: {save_figure(fig, args.patterns, dpi=args.dpi)}")
     if args.output:
         from ..heads.atlas import atlas_figure

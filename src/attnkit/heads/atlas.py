@@ -266,7 +266,7 @@ def patterns_figure(records: list[AttentionRecord], atlases: list[Atlas], *, tit
     from ..plots.attention import Panel, plot_alignment_panels
 
     record = records[0]
-    panels = []
+    panels, drawn = [], []
     for a in atlases:
         queries, keys = record.queries(a.kind), record.keys(a.kind)
         for name in (n for n in PATTERNS if n in a.scores and n not in a.unscored):
@@ -278,24 +278,36 @@ def patterns_figure(records: list[AttentionRecord], atlases: list[Atlas], *, tit
             d = DETECTORS[name]
             flag = "flagged" if values[layer, head] >= (d.threshold or np.inf) else "not flagged"
             where = f"{LABELS[a.kind]}, " if len(atlases) > 1 else ""
+            over = (
+                f"score {here:.2f}"
+                if a.inputs == 1
+                else f"score {values[layer, head]:.2f} over {a.inputs} inputs, {here:.2f} on this one"
+            )
             panels.append(
                 Panel(
                     weights,
                     keys,
                     queries,
-                    f"{_label(name)}: {where}layer {layer} head {head}\n{values[layer, head]:.2f} over "
-                    f"{a.inputs} input(s), {here:.2f} here ({flag} at \u2265 {d.threshold:g})",
+                    f"{_label(name)}: {where}layer {layer} head {head}\n{over} (threshold {d.threshold:g}: {flag})",
                     cells=cells,
                 )
             )
+            drawn.append(name)
     if not panels:
         raise ValueError(f"--patterns draws {', '.join(n.replace('_', '-') for n in PATTERNS)}: ask for one of them")
     columns = 2 if len(panels) in (2, 4) else 3
     grid = [panels[i : i + columns] for i in range(0, len(panels), columns)]
+    counts = {
+        "previous_token": "the key just before",
+        "duplicate_token": "earlier copies of the query's token",
+        "induction": "the key after an earlier copy of the query's token",
+        "sink": f"the first key, for the queries that see {SINK_KEYS} keys or more (all, without a causal mask)",
+        "delimiter": "punctuation and separators after the first key",
+    }
+    said = "; ".join(f"{_label(n)}: {counts[n]}" for n in dict.fromkeys(drawn))
     note = (
-        "Each panel: the head its detector scores highest over the inputs, drawn on the first input. Outlined in magenta: the "
-        "cells whose weight the detector sums for a query (previous-token: the key just before; duplicate-token: "
-        "earlier copies of the query's token; induction: the key after an earlier copy; sink: the first key; "
-        "delimiter: punctuation and separators after it); its score is that sum's mean over the queries it scores."
+        "Each panel: the head its detector scores highest over the inputs, drawn on the first input. Outlined in "
+        f"magenta: the cells whose weight the detector sums for a query ({said}); the score is that sum's mean over "
+        "the queries it scores (a row without outlines is not scored). A boxed key label: a punctuation mark, set upright."
     )
     return plot_alignment_panels(grid, title=title, footnote=note)

@@ -308,7 +308,9 @@ def plot_alignment_panels(
     size = min(3.4, (WIDTH - 0.6 - columns * (label + 0.2)) / columns)
     fs = max(6.5, min(9.0, size * 72 / longest * 0.8))  # a label's height within its cell
     fig = Figure(figsize=(WIDTH, len(rows) * (size + label + 0.9) + 1.2), layout="constrained")
-    subs = fig.subfigures(len(rows), 1, squeeze=False)[:, 0]
+    # a row of its own for the colour bar: every panel the same size
+    subs = fig.subfigures(len(rows) + 1, 1, squeeze=False, height_ratios=[1.0] * len(rows) + [0.2])[:, 0]
+    bar, subs = subs[-1], subs[:-1]
     im = None
     for r, (sub, panels) in enumerate(zip(subs, rows)):
         if r < len(row_titles):
@@ -331,12 +333,13 @@ def plot_alignment_panels(
         for ax in axes[len(panels) :]:
             ax.set_visible(False)
     assert im is not None
-    fig.colorbar(im, ax=subs[-1].axes, orientation="horizontal", shrink=0.5, aspect=40, pad=0.02,
-                 label="attention weight (one scale, 0 to 1, for every panel)")  # fmt: skip
+    cax = bar.add_axes((0.25, 0.5, 0.5, 0.16))
+    bar.colorbar(im, cax=cax, orientation="horizontal")
+    cax.set_title("attention weight (one scale, 0 to 1, for every panel)", fontsize=10)  # ticks under the bar
     if title:
         fig.suptitle(textwrap.fill(title, int(WIDTH * 11)), fontsize=11)
     if footnote:
-        fig.supxlabel(textwrap.fill(footnote, int(WIDTH * 14)), fontsize=8, ha="left", x=0.01, color="#333")
+        fig.supxlabel(textwrap.fill(footnote, int(WIDTH * 13)), fontsize=9, ha="left", x=0.01, color="#111")
     fit_height(fig)
     return fig
 

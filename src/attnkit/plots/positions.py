@@ -407,9 +407,17 @@ def plot_rotary(angles: np.ndarray, scores: np.ndarray, *, title: str = "", widt
         title="the score depends on the\noffset only: the curves coincide",
     )
     ax_s.title.set_fontsize(10)
-    fig.legend(
-        *ax_s.get_legend_handles_labels(), fontsize=9, loc="outside lower right", ncol=3, frameon=False
-    )  # on no point
+    if width >= WIDTH:  # three panels: the key under its own panel, on no point
+        handles, labels = ax_s.get_legend_handles_labels()
+        ax_s.legend(handles, [x.removeprefix("query at ") for x in labels], title="query at", fontsize=9,
+                    title_fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=3, frameon=False)  # fmt: skip
+        engine = fig.get_layout_engine()
+        if isinstance(engine, ConstrainedLayoutEngine):
+            engine.set(wspace=0.06)  # the colour bar's label apart from the next panel's
+    else:
+        fig.legend(
+            *ax_s.get_legend_handles_labels(), fontsize=9, loc="outside lower right", ncol=3, frameon=False
+        )  # on no point
     if title:
         fig.suptitle(_fill(title, width), fontsize=11)
     return fig
@@ -439,13 +447,18 @@ def _one_pair(ax, angles: np.ndarray, pair: int = 1, positions: int = 4) -> None
     arc = np.linspace(base, base + 2 * theta, 30)  # two steps apart: the angle (n - m) theta_i
     ax.plot(0.42 * np.cos(arc), 0.42 * np.sin(arc), color="#c026d3", lw=1.4)
     below = base - 0.12  # under the arc's first side, clear of the arrows
-    ax.text(0.42 * np.cos(below), 0.42 * np.sin(below), "2θ: m = 0 to 2", fontsize=9, color="#c026d3", va="top")
+    ax.text(0.42 * np.cos(below), 0.42 * np.sin(below), "2θ: m = 0 to 2", fontsize=9, color="#c026d3", va="top",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})  # fmt: skip
     turned = base + theta * np.arange(positions)
     xs, ys = np.cos(turned), np.sin(turned)  # the arrows' ends: the view holds them and their labels
     ax.set(
         xlim=(min(xs.min(), 0) - 0.35, max(xs.max(), 0) + 0.6), ylim=(min(ys.min(), 0) - 0.35, max(ys.max(), 0) + 0.3)
     )
     ax.set(aspect="equal", xticks=[], yticks=[])
-    ax.set_xlabel(f"dimension {2 * pair}\npositions n apart meet at n·θ,\nso q·k sees only the offset", fontsize=9)
+    ax.set_xlabel(
+        f"dimension {2 * pair}\nturned by their positions, q and k\nmeet at an angle set by n alone", fontsize=9
+    )
     ax.set_ylabel(f"dimension {2 * pair + 1}", fontsize=9)
-    ax.set_title(f"one pair, turned by θ = {theta:.2f} rad\nat each position m", fontsize=10)
+    ax.set_title(
+        f"pair i = {pair} (dimensions {2 * pair}, {2 * pair + 1}):\nturned {theta:.2f} rad a position", fontsize=10
+    )
