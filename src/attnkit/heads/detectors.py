@@ -289,12 +289,10 @@ def _block_scores(
         prev = (i - 1).clamp(0, seen - 1)
         out["previous_token"] = (w.gather(-1, prev[None, :, None].expand(h, -1, 1))[..., 0], (i >= 1) & (i - 1 < seen))
     if "duplicate_token" in names:
-        same = (kid[None, :seen] == qid[:, None]) & (j[None, :] < i[:, None])  # (r, c)
+        same = _copies(kid[:seen], qid, i, j)  # (r, c)
         out["duplicate_token"] = ((w * same).sum(-1), same.any(-1))
     if "induction" in names:
-        after = torch.zeros(len(i), seen, dtype=torch.bool, device=w.device)  # key j follows a copy of the query
-        after[:, 1:] = kid[None, : seen - 1] == qid[:, None]
-        after &= (j[None, :] >= 1) & (j[None, :] < i[:, None])
+        after = _after_copies(kid[:seen], qid, i, j)
         out["induction"] = ((w * after).sum(-1), after.any(-1))
     if "retrieval" in names:
         out["retrieval"] = _retrieval(w, i, ctx)
@@ -310,6 +308,19 @@ def _block_scores(
     if "distance" in names:
         out["distance"] = ((w * (i[:, None] - j[None, :]).abs().float()).sum(-1), None)
     return out
+
+
+def _copies(kid: torch.Tensor, qid: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """(queries, keys): key j is an earlier copy of the query's token (keys' ids ``kid`` at
+    positions ``j``, queries' ids ``qid`` at positions ``i`` among the keys)."""
+    return (kid[None, :] == qid[:, None]) & (j[None, :] < i[:, None])
+
+
+def _after_copies(kid: torch.Tensor, qid: torch.Tensor, i: torch.Tensor, j: torch.Tensor) -> torch.Tensor:
+    """(queries, keys): key j follows an earlier copy of the query's token (the induction target)."""
+    after = torch.zeros(len(qid), len(kid), dtype=torch.bool, device=kid.device)
+    after[:, 1:] = kid[None, :-1] == qid[:, None]
+    return after & (j[None, :] >= 1) & (j[None, :] < i[:, None])
 
 
 def _retrieval(w: torch.Tensor, i: torch.Tensor, ctx: _Context) -> Score:
@@ -355,13 +366,8 @@ def counted_cells(name: str, queries: list[str], keys: list[str], causal: bool) 
     if name == "previous_token":
         cells = j[None, :] == i[:, None] - 1
         rows = i >= 1
-    elif name == "duplicate_token":
-        cells = (kid[None, :] == qid[:, None]) & (j[None, :] < i[:, None])
-        rows = cells.any(-1)
-    elif name == "induction":
-        cells = torch.zeros(t, s, dtype=torch.bool)
-        cells[:, 1:] = kid[None, :-1] == qid[:, None]
-        cells &= (j[None, :] >= 1) & (j[None, :] < i[:, None])
+    elif name in ("duplicate_token", "induction"):
+        cells = (_copies if name == "duplicate_token" else _after_copies)(kid, qid, i, j)
         rows = cells.any(-1)
     elif name == "sink":
         cells = (j == 0)[None, :].expand(t, s).clone()

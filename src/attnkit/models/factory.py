@@ -85,7 +85,7 @@ def build_model(
     ``shared_vocab`` allows tying source and target embeddings."""
     check_model(cfg)
     check_tied_embeddings(cfg, shared_vocab=shared_vocab)
-    if cfg.arch in ("transformer", "encoder"):
+    if cfg.multihead:
         src_emb = _embedding(src_vocab, cfg.d_model, pad_id)
         if cfg.arch == "encoder":
             return TransformerEncoderModel(embed=_token_embedding(cfg, src_emb, causal=False), encoder=_encoder(cfg))
