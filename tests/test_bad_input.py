@@ -211,6 +211,8 @@ CASES = [
     (["explain", "{m}", "a b", "--head", "-1"], "--head: expected an integer >= 0"),
     (["explain", "{m}", "a b", "--kind", "cross", "--layer", "5"], "layer 5 out of range"),
     (["explain", "{m}", "a b", "--query-pos", "99"], "query 99 out of range"),
+    (["explain", "{m}", "a b", "--all-heads", "--head", "1"], "--all-heads draws every head and every query"),
+    (["explain", "{m}", "a b", "--all-heads", "--layer", "4"], "layer 4 out of range"),
     (["heads", "{m}"], "give at least one sentence"),
     (["heads", "{m}", "a b", "--window", "3"], "--window sets the cache of --streaming: add --streaming"),
     (["heads", "{m}", "a b", "--patterns", "p.png"], "--patterns draws the heads the detectors find: add --detect"),

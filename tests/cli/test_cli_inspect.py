@@ -63,6 +63,16 @@ def test_explain_prints_and_draws(capsys, trained_toys, tmp_path):
     )  # the last output step
 
 
+def test_explain_all_heads_prints_and_draws(capsys, trained_toys, tmp_path):
+    fig = tmp_path / "layer.png"
+    code, out, err = run(
+        capsys, ["explain", str(trained_toys["transformer"]), "a b c", "--kind", "cross", "--all-heads", "-o", str(fig)]
+    )
+    assert code == 0, err
+    assert "cross-attention, layer 0" in out and "matches the layer's output" in out and "var(q.k)" in out
+    assert fig.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_heads_statistics(capsys, trained_toys, tmp_path):
     src = tmp_path / "s.txt"
     src.write_text("a b c\n\nh g f e\n")
@@ -194,6 +204,7 @@ def test_positions_every_scheme(capsys, tmp_path):
         (["capture", "{model}", "a b", "-o", "{tmp}/m.json"], "must end in .npz", 2),
         (["capture", "{model}", "a b"], "required: -o/--output", 2),
         (["explain", "{rnn}", "a b", "--kind", "cross", "--head", "1"], "the RNN's attention has one head", 1),
+        (["explain", "{rnn}", "a b", "--kind", "cross", "--all-heads"], "is GlobalAttention, not multi-head", 1),
         (["plot", "{model}", "a b", "--checkpoint", "average", "--average-last", "-1"], "expected an integer >= 0", 2),
     ],
 )

@@ -582,7 +582,7 @@ def sentences(args: argparse.Namespace) -> list[str]:
 def query_index(args: argparse.Namespace, tokens: list[str]) -> int:
     """--query TOKEN (its first occurrence) or --query-pos N (negative from the end); position 0 by default."""
     if args.query is None:
-        return args.query_pos
+        return args.query_pos or 0
     if args.query in tokens:
         return tokens.index(args.query)
     raise ValueError(f"--query {args.query!r} is not one of the tokens {tokens} (--query-pos N picks a position)")

@@ -213,11 +213,13 @@ def cmd_explain(args: argparse.Namespace) -> None:
     if prepared.output:
         print(f"{prepared.source}\n  -> {prepared.output}\n")
     kind = args.kind or model.kinds[0]
+    if args.all_heads:
+        return _explain_layer(model, prepared, kind, args)
     walk = model.walkthrough(
         prepared,
         kind=kind,
         layer=args.layer,
-        head=args.head,
+        head=args.head or 0,
         query=F.query_index(args, prepared.queries(kind)),
     )
     print(walk.report())
@@ -225,6 +227,19 @@ def cmd_explain(args: argparse.Namespace) -> None:
         from ..plots.inspection import plot_walkthrough
 
         _figure(plot_walkthrough(walk, model=model.name), args)
+
+
+def _explain_layer(model, prepared, kind: str, args: argparse.Namespace) -> None:
+    """Every head of one layer, and the measured reason for 1/sqrt(d_k)."""
+    if args.head is not None or args.query is not None or args.query_pos is not None:
+        raise ValueError("--all-heads draws every head and every query: leave out --head, --query and --query-pos")
+    walk = model.layer_walkthrough(prepared, kind=kind, layer=args.layer)
+    print(walk.report())
+    if args.output:
+        from ..inspection.multihead import scaling_study
+        from ..plots.multihead import plot_layer_walk
+
+        _figure(plot_layer_walk(walk, scaling_study([2**i for i in range(10)]), model=model.name), args)
 
 
 def cmd_heads(args: argparse.Namespace) -> None:
@@ -842,7 +857,7 @@ def _add_explain(add) -> None:
     p.add_argument("sentence", type=F.non_empty, help="the source sentence (a decoder-only model's prompt)")
     p.add_argument("--target", help="force this target instead of the model's translation")
     F.attention_choice(p, default_layer=0, default_help="the model's first: encoder, or a decoder-only model's decoder")
-    p.add_argument("--head", type=F.non_negative_int, default=0, help="head index")
+    p.add_argument("--head", type=F.non_negative_int, help="head index (default 0)")
     q = p.add_mutually_exclusive_group()
     q.add_argument(
         "--query",
@@ -850,8 +865,12 @@ def _add_explain(add) -> None:
         help="the query token as printed (its first occurrence); for "
         "cross-attention the output token the decoder state predicts, as `plot` labels rows",
     )
-    q.add_argument(
-        "--query-pos", type=int, default=0, metavar="N", help="the query by position (negative from the end)"
+    q.add_argument("--query-pos", type=int, metavar="N", help="the query by position (negative from the end; default 0)")
+    p.add_argument(
+        "--all-heads",
+        action="store_true",
+        help="the whole layer instead: Q, K and V split into heads, every head's map, their concatenation "
+        "and W^O, checked against the layer's output; the figure adds why scores are divided by sqrt(d_k)",
     )
     F.output(p, None, "also draw the walk-through to this figure", kind="figure")
     F.dpi(p)

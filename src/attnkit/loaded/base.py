@@ -14,6 +14,7 @@ from ..attention.record import Recorder
 from ..attention.sites import Cache, Hook, Hooks, Site, check_names, listening
 from ..inspection.capture import AttentionRecord, Prepared
 from ..inspection.explain import Walkthrough
+from ..inspection.multihead import LayerWalk
 from ..memory import HEADROOM, available_bytes
 from ..models.interface import EncoderModel, Seq2SeqModel
 from ..search import SearchOptions
@@ -170,6 +171,11 @@ class LoadedModel(ABC):
     @abstractmethod
     def walkthrough(self, prepared: Prepared, *, kind: str, layer: int, head: int, query: int) -> Walkthrough:
         """The Q/K/V walk-through of ``head``'s attention for ``query``, checked against the model's weights."""
+
+    def layer_walkthrough(self, prepared: Prepared, *, kind: str, layer: int) -> LayerWalk:
+        """Every head of one multi-head layer on ``prepared``, concatenated and projected by W^O,
+        checked against the layer's own output (``attnkit.inspection.multihead``)."""
+        raise ValueError(f"{self.name}: the multi-head diagram draws attnkit's own Transformers, not {self.capabilities.a}")
 
     def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
         """(layers, q, k): || sum_h a^h_ij f^h(x_j) || of every attention layer of ``kind``

@@ -26,6 +26,7 @@ from ..inspection.capture import (
     prepare_pretrained,
 )
 from ..inspection.explain import Walkthrough, explain
+from ..inspection.multihead import LayerWalk, explain_layer
 from ..models.interface import EncoderModel, ImageCaptioner, Seq2SeqModel
 from ..search import SearchOptions
 
@@ -106,6 +107,9 @@ class AttnkitModel(OwnEngine):
 
     def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
         return explain(self.model, prepared, kind=kind, layer=layer, head=head, query=query)
+
+    def layer_walkthrough(self, prepared, *, kind, layer) -> LayerWalk:
+        return explain_layer(self.model, prepared, kind=kind, layer=layer)
 
 
 class AttnkitTranslator(AttnkitModel):
@@ -230,6 +234,9 @@ class BertEncoder(OwnEngine):
 
     def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
         return explain(self.pretrained.model, prepared, kind=kind, layer=layer, head=head, query=query)
+
+    def layer_walkthrough(self, prepared, *, kind, layer) -> LayerWalk:
+        return explain_layer(self.pretrained.model, prepared, kind=kind, layer=layer)
 
     def scorer(self, prepared: Prepared) -> Scorer:
         from ..attribution.scorers import encoder_scorer
@@ -370,6 +377,9 @@ class Captioner(OwnEngine):
     def walkthrough(self, prepared, *, kind, layer, head, query) -> Walkthrough:
         pixels = self._pixels(prepared)[None]
         return explain(self.model, prepared, kind=kind, layer=layer, head=head, query=query, source=pixels)
+
+    def layer_walkthrough(self, prepared, *, kind, layer) -> LayerWalk:
+        return explain_layer(self.model, prepared, kind=kind, layer=layer, source=self._pixels(prepared)[None])
 
     def scorer(self, prepared: Prepared) -> Scorer:
         from ..attribution.scorers import seq2seq_scorer
