@@ -31,7 +31,7 @@ LONG = "A man in a red jacket and a woman in a black coat are walking their two 
 INSTALLED = [
     f'plot multi30k-en-de "{SENTENCE}" -o alignment.png',
     f'plot multi30k-en-de "{SENTENCE}" --head all -o alignment_grid.png',
-    f'view multi30k-en-de "{SENTENCE}" "Two dogs are running through the snow." -o viewer.html --screenshot viewer.png',
+    f'view multi30k-en-de "{SENTENCE}" "Two dogs are running through the snow." -o viewer.html',
     f'plot multi30k-en-de-rnn-local-p "{LONG}" -o local_p.png',
     f'explain multi30k-en-de-rnn-local-p "{LONG}" --kind cross --query-pos 13 -o explain_local_p.png',
     "positions --scheme all --heads 8 -o positions.png",
@@ -111,7 +111,6 @@ def demos(work: Path) -> None:
     attnkit("demo --arch rnn --attention local-p --out-dir runs/demo_local_p", work)
     attnkit(f'plot runs/demo_local_p "sunday, 3 march 1985" -o {IMAGES / "local_p_dates.png"}', work)
     attnkit("demo --task caption --out-dir runs/demo_caption", work)
-    attnkit(f"caption runs/demo_caption runs/demo_caption/scene_1.png -o {IMAGES / 'caption_rnn.png'}", work)
     attnkit(
         f"caption runs/demo_caption runs/demo_caption/scene_1.png --attribute all -o {IMAGES / 'caption_methods.png'}",
         work,

@@ -194,9 +194,6 @@ def main() -> None:
             page.select_option("#head", "1")
             page.wait_for_selector("#neuron table")
             shot("neuron")
-            page.click("#tabs [data-tab=positions]")
-            page.wait_for_function("document.querySelector('#positions img')?.naturalWidth > 0")
-            shot("positions")
             page.select_option("#model", "multi30k-en-de-rnn-local-p")
             page.wait_for_function("document.getElementById('out-text').textContent.includes('Gitarre')")
             page.fill("#nbest", "1")  # the long sentence's one translation: the sidebar fits the window
