@@ -341,7 +341,7 @@ def test_a_trained_tables_odd_position_is_marked_and_enlarged_on_the_cosine_map(
         if isinstance(p, Rectangle) and p.get_edgecolor()[:3] == pytest.approx(matplotlib.colors.to_rgb(GOLD))
     )
     first = int(inset.images[0].get_extent()[0] + 0.5)
-    assert outlined == [(first, 3, 12, 1), (3, first, 1, 12)]  # position 3's row and column in the corner
+    assert outlined == [(first, 3, 10, 1), (3, first, 1, 10)]  # position 3's row and column in the corner
     assert first <= 3 < first + 12
 
 

@@ -1,5 +1,6 @@
-"""Attribution figures: one panel per method, every panel on one scale (0 to the largest
-score of any panel, said on the colour bar), so the methods compare."""
+"""Attribution figures: one panel per method, every panel on one scale, 0 to 1 (a row's
+shares sum to 1), the scale of every attention map attnkit draws, so that the methods compare
+with each other and with the attention figures."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from .layout import WIDTH, end_ticks, fit_height, upright_spaces
+from .layout import WIDTH, fit_height, upright_spaces
 
 
 def plot_methods(
@@ -54,10 +55,9 @@ def plot_methods(
     for ax in grid[len(panels) :]:
         ax.set_visible(False)
     axes = grid[: len(panels)]
-    top = max(1e-9, max(float(scores.max()) for _, scores in panels))
     im = None
     for ax, name, (_, scores), labelled, above in zip(axes, titles, panels, last_row, first_row):
-        im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=top, interpolation="nearest")
+        im = ax.imshow(scores, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
         ax.set_xticks(range(cols), list(col_tokens) if labelled or above else [], rotation=90, fontsize=fs)
         if labelled:
             ax.set_xlabel(col_label, fontsize=9)
@@ -69,8 +69,19 @@ def plot_methods(
     for ax in axes[::ncols]:
         ax.set_ylabel(row_label, fontsize=9)
     assert im is not None  # panels is not empty
-    bar = fig.colorbar(im, ax=list(axes), shrink=0.8, label=f"share of each row (one scale: 0 to {top:.2f})")
-    end_ticks(bar, top)
+    top = max(float(scores.max()) for _, scores in panels)
+    bar = fig.colorbar(im, ax=list(axes), shrink=0.8, label="share of each row (0 to 1, as every attention map)")
+    if top < 0.95:  # how far up the scale the panels reach, marked where it is short of the end
+        bar.ax.axhline(top, color="white", lw=1.2)
+        bar.ax.text(
+            -0.3,
+            top,
+            f"largest\n{top:.2f}",
+            transform=bar.ax.get_yaxis_transform(),
+            fontsize=8,
+            va="center",
+            ha="right",
+        )
     if title:
         fig.suptitle(title, fontsize=11)
     fit_height(fig)

@@ -15,7 +15,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.lines import Line2D
 
 from .attention import window_cells
-from .layout import TURNED_AMISS, WIDTH, math, plain, upright_spaces, wrap_math
+from .layout import COSINE, TURNED_AMISS, WIDTH, math, plain, upright_spaces, wrap_math
 
 QUERY_COLOUR = "#b54708"  # the query, and its own key where it is one of the keys
 
@@ -416,12 +416,12 @@ def plot_contextual(
     fs = min(9.0, max(5.0, side / n * 72 * 0.65))  # a label about 0.65 of its row
     axes = top.subplots(1, len(similarities))
     for ax, (name, sim) in zip(np.atleast_1d(axes), similarities):
-        im = ax.imshow(sim, cmap="viridis", vmin=-0.2, vmax=1, interpolation="nearest")
+        im = ax.imshow(sim, interpolation="nearest", **COSINE)
         ax.set_xticks(range(n), labels, rotation=90, fontsize=fs)
         upright_spaces(ax)
         ax.set_yticks(range(n), labels, fontsize=fs)
         ax.set_title(f"cosine similarity: {name}", fontsize=10)
-    top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity\n(one scale, −0.2 to 1, both panels)")
+    top.colorbar(im, ax=axes, shrink=0.8, label="cosine similarity\n(−1 to 1, both panels)")
     colours = ["#dc2626", "#2563eb", "#16a34a", "#9333ea", "#ea580c"]
     grid = bottom.subplots(rows, cols, squeeze=False)
     for ax, (name, _) in zip(grid.flat, projections):

@@ -12,6 +12,9 @@ from ..data.tokenizer import SPACE
 WIDTH = 8.5  # inches: 1,105 pixels at the 130 dpi figures are saved at
 
 
+# every cosine map on the cosine's own range, -1 to 1, diverging at 0: figures compare
+COSINE = {"cmap": "RdBu_r", "vmin": -1.0, "vmax": 1.0}
+
 SPACE_COLOUR = "#6b7280"  # a bare word boundary in grey, set apart from the tokens' text
 
 

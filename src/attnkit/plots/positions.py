@@ -15,7 +15,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Circle, Rectangle
 from matplotlib.transforms import blended_transform_factory
 
-from .layout import WIDTH
+from .layout import COSINE, WIDTH
 
 GOLD = "#b07800"  # a mark that is not on the diverging map's red-white-blue scale
 
@@ -127,9 +127,9 @@ def _corner_inset(ax, cos: np.ndarray, odd: int, cmap, norm) -> None:
     """The map's corner around position ``odd`` magnified in the lower triangle (which mirrors the
     upper: nothing is hidden), its row and column outlined in gold: one position's cells are a pixel or
     two wide on the whole map."""
-    n = 12
+    n = 10
     a = max(0, min(odd - n // 2, cos.shape[0] - n))
-    inset = ax.inset_axes((0.04, 0.04, 0.42, 0.42))  # the lower-left corner: under the diagonal
+    inset = ax.inset_axes((0.03, 0.03, 0.33, 0.33))  # the lower-left corner, a ninth of the map: under the diagonal
     inset.imshow(
         cos[a : a + n, a : a + n],
         cmap=cmap,
@@ -152,12 +152,8 @@ def _similarity_panels(fig: Figure, ax_c, ax_d, pe: np.ndarray, learned: bool, c
     t = pe.shape[0]
     unit = pe / np.maximum(np.linalg.norm(pe, axis=1, keepdims=True), 1e-12)
     cos = unit @ unit.T
-    if cos.min() >= 0:  # no pair points apart (the sinusoids' table): the colours spent on 0 to 1
-        im = ax_c.imshow(cos, cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
-        label = f"cosine (least {cos.min():.2f})"
-    else:
-        im = ax_c.imshow(cos, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-        label = "cosine" + (", centred" if centre else "") + " (−1 to 1)"
+    im = ax_c.imshow(cos, interpolation="nearest", **COSINE)
+    label = "cosine" + (", centred" if centre else "") + f" (−1 to 1; least here {cos.min():.2f})"
     rest = (cos.sum(1) - np.diag(cos)) / max(1, t - 1)  # each position's mean similarity to the others
     title = "cosine similarity of " + ("centred encodings PE(i), PE(j)" if centre else "positions i and j")
     if learned and not centre:  # a trained table: the position least like the others, named on both axes

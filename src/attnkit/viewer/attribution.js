@@ -46,9 +46,8 @@
     const labelled = Math.min(cw, ch) >= 7, lw = labelled ? guess : 6;
     const top = labelled ? Math.ceil(lw * Math.sin(Math.PI / 3)) + 10 : 6;
     const c = html("canvas", { id: "attr-matrix" }, box), ctx = setupCanvas(c, lw + cw * nc + 40, top + ch * nr + 6);
-    const peak = Math.max(1e-9, ...r.scores.map((row) => Math.max(...row)));
-    const W = r.scores.map((row) => row.map((v) => v / peak));
-    renderCells(ctx, W, rowIdx, colIdx, colIdx.map(() => 1), { r: 0, c: 0, nr: nr, nc: nc }, lw, top, cw * nc, ch * nr);
+    const peak = Math.max(...r.scores.map((row) => Math.max(...row)));  // said under the bar; the scale is 0 to 1
+    renderCells(ctx, r.scores, rowIdx, colIdx, colIdx.map(() => 1), { r: 0, c: 0, nr: nr, nc: nc }, lw, top, cw * nc, ch * nr);
     if (labelled) {
       ctx.fillStyle = "#1d2330"; ctx.font = font; ctx.textBaseline = "middle"; ctx.textAlign = "right";
       r.rows.forEach((t, i) => ctx.fillText(t, lw - 5, top + (i + 0.5) * ch));
@@ -68,8 +67,8 @@
           : `${r.label}: ${row} ${i} “${r.rows[i]}” draws ${r.scores[i][j].toFixed(3)} from “${r.tokens[j]}” (${j})`) : "";
     };
     c.onmouseleave = () => { ctx.putImageData(drawn, 0, 0); $("readout").textContent = ""; };
-    colourBar(html("canvas", {}, box), 1040, peak.toFixed(3), [
-      `${r.label}: share of each ${row} (0 to the largest share, ${peak.toFixed(3)})`,
+    colourBar(html("canvas", {}, box), 1040, "1", [
+      `${r.label}: share of each ${row} (0 to 1, as every attention map; the largest here ${peak.toFixed(3)})`,
       `computed in ${r.server_ms} ms (server)`]);
   }
 
