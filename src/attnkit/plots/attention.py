@@ -95,7 +95,7 @@ def window_cells(centre: float, window: int, s: int) -> tuple[float, float]:
 
 
 def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
-    """p_t per output row (a white dot; a white triangle just past the right edge when it lies past
+    """p_t per output row (a white ring; a white triangle just past the right edge when it lies past
     the last key's cell) and the window [p_t - D, p_t + D] as an orange outline round the row's cells
     in it, open on a side the matrix's edge cuts (no frame there, so that the open side shows)."""
     edge = s - 0.5
@@ -149,9 +149,11 @@ def _draw_local_window(ax, p_t: np.ndarray, window: int | None, s: int) -> None:
             )
         )
     inside = p_t <= edge
-    # each output step has its own centre: marks per row, never a line joining rows
-    ax.plot(p_t[inside], rows[inside], ls="none", color="white", marker="o", ms=6, mec="black", mew=0.8,
-            label="$p_t$, the predicted centre", zorder=3, clip_on=False)  # fmt: skip
+    # each output step has its own centre: marks per row, never a line joining rows; a ring, white on
+    # black, so that the cell under it stays in view
+    ring = [patheffects.withStroke(linewidth=2.6, foreground="black")]
+    ax.plot(p_t[inside], rows[inside], ls="none", marker="o", ms=6.5, mfc="none", mec="white", mew=1.3,
+            path_effects=ring, label="$p_t$, the predicted centre", zorder=3, clip_on=False)  # fmt: skip
     if (~inside).any():  # just outside the matrix, clear of any dot on its edge
         beyond = offset_copy(ax.transData, fig=ax.get_figure(root=True), x=6, units="points")
         ax.plot(np.full((~inside).sum(), edge), rows[~inside], ls="none", color="white", marker=">", ms=7,

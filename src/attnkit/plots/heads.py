@@ -194,7 +194,12 @@ def _bar(fig, axes, im, grid: Grid) -> None:
     if grid.scale == "effect":  # the ends of the scale, so its largest value is read off, and on the
         # symmetric-log scale each power of ten between its linear part and the ends
         inner = [10.0**k for k in range(-6, 3) if hi / 50 * 2 < 10.0**k < hi / 3]
-        bar.set_ticks([lo, *(-t for t in reversed(inner)), 0, *inner, hi])
+        # the colours stay symmetric (a fall as pale as a rise of its size); the bar shows only the range
+        # the grids reach, and at least the linear part below 0
+        least = min(float(np.nanmin(ax.get_images()[0].get_array())) for ax in axes)
+        left = min(least, -hi / 50)
+        bar.ax.set_xlim(left, hi)
+        bar.set_ticks([left, *(-t for t in reversed(inner) if -t > left), 0, *inner, hi])
     elif grid.scale == "importance":
         bar.set_ticks([0, hi / 2, hi])
     else:
