@@ -295,3 +295,21 @@ def test_the_outlined_cells_sum_to_each_pattern_detectors_score(case):
         np.testing.assert_allclose(found[name], mine, atol=ATOL, err_msg=name)
     with pytest.raises(ValueError, match="sums no cells"):
         counted_cells("broad", queries, keys, True)
+
+
+def test_the_report_ranks_heads_within_each_role():
+    """Where a role flags most heads (a sink on short inputs), the report orders them by score so the
+    list still says which heads it is strongest in."""
+    from attnkit.heads.atlas import Atlas
+
+    sink = np.array([[0.9, 0.4], [0.95, 0.35]])
+    prev = np.array([[0.1, 0.6], [0.2, 0.1]])
+    report = Atlas("decoder", {"sink": sink, "previous_token": prev}, None, inputs=2).report()
+    lines = report.splitlines()
+    at = lines.index("  by role, strongest first:")
+    assert lines[at + 1].startswith("    sink: 4 of 4 heads (most heads pass its threshold here")
+    assert (
+        "1. layer 1 head 0 0.95, 2. layer 0 head 0 0.90, 3. layer 0 head 1 0.40, 4. layer 1 head 1 0.35"
+        in lines[at + 1]
+    )
+    assert lines[at + 2] == "    previous-token: 1 of 4 heads: 1. layer 0 head 1 0.60"

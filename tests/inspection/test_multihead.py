@@ -2,13 +2,13 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from test_explain import _fresh
 
 from attnkit.inspection import prepare
 from attnkit.inspection.explain import attention_module
 from attnkit.inspection.multihead import explain_layer, scaling_study, softmax_jacobian_norm
 from attnkit.loading.model_dir import load_model
 from attnkit.plots.multihead import plot_layer_walk
-from test_explain import _fresh
 
 
 def test_the_layer_equals_torch_multi_head_attention(trained_toys):

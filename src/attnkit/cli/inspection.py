@@ -865,7 +865,9 @@ def _add_explain(add) -> None:
         help="the query token as printed (its first occurrence); for "
         "cross-attention the output token the decoder state predicts, as `plot` labels rows",
     )
-    q.add_argument("--query-pos", type=int, metavar="N", help="the query by position (negative from the end; default 0)")
+    q.add_argument(
+        "--query-pos", type=int, metavar="N", help="the query by position (negative from the end; default 0)"
+    )
     p.add_argument(
         "--all-heads",
         action="store_true",

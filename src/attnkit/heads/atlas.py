@@ -60,6 +60,7 @@ class Atlas:
                 f"; ablated: {self.measure} {_signed(self.ablation[layer, head])}" if self.ablation is not None else ""
             )
             lines.append(f"  layer {layer:>2} head {head:>2}  " + ", ".join(found) + effect)
+        lines += self._by_role(heads)
         for name, values, unit in ((f"ablated alone, costliest ({self.measure})", self.ablation, "+.3f"),
                                    ("importance (Michel et al. 2019), highest", self.importance, ".3f")):  # fmt: skip
             if values is not None:
@@ -76,6 +77,23 @@ class Atlas:
             if name in self.scores:
                 lines.append(f"  {_label(name)}{_ranked(self.scores[name], heads)}")
         return "\n".join(lines)
+
+    def _by_role(self, heads: int, shown: int = 5) -> list[str]:
+        """Each role's flagged heads ranked, strongest first: where one role flags most heads (a sink
+        on short inputs), its order says which heads it is strongest in."""
+        ranked: dict[str, list[tuple[int, int, float]]] = {}
+        for name, layer, head, score in self.flagged():  # strongest first within each detector
+            ranked.setdefault(name, []).append((layer, head, score))
+        if not ranked:
+            return []
+        lines = ["  by role, strongest first:"]
+        total = self.shape[0] * heads
+        for name, hits in ranked.items():
+            best = ", ".join(f"{i + 1}. layer {li} head {h} {v:.2f}" for i, (li, h, v) in enumerate(hits[:shown]))
+            more = f", and {len(hits) - shown} more" if len(hits) > shown else ""
+            most = " (most heads pass its threshold here: read the order)" if len(hits) > total / 2 else ""
+            lines.append(f"    {_label(name)}: {len(hits)} of {total} heads{most}: {best}{more}")
+        return lines
 
     def rows(self) -> list[dict]:
         """One row per (layer, head) with every score (and the positional offset)."""

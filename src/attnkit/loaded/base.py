@@ -175,7 +175,9 @@ class LoadedModel(ABC):
     def layer_walkthrough(self, prepared: Prepared, *, kind: str, layer: int) -> LayerWalk:
         """Every head of one multi-head layer on ``prepared``, concatenated and projected by W^O,
         checked against the layer's own output (``attnkit.inspection.multihead``)."""
-        raise ValueError(f"{self.name}: the multi-head diagram draws attnkit's own Transformers, not {self.capabilities.a}")
+        raise ValueError(
+            f"{self.name}: the multi-head diagram draws attnkit's own Transformers, not {self.capabilities.a}"
+        )
 
     def value_norms(self, prepared: Prepared, kind: str = "encoder") -> np.ndarray:
         """(layers, q, k): || sum_h a^h_ij f^h(x_j) || of every attention layer of ``kind``

@@ -188,7 +188,7 @@ def _panel(ax, grid: Grid, *, cell: float, square: bool, first: bool):
 
 def _bar(fig, axes, im, grid: Grid) -> None:
     """One colour bar under ``axes`` (grids on one scale), its ticks at the scale's ends."""
-    _, lo, hi = _limits(grid)
+    _, _, hi = _limits(grid)
     thousandths = grid.scale in ("effect", "importance") and hi < 1
     bar = fig.colorbar(im, ax=axes, orientation="horizontal", fraction=0.08, pad=0.02, aspect=18 * len(axes))
     if grid.scale == "effect":  # the ends of the scale, so its largest value is read off, and on the

@@ -22,7 +22,7 @@ def plot_layer_walk(walk, scaling, *, model: str = "") -> Figure:
     the heads' outputs concatenated and projected by W^O into the layer's output; and the
     division by sqrt(d_k) measured on random vectors. Activations share one signed scale."""
     fig = Figure(figsize=(WIDTH, 11.5), layout="constrained")
-    rows = fig.subfigures(5, 1, height_ratios=[2.3, 2.4, 2.1, 0.35, 2.4])
+    rows = fig.subfigures(5, 1, height_ratios=[2.3, 2.4, 2.1, 0.35, 2.4], squeeze=False)[:, 0]
     matrices = [walk.x, *(_joined(a) for a in (walk.q, walk.k, walk.v)), walk.concat, walk.out]
     lim = float(np.quantile(np.abs(np.concatenate([m.ravel() for m in matrices])), 0.99))
     memory = "X" if walk.kind != "cross" else "M"
@@ -122,6 +122,7 @@ def _heads_row(sub: SubFigure, walk) -> None:
         ax.set_xticks(range(s), walk.keys, rotation=90, fontsize=fs)
         ax.set_yticks(range(t), walk.queries if h == 0 else [""] * t, fontsize=fs)
         upright_spaces(ax)
+    assert im is not None  # a layer has at least one head
     bar = sub.colorbar(im, ax=list(axes), shrink=0.8, pad=0.01)
     bar.set_label("weight (0-1)", fontsize=9)
     bar.ax.tick_params(labelsize=TICK)
