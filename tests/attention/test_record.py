@@ -430,3 +430,32 @@ def test_pooling_by_runs_is_the_max_of_each_pixel_s_cells(shape):
         want = np.array([[[w[k, row_of == i][:, col_of == j].max() for j in range(n)] for i in range(m)]
                          for k in range(h)])  # fmt: skip
         np.testing.assert_array_equal(found, want)
+
+
+@pytest.mark.parametrize("case", ["causal", "causal, fewer queries than keys", "bidirectional", "causal with a bias"])
+def test_the_summaries_and_overviews_hold_across_small_blocks_and_a_cache(case, monkeypatch):
+    """Blocks of two query rows (so a band, a cache's window and a pixel's run cross blocks) and a
+    StreamingLLM cache of 2 sinks and 5 recent keys: the streamed summaries (the mass outside the
+    cache included) equal the dense definitions, and every pixel is the max of its cells."""
+    from attnkit.attention import kernels
+    from attnkit.attention.kernels import sink_window_kept
+    from attnkit.attention.record import overviews_and_stats
+
+    call, _, weights, _ = _call(CASES[case])
+    h, t, s = call.shape
+    monkeypatch.setattr(kernels, "BLOCK", 2 * s * h)
+    pooled, found = overviews_and_stats(call, (6, 5), sink=2, band=3, cache=(2, 5))
+    expected = _dense_head_stats(weights.numpy(), s - t, 2, 3)
+    for name, value in expected.items():
+        np.testing.assert_allclose(found[name], value, atol=1e-5, err_msg=name)
+    if call.causal:
+        i = torch.arange(t)[:, None] + s - t
+        kept = sink_window_kept(i, torch.arange(s)[None, :], 2, 5)
+        over = (i[:, 0] >= 7).numpy()
+        outside = (weights * ~kept).sum(-1).numpy()[:, over].mean(-1)
+        np.testing.assert_allclose(found["outside"], outside, atol=1e-5)
+    w = torch.cat([weights, weights.mean(0, keepdim=True)]).numpy()
+    rows, cols = (np.arange(7) * t) // 6, (np.arange(6) * s) // 5
+    want = [[[w[k, rows[a] : rows[a + 1], cols[b] : cols[b + 1]].max() for b in range(5)] for a in range(6)]
+            for k in range(h + 1)]  # fmt: skip
+    np.testing.assert_allclose(pooled, want, atol=ATOL)

@@ -69,14 +69,15 @@ def _upright(label: str) -> bool:
 def _upright_y(ax) -> None:
     """A bare word boundary among the y labels: half as large again (the glyph is small in its font),
     grey, and centred on its tick by its ink (a tick label centres its line, so the glyph, which
-    sits on the baseline, would read low)."""
+    sits on the baseline, would read low); a lone mark boxed, as on the x axis."""
     labels = ax.get_yticklabels()
     texts = [label.get_text() for label in labels]
-    if SPACE not in texts:
+    if not any(map(_upright, texts)):
         return
     size = labels[0].get_fontsize()
+    colours = [label.get_color() for label in labels]
     ticks = ax.get_yticks()
-    ax.set_yticks(ticks, ["" if t == SPACE else t for t in texts], fontsize=size)
+    ax.set_yticks(ticks, ["" if _upright(t) else t for t in texts], fontsize=size)
     tick = ax.yaxis.get_major_ticks()[0]
     left = -(tick.get_tick_padding() + tick.get_pad())  # where the labels end, in points from the axes
     ink = TextPath((0, 0), SPACE, size=size * 1.5).get_extents()  # about the baseline, in points
@@ -87,9 +88,13 @@ def _upright_y(ax) -> None:
         y=-(ink.y0 + ink.y1) / 2,  # the ink's middle on the tick
         units="points",
     )
-    for y, t in zip(ticks, texts):
+    boxed = offset_copy(blended_transform_factory(ax.transAxes, ax.transData), fig=ax.figure, x=left, units="points")
+    for y, t, colour in zip(ticks, texts, colours):
         if t == SPACE:
             ax.text(0, y, SPACE, transform=at, ha="right", va="baseline", fontsize=size * 1.5, color=SPACE_COLOUR)
+        elif _upright(t):  # a lone mark, boxed as on the x axis: a bare "." or "," is hardly seen
+            ax.text(0, y, t, transform=boxed, ha="right", va="center", fontsize=size * 1.2, color=colour,
+                    fontweight="bold", bbox={"boxstyle": "round,pad=0.2", "fc": "none", "ec": SPACE_COLOUR, "lw": 0.6})  # fmt: skip
 
 
 def end_ticks(bar, top: float) -> None:

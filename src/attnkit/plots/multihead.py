@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure, SubFigure
+from matplotlib.ticker import FuncFormatter, NullLocator
 from matplotlib.transforms import offset_copy
 
 from .layout import WIDTH, fit_height, upright_spaces
@@ -159,12 +160,16 @@ def _scaling_row(sub: SubFigure, walk, scaling) -> None:
         ax.plot(scaling.d_k, values[1], "o-", color=SCALED, ms=3.5, label="q · k / √d_k")
         ax.set_xscale("log", base=2)
         ax.set_yscale(yscale)
+        ticks = [int(d) for d in scaling.d_k[::3]]  # plain numbers: exponents would be too small to read
+        ax.set_xticks(ticks, [str(d) for d in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_title(title, fontsize=9.5)
         ax.set_xlabel("d_k", fontsize=9)
         ax.axvline(walk.d_k, color="#111", lw=0.8, ls=":")
         ax.tick_params(labelsize=TICK)
         ax.grid(alpha=0.3, lw=0.5)
     axes[0].plot(scaling.d_k, scaling.d_k, color="#111", lw=0.6, ls="--", label="d_k")
+    axes[0].yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
     axes[0].legend(fontsize=8.5, frameon=False)
     axes[1].set_ylim(0, 1)
     axes[1].axhline(1 / scaling.keys, color="#111", lw=0.6, ls="--")

@@ -171,7 +171,8 @@
     ctx.textAlign = "center"; ctx.fillText("0", 10 + w / 2, 20);
     ctx.textAlign = "right"; ctx.fillText(`+${t}`, w + 10, 20);
     ctx.textAlign = "left"; ctx.fillText(`${x.label}: ${x.unit}`, w + 22, 2);
-    ctx.fillText(drawn ? `arrows: the ${drawn} strongest paths, into a later head's` : "no paths between the strongest heads", w + 22, 21);
+    ctx.fillText(drawn ? `arrows: the ${drawn} strongest paths (of at most ${PATHS_DRAWN}, at least 5% of the strongest), into a later head's`
+      : "no paths between the strongest heads", w + 22, 21);
     if (drawn) {
       let at = w + 22;
       for (const [via, word] of [["q", "query"], ["k", "key"], ["v", "value"]]) {

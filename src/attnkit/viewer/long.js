@@ -9,7 +9,7 @@
   const { $, html, state } = lib;
   const cache = new Map();  // request -> answer (decoded)
   const LOG_DECADES = 4;  // the log scale's range: 10⁻⁴ to 1
-  const SUPERSCRIPT = (n) => String(n).replace(/\d/g, (d) => "⁰¹²³⁴⁵⁶⁷⁸⁹"[+d]);  // 4 -> ⁴
+  const DECADE = (n) => (10 ** -n).toFixed(n);  // 10⁻ⁿ as a decimal: a superscript is too small to read
   const STATS = [
     ["entropy", "entropy (nats)", "the spread of a query's weights: 0 = one key"],
     ["normalised", "entropy ÷ log(keys)", "0 = one key, 1 = uniform over the keys it may see"],
@@ -205,7 +205,7 @@
       : `each pixel: the ${body.reduce} of about ${Math.round(nr / ph)} queries × ${Math.round(nc / pw)} keys`;
     const which = state.head === "mean" ? "mean of heads" : `head ${state.head}`;
     const masked = answer.causal ? " · grey: masked" : "";
-    const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is 10⁻${SUPERSCRIPT(LOG_DECADES)} or less` : "";
+    const scaleNote = scaled ? "per-query scale" : log ? `log scale: the bar's left end is ${DECADE(LOG_DECADES)} or less` : "";
     const span = r0 === c0 && r1 === c1 && T === S ? `queries and keys ${r0}-${r1 - 1} of ${count(T)}`  // the diagonal's block
       : `queries ${r0}-${r1 - 1} of ${count(T)}, keys ${c0}-${c1 - 1} of ${count(S)}`;
     const cacheNote = cached ? `red dashes: a StreamingLLM cache keeps the keys left of the upright line (the first ${CACHE[0]}) and right of the slanted one (the ${CACHE[1].toLocaleString("en")} most recent)${outside}` : "";
@@ -214,8 +214,8 @@
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
       ...(cacheNote ? [cacheNote] : []),
       "wheel: zoom · drag: zoom to a box · double-click: the whole map",
-    ], log ? `10⁻${SUPERSCRIPT(LOG_DECADES)}` : "0",  // "or less": the note beside the bar
-    log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, `10⁻${SUPERSCRIPT(LOG_DECADES - 1 - i)}`]) : []);
+    ], log ? DECADE(LOG_DECADES) : "0",  // "or less": the note beside the bar
+    log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, DECADE(LOG_DECADES - 1 - i)]) : []);
     const part = nr < T || nc < S ? `queries ${r0}-${r1 - 1} and keys ${c0}-${c1 - 1} of ` : "";
     $("readout").textContent = `${lib.KIND_LABEL[state.kind]}, layer ${lib.layerName(state.layer)}, ${which}, ${part}${count(T)} × ${count(S)} tokens ` +
       `(computed in ${answer.server_ms} ms ${lib.live ? "on the server" : "in the page"})`;

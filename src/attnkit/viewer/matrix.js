@@ -27,10 +27,11 @@
     let cw = baseW * cols.length / view.nc;
     const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
     const cell = Math.min(cw, ch), labelled = cell >= 7;
-    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? SMALL : `9px ${FAMILY}`;
+    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? `12px ${FAMILY}` : `9px ${FAMILY}`;
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
-    const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8, right = labelled ? Math.ceil(lk * cos + 12) : 8;
+    const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8;
+    const right = Math.max(labelled ? Math.ceil(lk * cos + 12) : 8, ex.p_t ? 8 + Math.ceil(1.6 * Math.max(4, cell / 2.6)) : 0);  // p_t's triangle
     if (left + cw * view.nc + right > room.w) cw = Math.max(least, (room.w - left - right) / view.nc);  // the labels, measured, fit
     const plotW = cw * view.nc, plotH = ch * view.nr;
     state.pooled = cw < 1 || ch < 1;  // a pixel covers several cells: the legend says so
@@ -89,8 +90,9 @@
         ctx.arc(x(p), y, rad, 0, 2 * Math.PI);
         ctx.strokeStyle = "#111"; ctx.lineWidth = 4; ctx.stroke();
         ctx.strokeStyle = "white"; ctx.lineWidth = 2; ctx.stroke();
-      } else {  // inside the last column, pointing past it
-        ctx.moveTo(x(edge) - rad * 1.6, y - rad); ctx.lineTo(x(edge), y); ctx.lineTo(x(edge) - rad * 1.6, y + rad); ctx.closePath();
+      } else {  // just outside the last column, pointing past it: the row's last cells stay in view
+        const at = x(edge) + 3;
+        ctx.moveTo(at, y - rad); ctx.lineTo(at + rad * 1.6, y); ctx.lineTo(at, y + rad); ctx.closePath();
         ctx.fillStyle = "white"; ctx.strokeStyle = "#111"; ctx.lineWidth = 1; ctx.fill(); ctx.stroke();
       }
     });
