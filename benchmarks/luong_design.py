@@ -105,8 +105,8 @@ def figure(out: Path, results: dict[str, dict], example: str):
     note = (
         "Each panel is one RNN (LSTM 128, input feeding) trained on the same 20,000 dates with the same seed; exact "
         "match is greedy, on 500 held-out dates; rows are the model's own output. Local attention (D = 3) weighs only "
-        "the keys inside its window (outlined in orange) around a centre (white dot): the output's own position t "
-        "for local-m, a predicted p_t for local-p, which also multiplies the softmax by a Gaussian (a row may sum to "
+        "the keys inside its window (outlined in orange) around a centre (white ring): the output's own position $t$ "
+        "for local-m, a predicted $p_t$ for local-p, which also multiplies the softmax by a Gaussian (a row may sum to "
         "less than 1); ▷: a centre past the last key. Scores: dot $h_t^\\top\\bar{h}_s$, general "
         "$h_t^{\\top}W_a\\bar{h}_s$, concat $v_a^\\top\\tanh(W_a[h_t;\\bar{h}_s])$. ␣: a space of its own, before the next word."
     )

@@ -154,12 +154,16 @@
     ctx.lineTo(x1 - size * Math.cos(ang - 0.45), y1 - size * Math.sin(ang - 0.45));
     ctx.lineTo(x1 - size * Math.cos(ang + 0.45), y1 - size * Math.sin(ang + 0.45));
     ctx.closePath(); ctx.fill(); ctx.stroke();
-    const lx = 0.25 * x0 + 0.5 * mx + 0.25 * tx, ly = 0.25 * y0 + 0.5 * my + 0.25 * ty;  // the curve's middle
+    // the label beside the curve's middle, on the side it bends to (off its shaft and the cells' border),
+    // dark type on white in a box of the path's colour
+    const side = Math.sign(bend) || 1, lx = 0.25 * x0 + 0.5 * mx + 0.25 * tx + side * 16 * nx;
+    const ly = 0.25 * y0 + 0.5 * my + 0.25 * ty + side * 16 * ny;
     const text = `${p.via} ${p.effect >= 0 ? "+" : "−"}${Math.abs(p.effect).toFixed(2)}`;
     ctx.font = `12px ${FAMILY}`; ctx.textAlign = "center"; ctx.textBaseline = "middle";
-    const tw = ctx.measureText(text).width + 6;
-    ctx.fillStyle = "rgba(255,255,255,0.9)"; ctx.fillRect(lx - tw / 2, ly - 8, tw, 16);
-    ctx.fillStyle = VIA[p.via]; ctx.fillText(text, lx, ly);
+    const tw = ctx.measureText(text).width + 8;
+    ctx.fillStyle = "#fff"; ctx.fillRect(lx - tw / 2, ly - 9, tw, 18);
+    ctx.strokeStyle = VIA[p.via]; ctx.lineWidth = 1.5; ctx.strokeRect(lx - tw / 2, ly - 9, tw, 18);
+    ctx.fillStyle = "#1d2330"; ctx.fillText(text, lx, ly);
   }
 
   function legend(x, top, drawn, refused) {
@@ -171,8 +175,7 @@
     ctx.textAlign = "center"; ctx.fillText("0", 10 + w / 2, 20);
     ctx.textAlign = "right"; ctx.fillText(`+${t}`, w + 10, 20);
     ctx.textAlign = "left"; ctx.fillText(`${x.label}: ${x.unit}`, w + 22, 2);
-    ctx.fillText(drawn ? `arrows: the ${drawn} strongest paths (of at most ${PATHS_DRAWN}, at least 5% of the strongest), into a later head's`
-      : "no paths between the strongest heads", w + 22, 21);
+    ctx.fillText(drawn ? `arrows: the ${drawn} strongest paths, into a later head's` : "no paths between the strongest heads", w + 22, 21);
     if (drawn) {
       let at = w + 22;
       for (const [via, word] of [["q", "query"], ["k", "key"], ["v", "value"]]) {
@@ -181,7 +184,7 @@
       }
       ctx.fillText("· width: effect; dashed: below 0", at, 40);
     }
-    $("circ-about").textContent = `${x.about}. Arrows: path patching among the six heads of largest effect, each number the ` +
+    $("circ-about").textContent = `${x.about}. Arrows: path patching among the six heads of largest effect (at most ${PATHS_DRAWN} paths, each at least 5% of the strongest), each number the ` +
       "path's effect (1: the clean run restored through that input alone)" + (refused.length ? `. Not shown: ${refused.join("; ")}.` : ".");
   }
 

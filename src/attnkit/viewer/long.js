@@ -9,7 +9,7 @@
   const { $, html, state } = lib;
   const cache = new Map();  // request -> answer (decoded)
   const LOG_DECADES = 4;  // the log scale's range: 10⁻⁴ to 1
-  const DECADE = (n) => (10 ** -n).toFixed(n);  // 10⁻ⁿ as a decimal: a superscript is too small to read
+  const DECADE = (n) => (n >= 3 ? `1e-${n}` : (10 ** -n).toFixed(n));  // 10⁻ⁿ in plain type: a superscript is too small to read
   const STATS = [
     ["entropy", "entropy (nats)", "the spread of a query's weights: 0 = one key"],
     ["normalised", "entropy ÷ log(keys)", "0 = one key, 1 = uniform over the keys it may see"],

@@ -18,7 +18,7 @@
     if (!box.hidden) room.h = Math.max(240, room.h - box.offsetHeight - 12);  // the map and the answer below it in view
     const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
     // the pane filled, with room for the key and hint below
-    const full = fitCells((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 120) / rows.length);
+    const full = fitCells((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 150) / rows.length);  // the key and two hint lines below
     const view = state.zoom && state.zoom.rows === rows.length && state.zoom.cols === cols.length ? state.zoom
       : { r: 0, c: 0, nr: rows.length, nc: cols.length, rows: rows.length, cols: cols.length };
     state.zoom = view.nr === rows.length && view.nc === cols.length ? null : view;
