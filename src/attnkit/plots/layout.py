@@ -93,8 +93,8 @@ def _upright_y(ax) -> None:
         if t == SPACE:
             ax.text(0, y, SPACE, transform=at, ha="right", va="baseline", fontsize=size * 1.5, color=SPACE_COLOUR)
         elif _upright(t):  # a lone mark, boxed as on the x axis: a bare "." or "," is hardly seen
-            ax.text(0, y, t, transform=boxed, ha="right", va="center", fontsize=size * 1.2, color=colour,
-                    fontweight="bold", bbox={"boxstyle": "round,pad=0.2", "fc": "none", "ec": SPACE_COLOUR, "lw": 0.6})  # fmt: skip
+            ax.text(0, y, t, transform=boxed, ha="right", va="center", fontsize=size * 1.1, color=colour,
+                    fontweight="bold", bbox={"boxstyle": "round,pad=0.1", "fc": "none", "ec": SPACE_COLOUR, "lw": 0.6})  # fmt: skip
 
 
 def end_ticks(bar, top: float) -> None:

@@ -137,7 +137,7 @@ def _output_row(sub: SubFigure, walk, lim: float):
         rf"3. Concatenate the heads' $Z_h = A_h V_h$ and project: $[Z_0 | \ldots | Z_{last}]\,W^O + b^O$",
         f"the layer's output, equal to the model's own to {walk.output_error:.0e}",
     )
-    axes = sub.subplots(1, 2, sharey=True)
+    axes = sub.subplots(1, 2)
     _matrix(axes[0], walk.concat, lim, rf"$[Z_0 | \ldots | Z_{last}]$ ({t} × {d_model})", walk.heads, walk.queries)
     return _matrix(axes[1], walk.out, lim, rf"$\times\, W^O$ ({d_model} × {d_model}), $+\, b^O$: the output", 0, None)
 

@@ -18,7 +18,8 @@
     if (!box.hidden) room.h = Math.max(240, room.h - box.offsetHeight - 12);  // the map and the answer below it in view
     const guess = textWidth([...rows.map((i) => q[i]), ...cols.map((j) => k[j])], SMALL);  // labels at 11 px
     // the pane filled, with room for the key and hint below
-    const full = fitCells((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - 150) / rows.length);  // the key and two hint lines below
+    const below = box.hidden ? 150 : 110;  // the key and two hint lines (an answer box under the map: the key alone)
+    const full = fitCells((room.w - 1.5 * guess - 30) / cols.length, (room.h - guess * sin - below) / rows.length);
     const view = state.zoom && state.zoom.rows === rows.length && state.zoom.cols === cols.length ? state.zoom
       : { r: 0, c: 0, nr: rows.length, nc: cols.length, rows: rows.length, cols: cols.length };
     state.zoom = view.nr === rows.length && view.nc === cols.length ? null : view;
@@ -27,7 +28,8 @@
     let cw = baseW * cols.length / view.nc;
     const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
     const cell = Math.min(cw, ch), labelled = cell >= 7;
-    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? `12px ${FAMILY}` : `9px ${FAMILY}`;
+    // labels no taller than their row: 12 px where a row has room, less where it has not
+    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? `${Math.min(12, Math.floor(cell))}px ${FAMILY}` : `9px ${FAMILY}`;
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8;
