@@ -29,7 +29,7 @@
     const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
     const cell = Math.min(cw, ch), labelled = cell >= 7;
     // labels no taller than their row: 12 px where a row has room, less where it has not
-    const font = cell >= 14 ? `${Math.min(17, Math.round(cell * 0.5) + 4)}px ${FAMILY}` : cell >= 10 ? `${Math.min(12, Math.floor(cell))}px ${FAMILY}` : `9px ${FAMILY}`;
+    const font = cell >= 14 ? `${Math.max(12, Math.min(17, Math.round(cell * 0.5) + 4))}px ${FAMILY}` : cell >= 10 ? `${Math.min(12, Math.floor(cell))}px ${FAMILY}` : `9px ${FAMILY}`;
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8;
