@@ -74,7 +74,8 @@ def _matrix(ax, m: np.ndarray, lim: float, title: str, heads: int, tokens: list[
     if heads:
         d_k = width // heads
         for h in range(heads):
-            ax.axvline(h * d_k - 0.5, color="black", lw=0.8) if h else None
+            if h:  # the border between two heads' columns
+                ax.axvline(h * d_k - 0.5, color="black", lw=0.8)
             ax.axhspan(-0.5, -1.3, xmin=h / heads, xmax=(h + 1) / heads, color=HEAD_COLOURS[h % 8], clip_on=False)
         ax.set_xticks([(h + 0.5) * d_k - 0.5 for h in range(heads)], [f"h{h}" for h in range(heads)], fontsize=TICK)
     else:

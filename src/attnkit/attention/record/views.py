@@ -387,11 +387,10 @@ def _pool_rows(w: Tensor, row_of: Tensor, m: int) -> Tensor:
     return out
 
 
-def _pool_runs(w: Tensor, pixel_of: Tensor, n: int, dim: int = -1) -> Tensor:
-    """The max of each run of cells along ``dim`` that ``pixel_of`` (non-decreasing, 0 .. n - 1)
+def _pool_runs(x: Tensor, pixel_of: Tensor, n: int) -> Tensor:
+    """The max of each run of cells along the last dimension that ``pixel_of`` (non-decreasing, 0 .. n - 1)
     puts in one pixel: a sliding max over the narrowest run's width (one fused kernel) read at
     each run's start, then the cells past that width of the wider runs, one offset at a time."""
-    x = w.movedim(dim, -1)
     lead, c = x.shape[:-1], x.shape[-1]
     counts = torch.bincount(pixel_of, minlength=n)
     first, k = int(counts[0]), int(counts[1:].max()) if n > 1 else 0
@@ -399,10 +398,10 @@ def _pool_runs(w: Tensor, pixel_of: Tensor, n: int, dim: int = -1) -> Tensor:
     # the first by itself, the rest by a pooling of stride k that takes the last one whole or not
     if n > 1 and first <= k and bool((counts[1:-1] == k).all()) and int(counts[-1]) <= k:
         if first == k:  # every run whole but perhaps the last: one pooling of the block as it lies
-            return F.max_pool1d(x.reshape(-1, 1, c), k, stride=k, ceil_mode=True).reshape(*lead, n).movedim(-1, dim)
+            return F.max_pool1d(x.reshape(-1, 1, c), k, stride=k, ceil_mode=True).reshape(*lead, n)
         head = x[..., :first].amax(-1, keepdim=True)
         rest = F.max_pool1d(x[..., first:].reshape(-1, 1, c - first), k, stride=k, ceil_mode=True)
-        return torch.cat([head, rest.reshape(*lead, n - 1)], -1).movedim(-1, dim)
+        return torch.cat([head, rest.reshape(*lead, n - 1)], -1)
     starts = torch.cumsum(counts, 0) - counts
     k = int(counts.min())
     slid = F.max_pool1d(x.reshape(-1, 1, c), k, stride=1).reshape(*lead, c - k + 1) if k > 1 else x
@@ -410,7 +409,7 @@ def _pool_runs(w: Tensor, pixel_of: Tensor, n: int, dim: int = -1) -> Tensor:
     for extra in range(k, int(counts.max())):
         wide = torch.nonzero(counts > extra).flatten()
         out[..., wide] = torch.maximum(out[..., wide], x.index_select(-1, starts[wide] + extra))
-    return out.movedim(-1, dim)
+    return out
 
 
 def _allowed_heads(call: AttentionCall, rows: slice, cols: slice) -> Tensor | None:
