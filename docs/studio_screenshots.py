@@ -84,8 +84,8 @@ def circuit_shots(page, shot) -> None:
     width, height = (box["width"] - 82) / 4, (box["height"] - 44) / 4
     page.hover("#circ-grid", position={"x": 74 + 1.5 * width, "y": 40 + 3.5 * height})  # layer 3, head 1
     shot("circuits")
-    # the map and its answer one under the other: a taller window, so the map's 26 rows keep 12-px labels
-    page.set_viewport_size({"width": VIEWPORT["width"], "height": VIEWPORT["height"] + 160})
+    # the map and its answer one under the other: a taller window, so the map's 26 rows keep 16-px labels
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": VIEWPORT["height"] + 190})
     page.click("#circ-grid", position={"x": 74 + 1.5 * width, "y": 40 + 3.5 * height})  # its map
     page.wait_for_selector("#tab-matrix:not([hidden])")
     hover_cell(page, "#matrix", "name (25)", "→ in (10)")

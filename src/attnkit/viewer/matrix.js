@@ -26,11 +26,17 @@
     const least = Math.min(6, 640 / Math.max(rows.length, cols.length));
     const baseW = clamp(full.w, least, 96), baseH = clamp(full.h, least, 80);
     let cw = baseW * cols.length / view.nc;
-    const ch = baseH * rows.length / view.nr;  // px per cell, zoom included
-    const cell = Math.min(cw, ch), labelled = cell >= 7;
-    // labels no taller than their row: 12 px where a row has room, less where it has not
-    const font = cell >= 14 ? `${Math.max(12, Math.min(17, Math.round(cell * 0.5) + 4))}px ${FAMILY}` : cell >= 10 ? `${Math.min(12, Math.floor(cell))}px ${FAMILY}` : `9px ${FAMILY}`;
+    let ch = baseH * rows.length / view.nr;  // px per cell, zoom included
     const seenRows = rows.slice(view.r, view.r + view.nr), seenCols = cols.slice(view.c, view.c + view.nc);
+    // labels no taller than their row: 12-17 px where a row has room, less where it has not
+    const fontOf = (cell) => cell >= 14 ? `${Math.max(12, Math.min(17, Math.round(cell * 0.85)))}px ${FAMILY}` : cell >= 10 ? `${Math.min(12, Math.floor(cell))}px ${FAMILY}` : `9px ${FAMILY}`;
+    const topOf = (font) => Math.ceil(textWidth(seenCols.map((j) => k[j]), font) * sin + 16);
+    let cell = Math.min(cw, ch), font = fontOf(cell);
+    if (cell >= 7 && !state.zoom && topOf(font) + ch * view.nr + below > room.h) {  // the keys' labels, measured, fit above
+      ch = Math.max(least, (room.h - topOf(font) - below) / view.nr);
+      cell = Math.min(cw, ch); font = fontOf(cell);
+    }
+    const labelled = cell >= 7;
     const lq = labelled ? textWidth(seenRows.map((i) => q[i]), font) : 0, lk = labelled ? textWidth(seenCols.map((j) => k[j]), font) : 0;
     const left = lq + 10, top = labelled ? Math.ceil(lk * sin + 16) : 8;
     const right = Math.max(labelled ? Math.ceil(lk * cos + 12) : 8, ex.p_t ? 8 + Math.ceil(1.6 * Math.max(4, cell / 2.6)) : 0);  // p_t's triangle
@@ -78,13 +84,24 @@
     rows.forEach((i, r) => {
       const p = ex.p_t[i], y = top + (r + 0.5) * ch, edge = last + 0.5;
       // round the cells of the keys the model attends to: the integers j with p_t - D <= j <= p_t + D
-      const first = Math.max(cols[0], Math.ceil(p - ex.window)), lastIn = Math.min(last, Math.floor(p + ex.window));
+      const from = Math.ceil(p - ex.window), to = Math.floor(p + ex.window);
+      const first = Math.max(cols[0], from), lastIn = Math.min(last, to);
       // the outline on the row's edges, its stroke over them (no sliver of a cell outside it), a row's
-      // black edge meeting the next row's between them
+      // black edge meeting the next row's between them; open on a side the matrix's edge cuts, as the
+      // figures draw it (the window goes on past the keys in view)
       const lo = x(first - 0.5), hi = x(lastIn + 0.5), half = Math.max(0.3 * ch, ch / 2 - 1.25);
       if (first <= lastIn) {
-        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
-        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; ctx.strokeRect(lo, y - half, hi - lo, 2 * half);
+        const shut = [from >= cols[0], to <= last], yt = y - half, yb = y + half;
+        const outline = () => {  // a closed side last to first, so the corners join
+          ctx.beginPath();
+          if (shut[0] && shut[1]) ctx.rect(lo, yt, hi - lo, 2 * half);
+          else if (shut[0]) { ctx.moveTo(hi, yt); ctx.lineTo(lo, yt); ctx.lineTo(lo, yb); ctx.lineTo(hi, yb); }
+          else if (shut[1]) { ctx.moveTo(lo, yt); ctx.lineTo(hi, yt); ctx.lineTo(hi, yb); ctx.lineTo(lo, yb); }
+          else { ctx.moveTo(lo, yt); ctx.lineTo(hi, yt); ctx.moveTo(lo, yb); ctx.lineTo(hi, yb); }
+          ctx.stroke();
+        };
+        ctx.strokeStyle = "#111"; ctx.lineWidth = 3.5; outline();
+        ctx.strokeStyle = "#ff9f1c"; ctx.lineWidth = 2; outline();
       }
       const rad = Math.max(4, cell / (p <= edge ? 3.5 : 2.6));  // the triangle a little larger: it sits in a corner
       ctx.beginPath();
@@ -201,6 +218,8 @@
     const more = ex.p_t && state.kind === "cross" && !z  // a line each: the wrap never splits one apart
       ? [`orange outline: each row's window p_t ± ${ex.window}`, "white ring: p_t; a triangle: p_t lies past the last key"]
       : [where || (state.head === "mean" && heads() > 1 ? `average of ${heads()} heads` : "")];
+    const streamed = lib.streamedClass(ex);
+    if (streamed) more.push(streamed);
     colourBar($("legend"), BAR + 760, state.scale === "row" ? "row's largest" : "1", [text, ...more]);
   }
 
