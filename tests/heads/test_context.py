@@ -196,6 +196,41 @@ def test_the_classes_separate_a_copying_head_from_a_local_one(copier_path):
     assert classes[prev] == "streaming" and classes[copy] == "retrieval", needs.report()
     assert needs.outside[copy] > 0.5 > needs.outside[prev]
     assert needs.cost[copy] > 10 * max(needs.cost[prev], needs.threshold)
+    # the repeat is a needle: the model copies it, the induction head over the cache breaks it
+    assert needs.needle is not None and needs.needle_base is not None and needs.needle_base > 0.9
+    assert needs.needle[prev] >= needs.needle_base - context.NEEDLE_DROP
+    assert needs.needle[copy] < needs.needle_base - 0.3, needs.report()
+    assert "needle" in needs.report() and all("needle" in row for row in needs.rows())
+
+
+def test_the_needle_accuracy_is_the_models_own_next_token(llama):
+    """A head alone streaming: the needle's accuracy is the share of the copy's tokens after its
+    first where transformers' own logits put the next token first, counted by hand."""
+    rng = random.Random(5)
+    hay, pin = rng.choices(tiny_hf.WORDS, k=30), rng.choices(tiny_hf.WORDS, k=6)
+    texts = [" ".join(hay[:10] + pin + hay[10:] + pin), " ".join(pin + hay + pin)]
+    prepared = llama.prepare(texts, max_new_tokens=0)
+    modules = context._decoder_modules(llama, prepared[0])
+    module, n = modules["decoder", 1]
+    got = context.streaming_costs(llama, prepared, sinks=1, window=4, heads=[("decoder", 1, 0)])
+    assert got is not None and got.needle is not None and got.needle_base is not None
+    assert np.isnan(got.needle[0, 0]) and not np.isnan(got.needle[1, 0])
+    gate = torch.ones(n)
+    gate[0] = 0.0
+    for gates, want in ((None, got.needle_base), ({module: gate}, got.needle[1, 0])):
+        right = total = 0
+        for p in prepared:
+            ids = torch.tensor(p.tgt_in_ids)
+            copy_at = len(ids) - len(llama.hf.tokenizer(" " + " ".join(pin), add_special_tokens=False)["input_ids"])
+            with torch.no_grad(), streaming(gates or {}, sinks=1, window=4):
+                logits = llama.hf.model(ids[None]).logits[0]
+            at = torch.arange(copy_at, len(ids) - 1)
+            right += int((logits[at].argmax(-1) == ids[at + 1]).sum())
+            total += len(at)
+        assert want == pytest.approx(right / total, abs=1e-12)
+    # an input that ends with no copy: no needle measured
+    plain = llama.prepare([" ".join(hay)], max_new_tokens=0)
+    assert context.streaming_costs(llama, plain, sinks=1, window=4, heads=[("decoder", 0, 0)]).needle is None
 
 
 def test_the_layers_before_a_head_are_taken_not_run_again(llama):
@@ -205,7 +240,7 @@ def test_the_layers_before_a_head_are_taken_not_run_again(llama):
     prepared = llama.prepare([text], max_new_tokens=0)
     got = context.streaming_costs(llama, prepared, sinks=1, window=4)
     assert got is not None
-    base, costs = got
+    base, costs = got.base, got.cost
     modules = context._decoder_modules(llama, prepared[0])
     measured = context.measure(llama, prepared)
     calls = []

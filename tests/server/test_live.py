@@ -322,6 +322,17 @@ def test_circuits_and_why_a_cell_is_bright_in_the_browser(browser):
         assert "Layer 3, head 1: name (25) → in (10)" in why
         terms = [line for line in why.splitlines() if "×" in line][1:]  # under the table's header
         assert terms[0].startswith("blocks.0.mlp × blocks.2.attn.h1")  # the largest: the previous-token head at the key
+        # each head alone over a cache of 4 sinks + 8 recent keys: the induction head needs more, and its
+        # map's legend says so
+        page.click("#tabs [data-tab=atlas]")
+        page.select_option("#atlas-stream", "4,8")
+        page.wait_for_function(
+            "[...document.getElementById('atlas-by').options].some(o => o.value === 'stream_needle')", timeout=120_000
+        )
+        page.click("#tabs [data-tab=matrix]")
+        legend = page.get_attribute("#legend", "aria-label")
+        assert "the head atlas: a retrieval head over 4 sinks + 8 recent keys, alone (loss +0.2" in legend, legend
+        assert "the copy 0.444 predicted (0.333 with every head exact)" in legend, legend
         page.context.close()
         assert errors == [], errors
 

@@ -155,6 +155,12 @@ def test_the_atlas_runs_each_head_over_a_cache(served):
     cost = np.array(c.cost, dtype=float)
     assert cost.shape == eager.shape[:2] and np.isfinite(cost).all() and np.abs(cost).max() > 0
     assert np.isfinite(np.array(c.estimate, dtype=float)).all()
+    # the text's words repeat every 24: it ends with a copy, the share of it predicted is measured
+    assert c.needle is not None and c.needle_base is not None and c.needle_drop is not None
+    needle = np.array(c.needle, dtype=float)
+    assert needle.shape == cost.shape and ((needle >= 0) & (needle <= 1)).all()
+    streams = (cost <= c.threshold) & (needle >= c.needle_base - c.needle_drop)
+    assert c.classes == np.where(streams, "streaming", "retrieval").tolist()
     heads = client.post("/api/heads", json={"record": answer["record"], "kind": "decoder", "layer": 0}).json()
     assert "outside" not in heads["layers"][0]["stats"]  # the head list's cache is 4 + 1,020: none past it
 

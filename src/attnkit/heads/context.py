@@ -15,10 +15,15 @@ cost       the model's measure (``ablation.measure``: its output tokens' loss, n
            per head, the cache applied for real
 estimate   the first-order cost, -d measure / d g_h at g = 1 (DuoAttention's gate between the
            head's full and streaming outputs, eq. 1): every head from one forward and one backward
+needle     where every input ends with a copy of an earlier span (the needle probe, a repeated
+           sequence): the share of the copy's tokens after its first that the model predicts
+           (its most likely next token is the copy's), with that head alone streaming; read from
+           the same forward as the cost (Wu et al.'s and DuoAttention's needle retrieval)
 
 outside and change are means over the queries that see more keys than the cache holds (query
 position i' >= sinks + window); the others lose nothing. A head is ``streaming`` when its cost
-(where measured, else its estimate) is at most the threshold, else ``retrieval``.
+(where measured, else its estimate) is at most the threshold and, where the needle is measured,
+streaming costs it at most ``NEEDLE_DROP`` of its accuracy; else ``retrieval``.
 
 ``streaming_curve`` answers DuoAttention's question: with the heads made streaming cheapest first,
 the measure at each count of streaming heads, and how many can stream for at most a stated loss.
@@ -26,10 +31,11 @@ the measure at each count of streaming heads, and how many can stream for at mos
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -46,9 +52,11 @@ from ..inspection.capture import Prepared
 from ..loaded.recompute import layers_recomputed, replaying
 from ..memory import check_fits
 from .ablation import Head, Mapper, _each, _grids, attention_modules, forward_bytes, measure
+from .detectors import copied_span
 
 SINKS, WINDOW = 4, 1020  # StreamingLLM's cache: 4 attention sinks and 1,020 recent keys
 THRESHOLD = 0.01  # nats per token a streaming head may cost
+NEEDLE_DROP = 0.05  # the share of the needle's tokens a streaming head may lose
 KIND = "decoder"  # the attention a key-value cache serves: a decoder's self-attention
 
 
@@ -202,6 +210,8 @@ class ContextNeeds:
     inputs: int = 0
     retrieval: np.ndarray | None = None  # Wu et al.'s retrieval score, beside the classes (``heads.detectors``)
     notes: list[str] = field(default_factory=list)
+    needle: np.ndarray | None = None  # the needle's accuracy with each head alone streaming (NaN: not measured)
+    needle_base: float | None = None  # the needle's accuracy with every head exact
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -218,7 +228,10 @@ class ContextNeeds:
         """ "streaming" (costs at most ``threshold``) or "retrieval" per head ("" where neither
         cost nor estimate was found)."""
         effect = self.effect()
-        return np.where(np.isnan(effect), "", np.where(effect <= self.threshold, "streaming", "retrieval"))
+        streams = effect <= self.threshold
+        if self.needle is not None and self.needle_base is not None:
+            streams &= np.isnan(self.needle) | (self.needle >= self.needle_base - NEEDLE_DROP)
+        return np.where(np.isnan(effect), "", np.where(streams, "streaming", "retrieval"))
 
     def rows(self) -> list[dict]:
         """One row per (layer, head), every measure and the class."""
@@ -228,7 +241,7 @@ class ContextNeeds:
         for li in range(layers):
             for h in range(heads):
                 row: dict[str, Any] = {"layer": li, "head": h}
-                for name in ("outside", "change", "estimate", "cost", "retrieval"):
+                for name in ("outside", "change", "estimate", "cost", "needle", "retrieval"):
                     values = getattr(self, name)
                     if values is not None and not np.isnan(values[li, h]):
                         row[name] = round(float(values[li, h]), 6)
@@ -239,6 +252,8 @@ class ContextNeeds:
     def write(self, path: Path) -> None:
         """Every head's measures and class as JSON (with the cache and the threshold) or CSV, by suffix."""
         about = {"sinks": self.sinks, "window": self.window, "threshold": self.threshold, "measure": self.measure}
+        if self.needle_base is not None:
+            about |= {"needle_base": round(self.needle_base, 6), "needle_drop": NEEDLE_DROP}
         write_table(path, self.rows(), {**about, "base": round(self.base, 6)}, "the heads' needs")
 
     def report(self) -> str:
@@ -250,8 +265,8 @@ class ContextNeeds:
             f"sink{'' if self.sinks == 1 else 's'} + {self.window:,} recent keys ({self.queries:,} queries past it over {self.inputs} input(s)); "
             f"{self.measure} with every head exact: {self.base:.4f}",
             "  layer head  outside  change  " + ("estimate  " if self.estimate is not None else "")
-            + ("cost      " if self.cost is not None else "") + ("retrieval  " if self.retrieval is not None else "")
-            + "class",
+            + ("cost      " if self.cost is not None else "") + ("needle  " if self.needle is not None else "")
+            + ("retrieval  " if self.retrieval is not None else "") + "class",
         ]  # fmt: skip
         order = np.argsort(-np.nan_to_num(effect, nan=-np.inf), axis=None, kind="stable")
         for i in order:
@@ -260,14 +275,21 @@ class ContextNeeds:
             for values, width in ((self.estimate, 8), (self.cost, 8)):
                 if values is not None:
                     cells.append("" if np.isnan(values[li, h]) else f"{values[li, h]:+{width}.4f}")
+            if self.needle is not None:
+                cells.append("      " if np.isnan(self.needle[li, h]) else f"{self.needle[li, h]:6.3f}")
             if self.retrieval is not None:
                 cells.append(f"{self.retrieval[li, h]:9.2f}")
             lines.append("  ".join(c if c else " " * 9 for c in cells) + f"  {classes[li, h]}")
         counts = {c: int((classes == c).sum()) for c in ("streaming", "retrieval")}
         basis = "cost" if self.cost is not None and not np.isnan(self.cost).all() else "first-order estimate"
+        needle = (
+            f" and it keeps the needle's accuracy within {NEEDLE_DROP:g} of {self.needle_base:.3f} (every head exact)"
+            if self.needle is not None and self.needle_base is not None
+            else ""
+        )
         lines.append(
             f"{counts['streaming']} streaming, {counts['retrieval']} retrieval: streaming where the head's {basis} "
-            f"is at most {self.threshold:g} ({self.measure.split(' (')[0]})"
+            f"is at most {self.threshold:g} ({self.measure.split(' (')[0]}){needle}"
         )
         if self.cost is not None and self.estimate is not None:
             both = ~np.isnan(self.cost) & ~np.isnan(self.estimate)
@@ -351,6 +373,17 @@ def cache_losses(model: Any, prepared: list[Prepared], policy: Policy | None, *,
     return total / count
 
 
+class Costs(NamedTuple):
+    """``streaming_costs``' answer: the measure with every head exact, each head's change of it
+    (layers, heads), and where every input ends with a copy, the needle's accuracy with every head
+    exact and with each head streaming (NaN where not measured)."""
+
+    base: float
+    cost: np.ndarray
+    needle: np.ndarray | None = None
+    needle_base: float | None = None
+
+
 def streaming_costs(
     model: Any,
     prepared: list[Prepared],
@@ -359,34 +392,93 @@ def streaming_costs(
     heads: list[Head] | None = None,
     *,
     mapper: Mapper = _each,
-) -> tuple[float, np.ndarray] | None:
+) -> Costs | None:
     """The measure with every head exact, and (layers, heads) its change with each head alone
     streaming (``heads``: only those, the rest NaN): one forward per head, from the head's layer
-    on (the layers before it give what they gave with every head exact: ``_Kept``). None on
-    the processes but the first (``mapper`` as in ``ablation.ablation_effects``)."""
+    on (the layers before it give what they gave with every head exact: ``_Kept``); the needle's
+    accuracy from the same forwards where every input ends with a copy (``Needle``). None on the
+    processes but the first (``mapper`` as in ``ablation.ablation_effects``)."""
     modules = _decoder_modules(model, prepared[0])
     measured = measure(model, prepared)
     chosen = heads if heads is not None else [(KIND, li, h) for (_, li), (_, n) in modules.items() for h in range(n)]
     for kind, layer, head in chosen:
         if (kind, layer) not in modules or not 0 <= head < modules[kind, layer][1]:
             raise ValueError(f"no head {head} in layer {layer} of the {kind} attention")
-    kept = _Kept(model, measured)
-    base = kept.base
+    needle = Needle.of(model, prepared)
+    with needle.listening():
+        kept = _Kept(model, measured)
+    base, needle_base = kept.base, needle.accuracy()
 
-    def cost(at: Head) -> float:
+    def cost(at: Head) -> tuple[float, float | None]:
         module, n = modules[at[0], at[1]]
         gate = torch.ones(n)
         gate[at[2]] = 0.0
-        with torch.no_grad(), streaming({module: gate}, sinks=sinks, window=window):
-            return kept.mean(module) - base
+        with torch.no_grad(), streaming({module: gate}, sinks=sinks, window=window), needle.listening():
+            return kept.mean(module) - base, needle.accuracy()
 
     found = mapper(list(chosen), cost)
     if found is None:
         return None
-    out = _grids(modules, np.nan)[KIND]
-    for (_, layer, head), value in zip(chosen, found):
+    out, hits = _grids(modules, np.nan)[KIND], _grids(modules, np.nan)[KIND]
+    for (_, layer, head), (value, accuracy) in zip(chosen, found):
         out[layer, head] = value
-    return base, out
+        hits[layer, head] = np.nan if accuracy is None else accuracy
+    if needle_base is None:
+        return Costs(base, out)
+    return Costs(base, out, hits, needle_base)
+
+
+class Needle(Listener):
+    """The needle's accuracy over forward passes, one per input in order: at the logits site, the
+    share of the copy's tokens (after its first, which nothing before it names) that the model's
+    most likely next token gets right. Inert where some input does not end with a copy of an
+    earlier span (``detectors.copied_span``) or the model names no logits site."""
+
+    def __init__(self, targets: list[tuple[Tensor, Tensor]] | None) -> None:
+        self.targets = targets  # per input: (query positions, the next tokens there)
+        self.hits: list[int] = []
+
+    @classmethod
+    def of(cls, model: Any, prepared: list[Prepared]) -> Needle:
+        if not any(s.role == "logits" for s in model.sites()):
+            return cls(None)
+        targets = []
+        for p in prepared:
+            span = copied_span(list(p.tgt_in_tokens))
+            if p.tgt_in_ids is None or span is None or len(p.tgt_in_ids) != len(p.tgt_in_tokens):
+                return cls(None)
+            ids, answer = torch.as_tensor(p.tgt_in_ids), span[1]
+            at = torch.arange(answer, len(ids) - 1)
+            targets.append((at, ids[at + 1]))
+        return cls(targets)
+
+    def wants(self, site: Site) -> bool:
+        return site.role == "logits"
+
+    def activation(self, site: Site, x: Tensor) -> Tensor | None:
+        if self.targets is not None and len(self.hits) < len(self.targets):
+            at, want = self.targets[len(self.hits)]
+            top = x[0, at.to(x.device)].argmax(-1)  # (positions,): the model's most likely next tokens
+            self.hits.append(int((top == want.to(top.device)).sum()))
+        else:
+            self.hits.append(-1)  # more forwards than inputs: not one per input
+        return None
+
+    @contextlib.contextmanager
+    def listening(self) -> Iterator[None]:
+        self.hits = []
+        if self.targets is None:
+            yield
+            return
+        with listening(self):
+            yield
+
+    def accuracy(self) -> float | None:
+        """The share right over the passes heard since ``listening`` began (None: inert, or the
+        passes were not one per input)."""
+        if self.targets is None or len(self.hits) != len(self.targets) or min(self.hits, default=-1) < 0:
+            return None
+        return sum(self.hits) / sum(len(at) for at, _ in self.targets)
 
 
 class _Kept:
@@ -517,18 +609,18 @@ def context_needs(
         base = measure(model, prepared).mean()
     tell("first-order costs (one backward per input)")
     estimate = streaming_estimates(model, prepared, sinks, window, mapper=mapper)
-    cost = None
+    got: Costs | None = None
     if exact:
         tell("each head alone over the cache")
         got = streaming_costs(model, prepared, sinks, window, mapper=mapper)
         if got is None:
             return None
-        cost = got[1]
     if estimate is None:
         return None
     return ContextNeeds(
-        sinks, window, measure(model, prepared).name, base, outside, change, queries, estimate, cost, threshold,
-        len(prepared),
+        sinks, window, measure(model, prepared).name, base, outside, change, queries, estimate,
+        None if got is None else got.cost, threshold, len(prepared),
+        needle=None if got is None else got.needle, needle_base=None if got is None else got.needle_base,
     )  # fmt: skip
 
 

@@ -7,9 +7,11 @@ repeated   Olsson et al. 2022 and TransformerLens score induction heads on a ran
            attends to the word after the earlier copy of the current one (``induction``), and a
            model that copies predicts every word of it.
 needle     Wu et al. 2024's needle in a haystack, teacher-forced: a haystack of filler (random
-           words, or the words of a text given) with a needle of NEEDLE_WORDS random words put
-           in at a depth from near the start to near the end, then the needle again as the
-           answer. A retrieval head attends, while the answer is written, to the needle's copy of
+           words, or the words of a text given) with a needle of NEEDLE_WORDS words put in at a
+           depth from near the start to near the end, then the needle again as the answer. The
+           needle is random words; with a text, a run of its own words from elsewhere in it, so
+           that it reads as the text does (a model trained on such text copies what it can
+           read). A retrieval head attends, while the answer is written, to the needle's copy of
            the token being written (``retrieval``).
 """
 
@@ -82,8 +84,10 @@ def needle(
     haystack: list[str] | None = None,
 ) -> list[str]:
     """``inputs`` texts of about ``tokens`` tokens: a haystack (random words, or ``haystack``'s
-    words in order, repeated as needed) with a needle of random words put in at depths spread
-    from near its start to near its end, then the needle again."""
+    words in order, repeated as needed) with a needle put in at depths spread from near its start
+    to near its end, then the needle again. The needle: random words of ``words``; with a
+    ``haystack`` longer than the haystack and the needle together, the NEEDLE_WORDS of it that
+    follow the haystack's own."""
     rng = random.Random(seed)
     filler = haystack or words
     per = _per_token(filler, count, rng)
@@ -95,7 +99,13 @@ def needle(
             if haystack is None
             else [filler[(n * 7919 + i) % len(filler)] for i in range(size)]
         )
-        pin = rng.choices(words, k=NEEDLE_WORDS)
+        start = n * 7919 + size
+        own = haystack is not None and len(filler) > size + NEEDLE_WORDS
+        pin = (
+            [filler[(start + i) % len(filler)] for i in range(NEEDLE_WORDS)]
+            if own
+            else rng.choices(words, k=NEEDLE_WORDS)
+        )
         at = round(size * (n + 0.5) / inputs)
         out.append(" ".join(hay[:at] + pin + hay[at:] + pin))
     return out

@@ -472,11 +472,18 @@ class AtlasStreaming(BaseModel):
     window: int
     measure: str = Field(description="what is measured: the output tokens' loss")
     base: float = Field(description="the measure with every head exact")
-    threshold: float = Field(description="a head costing more is a retrieval head, else a streaming one")
+    threshold: float = Field(description="a head costing more is a retrieval head (or losing more of a needle)")
     cost: Grid = Field(description="the measure with the head alone over the cache, less the base")
     estimate: Grid = Field(description="the first-order cost, <dL/dz, z' - z>")
     outside: Grid = Field(description="each query's weight on the keys the cache drops, the mean past it")
     change: Grid = Field(description="|z' - z| / |z|, the head's output change over the cache")
+    classes: list[list[str]] = Field(description="each head's class: streaming, retrieval, or empty (not measured)")
+    needle: Grid | None = Field(
+        None, description="where the input ends with a copy of an earlier span: the share of it predicted, the head "
+        "alone over the cache",
+    )  # fmt: skip
+    needle_base: float | None = Field(None, description="the share of the copy predicted with every head exact")
+    needle_drop: float | None = Field(None, description="a head losing more of the copy is a retrieval head")
 
 
 class Atlas(BaseModel):

@@ -597,7 +597,7 @@ class Studio:
 
     def _streaming(self, m: StudioModel, source: tuple | None, kind: str, cache: tuple[int, int]) -> dict:
         """Each decoder head alone over a StreamingLLM cache (``heads.context``) of the held input."""
-        from ..heads.context import KIND, context_needs
+        from ..heads.context import KIND, NEEDLE_DROP, context_needs
 
         if kind != KIND:
             raise RequestError(f"a key-value cache serves a decoder's self-attention, not {kind} attention")
@@ -609,8 +609,11 @@ class Studio:
             raise RequestError(str(err)) from None
         assert needs is not None  # one process: every result here
         grid = {name: _grid(getattr(needs, name)) for name in ("cost", "estimate", "outside", "change")}
+        needle = {} if needs.needle is None or needs.needle_base is None else {
+            "needle": _grid(needs.needle), "needle_base": round(needs.needle_base, DIGITS), "needle_drop": NEEDLE_DROP
+        }  # fmt: skip
         return {"sinks": needs.sinks, "window": needs.window, "measure": needs.measure, "base": round(needs.base, DIGITS),
-                "threshold": needs.threshold, **grid}  # fmt: skip
+                "threshold": needs.threshold, "classes": needs.classes().tolist(), **grid, **needle}  # fmt: skip
 
     def _circuits(self, request: dict, m: StudioModel) -> dict:
         """Which heads carry one behaviour: activation and attribution patching of every head, path

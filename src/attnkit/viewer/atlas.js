@@ -43,6 +43,12 @@
                  `less ${c.base.toFixed(3)}; outlined: retrieval heads, costing more than ${c.threshold} (the others can stream)` });
       out.push({ key: "stream_outside", label: "weight outside the cache", values: c.outside, threshold: null, unit: "weight", scale: "share",
                  about: `each query's weight on the keys ${cache} drops, the mean over the queries past it` });
+      if (c.needle) {
+        const lost = c.needle.map((row) => row.map((v) => v === null ? null : Math.max(0, c.needle_base - v)));
+        out.push({ key: "stream_needle", label: "copy lost over the cache", values: lost, threshold: c.needle_drop, unit: "share of the copy",
+                   scale: "share", about: `the input ends with a copy of an earlier span: the share of it the model predicts with every head ` +
+                   `exact (${c.needle_base.toFixed(3)}) less that with the head alone over ${cache}; outlined: retrieval heads, losing more than ${c.needle_drop}` });
+      }
       out.push({ key: "stream_estimate", label: "cost, first-order", values: c.estimate, threshold: null, unit: `change in the ${c.measure}`,
                  scale: "effect", about: "<dL/dz, z' − z>: the gradient on a gate between the head's full and cached outputs (DuoAttention's)" });
     }
@@ -66,6 +72,7 @@
     $("readout").textContent = $("atlas-ablate").value || $("atlas-stream").value ? "running each head in turn (the model runs once per head)…" : "scoring every head…";
     let a;
     try { a = await ask(ex); } catch (err) { if (mine === ticket) $("readout").textContent = String(err.message || err); return; }
+    if (a.streaming) state.streamed = { record: ex.record, kind: state.kind, ...a.streaming };  // the maps' legends name each head's class
     if (mine !== ticket || state.tab !== "atlas") return;
     const list = measures(a);
     fillChoices(list);

@@ -213,6 +213,7 @@
       `layer ${lib.layerName(state.layer)}, ${which}: ${span}; ${how}`,
       [scaleNote, masked.replace(" · ", "")].filter(Boolean).join(" · "),
       ...(cacheNote ? [cacheNote] : []),
+      ...(lib.streamedClass(ex) ? [lib.streamedClass(ex)] : []),
       "wheel: zoom · drag: zoom to a box · double-click: the whole map",
     ], log ? DECADE(LOG_DECADES) : "0",  // "or less": the note beside the bar
     log ? [...Array(LOG_DECADES - 1).keys()].map((i) => [(i + 1) / LOG_DECADES, DECADE(LOG_DECADES - 1 - i)]) : []);

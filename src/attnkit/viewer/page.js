@@ -259,6 +259,7 @@
   function colourBar(canvas, width, top, lines, bottom = "0", ticks = []) {
     width = Math.min(width, area().w);  // never past the pane's edge
     const under = width - BAR - 28 < 220;  // too narrow for the words beside the bar: under it
+    canvas.setAttribute("aria-label", lines.filter(Boolean).join("\n"));  // the legend's words, for a reader (and the tests)
     lines = wrapped(lines, LEGEND, under ? width - 12 : width - BAR - 28);  // every line, the canvas as tall as they need
     const ctx = setupCanvas(canvas, width, under ? 48 + 18 * lines.length : Math.max(44, 8 + 18 * lines.length));
     for (let x = 0; x < BAR; x++) { ctx.fillStyle = colour(x / (BAR - 1)); ctx.fillRect(x + 10, 4, 1, 14); }
@@ -437,11 +438,24 @@
     }
   }
 
+  // A head's class over the last StreamingLLM cache the head atlas measured on this input (atlas.js
+  // keeps it): a line for the maps' legends, or "" where none was measured for the head shown
+  function streamedClass(ex) {
+    const c = state.streamed, head = state.head;
+    if (!c || c.record !== ex.record || c.kind !== state.kind || head === "mean" || !c.classes[state.layer]) return "";
+    const cls = c.classes[state.layer][head], cost = c.cost[state.layer][head];
+    if (!cls) return "";
+    const needle = c.needle && c.needle[state.layer][head] !== null
+      ? `; the copy ${c.needle[state.layer][head].toFixed(3)} predicted (${c.needle_base.toFixed(3)} with every head exact)` : "";
+    return `the head atlas: a ${cls} head over ${c.sinks} sinks + ${c.window.toLocaleString("en")} recent keys, alone ` +
+      `(${c.measure.split(" (")[0]} ${cost === null ? "not measured" : (cost >= 0 ? "+" : "−") + Math.abs(cost).toFixed(4)}${needle})`;
+  }
+
   // ---- the views: one file each (head.js, matrix.js, model.js, neuron.js, attribution.js, image.js,
   // positions.js, atlas.js, circuits.js; long.js draws a long input's), each made from what it needs of this page
   const lib = { $, html, el, state, example, queries, keys, shown, heads, matrixOf, rowScale, scaleNote, area, clamp, fitCells, textWidth,
                 fmt, layerName, layerCount, setupCanvas, renderCells, colourBar, BAR, colour, diverging, rgb, api, currentModel,
-                selectTab, draw, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, LEGEND, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
+                selectTab, draw, streamedClass, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, LEGEND, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
   const VIEWS = Object.fromEntries(Object.entries(window.attnkitViews).map(([name, make]) => [name, make(lib)]));
   const TABS = Object.assign({}, ...Object.values(VIEWS).map((v) => v.tabs).filter((t) => !Array.isArray(t)));
 
