@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from attnkit.cli import main
+from attnkit.cli.flags import HelpFormatter
 
 
 def test_positions_writes_a_figure(tmp_path, capsys):
@@ -87,6 +88,9 @@ def test_every_subcommand_speaks_the_shared_flags(name, capsys):
     for flag in ("--device", "--beam", "--checkpoint"):
         if flag in options:
             assert f"(default: {options[flag].default})" in " ".join(text.split()), flag
+    for action in visible:  # each default said once: by the help's own words or by the formatter
+        said = HelpFormatter(name)._get_help_string(action)
+        assert said.count("(default") - said.count("%(default") <= 1, action.option_strings
     assert not any(o.help == argparse.SUPPRESS for o in options.values())  # no hidden spellings
 
 

@@ -231,6 +231,10 @@ def test_the_needle_accuracy_is_the_models_own_next_token(llama):
     # an input that ends with no copy: no needle measured
     plain = llama.prepare([" ".join(hay)], max_new_tokens=0)
     assert context.streaming_costs(llama, plain, sinks=1, window=4, heads=[("decoder", 0, 0)]).needle is None
+    # a copy the model wrote itself is its own prediction: no needle measured either
+    written = llama.prepare([texts[1]], max_new_tokens=8)
+    assert written[0].output
+    assert context.streaming_costs(llama, written, sinks=1, window=4, heads=[("decoder", 0, 0)]).needle is None
 
 
 def test_the_layers_before_a_head_are_taken_not_run_again(llama):

@@ -125,12 +125,14 @@ class Parser(argparse.ArgumentParser):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Keeps the examples' line breaks and states every option's default (unless it has none)."""
+    """Keeps the examples' line breaks and states every option's default (unless it has none, or
+    its help states it already)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "%(default)" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        stated = "%(default)" in text or "(default" in text
+        if stated or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
             return text
         return f"{text} (default: %(default)s)"
 

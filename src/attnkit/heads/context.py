@@ -16,7 +16,7 @@ cost       the model's measure (``ablation.measure``: its output tokens' loss, n
 estimate   the first-order cost, -d measure / d g_h at g = 1 (DuoAttention's gate between the
            head's full and streaming outputs, eq. 1): every head from one forward and one backward
 needle     where every input ends with a copy of an earlier span (the needle probe, a repeated
-           sequence): the share of the copy's tokens after its first that the model predicts
+           sequence; not a continuation the model wrote itself): the share of the copy's tokens after its first that the model predicts
            (its most likely next token is the copy's), with that head alone streaming; read from
            the same forward as the cost (Wu et al.'s and DuoAttention's needle retrieval)
 
@@ -432,7 +432,8 @@ class Needle(Listener):
     """The needle's accuracy over forward passes, one per input in order: at the logits site, the
     share of the copy's tokens (after its first, which nothing before it names) that the model's
     most likely next token gets right. Inert where some input does not end with a copy of an
-    earlier span (``detectors.copied_span``) or the model names no logits site."""
+    earlier span (``detectors.copied_span``), ends with a continuation the model wrote (a copy
+    there is the model's own prediction) or the model names no logits site."""
 
     def __init__(self, targets: list[tuple[Tensor, Tensor]] | None) -> None:
         self.targets = targets  # per input: (query positions, the next tokens there)
@@ -445,7 +446,8 @@ class Needle(Listener):
         targets = []
         for p in prepared:
             span = copied_span(list(p.tgt_in_tokens))
-            if p.tgt_in_ids is None or span is None or len(p.tgt_in_ids) != len(p.tgt_in_tokens):
+            own = bool(p.output)  # a continuation the model wrote: its own most likely tokens, right by construction
+            if own or p.tgt_in_ids is None or span is None or len(p.tgt_in_ids) != len(p.tgt_in_tokens):
                 return cls(None)
             ids, answer = torch.as_tensor(p.tgt_in_ids), span[1]
             at = torch.arange(answer, len(ids) - 1)
