@@ -4,6 +4,8 @@ here over the dense map (formed by softmax of the same q and k) in NumPy, float6
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -259,7 +261,13 @@ def test_the_report_says_why_a_detector_is_silent_or_cannot_rank():
     assert _ranked(tied, 4) == ": 8 of 8 heads tie at 1.00 on these inputs: too little input to rank them"
     spread = np.arange(8, dtype=float).reshape(2, 4) / 8
     assert _ranked(spread, 4) == ", highest: layer 1 head 3 0.88, layer 1 head 2 0.75, layer 1 head 1 0.62"
-    assert "--probe repeat" in DETECTORS["induction"].needs and "--probe needle" in DETECTORS["retrieval"].needs
+    assert "--probe repeated" in DETECTORS["induction"].needs and "--probe needle" in DETECTORS["retrieval"].needs
+    from attnkit.cli.main import build_parser
+
+    named = {m for d in DETECTORS.values() for m in re.findall(r"--probe (\w+)", d.needs)}
+    assert named == {"repeated", "needle"}
+    for probe in named:  # each names a probe the command takes
+        assert build_parser().parse_args(["heads", "some-model", "--probe", probe]).probe == probe
     assert all(d.needs == "" or d.needs.startswith(("a ", "an ")) for d in DETECTORS.values())
 
 

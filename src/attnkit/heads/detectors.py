@@ -92,7 +92,7 @@ DETECTORS = {
             0.5,
             "Wang et al. 2022",
             "weight on earlier copies of its own token",
-            "a token that repeats an earlier one (--probe repeat builds such inputs)",
+            "a token that repeats an earlier one (--probe repeated builds such inputs)",
         ),
         Detector(
             "induction",
@@ -101,7 +101,7 @@ DETECTORS = {
             0.4,
             "Olsson et al. 2022",
             "weight on the token after an earlier copy",
-            "a token whose previous token occurred earlier (--probe repeat builds such inputs)",
+            "a token whose previous token occurred earlier (--probe repeated builds such inputs)",
         ),
         Detector(
             "retrieval",
