@@ -45,6 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from ..attention.record import Tap
+from .names import GRADIENT_LABELS
 
 # one attention call (or an RNN's steps over one attention): its kind and the weights it mixed with
 Calls = list[tuple[str, list[Tap]]]
@@ -222,7 +223,10 @@ def input_x_gradient(scorer: Scorer) -> np.ndarray:
 
 
 GRADIENT_METHODS: dict[str, tuple[Callable[[Scorer], np.ndarray], str]] = {
-    "grad-attention": (gradient_attention, "gradient-weighted attention (Chefer et al. 2021)"),
-    "integrated-gradients": (integrated_gradients, "integrated gradients (Sundararajan et al. 2017)"),
-    "input-x-gradient": (input_x_gradient, "input × gradient (Shrikumar et al. 2016)"),
+    name: (fn, GRADIENT_LABELS[name])
+    for name, fn in (
+        ("grad-attention", gradient_attention),
+        ("integrated-gradients", integrated_gradients),
+        ("input-x-gradient", input_x_gradient),
+    )
 }

@@ -32,6 +32,7 @@ from ..inspection.capture import AttentionRecord, Prepared, capture_ids
 from ..models.interface import EncoderModel, Seq2SeqModel
 from .flow import attention_flow
 from .gradients import GRADIENT_METHODS, Scorer, attention_relevance, normalise_rows
+from .names import ALL_METHODS, CAPTION_METHODS, LABELS, MAP_METHODS
 from .rollout import raw_attention, rollout
 from .scorers import SENTENCE_ROW
 from .value_norm import call_value_norms, value_norm_scores
@@ -52,17 +53,9 @@ class Attributable(Protocol):
 
 # name -> (self-attention maps (layers, heads, s, s) -> (s, s) scores), what it is
 METHODS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
-    "attention": (raw_attention, "raw attention, last layer, mean of heads"),
-    "rollout": (rollout, "attention rollout (Abnar & Zuidema 2020)"),
-    "flow": (attention_flow, "attention flow (Abnar & Zuidema 2020)"),
+    name: (fn, MAP_METHODS[name])
+    for name, fn in (("attention", raw_attention), ("rollout", rollout), ("flow", attention_flow))
 }
-# methods that need the model itself, not only its maps
-MODEL_METHODS = {
-    "value-norm": "value-norm (Kobayashi et al. 2020), last layer",
-    **{name: label for name, (_, label) in GRADIENT_METHODS.items()},
-}
-ALL_METHODS = [*METHODS, *MODEL_METHODS]
-LABELS = {**{name: label for name, (_, label) in METHODS.items()}, **MODEL_METHODS}  # what a figure calls each
 SIDES = ("output", "encoder", "sentence")
 
 
@@ -275,9 +268,6 @@ def attribute(
         if scores.shape != (len(rows), len(cols)):
             raise ValueError(f"{m}: {scores.shape} scores for {len(rows)} x {len(cols)} tokens")
     return out
-
-
-CAPTION_METHODS = ["attention", *GRADIENT_METHODS]
 
 
 def attribute_caption(

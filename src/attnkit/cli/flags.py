@@ -16,10 +16,9 @@ import argparse
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
-from ..config import BLEU_TOKENIZERS, DEVICES
+from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS, DEVICES
 from ..data.multi30k import SPLITS as MULTI30K_SPLITS
-from ..evaluation.evaluate import DETOKENIZE_LANGS
-from ..loading.model_dir import CHECKPOINT_CHOICES
+from ..loading import CHECKPOINT_CHOICES
 from ..positions import POSITION_ENCODINGS as POSITION_FIGURES
 from ..search import PENALTIES, SearchOptions
 from ..server.limits import StudioLimits

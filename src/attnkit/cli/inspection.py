@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ..attribution.methods import ALL_METHODS
+from ..attribution.names import ALL_METHODS
 from . import flags as F
 
 

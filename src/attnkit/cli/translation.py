@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..attribution.methods import CAPTION_METHODS
+from ..attribution.names import CAPTION_METHODS
 from . import flags as F
 
 
@@ -83,7 +83,6 @@ def _draw_caption_attributions(args: argparse.Namespace, captions) -> None:
     """Each caption's words over the image's regions by every asked method, one row each."""
     from ..atomic import numbered, save_figure
     from ..attribution import attribute_caption
-    from ..attribution.methods import CAPTION_METHODS
     from ..data.images import greyscale
     from ..evaluation.captioning import truth_boxes
     from ..evaluation.correctness import attention_in_box

@@ -22,6 +22,12 @@ IMAGE_ENCODERS = ("cnn", "vit")
 IMAGE_POSITIONS = ("sinusoidal", "learned", "fourier", "none")  # positions.grid.GRID_SCHEMES
 # sacreBLEU's tokenizers (13a: its default, for detokenized text; none: text tokenized already)
 BLEU_TOKENIZERS = ("13a", "none", "intl", "char", "zh", "ja-mecab", "ko-mecab", "spm", "flores101", "flores200")
+# languages the Moses detokenizer knows (sacremoses' nonbreaking-prefix lists): evaluating a model
+# trained on tokenized text
+DETOKENIZE_LANGS = (
+    "as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr", "ga", "gu", "hi", "hu", "is", "it", "kn",
+    "lt", "lv", "ml", "mr", "nl", "or", "pa", "pl", "pt", "ro", "ru", "sk", "sl", "sv", "ta", "te", "zh",
+)  # fmt: skip
 
 
 @dataclass

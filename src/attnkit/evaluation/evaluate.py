@@ -7,19 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import BLEU_TOKENIZERS
+from ..config import BLEU_TOKENIZERS, DETOKENIZE_LANGS
 from ..data import Tokenizer
 from ..inference.translate import Rerankers, Reverse, RightToLeft, translate
 from ..models.interface import Seq2SeqModel
 from ..search import SearchOptions
 from .metrics import Score, bleu, chrf
-
-# languages the Moses detokenizer knows (sacremoses' nonbreaking-prefix lists): evaluating a model
-# trained on tokenized text
-DETOKENIZE_LANGS = (
-    "as", "bn", "ca", "cs", "de", "el", "en", "es", "et", "fi", "fr", "ga", "gu", "hi", "hu", "is", "it", "kn",
-    "lt", "lv", "ml", "mr", "nl", "or", "pa", "pl", "pt", "ro", "ru", "sk", "sl", "sv", "ta", "te", "zh",
-)  # fmt: skip
 
 
 @dataclass

@@ -35,9 +35,7 @@ from ..models.factory import build_captioner
 from ..models.image import RNNCaptioner, TransformerCaptioner
 from ..models.rnn import RNNSeq2Seq
 from ..models.transformer import TransformerEncoderModel, TransformerSeq2Seq
-from . import packaged
-
-CHECKPOINT_CHOICES = ("best", "last", "average")
+from . import CHECKPOINT_CHOICES, packaged
 
 
 def save_atomic(obj: Any, path: str | Path) -> None:

@@ -1,58 +1,39 @@
 """Positional information: absolute (added to embeddings) and inside attention.
 
-``build_positions(name, ...)`` is the one place a scheme name becomes a module.
+``build_positions(name, ...)`` (``factory``) is the one place a scheme name becomes a module.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from ..errors import unknown_choice
-from .alibi import ALiBi, alibi_slopes
-from .base import AbsolutePositions, AttentionPositions, as_positions
-from .fourier import FourierPositions
-from .learned import LearnedPositionalEmbedding
-from .relative import RelativePositions
-from .rotary import RotaryPositions
-from .sinusoidal import SinusoidalPositionalEncoding, sinusoid_table
-from .t5 import T5RelativeBias, t5_bucket
+from ..lazy import exports
 
-POSITION_SCHEMES = ("sinusoidal", "learned", "fourier", "relative", "t5", "rope", "alibi", "none")
-POSITION_ENCODINGS = POSITION_SCHEMES[:-1]  # every scheme but none: those that have something to draw
+if TYPE_CHECKING:
+    from .alibi import ALiBi, alibi_slopes
+    from .base import AbsolutePositions, AttentionPositions, as_positions
+    from .factory import build_positions
+    from .fourier import FourierPositions
+    from .learned import LearnedPositionalEmbedding
+    from .relative import RelativePositions
+    from .rotary import RotaryPositions
+    from .schemes import POSITION_ENCODINGS, POSITION_SCHEMES
+    from .sinusoidal import SinusoidalPositionalEncoding, sinusoid_table
+    from .t5 import T5RelativeBias, t5_bucket
 
-
-def build_positions(
-    name: str,
-    *,
-    d_model: int,
-    num_heads: int,
-    max_len: int = 1024,
-    max_distance: int | None = None,
-    causal: bool = False,
-) -> AbsolutePositions | AttentionPositions | None:
-    """Build a positional scheme by name; "none" gives None (no position information).
-
-    ``max_distance`` is Shaw's clipping distance (default 16) or T5's largest
-    bucketed distance (default 128); ``causal`` makes T5 buckets one-directional.
-    """
-    if d_model % num_heads:
-        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-    head_dim = d_model // num_heads
-    if name == "sinusoidal":
-        return SinusoidalPositionalEncoding(d_model, max_len)
-    if name == "learned":
-        return LearnedPositionalEmbedding(d_model, max_len)
-    if name == "fourier":
-        return FourierPositions(d_model, dims=1)
-    if name == "relative":
-        return RelativePositions(head_dim, max_distance or 16)
-    if name == "t5":
-        return T5RelativeBias(num_heads, max_distance=max_distance or 128, bidirectional=not causal)
-    if name == "rope":
-        return RotaryPositions(head_dim)
-    if name == "alibi":
-        return ALiBi(num_heads)
-    if name == "none":
-        return None
-    raise unknown_choice("positional scheme", name, POSITION_SCHEMES)
+exports(
+    __name__,
+    {
+        "alibi": ("ALiBi", "alibi_slopes"),
+        "base": ("AbsolutePositions", "AttentionPositions", "as_positions"),
+        "factory": ("build_positions",),
+        "fourier": ("FourierPositions",),
+        "learned": ("LearnedPositionalEmbedding",),
+        "relative": ("RelativePositions",),
+        "rotary": ("RotaryPositions",),
+        "schemes": ("POSITION_ENCODINGS", "POSITION_SCHEMES"),
+        "sinusoidal": ("SinusoidalPositionalEncoding", "sinusoid_table"),
+        "t5": ("T5RelativeBias", "t5_bucket"),
+    },
+)
 
 
 __all__ = [

@@ -11,13 +11,7 @@ from torch import Tensor
 
 from ..attention.sites import Listener, Weights
 from ..models.interface import Seq2SeqModel
-
-# How beam search ranks finished hypotheses of different lengths: score = log P(Y) / lp(|Y|),
-# |Y| counting the EOS token. Each style with its customary alpha (used when none is given).
-PENALTIES: dict[str, float] = {
-    "fairseq": 1.0,  # lp = |Y|^alpha, fairseq's --lenpen (default 1: mean log-probability per token)
-    "gnmt": 0.6,  # lp = ((5 + |Y|) / 6)^alpha, Wu et al. 2016 (GNMT), eq. 14
-}
+from .options import PENALTIES
 
 
 @overload

@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .hypotheses import PENALTIES
+# How beam search ranks finished hypotheses of different lengths: score = log P(Y) / lp(|Y|),
+# |Y| counting the EOS token. Each style with its customary alpha (used when none is given).
+PENALTIES: dict[str, float] = {
+    "fairseq": 1.0,  # lp = |Y|^alpha, fairseq's --lenpen (default 1: mean log-probability per token)
+    "gnmt": 0.6,  # lp = ((5 + |Y|) / 6)^alpha, Wu et al. 2016 (GNMT), eq. 14
+}
 
 
 @dataclass(frozen=True)
