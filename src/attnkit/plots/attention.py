@@ -308,7 +308,7 @@ def plot_alignment_panels(
     longest = max(max(len(p.keys), len(p.queries)) for r in rows for p in r)
     label = 0.07 * max(len(t) for r in rows for p in r for t in [*p.keys, *p.queries])  # inches of labels
     size = min(3.4, (WIDTH - 0.6 - columns * (label + 0.2)) / columns)
-    fs = max(6.5, min(9.0, size * 72 / longest * 0.8))  # a label's height within its cell
+    fs = max(7.5, min(9.5, size * 72 / longest * 0.95))  # a label's height: its cell's
     fig = Figure(figsize=(WIDTH, len(rows) * (size + label + 0.9) + 1.2), layout="constrained")
     # a row of its own for the colour bar: every panel the same size
     subs = fig.subfigures(len(rows) + 1, 1, squeeze=False, height_ratios=[1.0] * len(rows) + [0.2])[:, 0]

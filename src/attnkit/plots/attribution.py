@@ -35,7 +35,8 @@ def plot_methods(
     nrows = -(-len(panels) // ncols)
     fs = 10 if max(rows, cols) <= 20 else 8 if max(rows, cols) <= 40 else 6
     turned = fs / 72 * 0.62 * max(map(len, col_tokens), default=1)  # inches of the turned key labels
-    titles = [textwrap.fill(name, max(12, int(side * 15))) for name, _ in panels]  # each within its panel
+    wrap = max(12, int(side * 11))  # a title's characters a line, within its panel
+    titles = [textwrap.fill(name, wrap, break_on_hyphens=False) for name, _ in panels]
     lines = max(t.count("\n") + 1 for t in titles)
     # every panel has the same tokens: the key labels under the last panel of each column, and over
     # the first (the top row's columns are then read without looking down the figure)
@@ -65,7 +66,7 @@ def plot_methods(
             ax.tick_params(axis="x", top=True, labeltop=True, bottom=False, labelbottom=False)
         ax.set_yticks(range(rows), list(row_tokens), fontsize=fs)
         upright_spaces(ax, top=above)
-        ax.set_title(name, fontsize=9)
+        ax.set_title(name, fontsize=10)
     for ax in axes[::ncols]:
         ax.set_ylabel(row_label, fontsize=9)
     assert im is not None  # panels is not empty
@@ -78,7 +79,7 @@ def plot_methods(
             top,
             f"largest\n{top:.2f}",
             transform=bar.ax.get_yaxis_transform(),
-            fontsize=8,
+            fontsize=10,
             va="center",
             ha="right",
         )

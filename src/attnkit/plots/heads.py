@@ -94,7 +94,7 @@ def plot_atlas(kinds: Sequence[tuple[str, str, list[Grid]]], *, title: str = "",
     if title:
         fig.suptitle(title, fontsize=13, fontweight="bold")
     if footnote:  # how to read the outlines and ranks, under every block
-        fig.supxlabel(textwrap.fill(footnote, round(WIDTH * 14)), fontsize=9, ha="left", x=0.01, color="#374151")
+        fig.supxlabel(textwrap.fill(footnote, round(WIDTH * 12.5)), fontsize=10, ha="left", x=0.01, color="#1f2937")
     return fig
 
 
@@ -173,7 +173,7 @@ def _panel(ax, grid: Grid, *, cell: float, square: bool, first: bool):
     for li, h in zip(*np.nonzero(flagged)):
         ax.add_patch(Rectangle((h - 0.5, li - 0.5), 1, 1, fill=False, edgecolor=FLAG, lw=2.0))
     thousandths = grid.scale in ("effect", "importance") and hi < 1
-    size = float(np.clip(cell * 72 * 0.38, 8, 11))
+    size = float(np.clip(cell * 72 * 0.42, 9, 12))
     for li in range(layers):
         for h in range(heads):
             v = values[li, h]

@@ -213,12 +213,12 @@ def _vector_panels(fig, axes, w, chosen: np.ndarray, by: str, step: int, ticks: 
     note.text(
         0.5,
         0.4,
-        wrap_math(f"row {math(row)} = the strip {query} × row {math(row)} of panel 1, cell by cell", 36),
+        wrap_math(f"row {math(row)} = the strip {query} × row {math(row)} of panel 1, cell by cell", 34),
         transform=note.transAxes,
         ha="center",
         va="center",
-        fontsize=9,
-        color="#374151",
+        fontsize=10,
+        color="#1f2937",
         in_layout=False,
     )
 
@@ -283,7 +283,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
             top = int(np.argmax(w.weights))  # its product printed beside it, low, under the Gaussian
             ax.annotate(f"{w.in_window[top]:.4f} × {w.gauss[top]:.4f} = {w.weights[top]:.4f}",
                         (top + 0.45, w.weights[top] * 0.15), xytext=(3, 0), textcoords="offset points", ha="left",
-                        va="center", fontsize=8, bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))  # fmt: skip
+                        va="center", fontsize=10, bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1))  # fmt: skip
         product = " = softmax × Gaussian" if w.gauss is not None else ""
         ax.bar(x, w.weights, width=0.5 if w.gauss is not None else 0.6, color="#2563eb",
                label=f"weight {math('a_s')}{product}")  # fmt: skip
@@ -302,7 +302,7 @@ def _softmax_panel(ax, w, x: np.ndarray, labels: list[str], ticks: dict[str, Any
         for shift, row in ((-0.2, w.unscaled_weights), (0.2, w.weights)):  # each series' largest weight, printed
             top = int(np.argmax(row))
             ax.annotate(f"{row[top]:.2f}", (top + shift, row[top]), xytext=(0, 1), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=8)  # fmt: skip
+                        ha="center", va="bottom", fontsize=10)  # fmt: skip
         title = "4. softmax, unscaled and scaled"
     ax.set_xticks(x, labels, **ticks)
     upright_spaces(ax)

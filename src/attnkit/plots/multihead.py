@@ -15,25 +15,26 @@ from .layout import WIDTH, fit_height, upright_spaces
 HEAD_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
 ACTIVATION_CMAP = "RdBu_r"  # signed values: blue below 0, red above, white at 0
 SCALED, UNSCALED = "#2563eb", "#9ca3af"  # with 1/sqrt(d_k), and the what-if without it (grey, as explain draws it)
-TICK = 8.0  # points: 9 px or more at the 880 px of a docs column
+TICK = 9.0  # points: 13 px at the 880 px of a docs column
 
 
 def plot_layer_walk(walk, scaling, *, model: str = "") -> Figure:
     """Four rows: X projected into Q, K and V with the heads' columns marked; every head's map;
     the heads' outputs concatenated and projected by W^O into the layer's output; and the
     division by sqrt(d_k) measured on random vectors. Activations share one signed scale."""
-    fig = Figure(figsize=(WIDTH, 11.5), layout="constrained")
-    rows = fig.subfigures(5, 1, height_ratios=[2.3, 2.4, 2.1, 0.35, 2.4], squeeze=False)[:, 0]
+    grid = 1 if walk.heads <= 3 else 2  # rows of head maps: each large enough for its token labels
+    fig = Figure(figsize=(WIDTH, 11.5 + 2.9 * (grid - 1)), layout="constrained")
+    rows = fig.subfigures(5, 1, height_ratios=[2.3, 2.4 + 2.9 * (grid - 1), 2.1, 0.35, 2.4], squeeze=False)[:, 0]
     matrices = [walk.x, *(_joined(a) for a in (walk.q, walk.k, walk.v)), walk.concat, walk.out]
     lim = float(np.quantile(np.abs(np.concatenate([m.ravel() for m in matrices])), 0.99))
     memory = "X" if walk.kind != "cross" else "M"
     _project_row(rows[0], walk, lim, memory)
-    _heads_row(rows[1], walk)
+    _heads_row(rows[1], walk, grid)
     im = _output_row(rows[2], walk, lim)
     cax = rows[3].add_axes((0.25, 0.55, 0.5, 0.2))
     rows[3].colorbar(im, cax=cax, orientation="horizontal", extend="both")
     cax.set_title(
-        f"rows 1 and 3: activation value, one scale for every matrix (beyond ±{lim:.2f}, 1% of them, at the ends)",
+        f"parts 1 and 3: activation value, one scale for every matrix (beyond ±{lim:.2f}, 1% of them, at the ends)",
         fontsize=9,
     )
     cax.tick_params(labelsize=TICK)
@@ -99,33 +100,38 @@ def _project_row(sub: SubFigure, walk, lim: float, memory: str) -> None:
     )
     axes = sub.subplots(1, 4)
     _matrix(axes[0], walk.x, lim, f"X: the layer's input ({t} × {d_model})", 0, walk.queries)
-    _matrix(axes[1], _joined(walk.q), lim, f"Q ({t} × {d_model})", walk.heads, walk.queries)
+    _matrix(axes[1], _joined(walk.q), lim, f"Q ({t} × {d_model})", walk.heads, None)  # X's rows
     _matrix(axes[2], _joined(walk.k), lim, f"K ({s} × {d_model})", walk.heads, walk.keys)
-    _matrix(axes[3], _joined(walk.v), lim, f"V ({s} × {d_model})", walk.heads, walk.keys)
+    _matrix(axes[3], _joined(walk.v), lim, f"V ({s} × {d_model})", walk.heads, None)  # K's rows
 
 
-def _heads_row(sub: SubFigure, walk) -> None:
+def _heads_row(sub: SubFigure, walk, grid: int) -> None:
     _row_title(
         sub,
         rf"2. Each head attends with its own columns: $A_h = \mathrm{{softmax}}(Q_h K_h^\top / \sqrt{{{walk.d_k}}})$",
         f"over each map: its queries' largest weight, mean (in brackets: the same without the √{walk.d_k}, a what-if)",
     )
     big, big_raw = walk.largest(walk.weights), walk.largest(walk.unscaled)
-    axes = sub.subplots(1, walk.heads, squeeze=False)[0]
+    columns = -(-walk.heads // grid)
+    axes = sub.subplots(grid, columns, squeeze=False)
     t, s = walk.weights.shape[1:]
     im = None
-    for h, ax in enumerate(axes):
+    for h, ax in enumerate(axes.flat):
+        if h >= walk.heads:
+            ax.set_visible(False)
+            continue
         im = ax.imshow(walk.weights[h], cmap="viridis", vmin=0, vmax=1, aspect="equal", interpolation="nearest")
-        ax.set_title(f"head {h}: {big[h]:.2f} ({big_raw[h]:.2f})", fontsize=9.5, color=HEAD_COLOURS[h % 8])
+        ax.set_title(f"head {h}: {big[h]:.2f} ({big_raw[h]:.2f})", fontsize=10, color=HEAD_COLOURS[h % 8])
         for side in ax.spines.values():
             side.set_edgecolor(HEAD_COLOURS[h % 8])
             side.set_linewidth(2)
-        fs = TICK if max(t, s) <= 14 else max(6.5, TICK * 14 / max(t, s))
-        ax.set_xticks(range(s), walk.keys, rotation=90, fontsize=fs)
-        ax.set_yticks(range(t), walk.queries if h == 0 else [""] * t, fontsize=fs)
+        fs = TICK if max(t, s) <= 14 else max(7.5, TICK * 14 / max(t, s))
+        first, bottom = h % columns == 0, h + columns >= walk.heads  # the same tokens on every map: labelled once
+        ax.set_xticks(range(s), walk.keys if bottom else [""] * s, rotation=90, fontsize=fs)
+        ax.set_yticks(range(t), walk.queries if first else [""] * t, fontsize=fs)
         upright_spaces(ax)
     assert im is not None  # a layer has at least one head
-    bar = sub.colorbar(im, ax=list(axes), shrink=0.8, pad=0.01)
+    bar = sub.colorbar(im, ax=list(axes.flat), shrink=0.8, pad=0.01)
     bar.set_label("weight (0-1)", fontsize=9)
     bar.ax.tick_params(labelsize=TICK)
 
