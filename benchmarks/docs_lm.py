@@ -143,7 +143,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
 
     from playwright.sync_api import sync_playwright
 
-    from attnkit.viewer.screenshot import VIEWPORT, find_browser
+    from attnkit.viewer.screenshot import SCALE, VIEWPORT, find_browser
 
     text = _studio_text(model, tokens)
     with socket.socket() as s:
@@ -156,7 +156,7 @@ def screens(model: Path, out: Path, tokens: int) -> None:
         server.stdout.readline()  # type: ignore[union-attr]
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=find_browser())
-            page = browser.new_context(viewport=VIEWPORT, bypass_csp=True).new_page()
+            page = browser.new_context(viewport=VIEWPORT, device_scale_factor=SCALE, bypass_csp=True).new_page()
             page.goto(f"http://127.0.0.1:{port}/")
             page.wait_for_function("/generated/.test(document.getElementById('status').textContent)")
             page.fill("#text", text)

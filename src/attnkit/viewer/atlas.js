@@ -183,7 +183,10 @@
   }
 
   function legend(m, top) {
-    const w = 240, ctx = setupCanvas($("atlas-legend"), Math.min(area().w, w + 600), 36);
+    const w = 240, width = Math.min(area().w, w + 600);
+    const words = lib.wrapped([`${m.label}: ${m.unit}` + (m.threshold !== null ? "; the magenta mark is the threshold" : "")],
+                              lib.LEGEND, width - w - 28);  // beside the bar, as many lines as they need
+    const ctx = setupCanvas($("atlas-legend"), width, Math.max(36, 4 + 18 * words.length));
     for (let x = 0; x < w; x++) {
       const t = x / (w - 1);
       ctx.fillStyle = m.scale === "effect" ? diverging(2 * t - 1) : colour(t);
@@ -199,7 +202,7 @@
       ctx.fillStyle = FLAG; ctx.fillRect(x - 1, 0, 2, 18);
     }
     ctx.textAlign = "left"; ctx.fillStyle = "#1d2330";
-    ctx.fillText(`${m.label}: ${m.unit}` + (m.threshold !== null ? "; the magenta mark is the threshold" : ""), w + 22, 2);
+    words.forEach((line, i) => ctx.fillText(line, w + 22, 2 + 18 * i));
     $("atlas-about").textContent = m.about;
   }
 

@@ -167,22 +167,32 @@
   }
 
   function legend(x, top, drawn, refused) {
-    const w = 240, ctx = setupCanvas($("circ-legend"), Math.min(area().w, w + 640), 60);
+    const w = 240, width = Math.min(area().w, w + 640), room = width - w - 28;  // the words beside the bar, wrapped
+    const lines = lib.wrapped([`${x.label}: ${x.unit}`,
+      drawn ? `arrows: the ${drawn} strongest paths, into a later head's` : "no paths between the strongest heads"], lib.LEGEND, room);
+    const items = drawn ? [["q", "query"], ["k", "key"], ["v", "value"], [null, "· width: effect; dashed: below 0"]] : [];
+    const placed = [];  // the arrows' colours, item by item: a new line where one would run past the edge
+    let at = 0, row = 0;
+    for (const [via, word] of items) {
+      const iw = (via ? 22 : 0) + lib.textWidth([word], lib.LEGEND) + 10;
+      if (at && at + iw > room) { row += 1; at = 0; }
+      placed.push([via, word, at, row]); at += iw;
+    }
+    const rows = lines.length + (items.length ? row + 1 : 0);
+    const ctx = setupCanvas($("circ-legend"), width, Math.max(40, 4 + 19 * rows));
     for (let i = 0; i < w; i++) { ctx.fillStyle = diverging((2 * i) / (w - 1) - 1); ctx.fillRect(i + 10, 2, 1, 14); }
     ctx.fillStyle = "#1d2330"; ctx.font = lib.LEGEND; ctx.textBaseline = "top";
     const t = top.toPrecision(2);
     ctx.textAlign = "left"; ctx.fillText(`−${t}`, 10, 20);
     ctx.textAlign = "center"; ctx.fillText("0", 10 + w / 2, 20);
     ctx.textAlign = "right"; ctx.fillText(`+${t}`, w + 10, 20);
-    ctx.textAlign = "left"; ctx.fillText(`${x.label}: ${x.unit}`, w + 22, 2);
-    ctx.fillText(drawn ? `arrows: the ${drawn} strongest paths, into a later head's` : "no paths between the strongest heads", w + 22, 21);
-    if (drawn) {
-      let at = w + 22;
-      for (const [via, word] of [["q", "query"], ["k", "key"], ["v", "value"]]) {
-        ctx.fillStyle = VIA[via]; ctx.fillRect(at, 47, 18, 4); at += 22;
-        ctx.fillStyle = "#1d2330"; ctx.fillText(word, at, 40); at += ctx.measureText(word).width + 10;
-      }
-      ctx.fillText("· width: effect; dashed: below 0", at, 40);
+    ctx.textAlign = "left";
+    lines.forEach((line, i) => ctx.fillText(line, w + 22, 2 + 19 * i));
+    for (const [via, word, x0, r] of placed) {
+      const y = 2 + 19 * (lines.length + r);
+      let tx = w + 22 + x0;
+      if (via) { ctx.fillStyle = VIA[via]; ctx.fillRect(tx, y + 7, 18, 4); tx += 22; }
+      ctx.fillStyle = "#1d2330"; ctx.fillText(word, tx, y);
     }
     $("circ-about").textContent = `${x.about}. Arrows: path patching among the six heads of largest effect (at most ${PATHS_DRAWN} paths, each at least 5% of the strongest), each number the ` +
       "path's effect (1: the clean run restored through that input alone)" + (refused.length ? `. Not shown: ${refused.join("; ")}.` : ".");

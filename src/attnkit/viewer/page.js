@@ -454,7 +454,7 @@
   // ---- the views: one file each (head.js, matrix.js, model.js, neuron.js, attribution.js, image.js,
   // positions.js, atlas.js, circuits.js; long.js draws a long input's), each made from what it needs of this page
   const lib = { $, html, el, state, example, queries, keys, shown, heads, matrixOf, rowScale, scaleNote, area, clamp, fitCells, textWidth,
-                fmt, layerName, layerCount, setupCanvas, renderCells, colourBar, BAR, colour, diverging, rgb, api, currentModel,
+                fmt, layerName, layerCount, setupCanvas, renderCells, colourBar, wrapped, BAR, colour, diverging, rgb, api, currentModel,
                 selectTab, draw, streamedClass, info: () => modelInfo, live: !!LIVE, FAMILY, SMALL, LEGEND, KIND_LABEL, HEAD_COLOURS, ONE_COLOUR };
   const VIEWS = Object.fromEntries(Object.entries(window.attnkitViews).map(([name, make]) => [name, make(lib)]));
   const TABS = Object.assign({}, ...Object.values(VIEWS).map((v) => v.tabs).filter((t) => !Array.isArray(t)));
