@@ -106,7 +106,8 @@
     });
     const strongest = Math.max(1e-12, ...a.paths.map((p) => Math.abs(p.effect)));
     const paths = a.paths.filter((p) => Math.abs(p.effect) >= 0.05 * strongest).slice(0, PATHS_DRAWN);
-    for (const p of [...paths].reverse()) arrow(ctx, centre(p.sender), centre(p.receiver), p, strongest, cell);  // the strongest on top
+    const marks = [...paths].reverse().map((p) => arrow(ctx, centre(p.sender), centre(p.receiver), p, strongest, cell));  // the strongest on top
+    label(ctx, marks.reverse());  // every curve drawn first: no label under a later curve
     const summary = `${a.metric.replace("_", " ")}: clean ${a.clean.toFixed(3)}, corrupted ${a.corrupt.toFixed(3)}; ` +
       `${a.heads.length} heads` + (a.agreement !== null ? `; attribution patching agrees with activation patching at r = ${a.agreement.toFixed(3)}` : "");
     const refused = ["logit", "copying", "paths"].map((k) => a[`${k}_refused`]).filter(Boolean);
@@ -139,8 +140,9 @@
     const w = 1.5 + 4 * Math.abs(p.effect) / strongest, d = Math.hypot(x1 - x0, y1 - y0);
     const bend = d * { q: -0.3, k: 0.3, v: 0.6 }[p.via], nx = (y1 - y0) / d, ny = -(x1 - x0) / d;
     const mx = (x0 + x1) / 2 + bend * nx, my = (y0 + y1) / 2 + bend * ny;
-    const out = cell * 0.3, a0 = Math.atan2(my - y0, mx - x0), ang = Math.atan2(y1 - my, x1 - mx);
-    x0 += out * Math.cos(a0); y0 += out * Math.sin(a0); x1 -= out * Math.cos(ang); y1 -= out * Math.sin(ang);
+    // the receiver's end clear of its number; the sender's nearer its centre where the cells are neighbours
+    const out = cell * 0.3, from = Math.min(out, d * 0.1), a0 = Math.atan2(my - y0, mx - x0), ang = Math.atan2(y1 - my, x1 - mx);
+    x0 += from * Math.cos(a0); y0 += from * Math.sin(a0); x1 -= out * Math.cos(ang); y1 -= out * Math.sin(ang);
     const end = Math.max(6, cell * 0.08), tx = x1 - end * Math.cos(ang), ty = y1 - end * Math.sin(ang);
     ctx.lineCap = "round";
     for (const [colour, width] of [["#fff", w + 3], [VIA[p.via], w]]) {  // a white edge: the line reads over any cell
@@ -154,16 +156,27 @@
     ctx.lineTo(x1 - size * Math.cos(ang - 0.45), y1 - size * Math.sin(ang - 0.45));
     ctx.lineTo(x1 - size * Math.cos(ang + 0.45), y1 - size * Math.sin(ang + 0.45));
     ctx.closePath(); ctx.fill(); ctx.stroke();
-    // the label beside the curve's middle, on the side it bends to (off its shaft and the cells' border),
-    // dark type on white in a box of the path's colour
-    const side = Math.sign(bend) || 1, lx = 0.25 * x0 + 0.5 * mx + 0.25 * tx + side * 16 * nx;
-    const ly = 0.25 * y0 + 0.5 * my + 0.25 * ty + side * 16 * ny;
-    const text = `${p.via} ${p.effect >= 0 ? "+" : "−"}${Math.abs(p.effect).toFixed(2)}`;
+    // its label beside the curve's middle, on the side it bends to
+    const side = Math.sign(bend) || 1;
+    return { text: `${p.via} ${p.effect >= 0 ? "+" : "−"}${Math.abs(p.effect).toFixed(2)}`, colour: VIA[p.via],
+             x: 0.25 * x0 + 0.5 * mx + 0.25 * tx, y: 0.25 * y0 + 0.5 * my + 0.25 * ty, nx: side * nx, ny: side * ny };
+  }
+
+  function label(ctx, marks) {  // each path's number, strongest first: dark type on white in a box of its colour,
+    // clear of its own curve (its box's half-extent along the normal, and 10 px more) and of the labels before it
     ctx.font = `12px ${FAMILY}`; ctx.textAlign = "center"; ctx.textBaseline = "middle";
-    const tw = ctx.measureText(text).width + 8;
-    ctx.fillStyle = "#fff"; ctx.fillRect(lx - tw / 2, ly - 9, tw, 18);
-    ctx.strokeStyle = VIA[p.via]; ctx.lineWidth = 1.5; ctx.strokeRect(lx - tw / 2, ly - 9, tw, 18);
-    ctx.fillStyle = "#1d2330"; ctx.fillText(text, lx, ly);
+    const boxes = [];
+    for (const m of marks) {
+      const tw = ctx.measureText(m.text).width + 8, reach = Math.abs(m.nx) * tw / 2 + Math.abs(m.ny) * 9 + 10;
+      let lx = m.x + reach * m.nx, ly = m.y + reach * m.ny;
+      for (let k = 0; k < 6 && boxes.some((b) => Math.abs(b.x - lx) < (b.w + tw) / 2 + 2 && Math.abs(b.y - ly) < 20); k++) {
+        lx += (Math.abs(m.nx) * tw + Math.abs(m.ny) * 20) * m.nx; ly += (Math.abs(m.nx) * tw + Math.abs(m.ny) * 20) * m.ny;
+      }
+      boxes.push({ x: lx, y: ly, w: tw });
+      ctx.fillStyle = "#fff"; ctx.fillRect(lx - tw / 2, ly - 9, tw, 18);
+      ctx.strokeStyle = m.colour; ctx.lineWidth = 1.5; ctx.strokeRect(lx - tw / 2, ly - 9, tw, 18);
+      ctx.fillStyle = "#1d2330"; ctx.fillText(m.text, lx, ly);
+    }
   }
 
   function legend(x, top, drawn, refused) {
