@@ -5,20 +5,26 @@
   const { $, html, state, example, heads, matrixOf, area, clamp, layerName, setupCanvas, colour, colourBar } = lib;
   const LABEL = 170, ROW = 18, SOUND = 110, CURVE = 70, AXIS = 24, FONT = "14px system-ui, sans-serif";
 
+  let drawn = 0;  // the latest draw: an earlier one whose sound decodes later draws nothing
+
   function drawAudioView() {
-    const ex = example(), box = $("audio-view"); box.innerHTML = "";
-    if (!ex.spectrogram || !ex.maps.cross) return;
-    if (state.kind !== "cross") { html("p", { class: "note" }, box, "this view draws the cross-attention, each output token over the sound: choose the cross kind"); return; }
+    const ex = example(), box = $("audio-view"), ticket = ++drawn;
+    if (!ex.spectrogram || !ex.maps.cross) { box.innerHTML = ""; return; }
+    if (state.kind !== "cross") { box.innerHTML = ""; html("p", { class: "note" }, box, "this view draws the cross-attention, each output token over the sound: choose the cross kind"); return; }
     const words = ex.tgt_out_tokens, W = matrixOf(state.layer, state.head), step = ex.frame_seconds;  // the kind is cross
     const pinned = state.pinned && state.pinned.side === "q" ? state.pinned.i : null;
     const query = clamp(pinned === null ? Math.min(1, words.length - 1) : pinned, 0, words.length - 1);
-    const chips = html("div", { class: "chips" }, box);
-    words.forEach((t, i) => {
-      const b = html("button", { type: "button", class: i === query ? "chip on" : "chip" }, chips, t);
-      b.addEventListener("click", () => { state.pinned = { side: "q", i: i }; drawAudioView(); });
-    });
     const img = new Image();
-    img.onload = () => paint(box, ex, W, words, query, img, step);
+    img.onload = () => {  // chips and map drawn together, once the spectrogram is decoded: never one without the other
+      if (ticket !== drawn) return;
+      box.innerHTML = "";
+      const chips = html("div", { class: "chips" }, box);
+      words.forEach((t, i) => {
+        const b = html("button", { type: "button", class: i === query ? "chip on" : "chip" }, chips, t);
+        b.addEventListener("click", () => { state.pinned = { side: "q", i: i }; drawAudioView(); });
+      });
+      paint(box, ex, W, words, query, img, step);
+    };
     img.src = ex.spectrogram;
   }
 
