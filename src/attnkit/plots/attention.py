@@ -49,7 +49,7 @@ def plot_alignment(
     ax = fig.subplots()
     top = max(1e-9, float(weights.max())) if vmax is None else vmax
     im = ax.imshow(weights, cmap="viridis", vmin=0.0, vmax=top, aspect="equal", interpolation="nearest")
-    fs = min(10.0, max(6.0, cell * 72 * 0.55))  # a label's height about half its cell
+    fs = min(10.0, max(7.0, cell * 72 * 0.65))  # a label about two thirds of its cell
     short = max(map(len, src_tokens), default=0) <= 3  # short labels stay upright
     ax.set_xticks(
         range(s),
@@ -245,8 +245,8 @@ def plot_attention_steps(
     fs_q, fs_k = min(9.0, max(6.0, tall / queries * 72 * 0.7)), min(9.0, max(6.0, size / keys * 72 * 0.85))
     label = fs_k / 9 * 0.09 * max(len(t) for _, k, _ in rows for t in k)  # inches under a row for its key labels
     width = 1.0 + cols * size  # the colour bar under the panels: the width is theirs
-    note = "\n".join(textwrap.fill(line, int(width * 14)) for line in note.split("\n")) if note else ""
-    height = 2.0 + len(rows) * (tall + 0.35 + label) + 0.16 * (note.count("\n") + 1 if note else 0)
+    note = "\n".join(textwrap.fill(line, int(width * 12.5)) for line in note.split("\n")) if note else ""
+    height = 2.0 + len(rows) * (tall + 0.35 + label) + 0.19 * (note.count("\n") + 1 if note else 0)
     fig = Figure(figsize=(width, height), layout="constrained")
     axes = fig.subplots(len(rows), cols, squeeze=False)
     for r, (q, k, panels) in enumerate(rows):
@@ -260,7 +260,7 @@ def plot_attention_steps(
             upright_spaces(ax)
             if r == 0:  # every row shows the same steps: their titles once, over the top row
                 ax.set_title(
-                    step if isinstance(step, str) else f"step {step}", fontsize=8 if isinstance(step, str) else 9
+                    step if isinstance(step, str) else f"step {step}", fontsize=9.5 if isinstance(step, str) else 10
                 )
             if c == 0:
                 ax.set_ylabel(ylabel, fontsize=9)
@@ -272,7 +272,7 @@ def plot_attention_steps(
         chars = int(width * 11)
         fig.suptitle("\n".join(textwrap.fill(line, chars) for line in title.split("\n")), fontsize=11)
     if note:
-        fig.supxlabel(note, fontsize=8.5, ha="left", x=0.01, color="#374151")
+        fig.supxlabel(note, fontsize=10, ha="left", x=0.01, color="#1f2937")
     return fig
 
 

@@ -109,7 +109,7 @@ def _key(
     text = " ".join(
         ([("; ".join(marks) + ".")] if marks else []) + ([f"Methods: {'; '.join(cited)}."] if cited else [])
     )
-    fig.supxlabel(textwrap.fill(text, int(fig.get_figwidth() * 15)), fontsize=8.5, color="#374151")
+    fig.supxlabel(textwrap.fill(text, int(fig.get_figwidth() * 13)), fontsize=10, color="#1f2937")
 
 
 def _box(ax, box: Box | None) -> None:
